@@ -1,0 +1,72 @@
+/**
+ * One problem found while building, tracing or estimating a model.
+ *
+ * @example
+ * ```ts
+ * import { VramError, conv2d, estimate } from 'vram-ts';
+ * try {
+ *   estimate(conv2d({ out: 8, kernel: 9 }), { input: [1, 3, 4, 4] });
+ * } catch (error) {
+ *   if (error instanceof VramError) console.log(error.issues[0]?.path);
+ * }
+ * ```
+ */
+export interface VramIssue {
+  /** Where the problem is: module names and child indices from the root, then the op. */
+  readonly path: readonly (string | number)[];
+  /** A short machine-readable kind, e.g. `channel-mismatch`. */
+  readonly code: string;
+  /** What was wrong, in words. */
+  readonly message: string;
+  /** What the rule expected, when there is one. */
+  readonly expected?: string;
+  /** What it received instead. */
+  readonly received?: string;
+}
+
+/**
+ * The one error class vram-ts throws: a list of issues, each with a path.
+ *
+ * @example
+ * ```ts
+ * import { VramError } from 'vram-ts';
+ * const error = new VramError([{ path: ['features', 0], code: 'bad-dimension', message: 'dimension must be >= 1' }]);
+ * console.log(error.message); // "features.0: dimension must be >= 1"
+ * ```
+ */
+export class VramError extends Error {
+  /** Every problem found, at least one. */
+  readonly issues: readonly VramIssue[];
+
+  constructor(issues: readonly VramIssue[]) {
+    super(issues.map(formatIssue).join('\n'));
+    this.name = 'VramError';
+    this.issues = issues;
+  }
+}
+
+function formatIssue(issue: VramIssue): string {
+  const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+  const detail =
+    issue.expected !== undefined || issue.received !== undefined
+      ? ` (expected ${issue.expected ?? '?'}, received ${issue.received ?? '?'})`
+      : '';
+  return `${where}${issue.message}${detail}`;
+}
+
+/** Throws a VramError with one issue; a helper for rules deep inside the library. */
+export function fail(
+  code: string,
+  message: string,
+  details: { path?: readonly (string | number)[]; expected?: string; received?: string } = {},
+): never {
+  throw new VramError([
+    {
+      path: details.path ?? [],
+      code,
+      message,
+      ...(details.expected !== undefined ? { expected: details.expected } : {}),
+      ...(details.received !== undefined ? { received: details.received } : {}),
+    },
+  ]);
+}

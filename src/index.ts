@@ -1,0 +1,47 @@
+export { VramError, type VramIssue } from './errors.js';
+export * from './sym/index.js';
+export { DTYPE_BITS, bytesOf, isDType, isFloating, type DType } from './tensor/dtype.js';
+export { numel, specBytes, tensor, type TensorSpec } from './tensor/spec.js';
+
+export type { Device, GradNeeds, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from './ops/types.js';
+export { conv2dRule as conv2dOp, type Conv2dAttrs } from './ops/conv2d.js';
+export { batchNorm2dRule as batchNorm2dOp, type BatchNorm2dAttrs } from './ops/batchnorm2d.js';
+export { linearRule as linearOp, type LinearAttrs } from './ops/linear.js';
+export { activationRule, type ActivationAttrs, type ActivationKind } from './ops/activation.js';
+export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
+export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
+export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
+export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
+
+export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
+export { adaptiveAvgPool2d } from './nn/adaptiveAvgPool2d.js';
+export { avgPool2d } from './nn/avgPool2d.js';
+export { bn, type BatchNorm2dOptions } from './nn/bn.js';
+export { branch, parallel, type BranchOptions } from './nn/branch.js';
+export { conv2d, type Conv2dOptions } from './nn/conv2d.js';
+export { dropout } from './nn/dropout.js';
+export { flatten } from './nn/flatten.js';
+export { functional } from './nn/functional.js';
+export { gelu } from './nn/gelu.js';
+export { graph } from './nn/graph.js';
+export { hardsigmoid } from './nn/hardsigmoid.js';
+export { hardswish } from './nn/hardswish.js';
+export { identity } from './nn/identity.js';
+export { linear, type LinearOptions } from './nn/linear.js';
+export { maxPool2d } from './nn/maxPool2d.js';
+export { module } from './nn/module.js';
+export { relu } from './nn/relu.js';
+export { relu6 } from './nn/relu6.js';
+export { repeat } from './nn/repeat.js';
+export { residual, type ResidualOptions } from './nn/residual.js';
+export { seq, sequential } from './nn/seq.js';
+export { sigmoid } from './nn/sigmoid.js';
+export { silu } from './nn/silu.js';
+export { squeezeExcitation, type SqueezeExcitationOptions } from './nn/squeezeExcitation.js';
+export { tanh } from './nn/tanh.js';
+
+export type { IR, IRModule, IROp, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
+export { trace, type TraceOptions } from './trace/trace.js';
+export { savedStorages, type SavedStorages } from './memory/saved.js';
+export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
+export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';

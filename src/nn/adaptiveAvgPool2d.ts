@@ -1,0 +1,18 @@
+import { adaptiveAvgPool2dRule, type AdaptiveAvgPool2dAttrs } from '../ops/pool2d.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * Adaptive average pooling to a fixed output size (default 1×1), torch.nn.AdaptiveAvgPool2d.
+ *
+ * @example
+ * ```ts
+ * import { adaptiveAvgPool2d, estimate } from 'vram-ts';
+ * console.log(estimate(adaptiveAvgPool2d(), { input: [2, 8, 7, 7] }).modules[0]?.outputShape); // [2, 8, 1, 1]
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function adaptiveAvgPool2d(options: AdaptiveAvgPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveAvgPool2dAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(adaptiveAvgPool2dRule, 'AdaptiveAvgPool2d', attrs, layer);
+}

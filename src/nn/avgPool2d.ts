@@ -1,0 +1,18 @@
+import { avgPool2dRule, type Pool2dAttrs } from '../ops/pool2d.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * Average pooling over windows (torch.nn.AvgPool2d; stride defaults to the kernel).
+ *
+ * @example
+ * ```ts
+ * import { avgPool2d, estimate } from 'vram-ts';
+ * console.log(estimate(avgPool2d({ kernel: 2 }), { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [1, 4, 4, 4]
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function avgPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(avgPool2dRule, 'AvgPool2d', attrs, layer);
+}

@@ -1,0 +1,22 @@
+import { batchNorm2dRule, type BatchNorm2dAttrs } from '../ops/batchnorm2d.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/** Options of {@link bn}. */
+export type BatchNorm2dOptions = BatchNorm2dAttrs & LayerOptions;
+
+/**
+ * BatchNorm2d over the channels of its input (torch.nn.BatchNorm2d).
+ *
+ * @example
+ * ```ts
+ * import { bn, conv2d, estimate, seq } from 'vram-ts';
+ * const r = estimate(seq(conv2d({ out: 8, kernel: 1, bias: false }), bn()), { input: [2, 3, 8, 8] });
+ * console.log(r.params.total); // 24 + 16
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function bn(options: BatchNorm2dOptions = {}): OpLayer<BatchNorm2dAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(batchNorm2dRule, 'BatchNorm2d', attrs, layer);
+}

@@ -1,0 +1,19 @@
+import { dropoutRule, type DropoutAttrs } from '../ops/dropout.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * Dropout (torch.nn.Dropout, p defaults to 0.5). In training it keeps a mask for backward:
+ * 1 byte per element on CUDA's fused path, the input's dtype on CPU or in place.
+ *
+ * @example
+ * ```ts
+ * import { dropout, estimate } from 'vram-ts';
+ * console.log(estimate(dropout({ p: 0.2 }), { input: [1, 1024] }).bytes.activations); // 1024 (bool mask)
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function dropout(options: DropoutAttrs & LayerOptions = {}): OpLayer<DropoutAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(dropoutRule, 'Dropout', attrs, layer);
+}

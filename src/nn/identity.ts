@@ -1,0 +1,17 @@
+import { identityRule } from '../ops/shape.js';
+import { opLayer } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * nn.Identity: passes its input through, keeping nothing.
+ *
+ * @example
+ * ```ts
+ * import { estimate, identity } from 'vram-ts';
+ * console.log(estimate(identity(), { input: [1, 3] }).bytes.activations); // 0
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function identity(options: LayerOptions = {}): OpLayer<Record<string, never>> {
+  return opLayer(identityRule, 'Identity', {}, options);
+}

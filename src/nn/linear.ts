@@ -1,0 +1,21 @@
+import { linearRule, type LinearAttrs } from '../ops/linear.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/** Options of {@link linear}. */
+export type LinearOptions = LinearAttrs & LayerOptions;
+
+/**
+ * A fully connected layer over the last dimension (torch.nn.Linear).
+ *
+ * @example
+ * ```ts
+ * import { estimate, linear } from 'vram-ts';
+ * console.log(estimate(linear({ out: 10 }), { input: [4, 32] }).params.total); // 330
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function linear(options: LinearOptions): OpLayer<LinearAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(linearRule, 'Linear', attrs, layer);
+}

@@ -1,0 +1,19 @@
+import { maxPool2dRule, type Pool2dAttrs } from '../ops/pool2d.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * Max pooling (torch.nn.MaxPool2d). Training keeps the input and int64 indices of the maxima.
+ *
+ * @example
+ * ```ts
+ * import { estimate, maxPool2d } from 'vram-ts';
+ * // input 1·4·8·8·4 B = 1024 B, plus indices 1·4·4·4·8 B = 512 B
+ * console.log(estimate(maxPool2d({ kernel: 2 }), { input: [1, 4, 8, 8] }).bytes.activations); // 1536
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function maxPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(maxPool2dRule, 'MaxPool2d', attrs, layer);
+}

@@ -1,0 +1,21 @@
+import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+const rule = activationRule('sigmoid');
+
+/**
+ * The Sigmoid activation (torch.nn.Sigmoid).
+ *
+ * @example
+ * ```ts
+ * import { sigmoid, estimate } from 'vram-ts';
+ * const r = estimate(sigmoid(), { input: [1, 8, 4, 4] });
+ * console.log(r.bytes.activations); // 512
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function sigmoid(options: Record<never, never> & LayerOptions = {}): OpLayer<ActivationAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(rule, 'Sigmoid', attrs, layer);
+}

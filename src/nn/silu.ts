@@ -1,0 +1,21 @@
+import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+const rule = activationRule('silu');
+
+/**
+ * The SiLU activation (torch.nn.SiLU). `inplace` overwrites the input as torch's `inplace=True` does; see the op rule for what autograd then keeps.
+ *
+ * @example
+ * ```ts
+ * import { silu, estimate } from 'vram-ts';
+ * const r = estimate(silu(), { input: [1, 8, 4, 4] });
+ * console.log(r.bytes.activations); // 512
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function silu(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
+  const [attrs, layer] = splitOptions(options);
+  return opLayer(rule, 'SiLU', attrs, layer);
+}

@@ -1,0 +1,82 @@
+import type { OpRule } from '../ops/types.js';
+import type { Dim } from '../sym/expr.js';
+import type { DType } from '../tensor/dtype.js';
+
+/** Options every layer builder takes. */
+export interface LayerOptions {
+  /** Name in the parent module (default: its index in a sequence). */
+  readonly name?: string;
+}
+
+/** A primitive op; a torch module of class `className`, or a functional call when that is null. */
+export interface OpLayer<A = unknown> {
+  readonly kind: 'op';
+  readonly rule: OpRule<A>;
+  readonly attrs: A;
+  readonly className: string | null;
+  readonly name?: string;
+}
+
+/** An nn.Sequential (or subclass): children run in order, named by index unless named. */
+export interface SeqLayer {
+  readonly kind: 'seq';
+  readonly className: string;
+  readonly children: readonly Layer[];
+  readonly name?: string;
+}
+
+/** A named module around a body that is not itself a module (residual, branch, graph). */
+export interface ModuleLayer {
+  readonly kind: 'module';
+  readonly className: string;
+  readonly body: Layer;
+  readonly name?: string;
+}
+
+/** `body(x) + x` (or `+=` in place), optionally through a shortcut layer. */
+export interface ResidualLayer {
+  readonly kind: 'residual';
+  readonly body: Layer;
+  readonly inplace: boolean;
+  readonly shortcut?: Layer;
+  readonly name?: string;
+}
+
+/** How a branch merges its paths. */
+export type Merge = 'add' | 'mul' | 'concat';
+
+/** Paths that each see the same input, merged by add, mul or concat (channels). */
+export interface BranchLayer {
+  readonly kind: 'branch';
+  readonly className: string;
+  readonly paths: readonly Layer[];
+  readonly merge: Merge;
+  readonly name?: string;
+}
+
+/** A handle on a tensor while a graph layer is being traced. */
+export interface TensorRef {
+  readonly id: number;
+  readonly shape: readonly Dim[];
+  readonly dtype: DType;
+}
+
+/** What a graph layer's build function can do with tensors. */
+export interface GraphBuilder {
+  /** Runs a layer (usually a named module) on tensors; returns its first output. */
+  readonly apply: (layer: Layer, ...inputs: TensorRef[]) => TensorRef;
+  /** Runs a functional op (no module of its own) on tensors; returns its outputs. */
+  readonly call: <A>(rule: OpRule<A>, inputs: readonly TensorRef[], attrs: A) => TensorRef[];
+  /** model.train() or model.eval() for the traced model. */
+  readonly training: boolean;
+}
+
+/** Custom data flow (attention, gated MLPs): a function of the builder and the inputs. */
+export interface GraphLayer {
+  readonly kind: 'graph';
+  readonly build: (g: GraphBuilder, inputs: readonly TensorRef[]) => TensorRef | readonly TensorRef[];
+  readonly name?: string;
+}
+
+/** Any model or part of one. Plain data: build it with the functions of this package. */
+export type Layer = OpLayer<unknown> | SeqLayer | ModuleLayer | ResidualLayer | BranchLayer | GraphLayer;

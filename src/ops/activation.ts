@@ -1,0 +1,55 @@
+import { tensor } from '../tensor/spec.js';
+import type { OpRule, SavedRef } from './types.js';
+
+/** Attributes shared by elementwise activations. */
+export interface ActivationAttrs {
+  readonly inplace?: boolean;
+  /** gelu only: `'none'` (erf) or `'tanh'`. */
+  readonly approximate?: 'none' | 'tanh';
+}
+
+/**
+ * What autograd keeps for one activation, per PyTorch 1.13 measurements
+ * (../shared/reference/pytorch_saved_per_op.json): `input` or `output` when run out of
+ * place; in place, `output` means the result (the input's own storage) and `clone`
+ * means autograd keeps a copy of the original input, so in-place saves no memory.
+ */
+interface ActivationSaving {
+  readonly outOfPlace: 'input' | 'output';
+  readonly inPlace: 'output' | 'clone' | null;
+}
+
+const SAVING: Readonly<Record<string, ActivationSaving>> = {
+  relu: { outOfPlace: 'output', inPlace: 'output' },
+  relu6: { outOfPlace: 'input', inPlace: 'clone' },
+  hardswish: { outOfPlace: 'input', inPlace: 'clone' },
+  hardsigmoid: { outOfPlace: 'input', inPlace: 'clone' },
+  sigmoid: { outOfPlace: 'output', inPlace: 'output' },
+  tanh: { outOfPlace: 'output', inPlace: 'output' },
+  silu: { outOfPlace: 'input', inPlace: 'clone' },
+  gelu: { outOfPlace: 'input', inPlace: null },
+};
+
+/** The activation kinds with a saved-tensor rule. */
+export type ActivationKind = 'relu' | 'relu6' | 'hardswish' | 'hardsigmoid' | 'sigmoid' | 'tanh' | 'silu' | 'gelu';
+
+/** The rule of one elementwise activation. */
+export function activationRule(kind: ActivationKind): OpRule<ActivationAttrs> {
+  const saving = SAVING[kind]!;
+  return {
+    name: kind,
+    arity: 1,
+    apply([input], attrs) {
+      const inplace = (attrs.inplace ?? false) && saving.inPlace !== null;
+      const out = tensor(input!.shape, input!.dtype);
+      let saved: SavedRef;
+      if (!inplace) saved = saving.outOfPlace === 'input' ? { input: 0 } : { output: 0 };
+      else saved = saving.inPlace === 'output' ? { output: 0 } : { extra: out, label: 'original input' };
+      return {
+        outputs: [out],
+        ...(inplace ? { alias: 'inplace' as const } : {}),
+        saves: () => [saved],
+      };
+    },
+  };
+}

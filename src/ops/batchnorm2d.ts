@@ -1,0 +1,63 @@
+import { fail } from '../errors.js';
+import { numel, tensor } from '../tensor/spec.js';
+import { concreteDim, expectRank } from './check.js';
+import type { OpRule, SavedRef } from './types.js';
+
+/** Attributes of torch.nn.BatchNorm2d. */
+export interface BatchNorm2dAttrs {
+  readonly eps?: number;
+  readonly momentum?: number;
+  readonly affine?: boolean;
+  readonly trackRunningStats?: boolean;
+  /** Expected channels; inferred when omitted. */
+  readonly channels?: number;
+}
+
+/**
+ * BatchNorm2d. Training: autograd keeps the input, the running statistics buffers and
+ * the per-channel batch mean and inverse std (native_batch_norm's save_mean/save_invstd).
+ * Eval: the input and the running statistics (the batch statistics are empty tensors).
+ * Measured: ../shared/reference/pytorch_saved_per_op.json.
+ */
+export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
+  name: 'batch_norm',
+  arity: 1,
+  apply([input], attrs, ctx) {
+    expectRank(input!, [4], ctx, 'bn');
+    const channels = concreteDim(input!.shape[1]!, 'bn channels', ctx);
+    if (attrs.channels !== undefined && attrs.channels !== channels) {
+      fail('channel-mismatch', 'bn channels differ from the declared channels', { path: ctx.path, expected: String(attrs.channels), received: String(channels) });
+    }
+    const affine = attrs.affine ?? true;
+    const tracked = attrs.trackRunningStats ?? true;
+    const perChannel = tensor([channels], 'float32');
+    const params = affine
+      ? [
+          { name: 'weight', spec: tensor([channels], ctx.paramDtype) },
+          { name: 'bias', spec: tensor([channels], ctx.paramDtype) },
+        ]
+      : [];
+    const buffers = tracked
+      ? [
+          { name: 'running_mean', spec: perChannel },
+          { name: 'running_var', spec: perChannel },
+          { name: 'num_batches_tracked', spec: tensor([], 'int64') },
+        ]
+      : [];
+    // Batch statistics are used in training, and in eval when no running stats are tracked.
+    const batchStats = ctx.training || !tracked;
+    return {
+      outputs: [tensor(input!.shape, input!.dtype)],
+      params,
+      buffers,
+      saves: () => {
+        const saved: SavedRef[] = [{ input: 0 }];
+        if (affine) saved.push({ param: 'weight' });
+        if (tracked) saved.push({ buffer: 'running_mean' }, { buffer: 'running_var' });
+        if (batchStats) saved.push({ extra: perChannel, label: 'save_mean' }, { extra: perChannel, label: 'save_invstd' });
+        return saved;
+      },
+      macs: numel(input!),
+    };
+  },
+};

@@ -1,0 +1,80 @@
+import { fail } from '../errors.js';
+import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+import { tensor } from '../tensor/spec.js';
+import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
+export interface Conv2dAttrs {
+  readonly out: number;
+  readonly kernel: number | readonly [number, number];
+  readonly stride?: number | readonly [number, number];
+  readonly padding?: number | readonly [number, number] | 'same' | 'valid';
+  readonly dilation?: number | readonly [number, number];
+  readonly groups?: number;
+  readonly bias?: boolean;
+  /** Expected input channels; inferred from the input when omitted. */
+  readonly in?: number;
+}
+
+/** Output length of a convolution or pooling window along one axis. */
+export function windowOutput(size: Dim, kernel: number, stride: number, padBefore: number, padAfter: number, dilation: number): Dim {
+  // floor((L + pad_before + pad_after - dilation·(k - 1) - 1) / stride) + 1, as torch computes it.
+  return add(floorDiv(sub(add(size, padBefore + padAfter), dilation * (kernel - 1) + 1), stride), 1);
+}
+
+/**
+ * Conv2d: weight [out, in/groups, kh, kw] (+ bias). autograd's convolution node uses one
+ * formula for input, weight and bias, so it saves the input and the weight whenever it
+ * is recorded (derivatives.yaml: convolution).
+ */
+export const conv2dRule: OpRule<Conv2dAttrs> = {
+  name: 'conv2d',
+  arity: 1,
+  apply([input], attrs, ctx) {
+    expectRank(input!, [4], ctx, 'conv2d');
+    const [n, cIn, h, w] = input!.shape as [Dim, Dim, Dim, Dim];
+    const inChannels = concreteDim(cIn, 'conv2d input channels', ctx);
+    const out = positiveInt(attrs.out, 'out', ctx);
+    const groups = positiveInt(attrs.groups ?? 1, 'groups', ctx);
+    if (attrs.in !== undefined && attrs.in !== inChannels) {
+      fail('channel-mismatch', 'conv2d input channels differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(inChannels) });
+    }
+    if (inChannels % groups !== 0 || out % groups !== 0) {
+      fail('bad-groups', 'groups must divide both input and output channels', { path: ctx.path, expected: `divisor of ${inChannels} and ${out}`, received: String(groups) });
+    }
+    const [kh, kw] = intPair(attrs.kernel, 'kernel', ctx, 1);
+    const [sh, sw] = intPair(attrs.stride ?? 1, 'stride', ctx, 1);
+    const [dh, dw] = intPair(attrs.dilation ?? 1, 'dilation', ctx, 1);
+    const padding = attrs.padding ?? 0;
+    let pads: [number, number, number, number];
+    if (padding === 'same') {
+      if (sh !== 1 || sw !== 1) fail('bad-attribute', "padding 'same' needs stride 1", { path: ctx.path, received: `stride ${sh}x${sw}` });
+      const th = dh * (kh - 1);
+      const tw = dw * (kw - 1);
+      pads = [Math.floor(th / 2), th - Math.floor(th / 2), Math.floor(tw / 2), tw - Math.floor(tw / 2)];
+    } else if (padding === 'valid') {
+      pads = [0, 0, 0, 0];
+    } else {
+      const [ph, pw] = intPair(padding, 'padding', ctx, 0);
+      pads = [ph, ph, pw, pw];
+    }
+    const spanH = dh * (kh - 1) + 1;
+    const spanW = dw * (kw - 1) + 1;
+    expectAtLeast(add(h, pads[0] + pads[1]), spanH, ctx, 'conv2d kernel is larger than the padded input height');
+    expectAtLeast(add(w, pads[2] + pads[3]), spanW, ctx, 'conv2d kernel is larger than the padded input width');
+    const ho = windowOutput(h, kh, sh, pads[0], pads[1], dh);
+    const wo = windowOutput(w, kw, sw, pads[2], pads[3], dw);
+    const dtype = input!.dtype;
+    const weight = tensor([out, inChannels / groups, kh, kw], ctx.paramDtype);
+    const params = [{ name: 'weight', spec: weight }];
+    if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
+    return {
+      outputs: [tensor([n, out, ho, wo], dtype)],
+      params,
+      saves: () => [{ input: 0 }, { param: 'weight' }],
+      macs: mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
+    };
+  },
+};

@@ -1,0 +1,31 @@
+import { tensor } from '../tensor/spec.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of torch.nn.Dropout. */
+export interface DropoutAttrs {
+  readonly p?: number;
+  readonly inplace?: boolean;
+}
+
+/**
+ * Dropout. In eval mode or with p = 0 it returns its input. In training, CUDA's fused
+ * native_dropout (out of place) saves a bool mask (1 byte per element); the in-place
+ * path and every CPU path multiply by a noise tensor of the input's dtype and save that.
+ */
+export const dropoutRule: OpRule<DropoutAttrs> = {
+  name: 'dropout',
+  arity: 1,
+  apply([input], attrs, ctx) {
+    const p = attrs.p ?? 0.5;
+    const inplace = attrs.inplace ?? false;
+    const active = ctx.training && p > 0;
+    if (!active) return { outputs: [input!], alias: 'view', saves: () => [] };
+    const fused = ctx.device === 'cuda' && !inplace && p < 1;
+    const mask = tensor(input!.shape, fused ? 'bool' : input!.dtype);
+    return {
+      outputs: [tensor(input!.shape, input!.dtype)],
+      ...(inplace ? { alias: 'inplace' as const } : {}),
+      saves: () => [{ extra: mask, label: 'mask' }],
+    };
+  },
+};

@@ -1,0 +1,85 @@
+import { fail } from '../errors.js';
+import { sum } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+import { bounds } from '../sym/bounds.js';
+import { dimKey } from '../sym/expr.js';
+import { formatDim } from '../sym/format.js';
+import { tensor, type TensorSpec } from '../tensor/spec.js';
+import type { OpContext, OpRule, SavedRef } from './types.js';
+
+/** Attributes of an elementwise merge (add or mul). */
+export interface ElementwiseAttrs {
+  /** Write into the first input (`a += b`, `a *= b`). */
+  readonly inplace?: boolean;
+}
+
+function sameDim(a: Dim, b: Dim): boolean {
+  return dimKey(a) === dimKey(b);
+}
+
+/** Broadcast shape of two specs under numpy rules, or a VramError. */
+export function broadcastShape(a: readonly Dim[], b: readonly Dim[], ctx: OpContext): Dim[] {
+  const rank = Math.max(a.length, b.length);
+  const shape: Dim[] = [];
+  for (let i = 0; i < rank; i += 1) {
+    const x = a[a.length - rank + i] ?? 1;
+    const y = b[b.length - rank + i] ?? 1;
+    if (x === 1) shape.push(y);
+    else if (y === 1 || sameDim(x, y)) shape.push(x);
+    else if (bounds(x).max === 1) shape.push(y);
+    else fail('shape-mismatch', 'shapes do not broadcast', { path: ctx.path, expected: formatDim(x), received: formatDim(y) });
+  }
+  return shape;
+}
+
+/** add / sub: the gradient needs no saved tensor. */
+export const addRule: OpRule<ElementwiseAttrs> = {
+  name: 'add',
+  arity: 2,
+  apply([a, b], attrs, ctx) {
+    const shape = broadcastShape(a!.shape, b!.shape, ctx);
+    return { outputs: [tensor(shape, a!.dtype)], ...(attrs.inplace ? { alias: 'inplace' as const } : {}), saves: () => [] };
+  },
+};
+
+/** mul: each input's gradient needs the other input, so each is saved when the other needs a gradient. */
+export const mulRule: OpRule<ElementwiseAttrs> = {
+  name: 'mul',
+  arity: 2,
+  apply([a, b], attrs, ctx) {
+    const shape = broadcastShape(a!.shape, b!.shape, ctx);
+    return {
+      outputs: [tensor(shape, a!.dtype)],
+      ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
+      saves: (needs) => {
+        const saved: SavedRef[] = [];
+        if (needs.inputs[0]) saved.push({ input: 1 });
+        if (needs.inputs[1]) saved.push({ input: 0 });
+        return saved;
+      },
+    };
+  },
+};
+
+/** Attributes of torch.cat. */
+export interface CatAttrs {
+  readonly dim?: number;
+}
+
+/** cat: backward slices the gradient by sizes; nothing saved. */
+export const catRule: OpRule<CatAttrs> = {
+  name: 'cat',
+  arity: 'variadic',
+  apply(inputs, attrs, ctx) {
+    const first = inputs[0] as TensorSpec;
+    const rank = first.shape.length;
+    const dim = (attrs.dim ?? 1) < 0 ? (attrs.dim ?? 1) + rank : attrs.dim ?? 1;
+    for (const other of inputs) {
+      if (other.shape.length !== rank || other.shape.some((d, i) => i !== dim && !sameDim(d, first.shape[i]!))) {
+        fail('shape-mismatch', 'cat inputs differ outside the concatenated dimension', { path: ctx.path, expected: `[${first.shape.map(formatDim).join(', ')}]`, received: `[${other.shape.map(formatDim).join(', ')}]` });
+      }
+    }
+    const shape = first.shape.map((d, i) => (i === dim ? sum(inputs.map((x) => x.shape[i]!)) : d));
+    return { outputs: [tensor(shape, first.dtype)], saves: () => [] };
+  },
+};

@@ -1,0 +1,39 @@
+import { fail } from '../errors.js';
+import { product } from '../sym/ops.js';
+import { tensor } from '../tensor/spec.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of flatten (torch.flatten / nn.Flatten). */
+export interface FlattenAttrs {
+  readonly startDim?: number;
+  readonly endDim?: number;
+}
+
+function axis(index: number, rank: number): number {
+  return index < 0 ? index + rank : index;
+}
+
+/** flatten of a contiguous tensor is a view: no new memory, nothing saved. */
+export const flattenRule: OpRule<FlattenAttrs> = {
+  name: 'flatten',
+  arity: 1,
+  apply([input], attrs, ctx) {
+    const rank = input!.shape.length;
+    const start = axis(attrs.startDim ?? 1, rank);
+    const end = axis(attrs.endDim ?? -1, rank);
+    if (start < 0 || end >= rank || start > end) {
+      fail('bad-attribute', 'flatten dimensions out of range', { path: ctx.path, expected: `0 <= startDim <= endDim < ${rank}`, received: `${start}..${end}` });
+    }
+    const shape = [...input!.shape.slice(0, start), product(input!.shape.slice(start, end + 1)), ...input!.shape.slice(end + 1)];
+    return { outputs: [tensor(shape, input!.dtype)], alias: 'view', saves: () => [] };
+  },
+};
+
+/** nn.Identity returns its input tensor itself. */
+export const identityRule: OpRule<Record<string, never>> = {
+  name: 'identity',
+  arity: 1,
+  apply([input]) {
+    return { outputs: [input!], alias: 'view', saves: () => [] };
+  },
+};

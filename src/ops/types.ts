@@ -1,0 +1,70 @@
+import type { Dim } from '../sym/expr.js';
+import type { DType } from '../tensor/dtype.js';
+import type { TensorSpec } from '../tensor/spec.js';
+
+/** Where the model runs: a few kernels keep different tensors on CPU and CUDA. */
+export type Device = 'cuda' | 'cpu';
+
+/** What an op rule may read besides its inputs and attributes. */
+export interface OpContext {
+  /** model.train() (true) or model.eval() (false): BatchNorm statistics, dropout. */
+  readonly training: boolean;
+  /** Whether autograd records the op at all (false under no_grad / inference). */
+  readonly gradEnabled: boolean;
+  readonly device: Device;
+  /** dtype new parameters are created in. */
+  readonly paramDtype: DType;
+  /** Where the op sits, for error paths. */
+  readonly path: readonly (string | number)[];
+}
+
+/** A parameter or buffer an op owns. */
+export interface OwnedTensor {
+  readonly name: string;
+  readonly spec: TensorSpec;
+  /** Parameter key of an already traced parameter this one is tied to (shared storage). */
+  readonly tiedTo?: string;
+}
+
+/**
+ * One tensor autograd keeps for backward:
+ * an input, an output, a parameter or buffer by name, or a new tensor the op makes
+ * only to save it (BatchNorm's mean and inverse std, max-pool indices, dropout masks,
+ * the clone an in-place activation keeps of its original input).
+ */
+export type SavedRef =
+  | { readonly input: number }
+  | { readonly output: number }
+  | { readonly param: string }
+  | { readonly buffer: string }
+  | { readonly extra: TensorSpec; readonly label: string };
+
+/** Which of an op's differentiable inputs need a gradient when it runs. */
+export interface GradNeeds {
+  readonly inputs: readonly boolean[];
+  /** True when any of the op's own parameters is trainable. */
+  readonly params: boolean;
+}
+
+/** What an op does to memory, derived from its input specs and attributes. */
+export interface OpResult {
+  readonly outputs: readonly TensorSpec[];
+  readonly params?: readonly OwnedTensor[];
+  readonly buffers?: readonly OwnedTensor[];
+  /** `inplace`: output 0 writes into input 0; `view`: output 0 shares input 0's storage. */
+  readonly alias?: 'inplace' | 'view';
+  /** Outputs that carry no gradient (indices, masks), by index. */
+  readonly nonDifferentiableOutputs?: readonly number[];
+  /** What autograd saves when the op is recorded, given which inputs need gradients. */
+  readonly saves: (needs: GradNeeds) => readonly SavedRef[];
+  /** Multiply-accumulate count of the forward (torchinfo's "mult-adds"). */
+  readonly macs?: Dim;
+}
+
+/** The rule of one primitive op: specs in, memory facts out. */
+export interface OpRule<A> {
+  readonly name: string;
+  /** Number of tensor inputs, or `'variadic'`. */
+  readonly arity: number | 'variadic';
+  apply(inputs: readonly TensorSpec[], attrs: A, ctx: OpContext): OpResult;
+}

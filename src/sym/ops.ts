@@ -1,0 +1,273 @@
+import { fail } from '../errors.js';
+import { bounds } from './bounds.js';
+import {
+  atomExpr,
+  checkSafe,
+  dimKey,
+  fromTerms,
+  isExpr,
+  makeTerm,
+  termsOf,
+  type Dim,
+  type Expr,
+  type SymAssumptions,
+  type Term,
+} from './expr.js';
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_']*$/;
+
+/**
+ * A named symbolic dimension (an integer >= 1 unless `min` says more).
+ *
+ * @example
+ * ```ts
+ * import { estimate, mobilenetV3Small, sym } from 'vram-ts';
+ * const B = sym('B');
+ * const { bytes } = estimate(mobilenetV3Small({ numClasses: 3 }), { input: [B, 3, 224, 224] });
+ * console.log(String(bytes.activations)); // an expression in B
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function sym(name: string, assumptions: SymAssumptions = {}): Expr {
+  if (!NAME.test(name)) fail('bad-symbol', 'a symbol name is a letter or _ followed by letters, digits, _', { received: JSON.stringify(name) });
+  const min = assumptions.min ?? 1;
+  const { max, multipleOf } = assumptions;
+  if (!Number.isSafeInteger(min) || min < 1) fail('bad-symbol', `min of ${name} must be an integer >= 1`, { received: String(min) });
+  if (max !== undefined && (!Number.isSafeInteger(max) || max < min)) fail('bad-symbol', `max of ${name} must be an integer >= min`, { received: String(max) });
+  if (multipleOf !== undefined && (!Number.isSafeInteger(multipleOf) || multipleOf < 1)) fail('bad-symbol', `multipleOf of ${name} must be an integer >= 1`, { received: String(multipleOf) });
+  const extra = [max !== undefined ? `<=${max}` : '', multipleOf !== undefined ? `%${multipleOf}` : '', min !== 1 ? `>=${min}` : ''].join('');
+  return atomExpr({ kind: 'sym', key: extra === '' ? name : `${name}{${extra}}`, name, min, max, multipleOf });
+}
+
+function checkDim(dim: Dim): Dim {
+  if (typeof dim === 'number') checkSafe(dim, 'dimension');
+  return dim;
+}
+
+/**
+ * `a + b` for numbers or expressions.
+ *
+ * @example
+ * ```ts
+ * import { add, sym } from 'vram-ts';
+ * console.log(String(add(sym('S'), 1))); // "S + 1"
+ * ```
+ */
+export function add(a: Dim, b: Dim): Dim {
+  if (typeof a === 'number' && typeof b === 'number') return checkSafe(a + b, 'sum');
+  return fromTerms([...termsOf(checkDim(a)), ...termsOf(checkDim(b))]);
+}
+
+/**
+ * Sum of many dimensions (0 for none).
+ *
+ * @example
+ * ```ts
+ * import { sum } from 'vram-ts';
+ * console.log(sum([1, 2, 3])); // 6
+ * ```
+ */
+export function sum(dims: readonly Dim[]): Dim {
+  let numeric = 0;
+  const terms: Term[] = [];
+  for (const dim of dims) {
+    if (typeof dim === 'number') numeric = checkSafe(numeric + dim, 'sum');
+    else terms.push(...dim.terms);
+  }
+  if (terms.length === 0) return numeric;
+  if (numeric !== 0) terms.push(makeTerm(numeric, []));
+  return fromTerms(terms);
+}
+
+/**
+ * `-a`.
+ *
+ * @example
+ * ```ts
+ * import { neg } from 'vram-ts';
+ * console.log(neg(4)); // -4
+ * ```
+ */
+export function neg(a: Dim): Dim {
+  return mul(a, -1);
+}
+
+/**
+ * `a - b`.
+ *
+ * @example
+ * ```ts
+ * import { sub, sym } from 'vram-ts';
+ * console.log(String(sub(sym('H'), 2))); // "H - 2"
+ * ```
+ */
+export function sub(a: Dim, b: Dim): Dim {
+  if (typeof a === 'number' && typeof b === 'number') return checkSafe(a - b, 'difference');
+  return add(a, mul(b, -1));
+}
+
+/**
+ * `a · b`, exact.
+ *
+ * @example
+ * ```ts
+ * import { mul, sym } from 'vram-ts';
+ * console.log(String(mul(mul(sym('B'), 3), sym('H')))); // "3·B·H"
+ * ```
+ */
+export function mul(a: Dim, b: Dim): Dim {
+  if (typeof a === 'number' && typeof b === 'number') return checkSafe(a * b, 'product');
+  if (a === 0 || b === 0) return 0;
+  if (a === 1) return b;
+  if (b === 1) return a;
+  const terms: Term[] = [];
+  for (const ta of termsOf(checkDim(a))) {
+    for (const tb of termsOf(checkDim(b))) {
+      terms.push(makeTerm(checkSafe(ta.coef * tb.coef, 'coefficient'), [...ta.factors, ...tb.factors]));
+    }
+  }
+  return fromTerms(terms);
+}
+
+/**
+ * Product of many dimensions (1 for none).
+ *
+ * @example
+ * ```ts
+ * import { product } from 'vram-ts';
+ * console.log(product([2, 3, 4])); // 24
+ * ```
+ */
+export function product(dims: readonly Dim[]): Dim {
+  let numeric = 1;
+  let symbolic: Dim = 1;
+  for (const dim of dims) {
+    if (typeof dim === 'number') numeric = checkSafe(numeric * dim, 'product');
+    else symbolic = mul(symbolic, dim);
+  }
+  return mul(symbolic, numeric);
+}
+
+function floorInt(a: number, b: number): number {
+  let q = Math.floor(a / b);
+  // Floating division can land one off near 2^53; correct it exactly.
+  while (q * b > a) q -= 1;
+  while ((q + 1) * b <= a) q += 1;
+  return q;
+}
+
+function gcd(a: number, b: number): number {
+  let x = Math.abs(a);
+  let y = Math.abs(b);
+  while (y !== 0) [x, y] = [y, x % y];
+  return x;
+}
+
+function checkDivisor(den: number): void {
+  if (!Number.isSafeInteger(den) || den < 1) fail('bad-divisor', 'divisor must be an integer >= 1', { received: String(den) });
+}
+
+/**
+ * `floor(a / den)` for a positive integer divisor; exact and canonical
+ * (whole multiples are pulled out, nested floors merged).
+ *
+ * @example
+ * ```ts
+ * import { floorDiv, sym } from 'vram-ts';
+ * console.log(String(floorDiv(sym('H'), 2))); // "⌊H/2⌋"
+ * console.log(floorDiv(7, 2)); // 3
+ * ```
+ */
+export function floorDiv(a: Dim, den: number): Dim {
+  checkDivisor(den);
+  if (typeof a === 'number') return floorInt(checkSafe(a, 'dimension'), den);
+  if (den === 1) return a;
+  // Split every coefficient c = den·q + r with 0 <= r < den: the q parts leave the floor.
+  const quotient: Term[] = [];
+  const remainder: Term[] = [];
+  for (const term of a.terms) {
+    const q = floorInt(term.coef, den);
+    const r = term.coef - q * den;
+    if (q !== 0) quotient.push(makeTerm(q, term.factors));
+    if (r !== 0) remainder.push(makeTerm(r, term.factors));
+  }
+  const rest = fromTerms(remainder);
+  return add(fromTerms(quotient), floorOfRemainder(rest, den));
+}
+
+function floorOfRemainder(rest: Dim, den: number): Dim {
+  if (typeof rest === 'number') return floorInt(rest, den);
+  // floor(g·x / (g·d)) = floor(x / d) when g divides the whole numerator.
+  let g = den;
+  for (const term of rest.terms) g = gcd(g, term.coef);
+  if (g > 1) return floorDiv(scaleDown(rest, g), den / g);
+  // floor((floor(x/d') + c) / d) = floor((x + c·d') / (d'·d)) for integers c and d, d' >= 1.
+  const nested = rest.terms.find((term) => term.factors.length === 1 && term.factors[0]!.power === 1 && term.factors[0]!.atom.kind === 'floorDiv' && term.coef === 1);
+  const others = rest.terms.filter((term) => term !== nested);
+  if (nested && others.every((term) => term.factors.length === 0)) {
+    const atom = nested.factors[0]!.atom;
+    if (atom.kind === 'floorDiv') {
+      const constant = others.length > 0 ? others[0]!.coef : 0;
+      return floorDiv(add(atom.num, checkSafe(constant * atom.den, 'coefficient')), checkSafe(atom.den * den, 'divisor'));
+    }
+  }
+  return atomExpr({ kind: 'floorDiv', key: `floor(${rest.key}/${den})`, num: rest, den });
+}
+
+function scaleDown(expr: Expr, g: number): Dim {
+  return fromTerms(expr.terms.map((term) => makeTerm(term.coef / g, term.factors)));
+}
+
+/**
+ * `ceil(a / den)` for a positive integer divisor, as `floor((a + den - 1) / den)`.
+ *
+ * @example
+ * ```ts
+ * import { ceilDiv } from 'vram-ts';
+ * console.log(ceilDiv(7, 2)); // 4
+ * ```
+ */
+export function ceilDiv(a: Dim, den: number): Dim {
+  checkDivisor(den);
+  return floorDiv(add(a, den - 1), den);
+}
+
+/**
+ * The largest of the given dimensions; arguments that another one always
+ * dominates under the symbols' assumptions are dropped.
+ *
+ * @example
+ * ```ts
+ * import { max, sym } from 'vram-ts';
+ * const S = sym('S');
+ * console.log(String(max(S, 1))); // "S"
+ * console.log(max(3, 5)); // 5
+ * ```
+ */
+export function max(...dims: readonly Dim[]): Dim {
+  if (dims.length === 0) fail('empty-max', 'max needs at least one argument');
+  const flat: Dim[] = [];
+  for (const dim of dims) {
+    checkDim(dim);
+    const only = isExpr(dim) && dim.terms.length === 1 ? dim.terms[0]! : undefined;
+    const atom = only && only.coef === 1 && only.factors.length === 1 && only.factors[0]!.power === 1 ? only.factors[0]!.atom : undefined;
+    if (atom?.kind === 'max') flat.push(...atom.args);
+    else flat.push(dim);
+  }
+  if (flat.every((dim) => typeof dim === 'number')) return Math.max(...(flat as number[]));
+  const unique = new Map<string, Dim>();
+  for (const dim of flat) unique.set(dimKey(dim), dim);
+  const candidates = [...unique.values()];
+  const kept = candidates.filter(
+    (dim, i) =>
+      !candidates.some((other, j) => {
+        if (j === i) return false;
+        const lower = bounds(sub(other, dim)).min;
+        // Drop dim when other >= dim always; on ties keep the first.
+        return lower > 0 || (lower === 0 && j < i);
+      }),
+  );
+  if (kept.length === 1) return kept[0]!;
+  kept.sort((a, b) => (dimKey(a) < dimKey(b) ? -1 : dimKey(a) > dimKey(b) ? 1 : 0));
+  return atomExpr({ kind: 'max', key: `max(${kept.map(dimKey).join(',')})`, args: kept });
+}

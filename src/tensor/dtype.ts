@@ -1,0 +1,72 @@
+import { fail } from '../errors.js';
+import { ceilDiv, mul } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+
+/** Element types vram-ts knows the storage size of. */
+export type DType =
+  | 'float32'
+  | 'float16'
+  | 'bfloat16'
+  | 'float8_e4m3'
+  | 'float8_e5m2'
+  | 'int64'
+  | 'int32'
+  | 'int8'
+  | 'uint8'
+  | 'bool'
+  | 'int4'
+  | 'nf4';
+
+/** Bits of storage per element; sub-byte types are packed two to a byte. */
+export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
+  float32: 32,
+  float16: 16,
+  bfloat16: 16,
+  float8_e4m3: 8,
+  float8_e5m2: 8,
+  int64: 64,
+  int32: 32,
+  int8: 8,
+  uint8: 8,
+  bool: 8,
+  int4: 4,
+  nf4: 4,
+});
+
+/**
+ * True for a known dtype name.
+ *
+ * @example
+ * ```ts
+ * import { isDType } from 'vram-ts';
+ * console.log(isDType('bfloat16'), isDType('float64')); // true false
+ * ```
+ */
+export function isDType(name: unknown): name is DType {
+  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_BITS, name);
+}
+
+/** Fails with a VramError naming the allowed dtypes unless `name` is one. */
+export function checkDType(name: unknown, path: readonly (string | number)[] = []): DType {
+  if (!isDType(name)) fail('unknown-dtype', 'unknown dtype', { path, expected: Object.keys(DTYPE_BITS).join(' | '), received: String(name) });
+  return name;
+}
+
+/**
+ * Exact storage bytes of `numel` elements of a dtype (sub-byte types rounded up to whole bytes).
+ *
+ * @example
+ * ```ts
+ * import { bytesOf } from 'vram-ts';
+ * console.log(bytesOf(10, 'bfloat16'), bytesOf(5, 'nf4')); // 20 3
+ * ```
+ */
+export function bytesOf(numel: Dim, dtype: DType): Dim {
+  const bits = DTYPE_BITS[dtype];
+  return bits >= 8 ? mul(numel, bits / 8) : ceilDiv(mul(numel, bits), 8);
+}
+
+/** True for floating types (the ones that can carry gradients). */
+export function isFloating(dtype: DType): boolean {
+  return dtype.startsWith('float') || dtype === 'bfloat16';
+}

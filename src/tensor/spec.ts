@@ -1,0 +1,49 @@
+import { product } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+import { bytesOf, type DType } from './dtype.js';
+
+/** The shape and element type of a tensor; dimensions may be symbolic. */
+export interface TensorSpec {
+  readonly shape: readonly Dim[];
+  readonly dtype: DType;
+}
+
+/**
+ * A tensor spec, frozen.
+ *
+ * @example
+ * ```ts
+ * import { tensor } from 'vram-ts';
+ * const image = tensor([1, 3, 224, 224], 'float32');
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorSpec {
+  return Object.freeze({ shape: Object.freeze([...shape]), dtype });
+}
+
+/**
+ * Number of elements of a spec.
+ *
+ * @example
+ * ```ts
+ * import { numel, tensor } from 'vram-ts';
+ * console.log(numel(tensor([2, 3, 4]))); // 24
+ * ```
+ */
+export function numel(spec: TensorSpec): Dim {
+  return product(spec.shape);
+}
+
+/**
+ * Exact storage bytes of a spec.
+ *
+ * @example
+ * ```ts
+ * import { specBytes, tensor } from 'vram-ts';
+ * console.log(specBytes(tensor([1, 3, 224, 224]))); // 602112
+ * ```
+ */
+export function specBytes(spec: TensorSpec): Dim {
+  return bytesOf(numel(spec), spec.dtype);
+}

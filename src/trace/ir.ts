@@ -1,0 +1,96 @@
+import type { Device } from '../ops/types.js';
+import type { Dim } from '../sym/expr.js';
+import type { DType } from '../tensor/dtype.js';
+import type { TensorSpec } from '../tensor/spec.js';
+
+/** What a tensor is to the accounting. */
+export type TensorRole = 'input' | 'param' | 'buffer' | 'activation' | 'extra';
+
+/** One tensor of the traced model. */
+export interface IRTensor {
+  readonly id: number;
+  readonly spec: TensorSpec;
+  /** The storage it lives in (views and in-place results share their input's). */
+  readonly storage: number;
+  readonly role: TensorRole;
+  /** Index of the op that made it, or null for inputs, parameters and buffers. */
+  readonly producer: number | null;
+  /** Whether autograd tracks it. */
+  readonly requiresGrad: boolean;
+  /** `features.0.0.weight` for parameters and buffers. */
+  readonly key?: string;
+}
+
+/** One allocation: the bytes its first tensor needs. */
+export interface IRStorage {
+  readonly id: number;
+  readonly bytes: Dim;
+  readonly dtype: DType;
+  readonly role: TensorRole;
+  /** Parameters: whether the optimizer trains it. */
+  readonly trainable: boolean;
+}
+
+/** One primitive op, in execution order. */
+export interface IROp {
+  readonly index: number;
+  /** Rule name, e.g. `conv2d`. */
+  readonly op: string;
+  /** Index of the innermost module it runs in. */
+  readonly module: number;
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  readonly params: readonly number[];
+  readonly buffers: readonly number[];
+  /** Tensors the op makes only to save them for backward. */
+  readonly extras: readonly number[];
+  /** Tensors autograd keeps for this op's backward (distinct ids). */
+  readonly saved: readonly number[];
+  readonly alias: 'inplace' | 'view' | null;
+  /** Whether autograd records a node for it. */
+  readonly recorded: boolean;
+  readonly macs: Dim;
+  readonly attrs: unknown;
+}
+
+/** One node of the module tree. */
+export interface IRModule {
+  readonly index: number;
+  readonly name: string;
+  /** Names from the root ([] for the root). */
+  readonly path: readonly string[];
+  readonly className: string;
+  readonly parent: number | null;
+  readonly children: readonly number[];
+  /** Parameters it owns directly (not its children's). */
+  readonly params: readonly number[];
+  readonly buffers: readonly number[];
+  /** Its ops are `ops[firstOp .. endOp - 1]`. */
+  readonly firstOp: number;
+  readonly endOp: number;
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  /** Position in forward-hook order (children finish before their parent). */
+  readonly finishOrder: number;
+}
+
+/** The options the trace was made under. */
+export interface TraceSettings {
+  readonly training: boolean;
+  readonly gradEnabled: boolean;
+  readonly device: Device;
+  readonly paramDtype: DType;
+}
+
+/** A traced model: everything the accounting and the reports read. */
+export interface IR {
+  readonly tensors: readonly IRTensor[];
+  readonly storages: readonly IRStorage[];
+  readonly ops: readonly IROp[];
+  readonly modules: readonly IRModule[];
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  readonly settings: TraceSettings;
+  /** Dimensions that must be >= 1 for the shapes to exist (symbolic inputs). */
+  readonly constraints: readonly Dim[];
+}

@@ -1,0 +1,374 @@
+import { VramError, fail } from '../errors.js';
+import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
+import type { OpContext, OpRule, SavedRef } from '../ops/types.js';
+import { addRule, catRule, mulRule } from '../ops/merge.js';
+import { bounds } from '../sym/bounds.js';
+import { isExpr, type Dim } from '../sym/expr.js';
+import { formatDim } from '../sym/format.js';
+import { checkDType, type DType } from '../tensor/dtype.js';
+import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
+import type { IR, IRModule, IROp, IRStorage, IRTensor, TensorRole, TraceSettings } from './ir.js';
+
+/** How to trace: the settings of {@link IR} plus the input and which parameters train. */
+export interface TraceOptions extends TraceSettings {
+  readonly inputs: readonly TensorSpec[];
+  /** Whether the inputs themselves need gradients (default false: data). */
+  readonly inputRequiresGrad?: boolean;
+  /** Whether the parameter with this key trains (default: all). */
+  readonly trainable?: (key: string) => boolean;
+}
+
+interface MutableModule {
+  index: number;
+  name: string;
+  path: string[];
+  className: string;
+  parent: number | null;
+  children: number[];
+  params: number[];
+  buffers: number[];
+  firstOp: number;
+  endOp: number;
+  inputs: number[];
+  outputs: number[];
+  finishOrder: number;
+}
+
+interface State {
+  readonly options: TraceOptions;
+  readonly tensors: IRTensor[];
+  readonly storages: IRStorage[];
+  readonly ops: IROp[];
+  readonly modules: MutableModule[];
+  readonly paramsByKey: Map<string, number>;
+  readonly constraints: Map<string, Dim>;
+  readonly stack: number[];
+  finished: number;
+}
+
+function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorRole, trainable = false): number {
+  const id = state.storages.length;
+  state.storages.push({ id, bytes, dtype, role, trainable });
+  return id;
+}
+
+function newTensor(state: State, fields: Omit<IRTensor, 'id'>): number {
+  const id = state.tensors.length;
+  state.tensors.push({ id, ...fields });
+  return id;
+}
+
+function ref(state: State, id: number): TensorRef {
+  const t = state.tensors[id]!;
+  return { id, shape: t.spec.shape, dtype: t.spec.dtype };
+}
+
+function current(state: State): MutableModule {
+  return state.modules[state.stack[state.stack.length - 1]!]!;
+}
+
+function modulePath(state: State): string[] {
+  return state.stack.length === 0 ? [] : current(state).path;
+}
+
+function openModule(state: State, name: string, className: string, inputs: readonly TensorRef[]): MutableModule {
+  const parent = state.stack.length === 0 ? null : state.stack[state.stack.length - 1]!;
+  const path = parent === null ? [] : [...state.modules[parent]!.path, name];
+  const module: MutableModule = {
+    index: state.modules.length,
+    name: parent === null ? '' : name,
+    path,
+    className,
+    parent,
+    children: [],
+    params: [],
+    buffers: [],
+    firstOp: state.ops.length,
+    endOp: state.ops.length,
+    inputs: inputs.map((t) => t.id),
+    outputs: [],
+    finishOrder: -1,
+  };
+  if (parent !== null) state.modules[parent]!.children.push(module.index);
+  state.modules.push(module);
+  state.stack.push(module.index);
+  return module;
+}
+
+function closeModule(state: State, module: MutableModule, outputs: readonly TensorRef[]): void {
+  module.endOp = state.ops.length;
+  module.outputs = outputs.map((t) => t.id);
+  module.finishOrder = state.finished;
+  state.finished += 1;
+  state.stack.pop();
+}
+
+/** The name a child gets when its layer has none: its position among the module's children. */
+function defaultName(state: State): string {
+  return state.stack.length === 0 ? '' : String(current(state).children.length);
+}
+
+function checkShape(state: State, spec: TensorSpec, path: readonly (string | number)[]): void {
+  for (const dim of spec.shape) {
+    if (typeof dim === 'number') {
+      if (!Number.isSafeInteger(dim) || dim < 0) {
+        fail('bad-dimension', 'a dimension must be a non-negative integer', { path, expected: 'integer >= 0', received: String(dim) });
+      }
+    } else if (bounds(dim).min < 1) {
+      if (bounds(dim).max < 1) fail('bad-dimension', 'a dimension is never positive', { path, expected: '>= 1', received: formatDim(dim) });
+      state.constraints.set(dim.key, dim);
+    }
+  }
+}
+
+function withPath<T>(path: readonly (string | number)[], run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof VramError) {
+      throw new VramError(error.issues.map((issue) => (issue.path.length >= path.length ? issue : { ...issue, path: [...path, ...issue.path] })));
+    }
+    throw error;
+  }
+}
+
+function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly TensorRef[]): TensorRef[] {
+  const { options } = state;
+  const owner = current(state);
+  const path = [...owner.path, rule.name];
+  if (rule.arity !== 'variadic' && inputs.length !== rule.arity) {
+    fail('bad-arity', `${rule.name} takes ${rule.arity} input(s)`, { path, expected: String(rule.arity), received: String(inputs.length) });
+  }
+  const ctx: OpContext = {
+    training: options.training,
+    gradEnabled: options.gradEnabled,
+    device: options.device,
+    paramDtype: options.paramDtype,
+    path,
+  };
+  const inputTensors = inputs.map((t) => state.tensors[t.id]!);
+  const result = withPath(path, () => rule.apply(inputTensors.map((t) => t.spec), attrs, ctx));
+  const index = state.ops.length;
+
+  const ownedIds = (list: typeof result.params, role: 'param' | 'buffer'): Map<string, number> => {
+    const ids = new Map<string, number>();
+    for (const owned of list ?? []) {
+      const key = [...owner.path, owned.name].join('.');
+      if (owned.tiedTo !== undefined) {
+        const tied = state.paramsByKey.get(owned.tiedTo);
+        if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path, received: owned.tiedTo });
+        ids.set(owned.name, tied);
+        continue;
+      }
+      checkShape(state, owned.spec, path);
+      const trainable = role === 'param' && (options.trainable?.(key) ?? true);
+      const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
+      const id = newTensor(state, { spec: owned.spec, storage, role, producer: null, requiresGrad: trainable && options.gradEnabled, key });
+      if (role === 'param') {
+        state.paramsByKey.set(key, id);
+        owner.params.push(id);
+      } else {
+        owner.buffers.push(id);
+      }
+      ids.set(owned.name, id);
+    }
+    return ids;
+  };
+  const params = ownedIds(result.params, 'param');
+  const buffers = ownedIds(result.buffers, 'buffer');
+
+  const needsInputs = inputTensors.map((t) => t.requiresGrad);
+  const paramsNeed = [...params.values()].some((id) => state.tensors[id]!.requiresGrad);
+  const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
+  const nonDiff = new Set(result.nonDifferentiableOutputs ?? []);
+  const outputs = result.outputs.map((spec, i) => {
+    checkShape(state, spec, path);
+    const aliased = i === 0 && result.alias !== undefined;
+    const storage = aliased
+      ? inputTensors[0]!.storage
+      : newStorage(state, specBytes(spec), spec.dtype, 'activation');
+    return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.has(i) });
+  });
+
+  const extras: number[] = [];
+  const saved = new Set<number>();
+  if (recorded) {
+    for (const item of result.saves({ inputs: needsInputs, params: paramsNeed }) as readonly SavedRef[]) {
+      let id: number | undefined;
+      if ('input' in item) id = inputs[item.input]?.id;
+      else if ('output' in item) id = outputs[item.output];
+      else if ('param' in item) id = params.get(item.param);
+      else if ('buffer' in item) id = buffers.get(item.buffer);
+      else {
+        const storage = newStorage(state, specBytes(item.extra), item.extra.dtype, 'extra');
+        id = newTensor(state, { spec: item.extra, storage, role: 'extra', producer: index, requiresGrad: false });
+        extras.push(id);
+      }
+      if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path, received: JSON.stringify(item) });
+      saved.add(id);
+    }
+  }
+
+  state.ops.push({
+    index,
+    op: rule.name,
+    module: owner.index,
+    inputs: inputs.map((t) => t.id),
+    outputs,
+    params: [...params.values()],
+    buffers: [...buffers.values()],
+    extras,
+    saved: [...saved],
+    alias: result.alias ?? null,
+    recorded,
+    macs: result.macs ?? 0,
+    attrs,
+  });
+  return outputs.map((id) => ref(state, id));
+}
+
+function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
+  if (layer.className === null) return runOp(state, layer.rule, layer.attrs, inputs);
+  const module = openModule(state, name, layer.className, inputs);
+  const outputs = runOp(state, layer.rule, layer.attrs, inputs);
+  closeModule(state, module, outputs);
+  return outputs;
+}
+
+function first(outputs: readonly TensorRef[], path: readonly string[]): TensorRef {
+  const out = outputs[0];
+  if (out === undefined) fail('no-output', 'a layer produced no tensor', { path });
+  return out;
+}
+
+function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], slot: string | undefined): TensorRef[] {
+  const name = layer.name ?? slot ?? defaultName(state);
+  switch (layer.kind) {
+    case 'op':
+      return traceOp(state, layer, inputs, name);
+    case 'seq': {
+      const module = openModule(state, name, layer.className, inputs);
+      let current = inputs;
+      layer.children.forEach((child, i) => {
+        current = traceLayer(state, child, [first(current, module.path)], String(i));
+      });
+      closeModule(state, module, current);
+      return [...current];
+    }
+    case 'module': {
+      const module = openModule(state, name, layer.className, inputs);
+      const outputs = traceLayer(state, layer.body, inputs, undefined);
+      closeModule(state, module, outputs);
+      return outputs;
+    }
+    case 'residual': {
+      const x = first(inputs, modulePath(state));
+      const shortcut = layer.shortcut ? first(traceLayer(state, layer.shortcut, [x], undefined), modulePath(state)) : x;
+      const body = first(traceLayer(state, layer.body, [x], layer.name ?? slot), modulePath(state));
+      return runOp(state, addRule, { inplace: layer.inplace }, [body, shortcut]);
+    }
+    case 'branch': {
+      const module = openModule(state, name, layer.className, inputs);
+      const x = first(inputs, module.path);
+      const outs = layer.paths.map((path, i) => first(traceLayer(state, path, [x], String(i)), module.path));
+      let merged: TensorRef[];
+      if (outs.length === 0) fail('empty-branch', 'a branch needs at least one path', { path: module.path });
+      if (layer.merge === 'concat') merged = runOp(state, catRule, { dim: 1 }, outs);
+      else {
+        const rule = layer.merge === 'add' ? addRule : mulRule;
+        merged = [outs[0]!];
+        for (const next of outs.slice(1)) merged = runOp(state, rule, {}, [merged[0]!, next]);
+      }
+      closeModule(state, module, merged);
+      return merged;
+    }
+    case 'graph': {
+      const built = layer.build(
+        {
+          apply: (child, ...args) => first(traceLayer(state, child, args, undefined), modulePath(state)),
+          call: (rule, args, attrs) => runOp(state, rule, attrs, args),
+          training: state.options.training,
+        },
+        inputs,
+      );
+      return Array.isArray(built) ? [...(built as readonly TensorRef[])] : [built as TensorRef];
+    }
+    default:
+      return fail('bad-layer', 'not a vram-ts layer', { path: modulePath(state), received: String((layer as { kind?: unknown }).kind) });
+  }
+}
+
+/** Class name of the root when the model's top layer is not a module by itself. */
+function rootClassName(layer: Layer): string {
+  switch (layer.kind) {
+    case 'op':
+      return layer.className ?? 'Model';
+    case 'seq':
+    case 'module':
+    case 'branch':
+      return layer.className;
+    case 'residual':
+      return 'Residual';
+    case 'graph':
+      return 'Graph';
+  }
+}
+
+/**
+ * Walks a model with input specs and returns the flat IR: every tensor with its
+ * storage, producer and role, every op with what it saves, and the module tree.
+ *
+ * @example
+ * ```ts
+ * import { bn, conv2d, seq, tensor, trace } from 'vram-ts';
+ * const ir = trace(seq(conv2d({ out: 8, kernel: 3, padding: 1 }), bn()), {
+ *   inputs: [tensor([1, 3, 16, 16])], training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32',
+ * });
+ * console.log(ir.ops.map((op) => op.op)); // [ 'conv2d', 'batch_norm' ]
+ * ```
+ */
+export function trace(model: Layer, options: TraceOptions): IR {
+  const state: State = {
+    options,
+    tensors: [],
+    storages: [],
+    ops: [],
+    modules: [],
+    paramsByKey: new Map(),
+    constraints: new Map(),
+    stack: [],
+    finished: 0,
+  };
+  checkDType(options.paramDtype, ['dtype']);
+  const inputRefs = options.inputs.map((spec, i) => {
+    checkDType(spec.dtype, ['input', i]);
+    for (const dim of spec.shape) {
+      if (typeof dim === 'number' ? !Number.isSafeInteger(dim) || dim < 1 : !isExpr(dim)) {
+        fail('bad-dimension', 'input dimensions must be integers >= 1 or symbols', { path: ['input', i], expected: 'integer >= 1', received: String(dim) });
+      }
+    }
+    const storage = newStorage(state, specBytes(spec), spec.dtype, 'input');
+    return ref(state, newTensor(state, { spec: tensor(spec.shape, spec.dtype), storage, role: 'input', producer: null, requiresGrad: (options.inputRequiresGrad ?? false) && options.gradEnabled }));
+  });
+  let outputs: TensorRef[];
+  if ((model.kind === 'op' && model.className !== null) || model.kind === 'seq' || model.kind === 'branch' || model.kind === 'module') {
+    outputs = traceLayer(state, model, inputRefs, '');
+  } else {
+    const root = openModule(state, '', rootClassName(model), inputRefs);
+    outputs = traceLayer(state, model, inputRefs, undefined);
+    closeModule(state, root, outputs);
+  }
+  return {
+    tensors: state.tensors,
+    storages: state.storages,
+    ops: state.ops,
+    modules: state.modules,
+    inputs: inputRefs.map((t) => t.id),
+    outputs: outputs.map((t) => t.id),
+    settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, paramDtype: options.paramDtype },
+    constraints: [...state.constraints.values()],
+  };
+}
+
+/** The IR module list typed for readers. */
+export type { IRModule };

@@ -1,0 +1,212 @@
+"""The "sequential" layer language shared with the TypeScript tests, built as torch modules.
+
+A spec is a list of layers.  Each layer is ``[kind, attrs]`` or ``[kind, attrs, children]``.
+Input channels / features are inferred from the running shape, so the spec only states what
+changes.  The exact rules (defaults, module names, what each kind maps to) are written down in
+tools/oracle/README.md ("Layer language"); keep the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+from torchvision.ops.misc import SqueezeExcitation
+
+Shape = Tuple[int, ...]
+
+ACTIVATIONS_INPLACE = {
+    "relu": nn.ReLU,
+    "relu6": nn.ReLU6,
+    "hardswish": nn.Hardswish,
+    "hardsigmoid": nn.Hardsigmoid,
+    "silu": nn.SiLU,
+}
+ACTIVATIONS_PLAIN = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
+
+KNOWN_ATTRS = {
+    "conv2d": {"out", "kernel", "stride", "padding", "dilation", "groups", "bias"},
+    "bn": set(),
+    "linear": {"out", "bias"},
+    "relu": {"inplace"},
+    "relu6": {"inplace"},
+    "hardswish": {"inplace"},
+    "hardsigmoid": {"inplace"},
+    "silu": {"inplace"},
+    "sigmoid": set(),
+    "tanh": set(),
+    "gelu": {"approximate"},
+    "dropout": {"p", "inplace"},
+    "flatten": set(),
+    "identity": set(),
+    "avgpool2d": {"kernel", "stride", "padding"},
+    "maxpool2d": {"kernel", "stride", "padding"},
+    "adaptiveavgpool2d": {"output"},
+    "residual": {"inplace"},
+    "se": {"squeeze"},
+    "branch": {"merge"},
+}
+
+
+class SpecError(ValueError):
+    """A malformed layer spec; ``path`` says where (indices into the layer lists)."""
+
+    def __init__(self, path: Sequence[Union[int, str]], message: str):
+        super().__init__(f"{list(path)}: {message}")
+        self.path = list(path)
+
+
+class Residual(nn.Module):
+    """``x + body(x)``; with ``inplace`` the sum is written into body's output (``out += x``)."""
+
+    def __init__(self, body: nn.Sequential, inplace: bool = False):
+        super().__init__()
+        self.body = body
+        self.inplace = inplace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
+        if self.inplace:
+            out += x
+            return out
+        return x + out
+
+    def extra_repr(self) -> str:
+        return f"inplace={self.inplace}"
+
+
+class Branch(nn.Module):
+    """Runs every path on the same input and merges: add (sum, left to right), mul, concat (dim 1)."""
+
+    def __init__(self, paths: List[nn.Sequential], merge: str):
+        super().__init__()
+        self.paths = nn.ModuleList(paths)
+        self.merge = merge
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outs = [p(x) for p in self.paths]
+        if self.merge == "concat":
+            return torch.cat(outs, dim=1)
+        acc = outs[0]
+        for o in outs[1:]:
+            acc = acc + o if self.merge == "add" else acc * o
+        return acc
+
+    def extra_repr(self) -> str:
+        return f"merge={self.merge}"
+
+
+def _pair(v: Any, path, name) -> Union[int, Tuple[int, int]]:
+    if isinstance(v, bool):
+        raise SpecError(path, f"{name}: expected an int or [h, w], received {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) for i in v):
+        return (v[0], v[1])
+    raise SpecError(path, f"{name}: expected an int or [h, w], received {v!r}")
+
+
+def _probe(module: nn.Module, shape: Shape) -> Shape:
+    """Output shape of ``module`` for an input of ``shape`` (computed on a zero tensor, eval, no grad)."""
+    was = module.training
+    module.eval()
+    with torch.no_grad():
+        out = module(torch.zeros(shape))
+    module.train(was)
+    return tuple(out.shape)
+
+
+def build_layer(layer: Any, shape: Shape, path: List[Union[int, str]]) -> Tuple[nn.Module, Shape]:
+    if not isinstance(layer, (list, tuple)) or len(layer) not in (2, 3) or not isinstance(layer[0], str):
+        raise SpecError(path, f"expected [kind, attrs] or [kind, attrs, children], received {layer!r}")
+    kind, attrs = layer[0], layer[1]
+    children = layer[2] if len(layer) == 3 else None
+    if not isinstance(attrs, dict):
+        raise SpecError(path, f"attrs of {kind}: expected an object, received {attrs!r}")
+    if kind not in KNOWN_ATTRS:
+        raise SpecError(path, f"unknown layer kind {kind!r}; expected one of {sorted(KNOWN_ATTRS)}")
+    unknown = set(attrs) - KNOWN_ATTRS[kind]
+    if unknown:
+        raise SpecError(path, f"{kind}: unknown attributes {sorted(unknown)}")
+    if children is not None and kind not in ("residual", "branch"):
+        raise SpecError(path, f"{kind} takes no children")
+
+    if kind == "conv2d":
+        if len(shape) != 4:
+            raise SpecError(path, f"conv2d expects a 4-D input [N,C,H,W], received shape {list(shape)}")
+        padding = attrs.get("padding", 0)
+        if padding != "same":
+            padding = _pair(padding, path, "padding")
+        m = nn.Conv2d(
+            shape[1],
+            attrs["out"],
+            _pair(attrs["kernel"], path, "kernel"),
+            stride=_pair(attrs.get("stride", 1), path, "stride"),
+            padding=padding,
+            dilation=_pair(attrs.get("dilation", 1), path, "dilation"),
+            groups=attrs.get("groups", 1),
+            bias=attrs.get("bias", True),
+        )
+    elif kind == "bn":
+        if len(shape) != 4:
+            raise SpecError(path, f"bn expects a 4-D input [N,C,H,W], received shape {list(shape)}")
+        m = nn.BatchNorm2d(shape[1])
+    elif kind == "linear":
+        m = nn.Linear(shape[-1], attrs["out"], bias=attrs.get("bias", True))
+    elif kind in ACTIVATIONS_INPLACE:
+        m = ACTIVATIONS_INPLACE[kind](inplace=attrs.get("inplace", False))
+    elif kind in ACTIVATIONS_PLAIN:
+        m = ACTIVATIONS_PLAIN[kind]()
+    elif kind == "gelu":
+        m = nn.GELU(approximate=attrs.get("approximate", "none"))
+    elif kind == "dropout":
+        m = nn.Dropout(p=attrs.get("p", 0.5), inplace=attrs.get("inplace", False))
+    elif kind == "flatten":
+        m = nn.Flatten()
+    elif kind == "identity":
+        m = nn.Identity()
+    elif kind in ("avgpool2d", "maxpool2d"):
+        k = _pair(attrs["kernel"], path, "kernel")
+        s = _pair(attrs.get("stride", attrs["kernel"]), path, "stride")
+        p = _pair(attrs.get("padding", 0), path, "padding")
+        m = nn.AvgPool2d(k, s, p) if kind == "avgpool2d" else nn.MaxPool2d(k, s, p)
+    elif kind == "adaptiveavgpool2d":
+        m = nn.AdaptiveAvgPool2d(_pair(attrs.get("output", 1), path, "output"))
+    elif kind == "se":
+        m = SqueezeExcitation(shape[1], attrs["squeeze"])
+    elif kind == "residual":
+        body, body_shape = build_sequential(children or [], shape, path + ["children"])
+        if body_shape != shape:
+            raise SpecError(path, f"residual body changes the shape {list(shape)} -> {list(body_shape)}")
+        m = Residual(body, inplace=attrs.get("inplace", False))
+    elif kind == "branch":
+        merge = attrs.get("merge")
+        if merge not in ("add", "mul", "concat"):
+            raise SpecError(path, f"branch merge: expected add|mul|concat, received {merge!r}")
+        if not children:
+            raise SpecError(path, "branch needs at least one path")
+        seqs = []
+        for i, ch in enumerate(children):
+            seq, _ = build_sequential(ch, shape, path + ["children", i])
+            seqs.append(seq)
+        m = Branch(seqs, merge)
+    else:  # pragma: no cover
+        raise SpecError(path, f"unhandled kind {kind}")
+    return m, _probe(m, shape)
+
+
+def build_sequential(layers: Any, shape: Shape, path=None) -> Tuple[nn.Sequential, Shape]:
+    path = path or []
+    if not isinstance(layers, list):
+        raise SpecError(path, f"expected a list of layers, received {layers!r}")
+    mods = []
+    for i, layer in enumerate(layers):
+        m, shape = build_layer(layer, shape, path + [i])
+        mods.append(m)
+    return nn.Sequential(*mods), shape
+
+
+def build_model(case: dict) -> nn.Module:
+    model, _ = build_sequential(case["layers"], tuple(case["input"]))
+    return model
