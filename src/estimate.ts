@@ -92,8 +92,17 @@ export function frozenBy(prefixes: readonly string[]): (key: string) => boolean 
   return (key) => !prefixes.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`));
 }
 
-/** Traces the model the way estimate does. */
-export function traceFor(model: Layer, options: EstimateOptions): IR {
+/**
+ * Traces a model with estimate's options (the IR that estimate and the reports read).
+ *
+ * @example
+ * ```ts
+ * import { mobilenetV3Small, traceModel } from 'vram-ts';
+ * const ir = traceModel(mobilenetV3Small(), { input: [1, 3, 224, 224] });
+ * console.log(ir.ops.length > 100); // true
+ * ```
+ */
+export function traceModel(model: Layer, options: EstimateOptions): IR {
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const dtype = checkDType(options.dtype ?? 'float32', ['dtype']);
@@ -148,7 +157,7 @@ function subtree(ir: IR, index: number): number[] {
  * ```
  */
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
-  const ir = traceFor(model, options);
+  const ir = traceModel(model, options);
   const saved = savedStorages(ir);
   const byOp = savedBytesByOp(ir, saved);
   let paramElements = 0;

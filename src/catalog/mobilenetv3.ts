@@ -116,7 +116,7 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
   configs.forEach((cfg, i) => features.push(invertedResidual(String(i + 1), cfg)));
   features.push(convNormActivation(String(features.length), 6 * lastIn, 1, { activation: 'hardswish' }));
   return sequential(
-    { className: 'MobileNetV3' },
+    { className: 'MobileNetV3', isSequential: false },
     sequential({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),

@@ -2,8 +2,9 @@ import type { Layer, ModuleLayer, OpLayer, SeqLayer } from './types.js';
 
 /**
  * Gives a layer a name and a class in the module tree, like a torch.nn.Module subclass.
- * A sequence or op body becomes that module itself (Conv2dNormActivation is a
- * Sequential subclass); any other body is traced inside a new module node.
+ * An unnamed sequence or op body becomes that module itself (Conv2dNormActivation is a
+ * Sequential subclass); a named body, or a residual, branch or graph, is traced inside
+ * a new module node (InvertedResidual holding its `block`).
  *
  * @example
  * ```ts
@@ -15,7 +16,7 @@ import type { Layer, ModuleLayer, OpLayer, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function module(name: string, className: string, body: Layer): SeqLayer | OpLayer<unknown> | ModuleLayer {
-  if (body.kind === 'seq' || (body.kind === 'op' && body.className !== null)) {
+  if (body.name === undefined && (body.kind === 'seq' || (body.kind === 'op' && body.className !== null))) {
     return Object.freeze({ ...body, name, className });
   }
   return Object.freeze({ kind: 'module', className, body, name });

@@ -14,7 +14,15 @@ import type { Layer, LayerOptions, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function seq(...children: readonly Layer[]): SeqLayer {
-  return Object.freeze({ kind: 'seq', className: 'Sequential', children: Object.freeze([...children]) });
+  return Object.freeze({ kind: 'seq', className: 'Sequential', isSequential: true, children: Object.freeze([...children]) });
+}
+
+/** Options of {@link sequential}. */
+export interface SequentialOptions extends LayerOptions {
+  /** Class shown in reports (default `Sequential`). */
+  readonly className?: string;
+  /** False when the torch class is a plain nn.Module running children in order (MobileNetV3 itself). */
+  readonly isSequential?: boolean;
 }
 
 /**
@@ -27,10 +35,11 @@ export function seq(...children: readonly Layer[]): SeqLayer {
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */
-export function sequential(options: LayerOptions & { readonly className?: string }, ...children: readonly Layer[]): SeqLayer {
+export function sequential(options: SequentialOptions, ...children: readonly Layer[]): SeqLayer {
   return Object.freeze({
     kind: 'seq',
     className: options.className ?? 'Sequential',
+    isSequential: options.isSequential ?? true,
     children: Object.freeze([...children]),
     ...(options.name !== undefined ? { name: options.name } : {}),
   });

@@ -21,6 +21,8 @@ export interface OpLayer<A = unknown> {
 export interface SeqLayer {
   readonly kind: 'seq';
   readonly className: string;
+  /** Whether the torch class is an nn.Sequential (subclass); false for a plain nn.Module that runs its children in order. */
+  readonly isSequential: boolean;
   readonly children: readonly Layer[];
   readonly name?: string;
 }

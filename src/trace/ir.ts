@@ -60,6 +60,8 @@ export interface IRModule {
   /** Names from the root ([] for the root). */
   readonly path: readonly string[];
   readonly className: string;
+  /** An nn.Sequential (or subclass): torchsummary gives those no row. */
+  readonly isSequential: boolean;
   readonly parent: number | null;
   readonly children: readonly number[];
   /** Parameters it owns directly (not its children's). */

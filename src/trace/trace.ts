@@ -23,6 +23,7 @@ interface MutableModule {
   name: string;
   path: string[];
   className: string;
+  isSequential: boolean;
   parent: number | null;
   children: number[];
   params: number[];
@@ -71,7 +72,7 @@ function modulePath(state: State): string[] {
   return state.stack.length === 0 ? [] : current(state).path;
 }
 
-function openModule(state: State, name: string, className: string, inputs: readonly TensorRef[]): MutableModule {
+function openModule(state: State, name: string, className: string, inputs: readonly TensorRef[], isSequential = false): MutableModule {
   const parent = state.stack.length === 0 ? null : state.stack[state.stack.length - 1]!;
   const path = parent === null ? [] : [...state.modules[parent]!.path, name];
   const module: MutableModule = {
@@ -79,6 +80,7 @@ function openModule(state: State, name: string, className: string, inputs: reado
     name: parent === null ? '' : name,
     path,
     className,
+    isSequential,
     parent,
     children: [],
     params: [],
@@ -247,7 +249,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
     case 'op':
       return traceOp(state, layer, inputs, name);
     case 'seq': {
-      const module = openModule(state, name, layer.className, inputs);
+      const module = openModule(state, name, layer.className, inputs, layer.isSequential);
       let current = inputs;
       layer.children.forEach((child, i) => {
         current = traceLayer(state, child, [first(current, module.path)], String(i));

@@ -1,0 +1,102 @@
+import type { Estimate } from '../estimate.js';
+import { formatDim } from '../sym/format.js';
+import type { IR } from '../trace/ir.js';
+import { ljust, pyFixed, pyThousands, rjust } from './pyformat.js';
+import { torchsummaryModules } from './torchsummary.js';
+import { formatBytes, formatCount } from './units.js';
+
+/** What torchsummary's "Forward/backward pass size" is made of, in bytes (4 B per element). */
+export interface TorchsummaryDecomposition {
+  /** Σ of every printed row's output. */
+  readonly rowOutputs: number;
+  /** Rows of leaf modules writing a new tensor. */
+  readonly leafOutputs: number;
+  /** Rows of containers (InvertedResidual, SqueezeExcitation, the model) that repeat a child's output. */
+  readonly containerRepeats: number;
+  /** Rows of in-place leaves (ReLU/Hardswish with inplace=True) whose output is their input's storage. */
+  readonly inplaceRepeats: number;
+  /** torchsummary's figure: 2 × rowOutputs ("× 2 for gradients"). */
+  readonly forwardBackward: number;
+}
+
+/**
+ * Splits torchsummary's "Forward/backward pass size" into what it adds up.
+ *
+ * @example
+ * ```ts
+ * import { mobilenetV3Small, torchsummaryDecomposition, traceModel } from 'vram-ts';
+ * const ir = traceModel(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] });
+ * console.log(torchsummaryDecomposition(ir).forwardBackward / 2 ** 20); // 34.6015625
+ * ```
+ */
+export function torchsummaryDecomposition(ir: IR, wrapped = true): TorchsummaryDecomposition {
+  let leafOutputs = 0;
+  let containerRepeats = 0;
+  let inplaceRepeats = 0;
+  const seenStorages = new Set<number>();
+  for (const module of torchsummaryModules(ir, wrapped)) {
+    const id = module.outputs[0];
+    if (id === undefined) continue;
+    const tensor = ir.tensors[id]!;
+    const bytes = tensor.spec.shape.reduce<number>((a, d) => a * (typeof d === 'number' ? d : NaN), 4);
+    if (module.children.length > 0) containerRepeats += bytes;
+    else if (seenStorages.has(tensor.storage)) inplaceRepeats += bytes;
+    else leafOutputs += bytes;
+    seenStorages.add(tensor.storage);
+  }
+  const rowOutputs = leafOutputs + containerRepeats + inplaceRepeats;
+  return { rowOutputs, leafOutputs, containerRepeats, inplaceRepeats, forwardBackward: 2 * rowOutputs };
+}
+
+function row(label: string, detail: string, bytes: number | string): string {
+  const value = typeof bytes === 'number' ? pyThousands(bytes) : bytes;
+  return `  ${ljust(label, 34)}${ljust(detail, 22)}${rjust(value, 16)}  ${rjust(typeof bytes === 'number' ? formatBytes(bytes) : '', 11)}`;
+}
+
+/**
+ * The default report: what is really held, by category and by module, and why
+ * torchsummary's figure differs.
+ *
+ * @example
+ * ```ts
+ * import { estimate, formatBreakdown, mobilenetV3Small } from 'vram-ts';
+ * console.log(formatBreakdown(estimate(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] })));
+ * ```
+ */
+export function formatBreakdown(result: Estimate): string {
+  const { ir, bytes, params } = result;
+  const input = ir.tensors[ir.inputs[0]!]!.spec;
+  const root = result.modules[0]!;
+  const lines: string[] = [];
+  const mode = ir.settings.gradEnabled ? `training forward (autograd on, model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
+  lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}`);
+  lines.push('');
+  lines.push('What is held');
+  const symbolic = [bytes.parameters, bytes.buffers, bytes.input, bytes.activations].some((b) => typeof b !== 'number');
+  const show = (value: typeof bytes.parameters) => (typeof value === 'number' ? value : `${formatDim(value)}`);
+  lines.push(row('parameters', `${pyThousands(params.total)} elements`, show(bytes.parameters)));
+  lines.push(row('buffers', 'BatchNorm statistics', show(bytes.buffers)));
+  lines.push(row('input', '', show(bytes.input)));
+  lines.push(row('activations saved for backward', 'distinct storages', show(bytes.activations)));
+  lines.push('');
+  lines.push('Saved for backward, by module');
+  for (const module of result.modules.filter((m) => m.depth >= 1 && m.depth <= 2)) {
+    const name = `${'  '.repeat(module.depth - 1)}${module.path.join('.')} ${module.className}`;
+    lines.push(row(name, `${pyThousands(module.params)} params`, show(module.activations)));
+  }
+  if (!symbolic && ir.settings.gradEnabled) {
+    const ts = torchsummaryDecomposition(ir);
+    const mb = (n: number) => pyFixed(n / 2 ** 20, 2);
+    lines.push('');
+    lines.push(`Why torchsummary says ${mb(ts.forwardBackward)} MB for "Forward/backward pass size"`);
+    lines.push(`  It adds the output of every module it hooks: ${mb(ts.rowOutputs)} MB, of which`);
+    lines.push(`    ${mb(ts.leafOutputs)} MB new tensors of leaf modules,`);
+    lines.push(`    ${mb(ts.containerRepeats)} MB containers repeating a child's output (InvertedResidual, SqueezeExcitation, the model),`);
+    lines.push(`    ${mb(ts.inplaceRepeats)} MB in-place activations counting their input's storage again;`);
+    lines.push(`  then doubles it "for gradients". Autograd really keeps ${formatBytes(bytes.activations as number)} (${formatCount(bytes.activations)} B):`);
+    lines.push('  only what backward needs, each storage once, including the input image where the first conv saves it.');
+    lines.push('  Gradients of activations never all exist at once, and parameter gradients and optimizer state,');
+    lines.push('  which torchsummary leaves out, are sized by the parameters, not by the input.');
+  }
+  return `${lines.join('\n')}\n`;
+}

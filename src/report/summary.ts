@@ -1,0 +1,43 @@
+import { estimate, type EstimateOptions } from '../estimate.js';
+import { fail } from '../errors.js';
+import type { Layer } from '../nn/types.js';
+import { formatBreakdown } from './breakdown.js';
+import { formatTorchinfo, type TorchinfoOptions } from './torchinfo.js';
+import { formatTorchsummary, type TorchsummaryOptions } from './torchsummary.js';
+
+/** The text formats {@link summary} prints. */
+export type SummaryFormat = 'breakdown' | 'torchsummary' | 'torchinfo';
+
+/** Options of {@link summary}: estimate's options plus the format and its settings. */
+export interface SummaryOptions extends EstimateOptions {
+  readonly format?: SummaryFormat;
+  readonly torchsummary?: TorchsummaryOptions;
+  readonly torchinfo?: TorchinfoOptions;
+}
+
+/**
+ * A text report of a model: `breakdown` (default) shows what is really held and why
+ * torchsummary differs; `torchsummary` and `torchinfo` print exactly what those tools
+ * print for the same model and input, without running PyTorch.
+ *
+ * @example
+ * ```ts
+ * import { mobilenetV3Small, summary } from 'vram-ts';
+ * const text = summary(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224], format: 'torchsummary' });
+ * console.log(text.split('\n').at(-3)); // "Estimated Total Size (MB): 40.98"
+ * ```
+ */
+export function summary(model: Layer, options: SummaryOptions): string {
+  const format = options.format ?? 'breakdown';
+  const result = estimate(model, options);
+  switch (format) {
+    case 'breakdown':
+      return formatBreakdown(result);
+    case 'torchsummary':
+      return formatTorchsummary(result.ir, options.torchsummary);
+    case 'torchinfo':
+      return formatTorchinfo(result.ir, options.torchinfo);
+    default:
+      return fail('bad-option', 'unknown summary format', { path: ['format'], expected: 'breakdown | torchsummary | torchinfo', received: String(format) });
+  }
+}

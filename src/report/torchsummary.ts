@@ -1,0 +1,94 @@
+import { fail } from '../errors.js';
+import type { Dim } from '../sym/expr.js';
+import type { IR, IRModule } from '../trace/ir.js';
+import { pyFixed, pyList, pyThousands, rjust } from './pyformat.js';
+
+/** Options of the torchsummary-compatible table. */
+export interface TorchsummaryOptions {
+  /**
+   * torchsummary gives no row to the module passed to it. Scripts usually wrap the
+   * torchvision model in their own nn.Module (the seed does), so its row appears:
+   * true (default) prints the model's own row as in that call; false as `summary(model)`.
+   */
+  readonly wrapped?: boolean;
+  /** torchsummary's `batch_size` argument (default -1). */
+  readonly batchSize?: number;
+}
+
+const RULE = '-'.repeat(64);
+const DOUBLE = '='.repeat(64);
+const MB = 1024 ** 2;
+
+function concrete(shape: readonly Dim[], module: IRModule): number[] {
+  return shape.map((dim) => {
+    if (typeof dim !== 'number') fail('symbolic-shape', 'the torchsummary format needs concrete shapes', { path: module.path });
+    return dim;
+  });
+}
+
+function numel(ir: IR, id: number): number {
+  return ir.tensors[id]!.spec.shape.reduce<number>((acc, d) => acc * (d as number), 1);
+}
+
+/** The module rows torchsummary prints: hooked modules in forward-completion order. */
+export function torchsummaryModules(ir: IR, wrapped: boolean): IRModule[] {
+  return ir.modules
+    .filter((m) => !m.isSequential && (wrapped || m.parent !== null))
+    .sort((a, b) => a.finishOrder - b.finishOrder);
+}
+
+/**
+ * The text sksq96/pytorch-summary prints, reproduced from the IR: one row per hooked
+ * module (not Sequential subclasses), weight + bias parameters per row, the -1 batch
+ * convention, "Forward/backward pass size" = 2 × Σ row output elements × 4 B in MiB.
+ */
+export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): string {
+  const batch = options.batchSize ?? -1;
+  const lines: string[] = [RULE, `${rjust('Layer (type)', 20)}  ${rjust('Output Shape', 25)} ${rjust('Param #', 15)}`, DOUBLE];
+  let totalParams = 0;
+  let trainableParams = 0;
+  let totalOutput = 0;
+  torchsummaryModules(ir, options.wrapped ?? true).forEach((module, i) => {
+    let params = 0;
+    let trainable: boolean | undefined;
+    for (const id of module.params) {
+      const t = ir.tensors[id]!;
+      const name = t.key?.split('.').pop();
+      if (name !== 'weight' && name !== 'bias') continue;
+      params += numel(ir, id);
+      if (name === 'weight') trainable = ir.storages[t.storage]!.trainable;
+    }
+    const outputs = module.outputs.map((id) => concrete(ir.tensors[id]!.spec.shape, module));
+    let shapeText: string;
+    if (outputs.length === 1) {
+      const shape = [batch, ...outputs[0]!.slice(1)];
+      shapeText = pyList(shape);
+      totalOutput += shape.reduce((a, b) => a * b, 1);
+    } else {
+      const shapes = outputs.map((s) => [-1, ...s.slice(1)]);
+      shapeText = `[${shapes.map(pyList).join(', ')}]`;
+      totalOutput += shapes.flat().reduce((a, b) => a * b, 1);
+    }
+    lines.push(`${rjust(`${module.className}-${i + 1}`, 20)}  ${rjust(shapeText, 25)} ${rjust(pyThousands(params), 15)}`);
+    totalParams += params;
+    if (trainable === true) trainableParams += params;
+  });
+  const inputElements = ir.inputs.reduce((acc, id) => acc * concrete(ir.tensors[id]!.spec.shape, ir.modules[0]!).slice(1).reduce((a, b) => a * b, 1), 1);
+  const inputSize = Math.abs((inputElements * batch * 4) / MB);
+  const outputSize = Math.abs((2 * totalOutput * 4) / MB);
+  const paramsSize = Math.abs((totalParams * 4) / MB);
+  const totalSize = paramsSize + outputSize + inputSize;
+  lines.push(
+    DOUBLE,
+    `Total params: ${pyThousands(totalParams)}`,
+    `Trainable params: ${pyThousands(trainableParams)}`,
+    `Non-trainable params: ${pyThousands(totalParams - trainableParams)}`,
+    RULE,
+    `Input size (MB): ${pyFixed(inputSize, 2)}`,
+    `Forward/backward pass size (MB): ${pyFixed(outputSize, 2)}`,
+    `Params size (MB): ${pyFixed(paramsSize, 2)}`,
+    `Estimated Total Size (MB): ${pyFixed(totalSize, 2)}`,
+    RULE,
+  );
+  return `${lines.join('\n')}\n`;
+}
