@@ -6,11 +6,16 @@ import { pyFixed, pyList, pyThousands, rjust } from './pyformat.js';
 /** Options of the torchsummary-compatible table. */
 export interface TorchsummaryOptions {
   /**
-   * torchsummary gives no row to the module passed to it. Scripts usually wrap the
-   * torchvision model in their own nn.Module (the seed does), so its row appears:
-   * true (default) prints the model's own row as in that call; false as `summary(model)`.
+   * `master` (default, sksq96/pytorch-summary master) gives the model passed to it the
+   * last row and sums Params size and Estimated Total in float32; `1.5.1` (the PyPI
+   * release) gives the model passed in no row and works in float64.
    */
-  readonly wrapped?: boolean;
+  readonly variant?: 'master' | '1.5.1';
+  /**
+   * Class name of a module wrapping the model, as the seed's `PlantDiseaseClassifier`
+   * wraps MobileNetV3: the model becomes a child, the wrapper the module passed in.
+   */
+  readonly wrapper?: string;
   /** torchsummary's `batch_size` argument (default -1). */
   readonly batchSize?: number;
 }
@@ -30,10 +35,10 @@ function numel(ir: IR, id: number): number {
   return ir.tensors[id]!.spec.shape.reduce<number>((acc, d) => acc * (d as number), 1);
 }
 
-/** The module rows torchsummary prints: hooked modules in forward-completion order. */
-export function torchsummaryModules(ir: IR, wrapped: boolean): IRModule[] {
+/** The module rows torchsummary prints: hooked modules (no Sequential) in forward-completion order. */
+export function torchsummaryModules(ir: IR, includeRoot = true): IRModule[] {
   return ir.modules
-    .filter((m) => !m.isSequential && (wrapped || m.parent !== null))
+    .filter((m) => !m.isSequential && (includeRoot || m.parent !== null))
     .sort((a, b) => a.finishOrder - b.finishOrder);
 }
 
@@ -44,19 +49,30 @@ export function torchsummaryModules(ir: IR, wrapped: boolean): IRModule[] {
  */
 export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): string {
   const batch = options.batchSize ?? -1;
+  const master = (options.variant ?? 'master') === 'master';
+  const wrapper = options.wrapper;
   const lines: string[] = [RULE, `${rjust('Layer (type)', 20)}  ${rjust('Output Shape', 25)} ${rjust('Param #', 15)}`, DOUBLE];
   let totalParams = 0;
   let trainableParams = 0;
   let totalOutput = 0;
-  torchsummaryModules(ir, options.wrapped ?? true).forEach((module, i) => {
+  let anyWeight = false;
+  // The module passed to summary(): the wrapper when there is one, else the model's root.
+  const modules = torchsummaryModules(ir, master || wrapper !== undefined);
+  const rows: { className: string; module: IRModule; isWrapper: boolean }[] = modules.map((module) => ({ className: module.className, module, isWrapper: false }));
+  // The wrapper's forward returns the model's output; it owns no weight of its own.
+  if (wrapper !== undefined && master) rows.push({ className: wrapper, module: ir.modules[0]!, isWrapper: true });
+  rows.forEach(({ className, module, isWrapper }, i) => {
     let params = 0;
     let trainable: boolean | undefined;
-    for (const id of module.params) {
+    for (const id of isWrapper ? [] : module.params) {
       const t = ir.tensors[id]!;
       const name = t.key?.split('.').pop();
       if (name !== 'weight' && name !== 'bias') continue;
       params += numel(ir, id);
-      if (name === 'weight') trainable = ir.storages[t.storage]!.trainable;
+      if (name === 'weight') {
+        trainable = ir.storages[t.storage]!.trainable;
+        anyWeight = true;
+      }
     }
     const outputs = module.outputs.map((id) => concrete(ir.tensors[id]!.spec.shape, module));
     let shapeText: string;
@@ -69,15 +85,17 @@ export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): s
       shapeText = `[${shapes.map(pyList).join(', ')}]`;
       totalOutput += shapes.flat().reduce((a, b) => a * b, 1);
     }
-    lines.push(`${rjust(`${module.className}-${i + 1}`, 20)}  ${rjust(shapeText, 25)} ${rjust(pyThousands(params), 15)}`);
+    lines.push(`${rjust(`${className}-${i + 1}`, 20)}  ${rjust(shapeText, 25)} ${rjust(pyThousands(params), 15)}`);
     totalParams += params;
     if (trainable === true) trainableParams += params;
   });
   const inputElements = ir.inputs.reduce((acc, id) => acc * concrete(ir.tensors[id]!.spec.shape, ir.modules[0]!).slice(1).reduce((a, b) => a * b, 1), 1);
   const inputSize = Math.abs((inputElements * batch * 4) / MB);
   const outputSize = Math.abs((2 * totalOutput * 4) / MB);
-  const paramsSize = Math.abs((totalParams * 4) / MB);
-  const totalSize = paramsSize + outputSize + inputSize;
+  // master sums a torch tensor once any row has a weight: Params size and the total are float32.
+  const f32 = master && anyWeight ? Math.fround : (x: number) => x;
+  const paramsSize = f32(Math.abs(f32(totalParams * 4) / MB));
+  const totalSize = master && anyWeight ? f32(f32(paramsSize + f32(outputSize)) + f32(inputSize)) : paramsSize + outputSize + inputSize;
   lines.push(
     DOUBLE,
     `Total params: ${pyThousands(totalParams)}`,

@@ -74,6 +74,8 @@ export interface IRModule {
   readonly outputs: readonly number[];
   /** Position in forward-hook order (children finish before their parent). */
   readonly finishOrder: number;
+  /** When the same layer object ran before (a shared module, weights shared): that first module's index. */
+  readonly sharedWith: number | null;
 }
 
 /** The options the trace was made under. */

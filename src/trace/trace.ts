@@ -33,6 +33,7 @@ interface MutableModule {
   inputs: number[];
   outputs: number[];
   finishOrder: number;
+  sharedWith: number | null;
 }
 
 interface State {
@@ -44,6 +45,8 @@ interface State {
   readonly paramsByKey: Map<string, number>;
   readonly constraints: Map<string, Dim>;
   readonly stack: number[];
+  /** Layer objects already traced: their first module and, for ops, their parameters by name. */
+  readonly seenLayers: Map<Layer, { readonly module: number; readonly params: Map<string, number> }>;
   finished: number;
 }
 
@@ -90,6 +93,7 @@ function openModule(state: State, name: string, className: string, inputs: reado
     inputs: inputs.map((t) => t.id),
     outputs: [],
     finishOrder: -1,
+    sharedWith: null,
   };
   if (parent !== null) state.modules[parent]!.children.push(module.index);
   state.modules.push(module);
@@ -134,7 +138,7 @@ function withPath<T>(path: readonly (string | number)[], run: () => T): T {
   }
 }
 
-function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly TensorRef[]): TensorRef[] {
+function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
   const { options } = state;
   const owner = current(state);
   const path = [...owner.path, rule.name];
@@ -156,10 +160,17 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     const ids = new Map<string, number>();
     for (const owned of list ?? []) {
       const key = [...owner.path, owned.name].join('.');
+      const shared = role === 'param' ? reuse?.get(owned.name) : undefined;
+      if (shared !== undefined) {
+        ids.set(owned.name, shared);
+        owner.params.push(shared);
+        continue;
+      }
       if (owned.tiedTo !== undefined) {
         const tied = state.paramsByKey.get(owned.tiedTo);
         if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path, received: owned.tiedTo });
         ids.set(owned.name, tied);
+        if (role === 'param') owner.params.push(tied);
         continue;
       }
       checkShape(state, owned.spec, path);
@@ -211,6 +222,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     }
   }
 
+  if (reuse !== undefined && reuse.size === 0) for (const [name, id] of params) reuse.set(name, id);
   state.ops.push({
     index,
     op: rule.name,
@@ -231,10 +243,19 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
 
 function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
   if (layer.className === null) return runOp(state, layer.rule, layer.attrs, inputs);
-  const module = openModule(state, name, layer.className, inputs);
-  const outputs = runOp(state, layer.rule, layer.attrs, inputs);
+  const module = openShared(state, layer, name, layer.className, inputs, false);
+  const outputs = runOp(state, layer.rule, layer.attrs, inputs, state.seenLayers.get(layer)!.params);
   closeModule(state, module, outputs);
   return outputs;
+}
+
+/** Opens a module for a layer object; a second run of the same object is the same torch module. */
+function openShared(state: State, layer: Layer, name: string, className: string, inputs: readonly TensorRef[], isSequential: boolean): MutableModule {
+  const module = openModule(state, name, className, inputs, isSequential);
+  const seen = state.seenLayers.get(layer);
+  if (seen === undefined) state.seenLayers.set(layer, { module: module.index, params: new Map() });
+  else module.sharedWith = seen.module;
+  return module;
 }
 
 function first(outputs: readonly TensorRef[], path: readonly string[]): TensorRef {
@@ -249,7 +270,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
     case 'op':
       return traceOp(state, layer, inputs, name);
     case 'seq': {
-      const module = openModule(state, name, layer.className, inputs, layer.isSequential);
+      const module = openShared(state, layer, name, layer.className, inputs, layer.isSequential);
       let current = inputs;
       layer.children.forEach((child, i) => {
         current = traceLayer(state, child, [first(current, module.path)], String(i));
@@ -258,7 +279,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
       return [...current];
     }
     case 'module': {
-      const module = openModule(state, name, layer.className, inputs);
+      const module = openShared(state, layer, name, layer.className, inputs, false);
       const outputs = traceLayer(state, layer.body, inputs, undefined);
       closeModule(state, module, outputs);
       return outputs;
@@ -270,7 +291,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
       return runOp(state, addRule, { inplace: layer.inplace }, [body, shortcut]);
     }
     case 'branch': {
-      const module = openModule(state, name, layer.className, inputs);
+      const module = openShared(state, layer, name, layer.className, inputs, false);
       const x = first(inputs, module.path);
       const outs = layer.paths.map((path, i) => first(traceLayer(state, path, [x], String(i)), module.path));
       let merged: TensorRef[];
@@ -339,6 +360,7 @@ export function trace(model: Layer, options: TraceOptions): IR {
     paramsByKey: new Map(),
     constraints: new Map(),
     stack: [],
+    seenLayers: new Map(),
     finished: 0,
   };
   checkDType(options.paramDtype, ['dtype']);

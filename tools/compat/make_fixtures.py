@@ -277,6 +277,15 @@ def all_cases():
     c.append(ti_case(tiny_model("tiny_shared"), (2, 3, 4, 4)))
     c.append(ti_case(tiny_model("tiny_frozen"), (1, 3, 32, 32)))
     c.append(ti_case(tiny_model("tie_linear_ti"), (1, 1124), note="Params size is exactly 1.125 MB and prints 1.12 (round-half-even)"))
+    reference = {
+        "torchsummary_small_3cls_224x224": "torchsummary_mobilenet_v3_small_3cls_224x224.txt",
+        "torchsummary151_small_3cls_wrapped_224x224": "torchsummary_mobilenet_v3_small_3cls_224x224.txt",
+        "torchsummary_small_3cls_4000x2672": "torchsummary_mobilenet_v3_small_3cls_4000x2672.txt",
+        "torchinfo_small_3cls_1x3x224x224": "torchinfo_mobilenet_v3_small_3cls_1x3x224x224.txt",
+    }
+    for x in c:
+        if x["id"] in reference:
+            x["sameBytesAs"] = "shared/reference/" + reference[x["id"]]
     ids = [x["id"] for x in c]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     for x in c:
