@@ -120,28 +120,35 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
 }
 
 function numelOf(ir: IR, id: number): number {
-  const n = ir.tensors[id]!.spec.shape.reduce<number>((acc, d) => acc * (typeof d === 'number' ? d : NaN), 1);
+  let n = 1;
+  for (const d of ir.tensors[id]!.spec.shape) n *= typeof d === 'number' ? d : NaN;
   return n;
 }
 
-/** Parameters of a set of modules, each distinct tensor once. */
-function countParams(ir: IR, moduleIndices: Iterable<number>): number {
-  const seen = new Set<number>();
-  let total = 0;
-  for (const index of moduleIndices) {
-    for (const id of ir.modules[index]!.params) {
-      if (seen.has(id)) continue;
-      seen.add(id);
-      total += numelOf(ir, id);
-    }
+/** Parameters of every module and its subtree, each distinct tensor once (tied or shared weights too). */
+function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
+  const own = ir.modules.map((m) => m.params.reduce((s, id) => s + numelOf(ir, id), 0));
+  const owners = new Map<number, number>();
+  let shared = false;
+  for (const m of ir.modules) for (const id of m.params) {
+    owners.set(id, (owners.get(id) ?? 0) + 1);
+    if (owners.get(id)! > 1) shared = true;
   }
-  return total;
-}
-
-function subtree(ir: IR, index: number): number[] {
-  const out = [index];
-  for (let i = 0; i < out.length; i += 1) out.push(...ir.modules[out[i]!]!.children);
-  return out;
+  const total = [...own];
+  if (!shared) {
+    // Modules are in pre-order, so children come after their parent: fold from the end.
+    for (let i = ir.modules.length - 1; i >= 0; i -= 1) {
+      const parent = ir.modules[i]!.parent;
+      if (parent !== null) total[parent]! += total[i]!;
+    }
+    return { own, total };
+  }
+  const sets = ir.modules.map((m) => new Set(m.params));
+  for (let i = ir.modules.length - 1; i >= 0; i -= 1) {
+    const parent = ir.modules[i]!.parent;
+    if (parent !== null) for (const id of sets[i]!) sets[parent]!.add(id);
+  }
+  return { own: ir.modules.map((m) => new Set(m.params)).map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)), total: sets.map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)) };
 }
 
 /**
@@ -174,16 +181,17 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
     paramElements += n;
     if (ir.storages[t.storage]!.trainable) trainable += n;
   }
+  const counts = paramsPerModule(ir);
   const modules = ir.modules.map((m): ModuleRow => {
     let activations: Dim = 0;
-    for (let op = m.firstOp; op < m.endOp; op += 1) activations = add(activations, byOp[op]!);
+    for (let op = m.firstOp; op < m.endOp; op += 1) if (byOp[op] !== 0) activations = add(activations, byOp[op]!);
     const out = m.outputs[0];
     return {
       path: m.path,
       className: m.className,
       depth: m.path.length,
-      params: countParams(ir, subtree(ir, m.index)),
-      ownParams: countParams(ir, [m.index]),
+      params: counts.total[m.index]!,
+      ownParams: counts.own[m.index]!,
       outputShape: out === undefined ? null : ir.tensors[out]!.spec.shape,
       activations,
     };

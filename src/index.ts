@@ -34,7 +34,7 @@ export { relu } from './nn/relu.js';
 export { relu6 } from './nn/relu6.js';
 export { repeat } from './nn/repeat.js';
 export { residual, type ResidualOptions } from './nn/residual.js';
-export { seq, sequential } from './nn/seq.js';
+export { seq, sequential, type SequentialOptions } from './nn/seq.js';
 export { sigmoid } from './nn/sigmoid.js';
 export { silu } from './nn/silu.js';
 export { squeezeExcitation, type SqueezeExcitationOptions } from './nn/squeezeExcitation.js';

@@ -28,7 +28,15 @@ export interface MobileNetV3Options {
   readonly dilated?: boolean;
 }
 
-/** torchvision's `_make_divisible`: round to a multiple of the divisor, never down by more than 10%. */
+/**
+ * torchvision's `_make_divisible`: round to a multiple of the divisor, never down by more than 10%.
+ *
+ * @example
+ * ```ts
+ * import { makeDivisible } from 'vram-ts';
+ * console.log(makeDivisible(72 * 0.75)); // 56
+ * ```
+ */
 export function makeDivisible(value: number, divisor = 8): number {
   let rounded = Math.max(divisor, Math.floor((value + divisor / 2) / divisor) * divisor);
   if (rounded < 0.9 * value) rounded += divisor;

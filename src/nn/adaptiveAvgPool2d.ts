@@ -8,7 +8,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  * @example
  * ```ts
  * import { adaptiveAvgPool2d, estimate } from 'vram-ts';
- * console.log(estimate(adaptiveAvgPool2d(), { input: [2, 8, 7, 7] }).modules[0]?.outputShape); // [2, 8, 1, 1]
+ * console.log(estimate(adaptiveAvgPool2d(), { input: [2, 8, 7, 7] }).modules[0]?.outputShape); // [ 2, 8, 1, 1 ]
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -8,7 +8,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  * @example
  * ```ts
  * import { avgPool2d, estimate } from 'vram-ts';
- * console.log(estimate(avgPool2d({ kernel: 2 }), { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [1, 4, 4, 4]
+ * console.log(estimate(avgPool2d({ kernel: 2 }), { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [ 1, 4, 4, 4 ]
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -16,7 +16,7 @@ export interface BranchOptions extends LayerOptions {
  * ```ts
  * import { branch, conv2d, estimate } from 'vram-ts';
  * const inception = branch([conv2d({ out: 8, kernel: 1 }), conv2d({ out: 8, kernel: 3, padding: 1 })], { merge: 'concat' });
- * console.log(estimate(inception, { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [1, 16, 8, 8]
+ * console.log(estimate(inception, { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [ 1, 16, 8, 8 ]
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -9,7 +9,8 @@ import type { LayerOptions, OpLayer } from './types.js';
  * @example
  * ```ts
  * import { dropout, estimate } from 'vram-ts';
- * console.log(estimate(dropout({ p: 0.2 }), { input: [1, 1024] }).bytes.activations); // 1024 (bool mask)
+ * // CUDA's fused kernel keeps a bool mask: 1 byte per element
+ * console.log(estimate(dropout({ p: 0.2 }), { input: [1, 1024], inputRequiresGrad: true }).bytes.activations); // 1024
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -10,7 +10,7 @@ const rule = activationRule('gelu');
  * @example
  * ```ts
  * import { estimate, gelu } from 'vram-ts';
- * console.log(estimate(gelu({ approximate: 'tanh' }), { input: [1, 8, 4, 4] }).bytes.activations); // 512
+ * console.log(estimate(gelu({ approximate: 'tanh' }), { input: [1, 8, 4, 4], inputRequiresGrad: true }).bytes.activations); // 512
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

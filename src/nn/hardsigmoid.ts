@@ -10,7 +10,7 @@ const rule = activationRule('hardsigmoid');
  * @example
  * ```ts
  * import { hardsigmoid, estimate } from 'vram-ts';
- * const r = estimate(hardsigmoid(), { input: [1, 8, 4, 4] });
+ * const r = estimate(hardsigmoid(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

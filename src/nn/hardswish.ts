@@ -10,7 +10,7 @@ const rule = activationRule('hardswish');
  * @example
  * ```ts
  * import { hardswish, estimate } from 'vram-ts';
- * const r = estimate(hardswish(), { input: [1, 8, 4, 4] });
+ * const r = estimate(hardswish(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

@@ -9,7 +9,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  * ```ts
  * import { estimate, maxPool2d } from 'vram-ts';
  * // input 1·4·8·8·4 B = 1024 B, plus indices 1·4·4·4·8 B = 512 B
- * console.log(estimate(maxPool2d({ kernel: 2 }), { input: [1, 4, 8, 8] }).bytes.activations); // 1536
+ * console.log(estimate(maxPool2d({ kernel: 2 }), { input: [1, 4, 8, 8], inputRequiresGrad: true }).bytes.activations); // 1536
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

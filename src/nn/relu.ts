@@ -10,7 +10,7 @@ const rule = activationRule('relu');
  * @example
  * ```ts
  * import { relu, estimate } from 'vram-ts';
- * const r = estimate(relu(), { input: [1, 8, 4, 4] });
+ * const r = estimate(relu(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

@@ -10,7 +10,7 @@ const rule = activationRule('relu6');
  * @example
  * ```ts
  * import { relu6, estimate } from 'vram-ts';
- * const r = estimate(relu6(), { input: [1, 8, 4, 4] });
+ * const r = estimate(relu6(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

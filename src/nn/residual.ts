@@ -15,7 +15,7 @@ export interface ResidualOptions extends LayerOptions {
  * ```ts
  * import { bn, conv2d, estimate, relu, residual, seq } from 'vram-ts';
  * const block = residual(seq(conv2d({ out: 8, kernel: 3, padding: 1 }), bn(), relu()), { inplace: true });
- * console.log(estimate(block, { input: [1, 8, 16, 16] }).params.total); // 600 + 16
+ * console.log(estimate(block, { input: [1, 8, 16, 16] }).params.total); // 584 + 16
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -10,7 +10,7 @@ const rule = activationRule('sigmoid');
  * @example
  * ```ts
  * import { sigmoid, estimate } from 'vram-ts';
- * const r = estimate(sigmoid(), { input: [1, 8, 4, 4] });
+ * const r = estimate(sigmoid(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

@@ -10,7 +10,7 @@ const rule = activationRule('silu');
  * @example
  * ```ts
  * import { silu, estimate } from 'vram-ts';
- * const r = estimate(silu(), { input: [1, 8, 4, 4] });
+ * const r = estimate(silu(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

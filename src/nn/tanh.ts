@@ -10,7 +10,7 @@ const rule = activationRule('tanh');
  * @example
  * ```ts
  * import { tanh, estimate } from 'vram-ts';
- * const r = estimate(tanh(), { input: [1, 8, 4, 4] });
+ * const r = estimate(tanh(), { input: [1, 8, 4, 4], inputRequiresGrad: true });
  * console.log(r.bytes.activations); // 512
  * ```
  */

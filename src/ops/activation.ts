@@ -33,7 +33,16 @@ const SAVING: Readonly<Record<string, ActivationSaving>> = {
 /** The activation kinds with a saved-tensor rule. */
 export type ActivationKind = 'relu' | 'relu6' | 'hardswish' | 'hardsigmoid' | 'sigmoid' | 'tanh' | 'silu' | 'gelu';
 
-/** The rule of one elementwise activation. */
+/**
+ * The rule of one elementwise activation, for graph layers that call it functionally.
+ *
+ * @example
+ * ```ts
+ * import { activationRule, estimate, graph } from 'vram-ts';
+ * const act = graph((g, [x]) => g.call(activationRule('silu'), [x!], {})[0]!);
+ * console.log(estimate(act, { input: [1, 256], inputRequiresGrad: true }).bytes.activations); // 1024
+ * ```
+ */
 export function activationRule(kind: ActivationKind): OpRule<ActivationAttrs> {
   const saving = SAVING[kind]!;
   return {

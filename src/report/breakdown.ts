@@ -26,7 +26,7 @@ export interface TorchsummaryDecomposition {
  * ```ts
  * import { mobilenetV3Small, torchsummaryDecomposition, traceModel } from 'vram-ts';
  * const ir = traceModel(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] });
- * console.log(torchsummaryDecomposition(ir).forwardBackward / 2 ** 20); // 34.6015625
+ * console.log(torchsummaryDecomposition(ir).forwardBackward); // 36283248
  * ```
  */
 export function torchsummaryDecomposition(ir: IR, wrapped = true): TorchsummaryDecomposition {

@@ -238,6 +238,14 @@ function withSeparators(fixed: string): string {
 /**
  * The table TylerYep/torchinfo prints for the same model and input, reproduced from
  * the IR (rows in call order, per-depth numbering, hidden rows counted, decimal units).
+ * docs/notes/summary-formats.md describes every rule.
+ *
+ * @example
+ * ```ts
+ * import { formatTorchinfo, mobilenetV3Small, traceModel } from 'vram-ts';
+ * const text = formatTorchinfo(traceModel(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] }));
+ * console.log(text.split('\n').find((line) => line.startsWith('Total mult-adds'))); // "Total mult-adds (M): 55.51"
+ * ```
  */
 export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string {
   const maxDepth = options.depth ?? 3;

@@ -46,6 +46,13 @@ export function torchsummaryModules(ir: IR, includeRoot = true): IRModule[] {
  * The text sksq96/pytorch-summary prints, reproduced from the IR: one row per hooked
  * module (not Sequential subclasses), weight + bias parameters per row, the -1 batch
  * convention, "Forward/backward pass size" = 2 × Σ row output elements × 4 B in MiB.
+ *
+ * @example
+ * ```ts
+ * import { formatTorchsummary, mobilenetV3Small, traceModel } from 'vram-ts';
+ * const text = formatTorchsummary(traceModel(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 4000, 2672] }));
+ * console.log(text.split('\n').at(-5)); // "Forward/backward pass size (MB): 7357.33"
+ * ```
  */
 export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): string {
   const batch = options.batchSize ?? -1;

@@ -24,7 +24,15 @@ export function formatBytes(bytes: Dim): string {
   return unit === 0 ? `${bytes} B` : `${value.toFixed(2)} ${UNITS[unit]}`;
 }
 
-/** An integer with thousands separators, or an expression. */
+/**
+ * An integer with thousands separators, or an expression.
+ *
+ * @example
+ * ```ts
+ * import { formatCount, mul, sym } from 'vram-ts';
+ * console.log(formatCount(1520931), formatCount(mul(sym('B'), 8))); // 1,520,931 8·B
+ * ```
+ */
 export function formatCount(value: Dim): string {
   return typeof value === 'number' ? pyThousands(value) : formatDim(value);
 }

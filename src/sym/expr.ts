@@ -74,7 +74,15 @@ export interface Expr {
 /** A dimension or size: an exact integer, or an {@link Expr} when it depends on symbols. */
 export type Dim = number | Expr;
 
-/** True when `value` is an {@link Expr} rather than a plain number. */
+/**
+ * True when `value` is an {@link Expr} rather than a plain number.
+ *
+ * @example
+ * ```ts
+ * import { isExpr, mul, sym } from 'vram-ts';
+ * console.log(isExpr(mul(sym('B'), 2)), isExpr(8)); // true false
+ * ```
+ */
 export function isExpr(value: unknown): value is Expr {
   return typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'expr';
 }

@@ -66,7 +66,15 @@ export function bytesOf(numel: Dim, dtype: DType): Dim {
   return bits >= 8 ? mul(numel, bits / 8) : ceilDiv(mul(numel, bits), 8);
 }
 
-/** True for floating types (the ones that can carry gradients). */
+/**
+ * True for floating types (the ones that can carry gradients).
+ *
+ * @example
+ * ```ts
+ * import { isFloating } from 'vram-ts';
+ * console.log(isFloating('bfloat16'), isFloating('int64')); // true false
+ * ```
+ */
 export function isFloating(dtype: DType): boolean {
   return dtype.startsWith('float') || dtype === 'bfloat16';
 }

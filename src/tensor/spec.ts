@@ -19,7 +19,7 @@ export interface TensorSpec {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorSpec {
-  return Object.freeze({ shape: Object.freeze([...shape]), dtype });
+  return { shape, dtype };
 }
 
 /**

@@ -22,6 +22,8 @@ interface MutableModule {
   index: number;
   name: string;
   path: string[];
+  /** `path.join('.')`, kept for parameter keys. */
+  key: string;
   className: string;
   isSequential: boolean;
   parent: number | null;
@@ -82,6 +84,7 @@ function openModule(state: State, name: string, className: string, inputs: reado
     index: state.modules.length,
     name: parent === null ? '' : name,
     path,
+    key: path.join('.'),
     className,
     isSequential,
     parent,
@@ -114,52 +117,55 @@ function defaultName(state: State): string {
   return state.stack.length === 0 ? '' : String(current(state).children.length);
 }
 
-function checkShape(state: State, spec: TensorSpec, path: readonly (string | number)[]): void {
+function checkShape(state: State, spec: TensorSpec, pathOf: () => readonly (string | number)[]): void {
   for (const dim of spec.shape) {
     if (typeof dim === 'number') {
       if (!Number.isSafeInteger(dim) || dim < 0) {
-        fail('bad-dimension', 'a dimension must be a non-negative integer', { path, expected: 'integer >= 0', received: String(dim) });
+        fail('bad-dimension', 'a dimension must be a non-negative integer', { path: pathOf(), expected: 'integer >= 0', received: String(dim) });
       }
     } else if (bounds(dim).min < 1) {
-      if (bounds(dim).max < 1) fail('bad-dimension', 'a dimension is never positive', { path, expected: '>= 1', received: formatDim(dim) });
+      if (bounds(dim).max < 1) fail('bad-dimension', 'a dimension is never positive', { path: pathOf(), expected: '>= 1', received: formatDim(dim) });
       state.constraints.set(dim.key, dim);
     }
   }
 }
 
-function withPath<T>(path: readonly (string | number)[], run: () => T): T {
-  try {
-    return run();
-  } catch (error) {
-    if (error instanceof VramError) {
-      throw new VramError(error.issues.map((issue) => (issue.path.length >= path.length ? issue : { ...issue, path: [...path, ...issue.path] })));
-    }
-    throw error;
-  }
+/** An error from inside an op rule, with the op's path put in front of paths that lack it. */
+function withPath(path: readonly (string | number)[], error: unknown): unknown {
+  if (!(error instanceof VramError)) return error;
+  return new VramError(error.issues.map((issue) => (issue.path.length >= path.length ? issue : { ...issue, path: [...path, ...issue.path] })));
 }
 
 function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
   const { options } = state;
   const owner = current(state);
-  const path = [...owner.path, rule.name];
+  // Built only when something reports an error: most ops never need it.
+  const pathOf = () => [...owner.path, rule.name];
   if (rule.arity !== 'variadic' && inputs.length !== rule.arity) {
-    fail('bad-arity', `${rule.name} takes ${rule.arity} input(s)`, { path, expected: String(rule.arity), received: String(inputs.length) });
+    fail('bad-arity', `${rule.name} takes ${rule.arity} input(s)`, { path: pathOf(), expected: String(rule.arity), received: String(inputs.length) });
   }
   const ctx: OpContext = {
     training: options.training,
     gradEnabled: options.gradEnabled,
     device: options.device,
     paramDtype: options.paramDtype,
-    path,
+    get path() {
+      return pathOf();
+    },
   };
   const inputTensors = inputs.map((t) => state.tensors[t.id]!);
-  const result = withPath(path, () => rule.apply(inputTensors.map((t) => t.spec), attrs, ctx));
+  let result: ReturnType<OpRule<A>['apply']>;
+  try {
+    result = rule.apply(inputTensors.map((t) => t.spec), attrs, ctx);
+  } catch (error) {
+    throw withPath(pathOf(), error);
+  }
   const index = state.ops.length;
 
   const ownedIds = (list: typeof result.params, role: 'param' | 'buffer'): Map<string, number> => {
     const ids = new Map<string, number>();
     for (const owned of list ?? []) {
-      const key = [...owner.path, owned.name].join('.');
+      const key = owner.key === '' ? owned.name : `${owner.key}.${owned.name}`;
       const shared = role === 'param' ? reuse?.get(owned.name) : undefined;
       if (shared !== undefined) {
         ids.set(owned.name, shared);
@@ -168,12 +174,12 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
       }
       if (owned.tiedTo !== undefined) {
         const tied = state.paramsByKey.get(owned.tiedTo);
-        if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path, received: owned.tiedTo });
+        if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path: pathOf(), received: owned.tiedTo });
         ids.set(owned.name, tied);
         if (role === 'param') owner.params.push(tied);
         continue;
       }
-      checkShape(state, owned.spec, path);
+      checkShape(state, owned.spec, pathOf);
       const trainable = role === 'param' && (options.trainable?.(key) ?? true);
       const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
       const id = newTensor(state, { spec: owned.spec, storage, role, producer: null, requiresGrad: trainable && options.gradEnabled, key });
@@ -195,7 +201,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
   const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
   const nonDiff = new Set(result.nonDifferentiableOutputs ?? []);
   const outputs = result.outputs.map((spec, i) => {
-    checkShape(state, spec, path);
+    checkShape(state, spec, pathOf);
     const aliased = i === 0 && result.alias !== undefined;
     const storage = aliased
       ? inputTensors[0]!.storage
@@ -217,7 +223,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
         id = newTensor(state, { spec: item.extra, storage, role: 'extra', producer: index, requiresGrad: false });
         extras.push(id);
       }
-      if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path, received: JSON.stringify(item) });
+      if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: pathOf(), received: JSON.stringify(item) });
       saved.add(id);
     }
   }
