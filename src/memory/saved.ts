@@ -27,6 +27,7 @@ export interface SavedStorages {
 export function savedStorages(ir: IR): SavedStorages {
   const firstSaver = new Map<number, number>();
   for (const op of ir.ops) {
+    if (op.stage !== 'model') continue;
     for (const id of op.saved) {
       const tensor = ir.tensors[id]!;
       if (tensor.role === 'param') continue;

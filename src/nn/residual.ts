@@ -13,8 +13,9 @@ export interface ResidualOptions extends LayerOptions {
  *
  * @example
  * ```ts
- * import { bn, conv2d, estimate, relu, residual, seq } from 'vram-ts';
- * const block = residual(seq(conv2d({ out: 8, kernel: 3, padding: 1 }), bn(), relu()), { inplace: true });
+ * import { bn, conv2d, estimate, residual, seq } from 'vram-ts';
+ * // out += x is valid here: bn's output is not saved by anyone (after relu() it would be, and PyTorch would fail)
+ * const block = residual(seq(conv2d({ out: 8, kernel: 3, padding: 1 }), bn()), { inplace: true });
  * console.log(estimate(block, { input: [1, 8, 16, 16] }).params.total); // 584 + 16
  * ```
  */

@@ -46,6 +46,18 @@ export interface GradNeeds {
   readonly params: boolean;
 }
 
+/** How an op's backward allocates, beyond releasing what forward saved. */
+export interface BackwardPlan {
+  /**
+   * Per input: `new` gradient tensor of the input's size, `alias` when backward hands the
+   * incoming gradient on as it is (add, views, identity), `none` when no gradient flows.
+   * Default: `new` for every input that needs a gradient.
+   */
+  readonly inputGrads?: readonly ('new' | 'alias' | 'none')[];
+  /** Transient bytes the backward kernels allocate and free while the node runs. */
+  readonly temps?: readonly Dim[];
+}
+
 /** What an op does to memory, derived from its input specs and attributes. */
 export interface OpResult {
   readonly outputs: readonly TensorSpec[];
@@ -59,6 +71,10 @@ export interface OpResult {
   readonly saves: (needs: GradNeeds) => readonly SavedRef[];
   /** Multiply-accumulate count of the forward (torchinfo's "mult-adds"). */
   readonly macs?: Dim;
+  /** Transient bytes the forward kernel allocates and frees besides its outputs. */
+  readonly forwardTemps?: readonly Dim[];
+  /** How backward allocates (default: a new gradient per input that needs one). */
+  readonly backward?: (needs: GradNeeds) => BackwardPlan;
 }
 
 /** The rule of one primitive op: specs in, memory facts out. */

@@ -51,6 +51,12 @@ export interface IROp {
   readonly recorded: boolean;
   readonly macs: Dim;
   readonly attrs: unknown;
+  /** Transient bytes of the forward kernel besides outputs and extras. */
+  readonly forwardTemps: readonly Dim[];
+  /** What backward allocates (null when not recorded). */
+  readonly backward: { readonly inputGrads: readonly ('new' | 'alias' | 'none')[]; readonly temps: readonly Dim[] } | null;
+  /** `model` for the model's forward, `loss` for the loss the training step adds after it. */
+  readonly stage: 'model' | 'loss';
 }
 
 /** One node of the module tree. */
@@ -94,6 +100,10 @@ export interface IR {
   readonly modules: readonly IRModule[];
   readonly inputs: readonly number[];
   readonly outputs: readonly number[];
+  /** The scalar loss tensor of the training step, when one was added or the model returns one. */
+  readonly lossOutput: number | null;
+  /** Target tensors the loss reads (int64 class indices). */
+  readonly targets: readonly number[];
   readonly settings: TraceSettings;
   /** Dimensions that must be >= 1 for the shapes to exist (symbolic inputs). */
   readonly constraints: readonly Dim[];

@@ -1,6 +1,7 @@
 import { VramError, fail } from '../errors.js';
 import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
-import type { OpContext, OpRule, SavedRef } from '../ops/types.js';
+import type { OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
+import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
 import { isExpr, type Dim } from '../sym/expr.js';
@@ -16,6 +17,12 @@ export interface TraceOptions extends TraceSettings {
   readonly inputRequiresGrad?: boolean;
   /** Whether the parameter with this key trains (default: all). */
   readonly trainable?: (key: string) => boolean;
+  /**
+   * The loss the training step computes on the model's output: `cross_entropy` over
+   * classes (dim 1) against int64 targets. Skipped when the model already returns a
+   * scalar loss, or when autograd is off.
+   */
+  readonly loss?: 'cross_entropy' | 'none';
 }
 
 interface MutableModule {
@@ -50,6 +57,9 @@ interface State {
   /** Layer objects already traced: their first module and, for ops, their parameters by name. */
   readonly seenLayers: Map<Layer, { readonly module: number; readonly params: Map<string, number> }>;
   finished: number;
+  stage: 'model' | 'loss';
+  /** storage id → path of the first op that saved it (to catch in-place writes PyTorch rejects). */
+  readonly savedBy: Map<number, string>;
 }
 
 function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorRole, trainable = false): number {
@@ -196,6 +206,13 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
   const params = ownedIds(result.params, 'param');
   const buffers = ownedIds(result.buffers, 'buffer');
 
+  if (result.alias === 'inplace' && options.gradEnabled) {
+    const target = inputTensors[0]!.storage;
+    const saver = state.savedBy.get(target);
+    if (saver !== undefined) {
+      fail('inplace-on-saved', `${rule.name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`, { path: pathOf() });
+    }
+  }
   const needsInputs = inputTensors.map((t) => t.requiresGrad);
   const paramsNeed = [...params.values()].some((id) => state.tensors[id]!.requiresGrad);
   const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
@@ -225,6 +242,8 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
       }
       if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: pathOf(), received: JSON.stringify(item) });
       saved.add(id);
+      const storage = state.tensors[id]!.storage;
+      if (!state.savedBy.has(storage)) state.savedBy.set(storage, pathOf().join('.'));
     }
   }
 
@@ -243,8 +262,17 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     recorded,
     macs: result.macs ?? 0,
     attrs,
+    forwardTemps: result.forwardTemps ?? [],
+    backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
+    stage: state.stage,
   });
   return outputs.map((id) => ref(state, id));
+}
+
+function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsNeed: boolean): NonNullable<IROp['backward']> {
+  const plan = result.backward?.({ inputs: needsInputs, params: paramsNeed }) ?? {};
+  const inputGrads = needsInputs.map((needs, i) => (needs ? plan.inputGrads?.[i] ?? 'new' : 'none'));
+  return { inputGrads, temps: plan.temps ?? [] };
 }
 
 function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
@@ -327,6 +355,23 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
   }
 }
 
+/** Appends the training loss (log_softmax + nll_loss, what F.cross_entropy runs) after the model. */
+function addLoss(state: State, outputs: readonly TensorRef[]): { loss: number; target: number } | null {
+  const { options } = state;
+  const out = outputs[0];
+  if (!options.gradEnabled || (options.loss ?? 'none') === 'none' || out === undefined || out.shape.length === 0) return null;
+  if (out.shape.length < 2) fail('bad-loss', 'cross_entropy needs an output of at least [batch, classes]', { path: ['loss'], received: `[${out.shape.map(formatDim).join(', ')}]` });
+  const targetSpec = tensor([out.shape[0]!, ...out.shape.slice(2)], 'int64');
+  const targetStorage = newStorage(state, specBytes(targetSpec), 'int64', 'input');
+  const target = newTensor(state, { spec: targetSpec, storage: targetStorage, role: 'input', producer: null, requiresGrad: false, key: 'target' });
+  state.stage = 'loss';
+  state.stack.push(0);
+  const logp = runOp(state, logSoftmaxRule, { dim: 1 }, [out]);
+  const loss = runOp(state, nllLossRule, {}, [logp[0]!, ref(state, target)]);
+  state.stack.pop();
+  return { loss: loss[0]!.id, target };
+}
+
 /** Class name of the root when the model's top layer is not a module by itself. */
 function rootClassName(layer: Layer): string {
   switch (layer.kind) {
@@ -368,6 +413,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     stack: [],
     seenLayers: new Map(),
     finished: 0,
+    stage: 'model',
+    savedBy: new Map(),
   };
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = options.inputs.map((spec, i) => {
@@ -388,6 +435,7 @@ export function trace(model: Layer, options: TraceOptions): IR {
     outputs = traceLayer(state, model, inputRefs, undefined);
     closeModule(state, root, outputs);
   }
+  const lossOutputs = addLoss(state, outputs);
   return {
     tensors: state.tensors,
     storages: state.storages,
@@ -395,6 +443,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     modules: state.modules,
     inputs: inputRefs.map((t) => t.id),
     outputs: outputs.map((t) => t.id),
+    lossOutput: lossOutputs === null ? null : lossOutputs.loss,
+    targets: lossOutputs === null ? [] : [lossOutputs.target],
     settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, paramDtype: options.paramDtype },
     constraints: [...state.constraints.values()],
   };

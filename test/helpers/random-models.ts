@@ -24,14 +24,20 @@ const choice = fc.record({
 });
 type Choice = { kind: number; a: number; b: number; flag: boolean };
 
+/** conv → act → 1×1 conv → bn: keeps the shape and ends in bn, whose output nothing saves (so `+=` on it is valid). */
 function shapePreserving(c: number, pick: Choice): LayerSpec[] {
   const act: LayerSpec = [['relu', 'relu6', 'hardswish', 'silu'][pick.b % 4]!, { inplace: pick.flag }];
-  return [['conv2d', { out: c, kernel: 3, padding: 1, bias: !pick.flag }], ['bn', {}], act];
+  return [['conv2d', { out: c, kernel: 3, padding: 1, bias: !pick.flag }], act, ['conv2d', { out: c, kernel: 1 }], ['bn', {}]];
 }
+
+/** Layers whose output no op has saved yet, so an in-place op may follow them (PyTorch rejects the rest). */
+const WRITABLE_AFTER = new Set(['conv2d', 'bn', 'linear', 'residual', 'branch']);
 
 function interpret(choices: readonly Choice[], s: Shape): LayerSpec[] {
   const layers: LayerSpec[] = [];
-  for (const pick of choices) {
+  const canWrite = () => layers.length > 0 && WRITABLE_AFTER.has(layers[layers.length - 1]![0]);
+  for (const raw of choices) {
+    const pick = { ...raw, flag: raw.flag && (raw.kind === 0 || raw.kind === 1 || raw.kind === 7 || raw.kind === 10 || raw.kind === 13 || raw.kind === 9 || canWrite()) };
     switch (pick.kind) {
       case 0:
       case 1: {

@@ -83,8 +83,15 @@ describe('accounting laws (property-based)', () => {
     fc.assert(
       fc.property(randomModel, fc.constantFrom('cpu', 'cuda'), (m, device) => {
         const skip = device === 'cuda' ? ['dropout'] : [];
-        const inplace = num(estimate(seqFromSpecs(setInplace(m.layers, true, skip)), { input: m.input, device }).bytes.activations);
         const outOfPlace = num(estimate(seqFromSpecs(setInplace(m.layers, false, skip)), { input: m.input, device }).bytes.activations);
+        let inplace: number;
+        try {
+          inplace = num(estimate(seqFromSpecs(setInplace(m.layers, true, skip)), { input: m.input, device }).bytes.activations);
+        } catch (error) {
+          // Flipping every flag can overwrite a tensor autograd saved, which PyTorch rejects too: not a valid program.
+          expect((error as VramError).issues[0]!.code).toBe('inplace-on-saved');
+          return;
+        }
         expect(inplace).toBeLessThanOrEqual(outOfPlace);
       }),
       { numRuns: 100 },
