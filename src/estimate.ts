@@ -1,9 +1,12 @@
 import { fail } from './errors.js';
+import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
+import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
+import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
 import type { Layer } from './nn/types.js';
 import type { Device } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
-import { add, sum } from './sym/ops.js';
+import { add, max, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
@@ -27,6 +30,19 @@ export interface EstimateOptions {
   readonly inputRequiresGrad?: boolean;
   /** Parameter keys (or key prefixes ending at a `.` boundary) that stay frozen. */
   readonly freeze?: readonly string[];
+  /** The optimizer of the training step (default `adam`); `null` for forward + backward only. */
+  readonly optimizer?: OptimizerName | OptimizerSpec | null;
+  /** Loss on the model's output (default `cross_entropy`; ignored when the model returns a scalar). */
+  readonly loss?: 'cross_entropy' | 'none';
+  /** Micro-batches per optimizer step (gradient accumulation; `input` is one micro-batch). */
+  readonly microBatches?: number;
+  /** Keep the event-by-event timeline (default: true for concrete inputs, false for symbolic ones). */
+  readonly timeline?: boolean;
+  /**
+   * Symbolic inputs: build the peak as an expression (default true). The step's program
+   * (`steps.*.program`) replays exactly at any values either way; maxFitting uses that.
+   */
+  readonly peakExpression?: boolean;
 }
 
 /** Parameter element counts. */
@@ -43,8 +59,39 @@ export interface ByteCounts {
   readonly buffers: Dim;
   /** What autograd holds for backward after the forward (design.md's saved-bytes contract). */
   readonly activations: Dim;
-  /** The input tensors. */
+  /** The model's input tensors (the loss targets count in the timeline's `input` category). */
   readonly input: Dim;
+  /** Parameter gradients (trainable parameters; 0 in inference). */
+  readonly gradients: Dim;
+  /** Optimizer state on the device (0 in inference or without an optimizer). */
+  readonly optimizer: Dim;
+  /**
+   * The largest live total of the step: a training step's steady state or first step,
+   * whichever is higher; the forward in inference. Allocated bytes as CUDA's allocator
+   * counts them (512-byte blocks) on `cuda`, exact bytes on `cpu`; runtime lines excluded.
+   */
+  readonly peak: Dim;
+}
+
+/** Where the peak happens and what is live then. */
+export interface PeakDetails {
+  readonly bytes: Dim;
+  /** Which simulated step holds it. */
+  readonly step: 'first' | 'steady' | 'inference';
+  readonly phase: Phase;
+  readonly label: string;
+  readonly byCategory: Readonly<Record<Category, Dim>>;
+  /** For symbolic sizes: every candidate that can be the peak for some dimension values. */
+  readonly candidates: readonly PeakPoint[];
+}
+
+/** One simulated step: its peak and the live bytes before and after. */
+export interface StepSummary {
+  readonly peak: Dim;
+  readonly baseline: Dim;
+  readonly end: Dim;
+  /** The step's allocations, frees and events, replayable at any symbol values. */
+  readonly program: StepProgram;
 }
 
 /** One module of the model with its share of the figures. */
@@ -70,6 +117,12 @@ export interface Estimate {
   readonly modules: readonly ModuleRow[];
   /** Dimensions that must stay >= 1 for the symbolic shapes to exist. */
   readonly constraints: readonly Dim[];
+  /** Where the peak is and what is live at that moment. */
+  readonly peak: PeakDetails;
+  /** The steady-state step (or the inference forward), event by event. */
+  readonly timeline: readonly TimelineEvent[];
+  /** Training: the first step (state allocated lazily) and a later one; inference: the forward. */
+  readonly steps: { readonly first?: StepSummary; readonly steady?: StepSummary; readonly inference?: StepSummary };
   /** The traced model everything above was computed from. */
   readonly ir: IR;
 }
@@ -114,6 +167,7 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     gradEnabled: mode === 'train',
     device: options.device ?? 'cuda',
     paramDtype: dtype,
+    loss: options.loss ?? 'cross_entropy',
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
     ...(options.freeze !== undefined ? { trainable: frozenBy(options.freeze) } : {}),
   });
@@ -196,6 +250,45 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
       activations,
     };
   });
+  const rounded = ir.settings.device === 'cuda';
+  const keepTimeline = options.timeline ?? !ir.storages.some((st) => typeof st.bytes !== 'number');
+  const train = ir.settings.gradEnabled;
+  const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
+  let gradients: Dim = 0;
+  let optimizerBytes: Dim = 0;
+  const trainableParams = ir.tensors.filter((t) => t.role === 'param' && ir.storages[t.storage]!.trainable);
+  if (train) gradients = sum(trainableParams.map((t) => ir.storages[t.storage]!.bytes));
+  if (spec !== null) {
+    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec).state.filter((s) => s.place === 'device').map((s) => s.bytes)));
+  }
+  let peak: PeakDetails;
+  let timeline: readonly TimelineEvent[];
+  let steps: Estimate['steps'];
+  const summary = (r: StepResult): StepSummary => ({ peak: r.peak.bytes, baseline: r.baseline, end: r.end, program: r.program });
+  const details = (r: StepResult, step: PeakDetails['step']): PeakDetails => ({
+    bytes: r.peak.bytes,
+    step,
+    phase: r.peak.phase,
+    label: r.peak.label,
+    byCategory: r.peak.byCategory,
+    candidates: r.candidates,
+  });
+  if (train) {
+    const microBatches = options.microBatches ?? 1;
+    const peakExpression = options.peakExpression ?? true;
+    const steady = simulateStep(ir, { optimizer: spec, rounded, first: false, microBatches, keepTimeline, peakExpression });
+    const first = simulateStep(ir, { optimizer: spec, rounded, first: true, microBatches, keepTimeline: false, peakExpression });
+    const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
+    peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
+    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: max(first.peak.bytes, steady.peak.bytes) };
+    timeline = steady.timeline;
+    steps = { first: summary(first), steady: summary(steady) };
+  } else {
+    const run = simulateInference(ir, rounded, keepTimeline, options.peakExpression ?? true);
+    peak = details(run, 'inference');
+    timeline = run.timeline;
+    steps = { inference: summary(run) };
+  }
   return {
     params: { total: paramElements, trainable },
     bytes: {
@@ -203,9 +296,15 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
       buffers: sum(bufferBytes),
       activations: saved.bytes,
       input: sum(ir.inputs.map((id) => ir.storages[ir.tensors[id]!.storage]!.bytes)),
+      gradients,
+      optimizer: optimizerBytes,
+      peak: peak.bytes,
     },
     modules,
     constraints: ir.constraints,
+    peak,
+    timeline,
+    steps,
     ir,
   };
 }

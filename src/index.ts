@@ -51,3 +51,10 @@ export { formatTorchsummary, type TorchsummaryOptions } from './report/torchsumm
 export { summary, type SummaryFormat, type SummaryOptions } from './report/summary.js';
 export { formatBytes, formatCount } from './report/units.js';
 export { traceModel } from './estimate.js';
+export { fits, maxFitting, type FitOptions, type FitResult } from './fit.js';
+export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
+export { CONTEXT_DEFAULTS, cublasWorkspace, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
+export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
+export { BNB_BLOCK_SIZE, BNB_MIN_8BIT_SIZE, paramUpdate, type OptimizedParam, type OptimizerImpl, type OptimizerName, type OptimizerSpec, type ParamUpdate, type StateTensor } from './memory/optimizers.js';
+export { CATEGORIES, type Category, type PeakPoint, type Phase, type TimelineEvent } from './memory/ledger.js';
+export type { PeakDetails, StepSummary } from './estimate.js';

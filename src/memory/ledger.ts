@@ -1,0 +1,268 @@
+import type { Dim } from '../sym/expr.js';
+import { compile } from '../sym/evaluate.js';
+import { add, ceilDiv, max, mul, sub, sum } from '../sym/ops.js';
+import { bounds } from '../sym/bounds.js';
+
+/** What a live block of memory is for. */
+export type Category =
+  | 'parameters'
+  | 'buffers'
+  | 'gradients'
+  | 'optimizer'
+  | 'input'
+  | 'activations'
+  | 'activationGrads'
+  | 'temporaries';
+
+/** Every category, in report order. */
+export const CATEGORIES: readonly Category[] = ['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries'];
+
+/** Phases of a training step (inference has only `forward`). */
+export type Phase = 'start' | 'zero_grad' | 'forward' | 'loss' | 'backward' | 'step' | 'end';
+
+/** One point of the timeline: what is live right after `label` happened. */
+export interface TimelineEvent {
+  readonly phase: Phase;
+  readonly label: string;
+  readonly live: Dim;
+  readonly byCategory: Readonly<Record<Category, Dim>>;
+}
+
+/** The largest live total of a step and when it happened (for symbolic sizes: every candidate). */
+export interface PeakPoint {
+  readonly bytes: Dim;
+  readonly phase: Phase;
+  readonly label: string;
+  /** Index of the event in the step. */
+  readonly event: number;
+  readonly byCategory: Readonly<Record<Category, Dim>>;
+}
+
+/** CUDA's caching allocator hands out blocks in multiples of 512 B. */
+export const CUDA_BLOCK = 512;
+
+/** Bytes a request occupies as the allocator counts it (`max_memory_allocated`). */
+export function blockBytes(bytes: Dim, rounded: boolean): Dim {
+  if (!rounded) return bytes;
+  if (typeof bytes === 'number') return bytes <= 0 ? 0 : Math.ceil(bytes / CUDA_BLOCK) * CUDA_BLOCK;
+  return mul(ceilDiv(bytes, CUDA_BLOCK), CUDA_BLOCK);
+}
+
+function roundNumber(bytes: number, rounded: boolean): number {
+  return !rounded || bytes <= 0 ? Math.max(0, bytes) : Math.ceil(bytes / CUDA_BLOCK) * CUDA_BLOCK;
+}
+
+/** Log entries: an allocation (block id >= 0), a free (-1 - id), or an event mark. */
+const MARK = Number.MIN_SAFE_INTEGER;
+
+/** The recorded step, replayable at any symbol values. */
+export interface StepProgram {
+  /** Requested (unrounded) bytes of every block. */
+  readonly sizes: readonly Dim[];
+  readonly categories: readonly Category[];
+  /** Allocation ids, free markers (-1 - id) and MARK for events, in order. */
+  readonly log: readonly number[];
+  readonly events: readonly { readonly phase: Phase; readonly label: string }[];
+  readonly rounded: boolean;
+}
+
+/**
+ * A live-memory ledger: blocks with a category and a reference count, and a log of
+ * allocations, frees and events. With concrete sizes it keeps running totals, the
+ * timeline and the peak as it goes; with symbolic sizes the log is the result and
+ * {@link programPeak} / {@link programTimeline} read it afterwards.
+ */
+export interface Ledger {
+  readonly alloc: (bytes: Dim, category: Category, refs?: number) => number;
+  readonly retain: (block: number) => void;
+  /** Drops one reference; frees the block at zero. */
+  readonly release: (block: number) => void;
+  readonly refs: (block: number) => number;
+  readonly record: (phase: Phase, label: string) => void;
+  readonly live: () => Dim;
+  readonly program: () => StepProgram;
+  /** Concrete sizes only: the events so far (empty unless kept). */
+  readonly timeline: TimelineEvent[];
+  /** Concrete sizes only: the highest event so far. */
+  readonly peak: () => PeakPoint | null;
+}
+
+export function zeroTotals(): Record<Category, number> {
+  return { parameters: 0, buffers: 0, gradients: 0, optimizer: 0, input: 0, activations: 0, activationGrads: 0, temporaries: 0 };
+}
+
+/** A new, empty ledger; `rounded` counts every allocation in CUDA's 512-byte blocks. */
+export function createLedger(rounded: boolean, keepTimeline = true): Ledger {
+  const sizes: Dim[] = [];
+  const categories: Category[] = [];
+  const counts: number[] = [];
+  const log: number[] = [];
+  const events: { phase: Phase; label: string }[] = [];
+  const timeline: TimelineEvent[] = [];
+  let concrete = true;
+  const totals = zeroTotals();
+  let live = 0;
+  let best: PeakPoint | null = null;
+
+  return {
+    alloc(bytes, category, refs = 1) {
+      const id = sizes.length;
+      sizes.push(bytes);
+      categories.push(category);
+      counts.push(refs);
+      log.push(id);
+      if (typeof bytes === 'number') {
+        const size = roundNumber(bytes, rounded);
+        totals[category] += size;
+        live += size;
+      } else {
+        concrete = false;
+      }
+      return id;
+    },
+    retain(block) {
+      counts[block]! += 1;
+    },
+    release(block) {
+      counts[block]! -= 1;
+      if (counts[block] !== 0) return;
+      log.push(-1 - block);
+      const bytes = sizes[block]!;
+      if (typeof bytes === 'number') {
+        const size = roundNumber(bytes, rounded);
+        totals[categories[block]!] -= size;
+        live -= size;
+      }
+    },
+    refs: (block) => counts[block]!,
+    record(phase, label) {
+      const event = events.length;
+      events.push({ phase, label });
+      log.push(MARK);
+      if (!concrete) return;
+      if (keepTimeline) timeline.push({ phase, label, live, byCategory: { ...totals } });
+      if (best === null || live > (best.bytes as number)) best = { bytes: live, phase, label, event, byCategory: { ...totals } };
+    },
+    live: () => (concrete ? live : liveOf({ sizes, categories, log, events, rounded })),
+    program: () => ({ sizes, categories, log, events, rounded }),
+    timeline,
+    peak: () => (concrete ? best : null),
+  };
+}
+
+/** Live bytes at the end of a program (symbolic). */
+function liveOf(program: StepProgram): Dim {
+  const alive = new Set<number>();
+  for (const entry of program.log) {
+    if (entry === MARK) continue;
+    if (entry >= 0) alive.add(entry);
+    else alive.delete(-1 - entry);
+  }
+  return sum([...alive].map((id) => blockBytes(program.sizes[id]!, program.rounded)));
+}
+
+/**
+ * A fast evaluator of a program's peak at concrete symbol values: every distinct size
+ * is evaluated once, then the log is swept. Exact: equals the peak of the concrete run.
+ */
+export function programPeakAt(program: StepProgram): (env: Readonly<Record<string, number>>) => number {
+  const keys = new Map<string, number>();
+  const evaluators: ((env: Readonly<Record<string, number>>) => number)[] = [];
+  const slot = program.sizes.map((size) => {
+    const key = typeof size === 'number' ? `#${size}` : size.key;
+    let index = keys.get(key);
+    if (index === undefined) {
+      index = evaluators.length;
+      keys.set(key, index);
+      evaluators.push(typeof size === 'number' ? () => size : compile(size));
+    }
+    return index;
+  });
+  return (env) => {
+    const values = evaluators.map((f) => f(env));
+    let live = 0;
+    let peak = 0;
+    for (const entry of program.log) {
+      if (entry === MARK) {
+        if (live > peak) peak = live;
+      } else if (entry >= 0) live += roundNumber(values[slot[entry]!]!, program.rounded);
+      else live -= roundNumber(values[slot[-1 - entry]!]!, program.rounded);
+    }
+    return peak;
+  };
+}
+
+interface Candidate {
+  readonly event: number;
+  readonly alive: readonly number[];
+  /** Σ requested sizes of the live blocks (a lower bound of the rounded total). */
+  readonly lo: Dim;
+}
+
+/**
+ * The peak of a symbolic program as an expression: events whose live set another event's
+ * contains are dropped, then those another always exceeds (bounds with every block's
+ * rounding between its size and its size + 511 B), and the max of the rest is built.
+ */
+export function programPeak(program: StepProgram): { bytes: Dim; candidates: PeakPoint[] } {
+  const alive = new Set<number>();
+  const candidates: Candidate[] = [];
+  let pending: Candidate | null = null;
+  let freedSincePending = false;
+  let liveLower: Dim = 0;
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      // Marks with only allocations between them: the later one contains the earlier one.
+      if (pending !== null && freedSincePending) candidates.push(pending);
+      pending = { event, alive: [...alive], lo: liveLower };
+      freedSincePending = false;
+      event += 1;
+    } else if (entry >= 0) {
+      alive.add(entry);
+      liveLower = add(liveLower, program.sizes[entry]!);
+    } else {
+      freedSincePending = true;
+      alive.delete(-1 - entry);
+      liveLower = sub(liveLower, program.sizes[-1 - entry]!);
+    }
+  }
+  if (pending !== null) candidates.push(pending);
+  const slack = program.rounded ? CUDA_BLOCK - 1 : 0;
+  let kept: { c: Candidate; hi: Dim }[] = [];
+  for (const c of candidates) {
+    const hi = add(c.lo, slack * c.alive.length);
+    if (kept.some((k) => bounds(sub(k.c.lo, hi)).min >= 0)) continue;
+    kept = kept.filter((k) => bounds(sub(c.lo, k.hi)).min < 0);
+    kept.push({ c, hi });
+  }
+  const points: PeakPoint[] = kept.map(({ c }) => {
+    const byCategory: Record<Category, Dim> = zeroTotals();
+    for (const id of c.alive) byCategory[program.categories[id]!] = add(byCategory[program.categories[id]!], blockBytes(program.sizes[id]!, program.rounded));
+    const info = program.events[c.event]!;
+    return { bytes: sum(Object.values(byCategory)), phase: info.phase, label: info.label, event: c.event, byCategory };
+  });
+  return { bytes: points.length === 1 ? points[0]!.bytes : max(...points.map((p) => p.bytes)), candidates: points };
+}
+
+/** The timeline of a symbolic program, every event's totals as expressions (slow for big models). */
+export function programTimeline(program: StepProgram): TimelineEvent[] {
+  const totals: Record<Category, Dim> = zeroTotals();
+  let live: Dim = 0;
+  const out: TimelineEvent[] = [];
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      const info = program.events[event]!;
+      out.push({ phase: info.phase, label: info.label, live, byCategory: { ...totals } });
+      event += 1;
+      continue;
+    }
+    const id = entry >= 0 ? entry : -1 - entry;
+    const size = blockBytes(program.sizes[id]!, program.rounded);
+    const category = program.categories[id]!;
+    totals[category] = entry >= 0 ? add(totals[category], size) : sub(totals[category], size);
+    live = entry >= 0 ? add(live, size) : sub(live, size);
+  }
+  return out;
+}

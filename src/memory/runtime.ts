@@ -1,0 +1,80 @@
+import type { GpuFamily } from '../gpus/catalog.js';
+
+/** Opt-in runtime lines: memory the CUDA runtime and libraries take beside tensors. */
+export interface RuntimeOptions {
+  /** CUDA context (bytes, or true for the family default). */
+  readonly context?: boolean | number;
+  /** cuBLAS workspace (bytes, or true for the default per handle). */
+  readonly cublas?: boolean | number;
+  /** cuBLAS handles (one per stream that runs matmuls; default 1). */
+  readonly cublasHandles?: number;
+  /** cuDNN workspace in bytes (algorithm-dependent; no default). */
+  readonly cudnnWorkspace?: number;
+}
+
+/** One runtime line, reported beside the allocated peak, never folded into it. */
+export interface RuntimeLine {
+  readonly label: string;
+  readonly bytes: number;
+  /** Where the figure comes from. */
+  readonly source: string;
+}
+
+const MiB = 2 ** 20;
+
+/**
+ * cuBLAS workspace per handle: PyTorch's default CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8"
+ * (2 × 4 MiB + 8 × 16 KiB = 8,519,680 B), and 32 MiB on Hopper (":4096:8", since PyTorch 2.1).
+ *
+ * @example
+ * ```ts
+ * import { cublasWorkspace } from 'vram-ts';
+ * console.log(cublasWorkspace('ampere'), cublasWorkspace('hopper')); // 8519680 33554432
+ * ```
+ */
+export function cublasWorkspace(family: GpuFamily): number {
+  return family === 'hopper' ? 32 * MiB : 4096 * 1024 * 2 + 16 * 1024 * 8;
+}
+
+/**
+ * Default CUDA context per family, a round figure for PyTorch 2.x with CUDA 12 lazy module
+ * loading; not measured by vram-ts — the real figure depends on the driver, the CUDA version
+ * and which kernels load. Measure yours (`nvidia-smi` after `torch.cuda.init()`) and pass it.
+ */
+export const CONTEXT_DEFAULTS: Readonly<Record<GpuFamily, number>> = {
+  volta: 300 * MiB,
+  turing: 300 * MiB,
+  ampere: 400 * MiB,
+  ada: 400 * MiB,
+  hopper: 500 * MiB,
+  cdna3: 500 * MiB,
+};
+
+/**
+ * The runtime lines asked for.
+ *
+ * @example
+ * ```ts
+ * import { runtimeLines } from 'vram-ts';
+ * console.log(runtimeLines({ cublas: true }, 'ampere')[0]?.bytes); // 8519680
+ * ```
+ */
+export function runtimeLines(options: RuntimeOptions, family: GpuFamily): RuntimeLine[] {
+  const lines: RuntimeLine[] = [];
+  if (options.context !== undefined && options.context !== false) {
+    lines.push({
+      label: 'CUDA context',
+      bytes: options.context === true ? CONTEXT_DEFAULTS[family] : options.context,
+      source: options.context === true ? `default for ${family} (not measured; pass your own)` : 'given',
+    });
+  }
+  if (options.cublas !== undefined && options.cublas !== false) {
+    const handles = options.cublasHandles ?? 1;
+    const each = options.cublas === true ? cublasWorkspace(family) : options.cublas;
+    lines.push({ label: `cuBLAS workspace (${handles} handle${handles === 1 ? '' : 's'})`, bytes: each * handles, source: options.cublas === true ? 'PyTorch default CUBLAS_WORKSPACE_CONFIG' : 'given' });
+  }
+  if (options.cudnnWorkspace !== undefined && options.cudnnWorkspace > 0) {
+    lines.push({ label: 'cuDNN workspace', bytes: options.cudnnWorkspace, source: 'given' });
+  }
+  return lines;
+}

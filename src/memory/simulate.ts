@@ -1,0 +1,293 @@
+import type { Dim } from '../sym/expr.js';
+import { sum } from '../sym/ops.js';
+import { bytesOf } from '../tensor/dtype.js';
+import { numel } from '../tensor/spec.js';
+import type { IR, IROp } from '../trace/ir.js';
+import { createLedger, programPeak, programTimeline, zeroTotals, type Category, type Ledger, type PeakPoint, type StepProgram, type TimelineEvent } from './ledger.js';
+import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
+
+/** How the step runs. */
+export interface StepSettings {
+  readonly optimizer: OptimizerSpec | null;
+  /** Count allocations in CUDA's 512-byte blocks. */
+  readonly rounded: boolean;
+  /** First step (no gradients or optimizer state yet) or a later one. */
+  readonly first: boolean;
+  /** Micro-batches per optimizer step (gradient accumulation, default 1). */
+  readonly microBatches?: number;
+  /** Keep every event (false: only the peak is tracked). */
+  readonly keepTimeline?: boolean;
+  /** Symbolic sizes: build the peak expression (false leaves only the replayable program). */
+  readonly peakExpression?: boolean;
+}
+
+/** The simulated step. */
+export interface StepResult {
+  readonly timeline: readonly TimelineEvent[];
+  /** The peak (for symbolic sizes: the undominated candidates; `bytes` is their max). */
+  readonly peak: PeakPoint;
+  readonly candidates: readonly PeakPoint[];
+  /** Live bytes before the step. */
+  readonly baseline: Dim;
+  /** Live bytes after it (the next step's baseline). */
+  readonly end: Dim;
+  /** The log of the step, replayable at any symbol values. */
+  readonly program: StepProgram;
+}
+
+function finish(ledger: Ledger, baseline: Dim, keepTimeline: boolean, peakExpression = true): StepResult {
+  const program = ledger.program();
+  const concrete = ledger.peak();
+  if (concrete !== null) return { timeline: ledger.timeline, peak: concrete, candidates: [concrete], baseline, end: ledger.live(), program };
+  const { bytes, candidates } = peakExpression ? programPeak(program) : { bytes: 0, candidates: [{ bytes: 0, phase: 'end' as const, label: 'not computed', event: 0, byCategory: zeroTotals() }] };
+  return {
+    timeline: keepTimeline ? programTimeline(program) : [],
+    peak: { ...candidates[0]!, bytes },
+    candidates,
+    baseline,
+    end: ledger.live(),
+    program,
+  };
+}
+
+interface Plan {
+  /** storage → index of the last forward op that reads it (or makes it, when nothing reads it). */
+  readonly lastUse: Int32Array;
+  /** storage → number of recorded ops that save it. */
+  readonly savers: Int32Array;
+  /** Storages held for the whole step (inputs, targets, parameters, buffers). */
+  readonly pinned: Uint8Array;
+  /** Trainable parameter tensor ids in registration order. */
+  readonly trainable: readonly number[];
+}
+
+function planOf(ir: IR): Plan {
+  const n = ir.storages.length;
+  const lastUse = new Int32Array(n).fill(-1);
+  const savers = new Int32Array(n);
+  const pinned = new Uint8Array(n);
+  for (const s of ir.storages) if (s.role === 'param' || s.role === 'buffer' || s.role === 'input') pinned[s.id] = 1;
+  for (const op of ir.ops) {
+    for (const id of op.inputs) lastUse[ir.tensors[id]!.storage] = op.index;
+    for (const id of [...op.outputs, ...op.extras]) {
+      const s = ir.tensors[id]!.storage;
+      if (lastUse[s]! < op.index) lastUse[s] = op.index;
+    }
+    if (op.recorded) for (const id of op.saved) savers[ir.tensors[id]!.storage]! += 1;
+  }
+  const trainable: number[] = [];
+  for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) trainable.push(t.id);
+  return { lastUse, savers, pinned, trainable };
+}
+
+function tensorBytes(ir: IR, id: number): Dim {
+  const spec = ir.tensors[id]!.spec;
+  return bytesOf(numel(spec), spec.dtype);
+}
+
+/** One forward + backward over the IR, with the ledger of the step. */
+function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string): void {
+  const savedLeft = Int32Array.from(plan.savers);
+  const ensure = (storage: number, category: Category) => {
+    if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, category));
+  };
+  const dropStorage = (storage: number) => {
+    const block = storageBlock.get(storage);
+    if (block === undefined) return;
+    storageBlock.delete(storage);
+    ledger.release(block);
+  };
+  const lossStorage = ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
+  const maybeFree = (storage: number, opIndex: number) => {
+    // The loss stays referenced by the training loop until the step ends.
+    if (storage === lossStorage || plan.pinned[storage] || savedLeft[storage]! > 0 || plan.lastUse[storage]! > opIndex) return;
+    dropStorage(storage);
+  };
+
+  // Forward (and the loss): outputs and saved extras come to life, inputs die after their last reader.
+  for (const op of ir.ops) {
+    for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
+    for (const id of op.extras) ensure(ir.tensors[id]!.storage, 'activations');
+    for (const temp of op.forwardTemps) {
+      const block = ledger.alloc(temp, 'temporaries');
+      ledger.record(op.stage === 'loss' ? 'loss' : 'forward', `${micro}${opLabel(ir, op)} (workspace)`);
+      ledger.release(block);
+    }
+    ledger.record(op.stage === 'loss' ? 'loss' : 'forward', `${micro}${opLabel(ir, op)}`);
+    const touched = new Set<number>();
+    for (const id of [...op.inputs, ...op.outputs, ...op.extras]) touched.add(ir.tensors[id]!.storage);
+    for (const storage of touched) maybeFree(storage, op.index);
+  }
+
+  // Backward: reverse creation order, as the autograd engine runs a single-device graph.
+  const grads = new Map<number, number>();
+  const lossTensor = ir.lossOutput;
+  if (lossTensor !== null) grads.set(lossTensor, ledger.alloc(4, 'activationGrads'));
+  const accumulate = (tensor: number, block: number) => {
+    const existing = grads.get(tensor);
+    if (existing === undefined) {
+      grads.set(tensor, block);
+      return;
+    }
+    if (ledger.refs(existing) === 1) {
+      // InputBuffer adds in place when it holds the only reference.
+      ledger.release(block);
+      return;
+    }
+    const summed = ledger.alloc(tensorBytes(ir, tensor), 'activationGrads');
+    ledger.release(existing);
+    ledger.release(block);
+    grads.set(tensor, summed);
+  };
+  for (let i = ir.ops.length - 1; i >= 0; i -= 1) {
+    const op = ir.ops[i]!;
+    if (!op.recorded || op.backward === null) continue;
+    const incoming = op.outputs.map((id) => grads.get(id));
+    if (incoming.every((g) => g === undefined)) continue;
+    const label = `${micro}${opLabel(ir, op)}`;
+    op.backward.inputGrads.forEach((kind, k) => {
+      const input = op.inputs[k]!;
+      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
+      let block: number;
+      if (kind === 'alias' && incoming[0] !== undefined) {
+        block = incoming[0];
+        ledger.retain(block);
+      } else {
+        block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
+      }
+      accumulate(input, block);
+    });
+    for (const param of op.params) {
+      const storage = ir.tensors[param]!.storage;
+      if (!ir.storages[storage]!.trainable) continue;
+      const existing = paramGrads.get(param);
+      if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+      else {
+        // AccumulateGrad adds into the existing .grad: a fresh gradient, then freed.
+        const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
+        ledger.record('backward', `${label} (accumulate grad)`);
+        ledger.release(fresh);
+      }
+    }
+    for (const temp of op.backward.temps) {
+      const block = ledger.alloc(temp, 'temporaries');
+      ledger.record('backward', `${label} (workspace)`);
+      ledger.release(block);
+    }
+    ledger.record('backward', label);
+    op.outputs.forEach((id, k) => {
+      const block = incoming[k];
+      if (block === undefined) return;
+      grads.delete(id);
+      ledger.release(block);
+    });
+    for (const id of op.saved) {
+      const storage = ir.tensors[id]!.storage;
+      savedLeft[storage]! -= 1;
+      maybeFree(storage, Number.MAX_SAFE_INTEGER);
+    }
+  }
+  // Whatever is left (saved by nodes no gradient reached, gradients of leaves) goes with the graph.
+  for (const block of grads.values()) ledger.release(block);
+  for (const storage of [...storageBlock.keys()]) {
+    if (!plan.pinned[storage]) dropStorage(storage);
+  }
+  ledger.record('backward', `${micro}graph freed`);
+}
+
+function opLabel(ir: IR, op: IROp): string {
+  const path = ir.modules[op.module]!.path;
+  return path.length === 0 ? op.op : `${path.join('.')} ${op.op}`;
+}
+
+/**
+ * Simulates one training step the way PyTorch runs it: `zero_grad(set_to_none=True)`,
+ * forward (saved tensors accumulate, others die after their last reader), loss,
+ * backward in reverse order (gradients made and freed, saved tensors released, parameter
+ * gradients kept), optimizer step (state, temporaries).
+ */
+export function simulateStep(ir: IR, settings: StepSettings): StepResult {
+  const plan = planOf(ir);
+  const ledger = createLedger(settings.rounded, settings.keepTimeline ?? true);
+  const storageBlock = new Map<number, number>();
+  for (const s of ir.storages) {
+    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters'));
+    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers'));
+    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input'));
+  }
+  const updates = new Map<number, ParamUpdate>();
+  if (settings.optimizer !== null) {
+    for (const id of plan.trainable) updates.set(id, paramUpdate(settings.optimizer, ir.tensors[id]!.spec));
+  }
+  const paramGrads = new Map<number, number>();
+  if (!settings.first) {
+    for (const id of plan.trainable) paramGrads.set(id, ledger.alloc(tensorBytes(ir, id), 'gradients'));
+    for (const update of updates.values()) for (const state of update.state) if (state.place === 'device') ledger.alloc(state.bytes, 'optimizer');
+  }
+  ledger.record('start', 'before the step');
+  const baseline = ledger.live();
+
+  for (const block of paramGrads.values()) ledger.release(block);
+  paramGrads.clear();
+  ledger.record('zero_grad', 'zero_grad(set_to_none=True)');
+
+  const micro = Math.max(1, settings.microBatches ?? 1);
+  for (let m = 0; m < micro; m += 1) forwardBackward(ir, plan, ledger, storageBlock, paramGrads, micro > 1 ? `micro-batch ${m + 1}: ` : '');
+
+  if (settings.optimizer !== null) {
+    if (settings.first) {
+      for (const update of updates.values()) for (const state of update.state) if (state.place === 'device') ledger.alloc(state.bytes, 'optimizer');
+      ledger.record('step', 'optimizer state allocated (first step)');
+    }
+    const listTemps = sum([...updates.values()].map((u) => u.listTemps));
+    if (listTemps !== 0) {
+      const block = ledger.alloc(listTemps, 'temporaries');
+      ledger.record('step', `${settings.optimizer.name} (foreach intermediates)`);
+      ledger.release(block);
+    }
+    for (const [id, update] of updates) {
+      if (update.temps.length === 0) continue;
+      const blocks = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
+      ledger.record('step', `${settings.optimizer.name} ${ir.tensors[id]!.key ?? id}`);
+      for (const block of blocks) ledger.release(block);
+    }
+  }
+  ledger.record('end', 'after the step');
+  return finish(ledger, baseline, settings.keepTimeline ?? true, settings.peakExpression ?? true);
+}
+
+/** Inference: a no-grad forward; the peak is the largest set of tensors alive at once. */
+export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true, peakExpression = true): StepResult {
+  const plan = planOf(ir);
+  const ledger = createLedger(rounded, keepTimeline);
+  const storageBlock = new Map<number, number>();
+  for (const s of ir.storages) {
+    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters'));
+    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers'));
+    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input'));
+  }
+  ledger.record('start', 'before the forward');
+  const baseline = ledger.live();
+  for (const op of ir.ops) {
+    for (const id of op.outputs) {
+      const storage = ir.tensors[id]!.storage;
+      if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
+    }
+    for (const temp of op.forwardTemps) {
+      const block = ledger.alloc(temp, 'temporaries');
+      ledger.record('forward', `${opLabel(ir, op)} (workspace)`);
+      ledger.release(block);
+    }
+    ledger.record('forward', opLabel(ir, op));
+    for (const id of [...op.inputs, ...op.outputs]) {
+      const storage = ir.tensors[id]!.storage;
+      const block = storageBlock.get(storage);
+      const isOutput = ir.outputs.some((o) => ir.tensors[o]!.storage === storage);
+      if (block === undefined || plan.pinned[storage] || plan.lastUse[storage]! > op.index || isOutput) continue;
+      storageBlock.delete(storage);
+      ledger.release(block);
+    }
+  }
+  ledger.record('end', 'after the forward');
+  return finish(ledger, baseline, keepTimeline, peakExpression);
+}
