@@ -3,7 +3,8 @@ import { sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
-import { createLedger, programPeak, programTimeline, zeroTotals, type Category, type Ledger, type PeakPoint, type StepProgram, type TimelineEvent } from './ledger.js';
+import type { KernelStep } from '../ops/types.js';
+import { createLedger, programPeak, programTimeline, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
 
 /** How the step runs. */
@@ -59,6 +60,8 @@ interface Plan {
   readonly pinned: Uint8Array;
   /** Trainable parameter tensor ids in registration order. */
   readonly trainable: readonly number[];
+  /** op index → storages whose last forward use it is. */
+  readonly dies: readonly (readonly number[])[];
 }
 
 function planOf(ir: IR): Plan {
@@ -67,8 +70,17 @@ function planOf(ir: IR): Plan {
   const savers = new Int32Array(n);
   const pinned = new Uint8Array(n);
   for (const s of ir.storages) if (s.role === 'param' || s.role === 'buffer' || s.role === 'input') pinned[s.id] = 1;
+  // Module.__call__ keeps its arguments referenced until forward returns, so a module's
+  // inputs live at least until its last op (nn.Sequential included).
+  for (const module of ir.modules) {
+    if (module.endOp <= module.firstOp) continue;
+    for (const id of module.inputs) {
+      const s = ir.tensors[id]!.storage;
+      if (lastUse[s]! < module.endOp - 1) lastUse[s] = module.endOp - 1;
+    }
+  }
   for (const op of ir.ops) {
-    for (const id of op.inputs) lastUse[ir.tensors[id]!.storage] = op.index;
+    for (const id of op.inputs) if (lastUse[ir.tensors[id]!.storage]! < op.index) lastUse[ir.tensors[id]!.storage] = op.index;
     for (const id of [...op.outputs, ...op.extras]) {
       const s = ir.tensors[id]!.storage;
       if (lastUse[s]! < op.index) lastUse[s] = op.index;
@@ -77,7 +89,11 @@ function planOf(ir: IR): Plan {
   }
   const trainable: number[] = [];
   for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) trainable.push(t.id);
-  return { lastUse, savers, pinned, trainable };
+  const dies: number[][] = ir.ops.map(() => []);
+  lastUse.forEach((index, storage) => {
+    if (index >= 0) dies[index]!.push(storage);
+  });
+  return { lastUse, savers, pinned, trainable, dies };
 }
 
 function tensorBytes(ir: IR, id: number): Dim {
@@ -87,6 +103,8 @@ function tensorBytes(ir: IR, id: number): Dim {
 
 /** One forward + backward over the IR, with the ledger of the step. */
 function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string): void {
+  // PyTorch 1.13 (the CPU oracle) always sums gradients out of place; 2.x reuses a sole buffer.
+  const inPlaceAccumulation = ir.settings.device === 'cuda';
   const savedLeft = Int32Array.from(plan.savers);
   const ensure = (storage: number, category: Category) => {
     if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, category));
@@ -106,17 +124,16 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
 
   // Forward (and the loss): outputs and saved extras come to life, inputs die after their last reader.
   for (const op of ir.ops) {
-    for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
-    for (const id of op.extras) ensure(ir.tensors[id]!.storage, 'activations');
-    for (const temp of op.forwardTemps) {
-      const block = ledger.alloc(temp, 'temporaries');
-      ledger.record(op.stage === 'loss' ? 'loss' : 'forward', `${micro}${opLabel(ir, op)} (workspace)`);
-      ledger.release(block);
-    }
-    ledger.record(op.stage === 'loss' ? 'loss' : 'forward', `${micro}${opLabel(ir, op)}`);
-    const touched = new Set<number>();
-    for (const id of [...op.inputs, ...op.outputs, ...op.extras]) touched.add(ir.tensors[id]!.storage);
-    for (const storage of touched) maybeFree(storage, op.index);
+    const phase = op.stage === 'loss' ? 'loss' : 'forward';
+    const label = `${micro}${opLabel(ir, op)}`;
+    runKernel(ledger, op.forwardSteps, phase, label, {
+      outputs: () => {
+        for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
+        for (const id of op.extras) ensure(ir.tensors[id]!.storage, 'activations');
+      },
+    });
+    ledger.record(phase, label);
+    for (const storage of plan.dies[op.index]!) maybeFree(storage, op.index);
   }
 
   // Backward: reverse creation order, as the autograd engine runs a single-device graph.
@@ -129,8 +146,8 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
       grads.set(tensor, block);
       return;
     }
-    if (ledger.refs(existing) === 1) {
-      // InputBuffer adds in place when it holds the only reference.
+    if (inPlaceAccumulation && ledger.refs(existing) === 1) {
+      // InputBuffer (PyTorch 2.x) adds in place when it holds the only reference.
       ledger.release(block);
       return;
     }
@@ -145,35 +162,36 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     const incoming = op.outputs.map((id) => grads.get(id));
     if (incoming.every((g) => g === undefined)) continue;
     const label = `${micro}${opLabel(ir, op)}`;
-    op.backward.inputGrads.forEach((kind, k) => {
-      const input = op.inputs[k]!;
-      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
-      let block: number;
-      if (kind === 'alias' && incoming[0] !== undefined) {
-        block = incoming[0];
-        ledger.retain(block);
-      } else {
-        block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
-      }
-      accumulate(input, block);
+    const backward = op.backward;
+    runKernel(ledger, backward.steps, 'backward', label, {
+      inputGrads: () =>
+        backward.inputGrads.forEach((kind, k) => {
+          const input = op.inputs[k]!;
+          if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
+          let block: number;
+          if (kind === 'alias' && incoming[0] !== undefined) {
+            block = incoming[0];
+            ledger.retain(block);
+          } else {
+            block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
+          }
+          accumulate(input, block);
+        }),
+      paramGrads: () => {
+        for (const param of op.params) {
+          const storage = ir.tensors[param]!.storage;
+          if (!ir.storages[storage]!.trainable) continue;
+          const existing = paramGrads.get(param);
+          if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+          else {
+            // AccumulateGrad adds into the existing .grad: a fresh gradient, then freed.
+            const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
+            ledger.record('backward', `${label} (accumulate grad)`);
+            ledger.release(fresh);
+          }
+        }
+      },
     });
-    for (const param of op.params) {
-      const storage = ir.tensors[param]!.storage;
-      if (!ir.storages[storage]!.trainable) continue;
-      const existing = paramGrads.get(param);
-      if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-      else {
-        // AccumulateGrad adds into the existing .grad: a fresh gradient, then freed.
-        const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
-        ledger.record('backward', `${label} (accumulate grad)`);
-        ledger.release(fresh);
-      }
-    }
-    for (const temp of op.backward.temps) {
-      const block = ledger.alloc(temp, 'temporaries');
-      ledger.record('backward', `${label} (workspace)`);
-      ledger.release(block);
-    }
     ledger.record('backward', label);
     op.outputs.forEach((id, k) => {
       const block = incoming[k];
@@ -193,6 +211,37 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     if (!plan.pinned[storage]) dropStorage(storage);
   }
   ledger.record('backward', `${micro}graph freed`);
+}
+
+type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads', () => void>>;
+
+/** Runs a kernel's steps; records the live total at each local high (before a free, and at the end). */
+function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, label: string, results: Results): void {
+  const temps = new Map<string, number>();
+  const done = new Set<string>();
+  let grown = false;
+  const mark = () => {
+    if (grown) ledger.record(phase, `${label} (kernel)`);
+    grown = false;
+  };
+  for (const step of steps) {
+    if ('alloc' in step) {
+      temps.set(step.alloc, ledger.alloc(step.bytes, 'temporaries'));
+      grown = true;
+    } else if ('free' in step) {
+      mark();
+      const block = temps.get(step.free);
+      if (block !== undefined) ledger.release(block);
+      temps.delete(step.free);
+    } else {
+      results[step.results]?.();
+      done.add(step.results);
+      grown = true;
+    }
+  }
+  for (const [key, run] of Object.entries(results)) if (!done.has(key)) run();
+  mark();
+  for (const block of temps.values()) ledger.release(block);
 }
 
 function opLabel(ir: IR, op: IROp): string {
@@ -268,22 +317,20 @@ export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true,
   }
   ledger.record('start', 'before the forward');
   const baseline = ledger.live();
+  const outputs = new Set(ir.outputs.map((o) => ir.tensors[o]!.storage));
   for (const op of ir.ops) {
-    for (const id of op.outputs) {
-      const storage = ir.tensors[id]!.storage;
-      if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
-    }
-    for (const temp of op.forwardTemps) {
-      const block = ledger.alloc(temp, 'temporaries');
-      ledger.record('forward', `${opLabel(ir, op)} (workspace)`);
-      ledger.release(block);
-    }
+    runKernel(ledger, op.forwardSteps, 'forward', opLabel(ir, op), {
+      outputs: () => {
+        for (const id of op.outputs) {
+          const storage = ir.tensors[id]!.storage;
+          if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
+        }
+      },
+    });
     ledger.record('forward', opLabel(ir, op));
-    for (const id of [...op.inputs, ...op.outputs]) {
-      const storage = ir.tensors[id]!.storage;
+    for (const storage of plan.dies[op.index]!) {
       const block = storageBlock.get(storage);
-      const isOutput = ir.outputs.some((o) => ir.tensors[o]!.storage === storage);
-      if (block === undefined || plan.pinned[storage] || plan.lastUse[storage]! > op.index || isOutput) continue;
+      if (block === undefined || plan.pinned[storage] || outputs.has(storage)) continue;
       storageBlock.delete(storage);
       ledger.release(block);
     }

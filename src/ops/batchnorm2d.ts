@@ -1,5 +1,5 @@
 import { fail } from '../errors.js';
-import { numel, tensor } from '../tensor/spec.js';
+import { numel, specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim, expectRank } from './check.js';
 import type { OpRule, SavedRef } from './types.js';
 
@@ -58,6 +58,10 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
         return saved;
       },
       macs: numel(input!),
+      // PyTorch 1.13's CPU batch_norm_backward computes through one more input-sized buffer.
+      ...(ctx.device === 'cpu'
+        ? { backward: () => ({ steps: [{ results: 'inputGrads' as const }, { results: 'paramGrads' as const }, { alloc: 'workspace', bytes: specBytes(input!) }, { free: 'workspace' }] }) }
+        : {}),
     };
   },
 };

@@ -3,6 +3,7 @@ import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { tensor } from '../tensor/spec.js';
 import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
+import { mkldnnSteps, slowSteps, usesMkldnn, type ConvGeometry } from './conv2d-cpu.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
@@ -70,11 +71,25 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
     const weight = tensor([out, inChannels / groups, kh, kw], ctx.paramDtype);
     const params = [{ name: 'weight', spec: weight }];
     if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
+    const kernels =
+      ctx.device === 'cpu' && dtype === 'float32'
+        ? (() => {
+            const geometry: ConvGeometry = {
+              n, cIn: inChannels, h, w, out, ho, wo, kh, kw, groups, elementBytes: 4,
+              strided: sh !== 1 || sw !== 1,
+              dilated: dh !== 1 || dw !== 1,
+              padded: pads.some((p) => p !== 0),
+            };
+            return usesMkldnn(geometry) ? mkldnnSteps(geometry) : slowSteps(geometry);
+          })()
+        : null;
     return {
       outputs: [tensor([n, out, ho, wo], dtype)],
       params,
       saves: () => [{ input: 0 }, { param: 'weight' }],
       macs: mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
+      // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
+      ...(kernels ? { forwardSteps: kernels.forward, backward: (needs) => ({ steps: kernels.backward(needs.inputs[0] ?? false, needs.params) }) } : {}),
     };
   },
 };

@@ -4,7 +4,7 @@ import type { Dim } from '../sym/expr.js';
 import { bounds } from '../sym/bounds.js';
 import { dimKey } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
-import { tensor, type TensorSpec } from '../tensor/spec.js';
+import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { OpContext, OpRule, SavedRef } from './types.js';
 
 /** Attributes of an elementwise merge (add or mul). */
@@ -42,14 +42,21 @@ export const addRule: OpRule<ElementwiseAttrs> = {
   },
 };
 
-/** mul: each input's gradient needs the other input, so each is saved when the other needs a gradient. */
+/**
+ * mul: each input's gradient needs the other input, so each is saved when the other needs a
+ * gradient. The gradient of a broadcast input is `(grad * other).sum(...)`: a full-size
+ * product is made, then reduced.
+ */
 export const mulRule: OpRule<ElementwiseAttrs> = {
   name: 'mul',
   arity: 2,
   apply([a, b], attrs, ctx) {
     const shape = broadcastShape(a!.shape, b!.shape, ctx);
+    const full = specBytes(tensor(shape, a!.dtype));
+    const broadcast = [a!, b!].some((x) => x.shape.length !== shape.length || x.shape.some((d, i) => dimKey(d) !== dimKey(shape[i]!)));
     return {
       outputs: [tensor(shape, a!.dtype)],
+      ...(broadcast ? { backward: () => ({ steps: [{ results: 'inputGrads' as const }, { alloc: 'grad * other (before sum)', bytes: full }, { free: 'grad * other (before sum)' }] }) } : {}),
       ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
       saves: (needs) => {
         const saved: SavedRef[] = [];

@@ -46,6 +46,16 @@ export interface GradNeeds {
   readonly params: boolean;
 }
 
+/**
+ * One step of a kernel's allocations: a named temporary comes or goes, or the op's own
+ * results are allocated at that point (`outputs` in forward; `inputGrads` / `paramGrads`
+ * in backward). Steps run in order; the simulator notes the live total before each free.
+ */
+export type KernelStep =
+  | { readonly alloc: string; readonly bytes: Dim }
+  | { readonly free: string }
+  | { readonly results: 'outputs' | 'inputGrads' | 'paramGrads' };
+
 /** How an op's backward allocates, beyond releasing what forward saved. */
 export interface BackwardPlan {
   /**
@@ -54,8 +64,8 @@ export interface BackwardPlan {
    * Default: `new` for every input that needs a gradient.
    */
   readonly inputGrads?: readonly ('new' | 'alias' | 'none')[];
-  /** Transient bytes the backward kernels allocate and free while the node runs. */
-  readonly temps?: readonly Dim[];
+  /** The kernels' allocations in order (default: input gradients, then parameter gradients). */
+  readonly steps?: readonly KernelStep[];
 }
 
 /** What an op does to memory, derived from its input specs and attributes. */
@@ -71,8 +81,8 @@ export interface OpResult {
   readonly saves: (needs: GradNeeds) => readonly SavedRef[];
   /** Multiply-accumulate count of the forward (torchinfo's "mult-adds"). */
   readonly macs?: Dim;
-  /** Transient bytes the forward kernel allocates and frees besides its outputs. */
-  readonly forwardTemps?: readonly Dim[];
+  /** The forward kernel's allocations in order (default: just the outputs). */
+  readonly forwardSteps?: readonly KernelStep[];
   /** How backward allocates (default: a new gradient per input that needs one). */
   readonly backward?: (needs: GradNeeds) => BackwardPlan;
 }

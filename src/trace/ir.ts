@@ -1,4 +1,4 @@
-import type { Device } from '../ops/types.js';
+import type { Device, KernelStep } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
@@ -51,10 +51,10 @@ export interface IROp {
   readonly recorded: boolean;
   readonly macs: Dim;
   readonly attrs: unknown;
-  /** Transient bytes of the forward kernel besides outputs and extras. */
-  readonly forwardTemps: readonly Dim[];
+  /** The forward kernel's allocations in order (outputs and saved extras at `results: outputs`). */
+  readonly forwardSteps: readonly KernelStep[];
   /** What backward allocates (null when not recorded). */
-  readonly backward: { readonly inputGrads: readonly ('new' | 'alias' | 'none')[]; readonly temps: readonly Dim[] } | null;
+  readonly backward: { readonly inputGrads: readonly ('new' | 'alias' | 'none')[]; readonly steps: readonly KernelStep[] } | null;
   /** `model` for the model's forward, `loss` for the loss the training step adds after it. */
   readonly stage: 'model' | 'loss';
 }

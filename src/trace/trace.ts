@@ -1,6 +1,6 @@
 import { VramError, fail } from '../errors.js';
 import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
-import type { OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
+import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
@@ -262,17 +262,20 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     recorded,
     macs: result.macs ?? 0,
     attrs,
-    forwardTemps: result.forwardTemps ?? [],
+    forwardSteps: result.forwardSteps ?? OUTPUTS_ONLY,
     backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
     stage: state.stage,
   });
   return outputs.map((id) => ref(state, id));
 }
 
+const OUTPUTS_ONLY: readonly KernelStep[] = [{ results: 'outputs' }];
+const GRADS_ONLY: readonly KernelStep[] = [{ results: 'inputGrads' }, { results: 'paramGrads' }];
+
 function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsNeed: boolean): NonNullable<IROp['backward']> {
   const plan = result.backward?.({ inputs: needsInputs, params: paramsNeed }) ?? {};
   const inputGrads = needsInputs.map((needs, i) => (needs ? plan.inputGrads?.[i] ?? 'new' : 'none'));
-  return { inputGrads, temps: plan.temps ?? [] };
+  return { inputGrads, steps: plan.steps ?? GRADS_ONLY };
 }
 
 function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {

@@ -1,0 +1,113 @@
+import { bounds } from '../sym/bounds.js';
+import type { Dim } from '../sym/expr.js';
+import { mul, product } from '../sym/ops.js';
+import type { KernelStep } from './types.js';
+
+/** The shapes a convolution kernel sees. */
+export interface ConvGeometry {
+  readonly n: Dim;
+  readonly cIn: number;
+  readonly h: Dim;
+  readonly w: Dim;
+  readonly out: number;
+  readonly ho: Dim;
+  readonly wo: Dim;
+  readonly kh: number;
+  readonly kw: number;
+  readonly strided: boolean;
+  readonly dilated: boolean;
+  readonly padded: boolean;
+  readonly groups: number;
+  readonly elementBytes: number;
+}
+
+const pad16 = (c: number) => Math.ceil(c / 16) * 16;
+
+function atLeast(dim: Dim, value: number): boolean {
+  return typeof dim === 'number' ? dim >= value : bounds(dim).min >= value;
+}
+
+/**
+ * PyTorch 1.13's CPU backend choice (ConvParams::use_mkldnn, one thread as the oracle runs):
+ * oneDNN when (strided or dilated or batch >= 16 or not 1×1) and (grouped or kernel > 3×3 or
+ * batch > 1 or the input has more than 20480 elements); the "slow" im2col path otherwise.
+ * Undecidable symbolic sizes count as large (oneDNN).
+ */
+export function usesMkldnn(g: ConvGeometry): boolean {
+  const a = g.strided || g.dilated || atLeast(g.n, 16) || g.kw !== 1 || g.kh !== 1;
+  const numel = product([g.n, g.cIn, g.h, g.w]);
+  const b = g.groups > 1 || (g.kw > 3 && g.kh > 3) || atLeast(g.n, 2) || typeof numel !== 'number' || numel > 20480;
+  return a && b;
+}
+
+const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementBytes);
+
+/**
+ * What the oneDNN kernels allocate through PyTorch's CPU allocator (read off the oracle's
+ * allocator traces, test/fixtures/pytorch-traces): blocked formats pad channels to 16; the
+ * forward computes into a blocked output and copies it out; backward reorders the gradient
+ * (and, for grouped convolutions, the input) into blocked buffers, once for the input
+ * gradient and once for the weight gradient.
+ */
+export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+  const grouped = g.groups > 1;
+  const perGroupIn = g.cIn / g.groups;
+  const outBlocked = bytes(g, g.n, pad16(g.out), g.ho, g.wo);
+  const inBlocked = bytes(g, g.n, pad16(g.cIn), g.h, g.w);
+  const weightBlocked = grouped ? bytes(g, pad16(g.out), perGroupIn, g.kh, g.kw) : bytes(g, pad16(g.out), g.cIn, g.kh, g.kw);
+  const forward: KernelStep[] = [
+    ...(grouped ? [{ alloc: 'input (blocked)', bytes: inBlocked }] : []),
+    { alloc: 'weight (blocked)', bytes: weightBlocked },
+    { alloc: 'output (blocked)', bytes: outBlocked },
+    { free: 'weight (blocked)' },
+    { free: 'input (blocked)' },
+    { results: 'outputs' },
+    { free: 'output (blocked)' },
+  ];
+  const backward = (inputGrad: boolean, weightGrad: boolean): KernelStep[] => {
+    const steps: KernelStep[] = [];
+    if (inputGrad) {
+      steps.push(
+        { alloc: 'grad output (blocked)', bytes: outBlocked },
+        { alloc: 'weight (blocked)', bytes: grouped ? weightBlocked : bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) },
+        { alloc: 'grad input (blocked)', bytes: inBlocked },
+        { free: 'weight (blocked)' },
+        { free: 'grad output (blocked)' },
+        { results: 'inputGrads' },
+        { free: 'grad input (blocked)' },
+      );
+    } else steps.push({ results: 'inputGrads' });
+    if (weightGrad) {
+      // Plain NCHW input is read as it is when it has few channels (first layers).
+      const inputCopy = grouped ? inBlocked : g.cIn >= 8 ? bytes(g, g.n, g.cIn, g.h, g.w) : 0;
+      steps.push(
+        { alloc: 'grad output (blocked) ', bytes: outBlocked },
+        ...(inputCopy !== 0 ? [{ alloc: 'input (blocked)', bytes: inputCopy }] : []),
+        { alloc: 'grad weight (blocked)', bytes: weightBlocked },
+        { free: 'input (blocked)' },
+        { free: 'grad output (blocked) ' },
+        { results: 'paramGrads' },
+        { free: 'grad weight (blocked)' },
+      );
+    } else steps.push({ results: 'paramGrads' });
+    return steps;
+  };
+  return { forward, backward };
+}
+
+/**
+ * The "slow" path (slow_conv2d): im2col columns [N, C·kh·kw, Ho·Wo] unless the kernel is
+ * 1×1 with stride 1 and no padding; backward builds columns again for each gradient.
+ */
+export function slowSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+  const needsColumns = g.kh !== 1 || g.kw !== 1 || g.strided || g.padded;
+  const columns = needsColumns ? bytes(g, g.n, g.cIn * g.kh * g.kw, g.ho, g.wo) : 0;
+  if (columns === 0) return { forward: [{ results: 'outputs' }], backward: () => [{ results: 'inputGrads' }, { results: 'paramGrads' }] };
+  return {
+    forward: [{ alloc: 'columns', bytes: columns }, { results: 'outputs' }, { free: 'columns' }],
+    backward: (inputGrad, weightGrad) => [
+      ...(inputGrad ? [{ alloc: 'grad columns', bytes: columns }, { results: 'inputGrads' as const }, { free: 'grad columns' }] : [{ results: 'inputGrads' as const }]),
+      ...(weightGrad ? [{ alloc: 'columns', bytes: columns }, { results: 'paramGrads' as const }, { free: 'columns' }] : [{ results: 'paramGrads' as const }]),
+    ],
+  };
+}
