@@ -10,7 +10,7 @@ import { add, max, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
-import { trace } from './trace/trace.js';
+import { trace, type CheckpointPlan } from './trace/trace.js';
 
 /** What to estimate: the input and how the model runs. */
 export interface EstimateOptions {
@@ -20,8 +20,17 @@ export interface EstimateOptions {
   readonly mode?: 'train' | 'inference';
   /** model.train() or model.eval(): BatchNorm statistics and dropout (default follows `mode`). */
   readonly moduleMode?: 'train' | 'eval';
-  /** dtype of parameters and of a shape-only input (default float32). */
+  /** dtype of parameters and of a shape-only input (default float32; `precision` sets it too). */
   readonly dtype?: DType;
+  /**
+   * `fp32` (default); pure `bf16` / `fp16` (parameters, activations, gradients and, by
+   * default, optimizer state in 16 bits); `amp-bf16` / `amp-fp16`: torch.autocast mixed
+   * precision (fp32 master weights, 16-bit copies of conv/linear weights cached for the
+   * forward, conv/linear/matmul in 16 bits, softmax/log_softmax/layer_norm/losses in fp32).
+   */
+  readonly precision?: Precision;
+  /** Activation checkpointing: which modules (or groups of blocks, or ops) recompute in backward. */
+  readonly checkpoint?: CheckpointPlan;
   /** dtype of a shape-only input when it differs from `dtype` (token ids are int64). */
   readonly inputDtype?: DType;
   /** `cuda` (default) or `cpu`: a few kernels keep different tensors. */
@@ -44,6 +53,17 @@ export interface EstimateOptions {
    */
   readonly peakExpression?: boolean;
 }
+
+/** Training precisions. */
+export type Precision = 'fp32' | 'fp16' | 'bf16' | 'amp-fp16' | 'amp-bf16';
+
+const PRECISIONS: Readonly<Record<Precision, { readonly dtype: DType; readonly autocast: DType | null }>> = {
+  fp32: { dtype: 'float32', autocast: null },
+  fp16: { dtype: 'float16', autocast: null },
+  bf16: { dtype: 'bfloat16', autocast: null },
+  'amp-fp16': { dtype: 'float32', autocast: 'float16' },
+  'amp-bf16': { dtype: 'float32', autocast: 'bfloat16' },
+};
 
 /** Parameter element counts. */
 export interface ParamCounts {
@@ -158,7 +178,9 @@ export function frozenBy(prefixes: readonly string[]): (key: string) => boolean 
 export function traceModel(model: Layer, options: EstimateOptions): IR {
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
-  const dtype = checkDType(options.dtype ?? 'float32', ['dtype']);
+  const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
+  if (options.precision !== undefined && precision === undefined) fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
+  const dtype = checkDType(options.dtype ?? precision?.dtype ?? 'float32', ['dtype']);
   const inputDtype = checkDType(options.inputDtype ?? dtype, ['inputDtype']);
   const moduleMode = options.moduleMode ?? (mode === 'train' ? 'train' : 'eval');
   return trace(model, {
@@ -168,6 +190,8 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     device: options.device ?? 'cuda',
     paramDtype: dtype,
     loss: options.loss ?? 'cross_entropy',
+    autocast: precision?.autocast ?? null,
+    ...(options.checkpoint !== undefined ? { checkpoint: options.checkpoint } : {}),
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
     ...(options.freeze !== undefined ? { trainable: frozenBy(options.freeze) } : {}),
   });

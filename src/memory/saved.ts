@@ -26,9 +26,13 @@ export interface SavedStorages {
  */
 export function savedStorages(ir: IR): SavedStorages {
   const firstSaver = new Map<number, number>();
+  const regionStarts = new Map(ir.regions.map((r) => [r.firstOp, r]));
   for (const op of ir.ops) {
     if (op.stage !== 'model') continue;
-    for (const id of op.saved) {
+    // A checkpointed region keeps only its inputs; its ops save again when it reruns in backward.
+    const region = regionStarts.get(op.index);
+    const kept = region !== undefined ? region.inputs : op.region === null ? op.saved : [];
+    for (const id of kept) {
       const tensor = ir.tensors[id]!;
       if (tensor.role === 'param') continue;
       if (!firstSaver.has(tensor.storage)) firstSaver.set(tensor.storage, op.index);

@@ -85,8 +85,11 @@ function planOf(ir: IR): Plan {
       const s = ir.tensors[id]!.storage;
       if (lastUse[s]! < op.index) lastUse[s] = op.index;
     }
-    if (op.recorded) for (const id of op.saved) savers[ir.tensors[id]!.storage]! += 1;
+    // Ops in a checkpoint region save nothing in forward: they save when the region reruns.
+    if (op.recorded && op.region === null) for (const id of op.saved) savers[ir.tensors[id]!.storage]! += 1;
   }
+  for (const region of ir.regions) for (const id of region.inputs) savers[ir.tensors[id]!.storage]! += 1;
+  for (const hold of ir.holds) if (lastUse[hold.storage]! < hold.until) lastUse[hold.storage] = hold.until;
   const trainable: number[] = [];
   for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) trainable.push(t.id);
   const dies: number[][] = ir.ops.map(() => []);
@@ -129,7 +132,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     runKernel(ledger, op.forwardSteps, phase, label, {
       outputs: () => {
         for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
-        for (const id of op.extras) ensure(ir.tensors[id]!.storage, 'activations');
+        for (const id of op.extras) if (op.region === null || op.paramCopies.includes(id)) ensure(ir.tensors[id]!.storage, 'activations');
       },
     });
     ledger.record(phase, label);
@@ -156,11 +159,66 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     ledger.release(block);
     grads.set(tensor, summed);
   };
+  // Checkpoint regions rerun their forward (recording, saving) when backward first reaches them.
+  const recomputed = new Map<number, number>();
+  const recomputedSavers = new Map<number, number>();
+  const rerun = new Set<number>();
+  const recompute = (regionId: number) => {
+    rerun.add(regionId);
+    const region = ir.regions[regionId]!;
+    const inRegionLastUse = new Map<number, number>();
+    for (let k = region.firstOp; k < region.endOp; k += 1) {
+      const op = ir.ops[k]!;
+      for (const id of [...op.inputs, ...op.outputs, ...op.extras]) inRegionLastUse.set(ir.tensors[id]!.storage, k);
+      if (op.recorded) for (const id of op.saved) {
+        const storage = ir.tensors[id]!.storage;
+        recomputedSavers.set(storage, (recomputedSavers.get(storage) ?? 0) + 1);
+      }
+    }
+    for (let k = region.firstOp; k < region.endOp; k += 1) {
+      const op = ir.ops[k]!;
+      const label = `${micro}${opLabel(ir, op)} (recompute)`;
+      runKernel(ledger, op.forwardSteps, 'backward', label, {
+        outputs: () => {
+          for (const id of [...op.outputs, ...op.extras]) {
+            const storage = ir.tensors[id]!.storage;
+            if (plan.pinned[storage] || recomputed.has(storage) || op.paramCopies.includes(id)) continue;
+            recomputed.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
+          }
+        },
+      });
+      for (const [storage, last] of inRegionLastUse) {
+        if (last !== k || (recomputedSavers.get(storage) ?? 0) > 0) continue;
+        const block = recomputed.get(storage);
+        if (block === undefined) continue;
+        recomputed.delete(storage);
+        ledger.release(block);
+      }
+    }
+  };
+  const releaseSaved = (storage: number) => {
+    const left = recomputedSavers.get(storage);
+    if (left !== undefined) {
+      recomputedSavers.set(storage, left - 1);
+      if (left - 1 === 0) {
+        recomputedSavers.delete(storage);
+        const block = recomputed.get(storage);
+        if (block !== undefined) {
+          recomputed.delete(storage);
+          ledger.release(block);
+        }
+      }
+      return;
+    }
+    savedLeft[storage]! -= 1;
+    maybeFree(storage, Number.MAX_SAFE_INTEGER);
+  };
   for (let i = ir.ops.length - 1; i >= 0; i -= 1) {
     const op = ir.ops[i]!;
     if (!op.recorded || op.backward === null) continue;
     const incoming = op.outputs.map((id) => grads.get(id));
     if (incoming.every((g) => g === undefined)) continue;
+    if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
     const label = `${micro}${opLabel(ir, op)}`;
     const backward = op.backward;
     runKernel(ledger, backward.steps, 'backward', label, {
@@ -178,6 +236,8 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
           accumulate(input, block);
         }),
       paramGrads: () => {
+        // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
+        const copyGrads = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
         for (const param of op.params) {
           const storage = ir.tensors[param]!.storage;
           if (!ir.storages[storage]!.trainable) continue;
@@ -190,6 +250,8 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
             ledger.release(fresh);
           }
         }
+        if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
+        for (const block of copyGrads) ledger.release(block);
       },
     });
     ledger.record('backward', label);
@@ -199,12 +261,12 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
       grads.delete(id);
       ledger.release(block);
     });
-    for (const id of op.saved) {
-      const storage = ir.tensors[id]!.storage;
-      savedLeft[storage]! -= 1;
-      maybeFree(storage, Number.MAX_SAFE_INTEGER);
-    }
+    for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
+    // The region is done once its first op ran backward: checkpoint lets go of its inputs.
+    const region = op.region === null ? undefined : ir.regions[op.region];
+    if (region !== undefined && region.firstOp === op.index) for (const id of region.inputs) releaseSaved(ir.tensors[id]!.storage);
   }
+  for (const block of recomputed.values()) ledger.release(block);
   // Whatever is left (saved by nodes no gradient reached, gradients of leaves) goes with the graph.
   for (const block of grads.values()) ledger.release(block);
   for (const storage of [...storageBlock.keys()]) {

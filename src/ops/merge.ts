@@ -4,6 +4,7 @@ import type { Dim } from '../sym/expr.js';
 import { bounds } from '../sym/bounds.js';
 import { dimKey } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
+import { isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { OpContext, OpRule, SavedRef } from './types.js';
 
@@ -32,13 +33,29 @@ export function broadcastShape(a: readonly Dim[], b: readonly Dim[], ctx: OpCont
   return shape;
 }
 
-/** add / sub: the gradient needs no saved tensor. */
+/** Result dtype of an elementwise op on two tensors (PyTorch type promotion, floats). */
+export function promote(a: DType, b: DType): DType {
+  if (a === b) return a;
+  const rank = (d: DType) => (d === 'float32' ? 3 : d === 'bfloat16' || d === 'float16' ? 2 : isFloating(d) ? 1 : 0);
+  if (rank(a) === 2 && rank(b) === 2) return 'float32';
+  return rank(a) >= rank(b) ? a : b;
+}
+
+/** add / sub: the gradient needs no saved tensor (it passes through, reduced where broadcast). */
 export const addRule: OpRule<ElementwiseAttrs> = {
   name: 'add',
   arity: 2,
   apply([a, b], attrs, ctx) {
     const shape = broadcastShape(a!.shape, b!.shape, ctx);
-    return { outputs: [tensor(shape, a!.dtype)], ...(attrs.inplace ? { alias: 'inplace' as const } : {}), saves: () => [] };
+    // `a += b` keeps a's dtype; `a + b` promotes.
+    const dtype = attrs.inplace ? a!.dtype : promote(a!.dtype, b!.dtype);
+    const same = (x: TensorSpec) => x.dtype === dtype && x.shape.length === shape.length && x.shape.every((d, i) => dimKey(d) === dimKey(shape[i]!));
+    return {
+      outputs: [tensor(shape, dtype)],
+      ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
+      saves: () => [],
+      backward: () => ({ inputGrads: [same(a!) ? 'alias' : 'new', same(b!) ? 'alias' : 'new'] }),
+    };
   },
 };
 
@@ -52,10 +69,11 @@ export const mulRule: OpRule<ElementwiseAttrs> = {
   arity: 2,
   apply([a, b], attrs, ctx) {
     const shape = broadcastShape(a!.shape, b!.shape, ctx);
-    const full = specBytes(tensor(shape, a!.dtype));
+    const dtype = attrs.inplace ? a!.dtype : promote(a!.dtype, b!.dtype);
+    const full = specBytes(tensor(shape, dtype));
     const broadcast = [a!, b!].some((x) => x.shape.length !== shape.length || x.shape.some((d, i) => dimKey(d) !== dimKey(shape[i]!)));
     return {
-      outputs: [tensor(shape, a!.dtype)],
+      outputs: [tensor(shape, dtype)],
       ...(broadcast ? { backward: () => ({ steps: [{ results: 'inputGrads' as const }, { alloc: 'grad * other (before sum)', bytes: full }, { free: 'grad * other (before sum)' }] }) } : {}),
       ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
       saves: (needs) => {

@@ -57,6 +57,19 @@ export interface IROp {
   readonly backward: { readonly inputGrads: readonly ('new' | 'alias' | 'none')[]; readonly steps: readonly KernelStep[] } | null;
   /** `model` for the model's forward, `loss` for the loss the training step adds after it. */
   readonly stage: 'model' | 'loss';
+  /** Autocast's 16-bit copies of this op's weights (their gradients pass through them). */
+  readonly paramCopies: readonly number[];
+  /** The checkpoint region it runs in (recomputed in backward), or null. */
+  readonly region: number | null;
+}
+
+/** A span of ops run under activation checkpointing: only its inputs are kept; it runs again in backward. */
+export interface IRRegion {
+  readonly id: number;
+  readonly firstOp: number;
+  readonly endOp: number;
+  /** Tensors from outside it that its ops read: what checkpoint keeps. */
+  readonly inputs: readonly number[];
 }
 
 /** One node of the module tree. */
@@ -104,6 +117,9 @@ export interface IR {
   readonly lossOutput: number | null;
   /** Target tensors the loss reads (int64 class indices). */
   readonly targets: readonly number[];
+  /** Storages kept alive until an op index by references the ops do not show (autocast cache, locals). */
+  readonly holds: readonly { readonly storage: number; readonly until: number }[];
+  readonly regions: readonly IRRegion[];
   readonly settings: TraceSettings;
   /** Dimensions that must be >= 1 for the shapes to exist (symbolic inputs). */
   readonly constraints: readonly Dim[];

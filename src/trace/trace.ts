@@ -1,12 +1,14 @@
 import { VramError, fail } from '../errors.js';
 import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
 import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
+import { AUTOCAST_POLICY } from '../ops/autocast.js';
+import { castRule } from '../ops/cast.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
 import { isExpr, type Dim } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
-import { checkDType, type DType } from '../tensor/dtype.js';
+import { checkDType, isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { IR, IRModule, IROp, IRStorage, IRTensor, TensorRole, TraceSettings } from './ir.js';
 
@@ -23,6 +25,21 @@ export interface TraceOptions extends TraceSettings {
    * scalar loss, or when autograd is off.
    */
   readonly loss?: 'cross_entropy' | 'none';
+  /** torch.autocast dtype for the forward (mixed precision), or none. */
+  readonly autocast?: DType | null;
+  /** Which modules run under activation checkpointing, and which ops are recomputed. */
+  readonly checkpoint?: CheckpointPlan;
+}
+
+/** Activation checkpointing: module paths, groups of k children of a container, or op names. */
+export interface CheckpointPlan {
+  /** Module paths (`features.3`, `model.layers.0`) each checkpointed as one region. */
+  readonly modules?: readonly string[];
+  /** Checkpoint the children of this container (path) in runs of `every` consecutive blocks. */
+  readonly within?: string;
+  readonly every?: number;
+  /** Op names (`matmul`, `softmax`, `dropout`) whose runs inside one module are recomputed (selective). */
+  readonly selective?: readonly string[];
 }
 
 interface MutableModule {
@@ -43,6 +60,8 @@ interface MutableModule {
   outputs: number[];
   finishOrder: number;
   sharedWith: number | null;
+  /** Whether it opened a checkpoint region (by its path, or as the first of a group). */
+  regionRole?: 'whole' | 'group';
 }
 
 interface State {
@@ -60,6 +79,23 @@ interface State {
   stage: 'model' | 'loss';
   /** storage id → path of the first op that saved it (to catch in-place writes PyTorch rejects). */
   readonly savedBy: Map<number, string>;
+  /** param tensor id → its autocast copy (the cast weight cached for the forward). */
+  readonly autocastCopies: Map<number, number>;
+  /** Storages kept until the model's forward returns (autocast cache, held locals). */
+  readonly holdsToEnd: Set<number>;
+  /** Tensors held until an op index. */
+  readonly holds: { storage: number; until: number }[];
+  /** Checkpoint regions: the open one, and all. */
+  region: MutableRegion | null;
+  readonly regions: MutableRegion[];
+}
+
+interface MutableRegion {
+  id: number;
+  firstOp: number;
+  endOp: number;
+  inputs: number[];
+  kind: 'module' | 'selective';
 }
 
 function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorRole, trainable = false): number {
@@ -111,10 +147,62 @@ function openModule(state: State, name: string, className: string, inputs: reado
   if (parent !== null) state.modules[parent]!.children.push(module.index);
   state.modules.push(module);
   state.stack.push(module.index);
+  maybeStartRegion(state, module, inputs);
   return module;
 }
 
+function openRegion(state: State, inputs: readonly TensorRef[], kind: MutableRegion['kind']): void {
+  const region: MutableRegion = { id: state.regions.length, firstOp: state.ops.length, endOp: state.ops.length, inputs: inputs.map((t) => t.id), kind };
+  state.regions.push(region);
+  state.region = region;
+}
+
+/** Closes the open region; its inputs are every tensor its ops read that was made outside it. */
+function closeRegion(state: State): void {
+  const region = state.region;
+  if (region === null) return;
+  state.region = null;
+  const inputs = new Set<number>();
+  for (let i = region.firstOp; i < region.endOp; i += 1) {
+    for (const id of state.ops[i]!.inputs) {
+      const producer = state.tensors[id]!.producer;
+      if (producer === null || producer < region.firstOp) inputs.add(id);
+    }
+  }
+  region.inputs = [...inputs];
+}
+
+/** Whether a module just opened starts a checkpoint region (by path, or as the first of k children). */
+function maybeStartRegion(state: State, module: MutableModule, inputs: readonly TensorRef[]): void {
+  const plan = state.options.checkpoint;
+  if (plan === undefined || !state.options.gradEnabled || state.region !== null || module.parent === null) return;
+  const parent = state.modules[module.parent]!;
+  const position = parent.children.length - 1;
+  const byPath = plan.modules?.includes(module.key) ?? false;
+  const byGroup = plan.within !== undefined && parent.key === plan.within && position % Math.max(1, plan.every ?? 1) === 0;
+  if (byPath || byGroup) {
+    openRegion(state, inputs, 'module');
+    module.regionRole = byPath ? 'whole' : 'group';
+  }
+}
+
+function maybeEndRegion(state: State, module: MutableModule): void {
+  const plan = state.options.checkpoint;
+  if (state.region === null || plan === undefined) return;
+  if (state.region.kind === 'selective') {
+    closeRegion(state);
+    return;
+  }
+  if (module.regionRole === 'whole') closeRegion(state);
+  else if (module.parent !== null && state.modules[module.parent]!.key === plan.within) {
+    const position = state.modules[module.parent]!.children.indexOf(module.index);
+    const k = Math.max(1, plan.every ?? 1);
+    if (position % k === k - 1) closeRegion(state);
+  } else if (module.key === plan.within) closeRegion(state);
+}
+
 function closeModule(state: State, module: MutableModule, outputs: readonly TensorRef[]): void {
+  maybeEndRegion(state, module);
   module.endOp = state.ops.length;
   module.outputs = outputs.map((t) => t.id);
   module.finishOrder = state.finished;
@@ -146,9 +234,16 @@ function withPath(path: readonly (string | number)[], error: unknown): unknown {
   return new VramError(error.issues.map((issue) => (issue.path.length >= path.length ? issue : { ...issue, path: [...path, ...issue.path] })));
 }
 
-function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
+function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
   const { options } = state;
   const owner = current(state);
+  const policy = options.autocast && state.stage === 'model' ? AUTOCAST_POLICY[rule.name] : undefined;
+  const castTo = policy === 'lower' ? options.autocast! : policy === 'fp32' ? 'float32' : null;
+  // Autocast casts floating inputs to the op's dtype first (a copy, ToCopyBackward saves nothing).
+  const inputs = castTo === null ? given : given.map((t) => (isFloating(t.dtype) && t.dtype !== castTo ? runOp(state, castRule, { dtype: castTo }, [t])[0]! : t));
+  const selective = options.checkpoint?.selective?.includes(rule.name) ?? false;
+  if (selective && state.region === null && options.gradEnabled) openRegion(state, inputs, 'selective');
+  if (!selective && state.region?.kind === 'selective') closeRegion(state);
   // Built only when something reports an error: most ops never need it.
   const pathOf = () => [...owner.path, rule.name];
   if (rule.arity !== 'variadic' && inputs.length !== rule.arity) {
@@ -205,6 +300,25 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
   };
   const params = ownedIds(result.params, 'param');
   const buffers = ownedIds(result.buffers, 'buffer');
+  // Autocast runs `lower` ops on 16-bit copies of their weights, cached until the forward ends.
+  const copies = new Map<number, number>();
+  const newCopies: number[] = [];
+  if (policy === 'lower' && options.gradEnabled) {
+    for (const id of params.values()) {
+      const param = state.tensors[id]!;
+      if (!isFloating(param.spec.dtype) || param.spec.dtype === castTo) continue;
+      let copy = state.autocastCopies.get(id);
+      if (copy === undefined) {
+        const spec = tensor(param.spec.shape, castTo!);
+        const storage = newStorage(state, specBytes(spec), spec.dtype, 'activation');
+        copy = newTensor(state, { spec, storage, role: 'activation', producer: state.ops.length, requiresGrad: param.requiresGrad });
+        state.autocastCopies.set(id, copy);
+        state.holdsToEnd.add(storage);
+        newCopies.push(copy);
+      }
+      copies.set(id, copy);
+    }
+  }
 
   if (result.alias === 'inplace' && options.gradEnabled) {
     const target = inputTensors[0]!.storage;
@@ -226,14 +340,17 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.has(i) });
   });
 
-  const extras: number[] = [];
+  const extras: number[] = [...newCopies];
   const saved = new Set<number>();
   if (recorded) {
     for (const item of result.saves({ inputs: needsInputs, params: paramsNeed }) as readonly SavedRef[]) {
       let id: number | undefined;
       if ('input' in item) id = inputs[item.input]?.id;
       else if ('output' in item) id = outputs[item.output];
-      else if ('param' in item) id = params.get(item.param);
+      else if ('param' in item) {
+        const param = params.get(item.param);
+        id = param === undefined ? undefined : copies.get(param) ?? param;
+      }
       else if ('buffer' in item) id = buffers.get(item.buffer);
       else {
         const storage = newStorage(state, specBytes(item.extra), item.extra.dtype, 'extra');
@@ -265,7 +382,10 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, inputs: readonly Tens
     forwardSteps: result.forwardSteps ?? OUTPUTS_ONLY,
     backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
     stage: state.stage,
+    paramCopies: [...copies.values()],
+    region: state.region?.id ?? null,
   });
+  if (state.region !== null) state.region.endOp = state.ops.length;
   return outputs.map((id) => ref(state, id));
 }
 
@@ -418,6 +538,11 @@ export function trace(model: Layer, options: TraceOptions): IR {
     finished: 0,
     stage: 'model',
     savedBy: new Map(),
+    autocastCopies: new Map(),
+    holdsToEnd: new Set(),
+    holds: [],
+    region: null,
+    regions: [],
   };
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = options.inputs.map((spec, i) => {
@@ -438,6 +563,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     outputs = traceLayer(state, model, inputRefs, undefined);
     closeModule(state, root, outputs);
   }
+  closeRegion(state);
+  const lastModelOp = state.ops.length - 1;
   const lossOutputs = addLoss(state, outputs);
   return {
     tensors: state.tensors,
@@ -447,6 +574,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     inputs: inputRefs.map((t) => t.id),
     outputs: outputs.map((t) => t.id),
     lossOutput: lossOutputs === null ? null : lossOutputs.loss,
+    holds: [...state.holds, ...[...state.holdsToEnd].map((storage) => ({ storage, until: lastModelOp }))],
+    regions: state.regions.map((r) => ({ id: r.id, firstOp: r.firstOp, endOp: r.endOp, inputs: r.inputs })),
     targets: lossOutputs === null ? [] : [lossOutputs.target],
     settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, paramDtype: options.paramDtype },
     constraints: [...state.constraints.values()],

@@ -1,0 +1,21 @@
+import { tensor } from '../tensor/spec.js';
+import type { DType } from '../tensor/dtype.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of a dtype cast (`tensor.to(dtype)`). */
+export interface CastAttrs {
+  readonly dtype: DType;
+}
+
+/**
+ * `x.to(dtype)`: a copy in the new dtype, nothing saved (ToCopyBackward only converts the
+ * gradient back); the same tensor when the dtype already matches.
+ */
+export const castRule: OpRule<CastAttrs> = {
+  name: 'to',
+  arity: 1,
+  apply([input], attrs) {
+    if (input!.dtype === attrs.dtype) return { outputs: [input!], alias: 'view', saves: () => [] };
+    return { outputs: [tensor(input!.shape, attrs.dtype)], saves: () => [] };
+  },
+};
