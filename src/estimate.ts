@@ -4,7 +4,7 @@ import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } fr
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
 import type { Layer } from './nn/types.js';
-import type { Device } from './ops/types.js';
+import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
 import { add, max, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
@@ -35,6 +35,8 @@ export interface EstimateOptions {
   readonly inputDtype?: DType;
   /** `cuda` (default) or `cpu`: a few kernels keep different tensors. */
   readonly device?: Device;
+  /** PyTorch's rules to follow where versions differ (default `torch-2`; the CPU oracle is `torch-1.13`). */
+  readonly framework?: Framework;
   /** Whether the input needs a gradient (default false). */
   readonly inputRequiresGrad?: boolean;
   /** Parameter keys (or key prefixes ending at a `.` boundary) that stay frozen. */
@@ -188,6 +190,7 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     training: moduleMode === 'train',
     gradEnabled: mode === 'train',
     device: options.device ?? 'cuda',
+    ...(options.framework !== undefined ? { framework: options.framework } : {}),
     paramDtype: dtype,
     loss: options.loss ?? 'cross_entropy',
     autocast: precision?.autocast ?? null,

@@ -107,7 +107,7 @@ function tensorBytes(ir: IR, id: number): Dim {
 /** One forward + backward over the IR, with the ledger of the step. */
 function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string): void {
   // PyTorch 1.13 (the CPU oracle) always sums gradients out of place; 2.x reuses a sole buffer.
-  const inPlaceAccumulation = ir.settings.device === 'cuda';
+  const inPlaceAccumulation = (ir.settings.framework ?? 'torch-2') === 'torch-2';
   const savedLeft = Int32Array.from(plan.savers);
   const ensure = (storage: number, category: Category) => {
     if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, category));

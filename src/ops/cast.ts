@@ -15,7 +15,7 @@ export const castRule: OpRule<CastAttrs> = {
   name: 'to',
   arity: 1,
   apply([input], attrs) {
-    if (input!.dtype === attrs.dtype) return { outputs: [input!], alias: 'view', saves: () => [] };
+    if (input!.dtype === attrs.dtype) return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
     return { outputs: [tensor(input!.shape, attrs.dtype)], saves: () => [] };
   },
 };

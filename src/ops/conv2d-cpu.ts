@@ -50,7 +50,13 @@ const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementB
  * gradient and once for the weight gradient.
  */
 export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
-  const grouped = g.groups > 1;
+  // Depthwise convolutions reorder their input into a blocked layout. Other grouped ones use
+  // formats the traces do not pin down; they are approximated without padding.
+  const grouped = g.groups > 1 && g.groups === g.cIn && g.groups === g.out;
+  if (g.groups > 1 && !grouped) {
+    const plain: KernelStep[] = [{ alloc: 'weight (blocked)', bytes: bytes(g, g.out, g.cIn / g.groups, g.kh, g.kw) }, { alloc: 'output (blocked)', bytes: bytes(g, g.n, g.out, g.ho, g.wo) }, { free: 'weight (blocked)' }, { results: 'outputs' }, { free: 'output (blocked)' }];
+    return { forward: plain, backward: () => [{ results: 'inputGrads' }, { results: 'paramGrads' }] };
+  }
   const perGroupIn = g.cIn / g.groups;
   const outBlocked = bytes(g, g.n, pad16(g.out), g.ho, g.wo);
   const inBlocked = bytes(g, g.n, pad16(g.cIn), g.h, g.w);

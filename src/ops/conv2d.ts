@@ -1,10 +1,10 @@
 import { fail } from '../errors.js';
 import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
 import { mkldnnSteps, slowSteps, usesMkldnn, type ConvGeometry } from './conv2d-cpu.js';
-import type { OpRule } from './types.js';
+import type { KernelStep, OpRule } from './types.js';
 
 /** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
 export interface Conv2dAttrs {
@@ -50,11 +50,15 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
     const [dh, dw] = intPair(attrs.dilation ?? 1, 'dilation', ctx, 1);
     const padding = attrs.padding ?? 0;
     let pads: [number, number, number, number];
+    // 'same' with an odd total pads the input explicitly first (constant_pad_nd): the conv
+    // then sees, and saves, a padded copy one row/column larger.
+    let padded: TensorSpec | null = null;
     if (padding === 'same') {
       if (sh !== 1 || sw !== 1) fail('bad-attribute', "padding 'same' needs stride 1", { path: ctx.path, received: `stride ${sh}x${sw}` });
       const th = dh * (kh - 1);
       const tw = dw * (kw - 1);
       pads = [Math.floor(th / 2), th - Math.floor(th / 2), Math.floor(tw / 2), tw - Math.floor(tw / 2)];
+      if (th % 2 === 1 || tw % 2 === 1) padded = tensor([n, cIn, add(h, th % 2), add(w, tw % 2)], input!.dtype);
     } else if (padding === 'valid') {
       pads = [0, 0, 0, 0];
     } else {
@@ -75,7 +79,7 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
       ctx.device === 'cpu' && dtype === 'float32'
         ? (() => {
             const geometry: ConvGeometry = {
-              n, cIn: inChannels, h, w, out, ho, wo, kh, kw, groups, elementBytes: 4,
+              n, cIn: inChannels, h: padded?.shape[2] ?? h, w: padded?.shape[3] ?? w, out, ho, wo, kh, kw, groups, elementBytes: 4,
               strided: sh !== 1 || sw !== 1,
               dilated: dh !== 1 || dw !== 1,
               padded: pads.some((p) => p !== 0),
@@ -83,13 +87,22 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
             return usesMkldnn(geometry) ? mkldnnSteps(geometry) : slowSteps(geometry);
           })()
         : null;
+    const padSteps = (steps: readonly KernelStep[]): KernelStep[] =>
+      padded === null ? [...steps] : [{ alloc: 'grad of padded input', bytes: specBytes(padded) }, ...steps, { free: 'grad of padded input' }];
+    // Without autograd the padded copy is still made, and dropped after the conv.
+    const padForward = (steps: readonly KernelStep[]): KernelStep[] =>
+      padded === null || ctx.gradEnabled ? [...steps] : [{ alloc: 'padded input', bytes: specBytes(padded) }, ...steps, { free: 'padded input' }];
     return {
       outputs: [tensor([n, out, ho, wo], dtype)],
       params,
-      saves: () => [{ input: 0 }, { param: 'weight' }],
+      saves: () => [padded === null ? { input: 0 } : { extra: padded, label: 'padded input' }, { param: 'weight' }],
       macs: mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
       // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
-      ...(kernels ? { forwardSteps: kernels.forward, backward: (needs) => ({ steps: kernels.backward(needs.inputs[0] ?? false, needs.params) }) } : {}),
+      ...(kernels
+        ? { forwardSteps: padForward(kernels.forward), backward: (needs) => ({ steps: padSteps(kernels.backward(needs.inputs[0] ?? false, needs.params)) }) }
+        : padded !== null
+          ? { forwardSteps: padForward([{ results: 'outputs' }]), backward: () => ({ steps: padSteps([{ results: 'inputGrads' }, { results: 'paramGrads' }]) }) }
+          : {}),
     };
   },
 };

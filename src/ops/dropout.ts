@@ -19,7 +19,7 @@ export const dropoutRule: OpRule<DropoutAttrs> = {
     const p = attrs.p ?? 0.5;
     const inplace = attrs.inplace ?? false;
     const active = ctx.training && p > 0;
-    if (!active) return { outputs: [input!], alias: 'view', saves: () => [] };
+    if (!active) return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
     const fused = ctx.device === 'cuda' && !inplace && p < 1;
     const mask = tensor(input!.shape, fused ? 'bool' : input!.dtype);
     return {

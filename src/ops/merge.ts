@@ -91,7 +91,7 @@ export interface CatAttrs {
   readonly dim?: number;
 }
 
-/** cat: backward slices the gradient by sizes; nothing saved. */
+/** cat: nothing saved; backward hands each input a slice (a view) of the incoming gradient. */
 export const catRule: OpRule<CatAttrs> = {
   name: 'cat',
   arity: 'variadic',
@@ -105,6 +105,6 @@ export const catRule: OpRule<CatAttrs> = {
       }
     }
     const shape = first.shape.map((d, i) => (i === dim ? sum(inputs.map((x) => x.shape[i]!)) : d));
-    return { outputs: [tensor(shape, first.dtype)], saves: () => [] };
+    return { outputs: [tensor(shape, first.dtype)], saves: () => [], backward: () => ({ inputGrads: inputs.map(() => 'alias' as const) }) };
   },
 };

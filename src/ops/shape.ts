@@ -25,7 +25,7 @@ export const flattenRule: OpRule<FlattenAttrs> = {
       fail('bad-attribute', 'flatten dimensions out of range', { path: ctx.path, expected: `0 <= startDim <= endDim < ${rank}`, received: `${start}..${end}` });
     }
     const shape = [...input!.shape.slice(0, start), product(input!.shape.slice(start, end + 1)), ...input!.shape.slice(end + 1)];
-    return { outputs: [tensor(shape, input!.dtype)], alias: 'view', saves: () => [] };
+    return { outputs: [tensor(shape, input!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
   },
 };
 
@@ -34,6 +34,6 @@ export const identityRule: OpRule<Record<string, never>> = {
   name: 'identity',
   arity: 1,
   apply([input]) {
-    return { outputs: [input!], alias: 'view', saves: () => [] };
+    return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
   },
 };

@@ -5,6 +5,13 @@ import type { TensorSpec } from '../tensor/spec.js';
 /** Where the model runs: a few kernels keep different tensors on CPU and CUDA. */
 export type Device = 'cuda' | 'cpu';
 
+/**
+ * Which PyTorch's autograd rules to follow where they changed: `torch-2` (default, 2.x) or
+ * `torch-1.13` (the version the CPU oracle measures: mean saves its input, gradients are
+ * always summed out of place).
+ */
+export type Framework = 'torch-2' | 'torch-1.13';
+
 /** What an op rule may read besides its inputs and attributes. */
 export interface OpContext {
   /** model.train() (true) or model.eval() (false): BatchNorm statistics, dropout. */
@@ -12,6 +19,7 @@ export interface OpContext {
   /** Whether autograd records the op at all (false under no_grad / inference). */
   readonly gradEnabled: boolean;
   readonly device: Device;
+  readonly framework: Framework;
   /** dtype new parameters are created in. */
   readonly paramDtype: DType;
   /** Where the op sits, for error paths. */

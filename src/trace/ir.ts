@@ -1,4 +1,4 @@
-import type { Device, KernelStep } from '../ops/types.js';
+import type { Device, Framework, KernelStep } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
@@ -102,6 +102,7 @@ export interface TraceSettings {
   readonly training: boolean;
   readonly gradEnabled: boolean;
   readonly device: Device;
+  readonly framework?: Framework;
   readonly paramDtype: DType;
 }
 

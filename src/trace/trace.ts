@@ -253,6 +253,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     training: options.training,
     gradEnabled: options.gradEnabled,
     device: options.device,
+    framework: options.framework ?? 'torch-2',
     paramDtype: options.paramDtype,
     get path() {
       return pathOf();
@@ -577,7 +578,7 @@ export function trace(model: Layer, options: TraceOptions): IR {
     holds: [...state.holds, ...[...state.holdsToEnd].map((storage) => ({ storage, until: lastModelOp }))],
     regions: state.regions.map((r) => ({ id: r.id, firstOp: r.firstOp, endOp: r.endOp, inputs: r.inputs })),
     targets: lossOutputs === null ? [] : [lossOutputs.target],
-    settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, paramDtype: options.paramDtype },
+    settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, framework: options.framework ?? 'torch-2', paramDtype: options.paramDtype },
     constraints: [...state.constraints.values()],
   };
 }

@@ -4,7 +4,7 @@ import {
   CATEGORIES, conv2d, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, paramUpdate, relu, replayAllocator,
   runtimeLines, savedStorages, seq, sym, type Dim,
 } from '../../src/index.js';
-import { seqFromSpecs } from '../helpers/layer-spec.js';
+import { seqFromSpecs, type LayerSpec } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
 
 const num = (d: Dim) => d as number;
@@ -75,7 +75,7 @@ describe('the training step (property-based)', () => {
     fc.assert(
       fc.property(randomModel, fc.integer({ min: 1, max: 4 }), (m, every) => {
         // Checkpoint keeps a block's inputs; a block that begins with a conv keeps no less without it.
-        const blocks: (typeof m.layers)[] = [];
+        const blocks: LayerSpec[][] = [];
         for (const layer of m.layers) {
           if (layer[0] === 'conv2d' || blocks.length === 0) blocks.push([layer]);
           else blocks[blocks.length - 1]!.push(layer);

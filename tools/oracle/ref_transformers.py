@@ -29,7 +29,6 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import record_function
 
 IGNORE_INDEX = -100
 
