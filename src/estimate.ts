@@ -286,7 +286,9 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   const trainableParams = ir.tensors.filter((t) => t.role === 'param' && ir.storages[t.storage]!.trainable);
   if (train) gradients = sum(trainableParams.map((t) => ir.storages[t.storage]!.bytes));
   if (spec !== null) {
-    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec).state.filter((s) => s.place === 'device').map((s) => s.bytes)));
+    // On the CPU, host-side optimizer scalars (Adam's step counts) share the same memory.
+    const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
+    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec, ir.settings.framework).state.filter((s) => onDevice(s.place)).map((s) => s.bytes)));
   }
   let peak: PeakDetails;
   let timeline: readonly TimelineEvent[];

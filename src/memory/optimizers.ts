@@ -1,6 +1,7 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { ceilDiv, mul, product } from '../sym/ops.js';
+import type { Framework } from '../ops/types.js';
 import { bytesOf, checkDType, type DType } from '../tensor/dtype.js';
 
 /** Optimizers whose state and step temporaries vram-ts knows. */
@@ -80,7 +81,7 @@ export const BNB_BLOCK_SIZE = 256;
  * console.log(u.state.map((s) => `${s.label}:${s.place}`).join(' '), u.temps.length); // step:host exp_avg:device exp_avg_sq:device 2
  * ```
  */
-export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam): ParamUpdate {
+export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam, framework: Framework = 'torch-2'): ParamUpdate {
   const impl = spec.impl ?? 'for-loop';
   const numel = product(param.shape);
   const full = bytesOf(numel, spec.stateDtype ?? param.dtype);
@@ -101,8 +102,10 @@ export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam): ParamUp
     case 'adamw': {
       const state: StateTensor[] = [step, { label: 'exp_avg', bytes: full, place: 'device' }, { label: 'exp_avg_sq', bytes: full, place: 'device' }];
       const decay = spec.name === 'adam' ? wdTemp : [];
-      // foreach (2.x): exp_avg_sq_sqrt = _foreach_sqrt(...) then in-place div/add/addcdiv.
-      return { state, ...perTensor([...decay, full, full], spec.name === 'adam' && decay.length > 0 ? mul(full, 2) : full) };
+      // foreach: 2.x takes exp_avg_sq_sqrt = _foreach_sqrt(...) then divides and adds in place;
+      // 1.13 made `denom = _foreach_add(exp_avg_sq_sqrt, eps)`, a second list.
+      const lists = framework === 'torch-1.13' ? 2 : 1;
+      return { state, ...perTensor([...decay, full, full], mul(full, lists + (spec.name === 'adam' && decay.length > 0 ? 1 : 0))) };
     }
     case 'lion':
       return { state: [{ label: 'exp_avg', bytes: full, place: 'device' }], ...perTensor([full, full], full) };

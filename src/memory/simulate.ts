@@ -328,12 +328,12 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   }
   const updates = new Map<number, ParamUpdate>();
   if (settings.optimizer !== null) {
-    for (const id of plan.trainable) updates.set(id, paramUpdate(settings.optimizer, ir.tensors[id]!.spec));
+    for (const id of plan.trainable) updates.set(id, paramUpdate(settings.optimizer, ir.tensors[id]!.spec, ir.settings.framework));
   }
   const paramGrads = new Map<number, number>();
   if (!settings.first) {
     for (const id of plan.trainable) paramGrads.set(id, ledger.alloc(tensorBytes(ir, id), 'gradients'));
-    for (const update of updates.values()) for (const state of update.state) if (state.place === 'device') ledger.alloc(state.bytes, 'optimizer');
+    for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') ledger.alloc(state.bytes, 'optimizer');
   }
   ledger.record('start', 'before the step');
   const baseline = ledger.live();
@@ -347,7 +347,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
 
   if (settings.optimizer !== null) {
     if (settings.first) {
-      for (const update of updates.values()) for (const state of update.state) if (state.place === 'device') ledger.alloc(state.bytes, 'optimizer');
+      for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') ledger.alloc(state.bytes, 'optimizer');
       ledger.record('step', 'optimizer state allocated (first step)');
     }
     const listTemps = sum([...updates.values()].map((u) => u.listTemps));

@@ -1,0 +1,42 @@
+/**
+ * vram-ts against real PyTorch: every fixture the oracle wrote (tools/oracle, committed under
+ * test/fixtures/pytorch) is rebuilt with vram-ts and every figure compared within the issues'
+ * tolerances. Cases the library cannot build yet are listed as pending with their reason.
+ */
+import { describe, expect, it } from 'vitest';
+import { categoryOf, compareFixture, loadFixtures, modelFor, tolerance } from '../helpers/oracle.js';
+
+const fixtures = loadFixtures();
+
+describe('fidelity against PyTorch 1.13 (CPU, fp32)', () => {
+  it('has the cases the oracle promised (at least 40, CNN and transformer)', () => {
+    expect(fixtures.length).toBeGreaterThanOrEqual(40);
+    expect(fixtures.filter((f) => categoryOf(f) === 'cnn').length).toBeGreaterThanOrEqual(20);
+    expect(fixtures.filter((f) => categoryOf(f) === 'transformer').length).toBeGreaterThanOrEqual(10);
+  });
+
+  for (const fixture of fixtures) {
+    const built = modelFor(fixture);
+    if ('pending' in built) {
+      it.todo(`${fixture.id}: pending — ${built.pending}`);
+      continue;
+    }
+    it(`${fixture.id}`, () => {
+      const { comparisons, estimate } = compareFixture(fixture, built.layer);
+      for (const c of comparisons) {
+        expect(Math.abs(c.error), `${c.figure}: PyTorch ${c.pytorch}, vram-ts ${c.ours}`).toBeLessThanOrEqual(tolerance(c));
+      }
+      // Output shapes and parameters, module by module, where the module trees coincide.
+      const ours = new Map(estimate.modules.map((m) => [m.path.join('.'), m]));
+      let matched = 0;
+      for (const m of fixture.modules) {
+        const mine = ours.get(m.path);
+        if (mine === undefined || mine.className !== m.className) continue;
+        matched += 1;
+        expect(mine.outputShape, `${m.path} output shape`).toEqual(m.outputShape);
+        expect(mine.ownParams, `${m.path} parameters`).toBe(m.params);
+      }
+      if (categoryOf(fixture) === 'cnn') expect(matched).toBe(fixture.modules.length);
+    });
+  }
+});

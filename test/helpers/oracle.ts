@@ -1,0 +1,118 @@
+/**
+ * Reading the PyTorch oracle's fixtures (tools/oracle, test/fixtures/pytorch) and comparing
+ * vram-ts with them. Shared by the fidelity tests and `npm run accuracy`.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { estimate, mobilenetV3Large, mobilenetV3Small, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
+import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
+
+export interface OracleFixture {
+  readonly id: string;
+  readonly case: {
+    readonly model: string;
+    readonly input: readonly number[];
+    readonly mode: 'train' | 'eval';
+    readonly numClasses?: number;
+    readonly widthMult?: number;
+    readonly dropout?: number;
+    readonly layers?: readonly LayerSpec[];
+    readonly config?: Readonly<Record<string, unknown>>;
+  };
+  readonly params: { readonly total: number; readonly trainable: number };
+  readonly modules: readonly { readonly path: string; readonly className: string; readonly params: number; readonly outputShape: readonly number[] | null }[];
+  readonly saved: { readonly bytes: number };
+  readonly train?: Readonly<Record<string, { readonly livePeakBytes: number; readonly peakBytes: number; readonly optimizerStateBytes: number; readonly optimizerStepTensorBytes: number; readonly gradBytes: number }>>;
+  readonly inference?: { readonly peakBytes: number };
+}
+
+const dir = new URL('../fixtures/pytorch/', import.meta.url);
+
+export function loadFixtures(): OracleFixture[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as OracleFixture);
+}
+
+export type Category = 'cnn' | 'sequential' | 'transformer';
+
+export function categoryOf(fixture: OracleFixture): Category {
+  if (fixture.case.model.startsWith('mobilenet')) return 'cnn';
+  if (fixture.case.model === 'sequential') return 'sequential';
+  return 'transformer';
+}
+
+/** The same model built with vram-ts, or the reason it cannot be yet. */
+export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: string } {
+  const c = fixture.case;
+  switch (c.model) {
+    case 'mobilenet_v3_small':
+    case 'mobilenet_v3_large':
+      return { layer: (c.model === 'mobilenet_v3_small' ? mobilenetV3Small : mobilenetV3Large)({ numClasses: c.numClasses ?? 1000, widthMult: c.widthMult ?? 1, dropout: c.dropout ?? 0.2 }) };
+    case 'sequential':
+      return { layer: seqFromSpecs(c.layers ?? []) };
+    default:
+      return { pending: `the ${c.model} reference decoder needs the transformer builders (issue 5)` };
+  }
+}
+
+const OPTIMIZERS: Readonly<Record<string, OptimizerName | OptimizerSpec>> = {
+  sgd: 'sgd',
+  sgd_momentum: 'sgd_momentum',
+  adam: 'adam',
+  adamw: { name: 'adamw', weightDecay: 0.01 },
+  adam_foreach: { name: 'adam', impl: 'foreach' },
+};
+
+/** The oracle's setting: PyTorch 1.13 on CPU, fp32, in the case's module mode. */
+export function oracleOptions(fixture: OracleFixture) {
+  return { input: fixture.case.input, device: 'cpu' as const, framework: 'torch-1.13' as const, moduleMode: fixture.case.mode, timeline: false };
+}
+
+export interface Comparison {
+  readonly id: string;
+  readonly category: Category;
+  readonly figure: string;
+  readonly pytorch: number;
+  readonly ours: number;
+  /** (ours - pytorch) / pytorch. */
+  readonly error: number;
+}
+
+const compare = (fixture: OracleFixture, figure: string, pytorch: number, ours: number): Comparison => ({
+  id: fixture.id,
+  category: categoryOf(fixture),
+  figure,
+  pytorch,
+  ours,
+  error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch,
+});
+
+/** Every figure of one fixture next to vram-ts's. */
+export function compareFixture(fixture: OracleFixture, layer: Layer): { comparisons: Comparison[]; estimate: Estimate } {
+  const base = oracleOptions(fixture);
+  const saved = estimate(layer, { ...base, optimizer: null });
+  const out: Comparison[] = [
+    compare(fixture, 'parameters', fixture.params.total, saved.params.total),
+    compare(fixture, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number),
+  ];
+  for (const [name, train] of Object.entries(fixture.train ?? {})) {
+    const optimizer = OPTIMIZERS[name];
+    if (optimizer === undefined) continue;
+    const r = estimate(layer, { ...base, optimizer });
+    out.push(compare(fixture, `train peak (${name})`, train.livePeakBytes, r.bytes.peak as number));
+    out.push(compare(fixture, `optimizer state (${name})`, train.optimizerStateBytes, r.bytes.optimizer as number));
+  }
+  if (fixture.inference !== undefined) {
+    const r = estimate(layer, { ...base, mode: 'inference' });
+    out.push(compare(fixture, 'inference peak', fixture.inference.peakBytes, r.bytes.peak as number));
+  }
+  return { comparisons: out, estimate: saved };
+}
+
+/** Tolerances the issues set: exact parameters; saved bytes 1% (CNN) / 3% (transformers); peaks 5%. */
+export function tolerance(c: Comparison): number {
+  if (c.figure === 'parameters' || c.figure.startsWith('optimizer state')) return 0;
+  if (c.figure === 'saved bytes') return c.category === 'transformer' ? 0.03 : 0.01;
+  return 0.05;
+}
