@@ -183,7 +183,8 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
   if (options.precision !== undefined && precision === undefined) fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
   const dtype = checkDType(options.dtype ?? precision?.dtype ?? 'float32', ['dtype']);
-  const inputDtype = checkDType(options.inputDtype ?? dtype, ['inputDtype']);
+  const declared = model.kind === 'module' ? model.inputDtype : undefined;
+  const inputDtype = checkDType(options.inputDtype ?? declared ?? dtype, ['inputDtype']);
   const moduleMode = options.moduleMode ?? (mode === 'train' ? 'train' : 'eval');
   return trace(model, {
     inputs: inputSpecs(options.input, inputDtype),

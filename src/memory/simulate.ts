@@ -243,11 +243,19 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
           if (!ir.storages[storage]!.trainable) continue;
           const existing = paramGrads.get(param);
           if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-          else {
+          else if (inPlaceAccumulation) {
             // AccumulateGrad adds into the existing .grad: a fresh gradient, then freed.
             const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
             ledger.record('backward', `${label} (accumulate grad)`);
             ledger.release(fresh);
+          } else {
+            // PyTorch 1.13 (measured): .grad = .grad + new, a third tensor before the two are freed.
+            const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
+            const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
+            ledger.record('backward', `${label} (accumulate grad)`);
+            ledger.release(existing);
+            ledger.release(fresh);
+            paramGrads.set(param, summed);
           }
         }
         if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);

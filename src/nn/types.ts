@@ -33,6 +33,24 @@ export interface ModuleLayer {
   readonly className: string;
   readonly body: Layer;
   readonly name?: string;
+  /** dtype of the model's input when it is not the parameters' (token ids are int64). */
+  readonly inputDtype?: DType;
+  /** Facts about the model that reports and helpers read (decoder shape for the KV cache). */
+  readonly meta?: ModelMeta;
+}
+
+/** What a decoder catalog entry records about itself. */
+export interface ModelMeta {
+  readonly kind: 'decoder';
+  readonly family: string;
+  readonly layers: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  readonly hidden: number;
+  readonly vocab: number;
+  /** Mistral's sliding window: the KV cache keeps at most this many positions. */
+  readonly slidingWindow?: number;
 }
 
 /** `body(x) + x` (or `+=` in place), optionally through a shortcut layer. */
@@ -67,10 +85,16 @@ export interface TensorRef {
 export interface GraphBuilder {
   /** Runs a layer (usually a named module) on tensors; returns its first output. */
   readonly apply: (layer: Layer, ...inputs: TensorRef[]) => TensorRef;
+  /** Runs a layer and returns all of its outputs. */
+  readonly applyAll: (layer: Layer, ...inputs: TensorRef[]) => readonly TensorRef[];
   /** Runs a functional op (no module of its own) on tensors; returns its outputs. */
   readonly call: <A>(rule: OpRule<A>, inputs: readonly TensorRef[], attrs: A) => TensorRef[];
   /** model.train() or model.eval() for the traced model. */
   readonly training: boolean;
+  /** Whether autograd records (a training step) or not (inference, no_grad). */
+  readonly gradEnabled: boolean;
+  /** Keeps a tensor referenced until the enclosing module returns (a Python local that outlives its last use). */
+  readonly hold: (tensor: TensorRef) => void;
 }
 
 /** Custom data flow (attention, gated MLPs): a function of the builder and the inputs. */

@@ -12,6 +12,8 @@ export interface LinearAttrs {
   readonly in?: number;
   /** Use an already traced parameter as the weight (tied embeddings), by its key. */
   readonly tiedWeight?: string;
+  /** Hugging Face's Conv1D stores the weight as [in, out]. */
+  readonly transposedWeight?: boolean;
 }
 
 /**
@@ -30,7 +32,7 @@ export const linearRule: OpRule<LinearAttrs> = {
       fail('channel-mismatch', 'linear input features differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(features) });
     }
     const out = positiveInt(attrs.out, 'out', ctx);
-    const weight = tensor([out, features], ctx.paramDtype);
+    const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
     const params = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }];
     if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     const lead = input!.shape.slice(0, -1);

@@ -4,6 +4,7 @@ import type { Dim } from '../sym/expr.js';
 
 /** Element types vram-ts knows the storage size of. */
 export type DType =
+  | 'float64'
   | 'float32'
   | 'float16'
   | 'bfloat16'
@@ -19,6 +20,7 @@ export type DType =
 
 /** Bits of storage per element; sub-byte types are packed two to a byte. */
 export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
+  float64: 64,
   float32: 32,
   float16: 16,
   bfloat16: 16,
@@ -39,7 +41,7 @@ export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
  * @example
  * ```ts
  * import { isDType } from 'vram-ts';
- * console.log(isDType('bfloat16'), isDType('float64')); // true false
+ * console.log(isDType('bfloat16'), isDType('complex64')); // true false
  * ```
  */
 export function isDType(name: unknown): name is DType {

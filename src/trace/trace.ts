@@ -62,6 +62,8 @@ interface MutableModule {
   sharedWith: number | null;
   /** Whether it opened a checkpoint region (by its path, or as the first of a group). */
   regionRole?: 'whole' | 'group';
+  /** Storages its forward keeps referenced until it returns. */
+  held: number[];
 }
 
 interface State {
@@ -143,6 +145,7 @@ function openModule(state: State, name: string, className: string, inputs: reado
     outputs: [],
     finishOrder: -1,
     sharedWith: null,
+    held: [],
   };
   if (parent !== null) state.modules[parent]!.children.push(module.index);
   state.modules.push(module);
@@ -204,6 +207,7 @@ function maybeEndRegion(state: State, module: MutableModule): void {
 function closeModule(state: State, module: MutableModule, outputs: readonly TensorRef[]): void {
   maybeEndRegion(state, module);
   module.endOp = state.ops.length;
+  for (const storage of module.held) state.holds.push({ storage, until: state.ops.length - 1 });
   module.outputs = outputs.map((t) => t.id);
   module.finishOrder = state.finished;
   state.finished += 1;
@@ -467,8 +471,11 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
       const built = layer.build(
         {
           apply: (child, ...args) => first(traceLayer(state, child, args, undefined), modulePath(state)),
+          applyAll: (child, ...args) => traceLayer(state, child, args, undefined),
           call: (rule, args, attrs) => runOp(state, rule, attrs, args),
           training: state.options.training,
+          gradEnabled: state.options.gradEnabled,
+          hold: (t) => current(state).held.push(state.tensors[t.id]!.storage),
         },
         inputs,
       );
@@ -574,7 +581,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     modules: state.modules,
     inputs: inputRefs.map((t) => t.id),
     outputs: outputs.map((t) => t.id),
-    lossOutput: lossOutputs === null ? null : lossOutputs.loss,
+    // A model that returns a scalar (a Hugging Face causal LM given labels) computed its own loss.
+    lossOutput: lossOutputs !== null ? lossOutputs.loss : options.gradEnabled && outputs[0] !== undefined && outputs[0].shape.length === 0 ? outputs[0].id : null,
     holds: [...state.holds, ...[...state.holdsToEnd].map((storage) => ({ storage, until: lastModelOp }))],
     regions: state.regions.map((r) => ({ id: r.id, firstOp: r.firstOp, endOp: r.endOp, inputs: r.inputs })),
     targets: lossOutputs === null ? [] : [lossOutputs.target],

@@ -3,7 +3,7 @@
  * vram-ts with them. Shared by the fidelity tests and `npm run accuracy`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { estimate, mobilenetV3Large, mobilenetV3Small, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
+import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
 export interface OracleFixture {
@@ -51,8 +51,11 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
       return { layer: (c.model === 'mobilenet_v3_small' ? mobilenetV3Small : mobilenetV3Large)({ numClasses: c.numClasses ?? 1000, widthMult: c.widthMult ?? 1, dropout: c.dropout ?? 0.2 }) };
     case 'sequential':
       return { layer: seqFromSpecs(c.layers ?? []) };
+    case 'llama':
+    case 'gpt2':
+      return { layer: fromHFConfig(c.config ?? {}) };
     default:
-      return { pending: `the ${c.model} reference decoder needs the transformer builders (issue 5)` };
+      return { pending: `no vram-ts model for ${c.model}` };
   }
 }
 

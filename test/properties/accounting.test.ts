@@ -208,7 +208,7 @@ describe('invalid models', () => {
     for (const input of [[1, 3, 0, 8], [1, 3, 2.5, 8], [1, 3, -4, 8], [], [1, 3, Number.NaN, 8]]) {
       expect(() => estimate(model, { input })).toThrow(VramError);
     }
-    expect(() => estimate(model, { input: [1, 3, 8, 8], dtype: 'float64' as never })).toThrow(/unknown dtype/);
+    expect(() => estimate(model, { input: [1, 3, 8, 8], dtype: 'float128' as never })).toThrow(/unknown dtype/);
     expect(() => estimate(model, { input: [1, 3, 8] })).toThrow(/4-D input/);
     expect(() => estimate(seq(linear({ out: 3, in: 5 })), { input: [2, 4] })).toThrow(VramError);
   });

@@ -1,0 +1,42 @@
+import { castRule } from '../ops/cast.js';
+import { scaleRule } from '../ops/layerNorm.js';
+import { mulRule } from '../ops/merge.js';
+import { addScalarRule, meanRule, powRule, rsqrtRule } from '../ops/pointwise.js';
+import { graph } from './graph.js';
+import type { LayerOptions, ModuleLayer } from './types.js';
+
+/** Options of {@link rmsNorm}. */
+export interface RmsNormOptions extends LayerOptions {
+  readonly size: number;
+  readonly eps?: number;
+  /** Class shown in reports (default `LlamaRMSNorm`). */
+  readonly className?: string;
+}
+
+/**
+ * Hugging Face's RMSNorm, op for op: upcast to float32, `pow(2)`, `mean(-1)`, `+ eps`,
+ * `rsqrt`, multiply, cast back, `weight *`. Autograd keeps the float32 input, x² (PyTorch
+ * 1.13 only), rsqrt and the normalised tensor, so in 16-bit training the upcast copies count.
+ *
+ * @example
+ * ```ts
+ * import { estimate, linear, rmsNorm, seq } from 'vram-ts';
+ * const r = estimate(seq(linear({ out: 64 }), rmsNorm({ size: 64 })), { input: [1, 16, 64], loss: 'none' });
+ * console.log(r.params.total); // 4160 + 64
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function rmsNorm(options: RmsNormOptions): ModuleLayer {
+  const body = graph((g, [x]) => {
+    const input = x!;
+    const h = g.call(castRule, [input], { dtype: 'float32' })[0]!;
+    const squared = g.call(powRule, [h], { exponent: 2 })[0]!;
+    const variance = g.call(meanRule, [squared], { dim: -1, keepdim: true })[0]!;
+    const shifted = g.call(addScalarRule, [variance], {})[0]!;
+    const inverse = g.call(rsqrtRule, [shifted], {})[0]!;
+    const normed = g.call(mulRule, [h, inverse], {})[0]!;
+    const back = g.call(castRule, [normed], { dtype: input.dtype })[0]!;
+    return g.call(scaleRule, [back], { size: options.size })[0]!;
+  });
+  return Object.freeze({ kind: 'module', className: options.className ?? 'LlamaRMSNorm', body, ...(options.name !== undefined ? { name: options.name } : {}) });
+}

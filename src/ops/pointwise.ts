@@ -1,0 +1,100 @@
+import type { Dim } from '../sym/expr.js';
+import { tensor } from '../tensor/spec.js';
+import type { DType } from '../tensor/dtype.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of pow with a Python exponent. */
+export interface PowAttrs {
+  readonly exponent: number;
+}
+
+/** `x.pow(e)`: saves x (PowBackward0.self). */
+export const powRule: OpRule<PowAttrs> = {
+  name: 'pow',
+  arity: 1,
+  apply([x]) {
+    return { outputs: [tensor(x!.shape, x!.dtype)], saves: (needs) => (needs.inputs[0] ? [{ input: 0 }] : []) };
+  },
+};
+
+/** Attributes of a reduction over one dimension. */
+export interface ReduceAttrs {
+  readonly dim: number;
+  readonly keepdim?: boolean;
+}
+
+/**
+ * `x.mean(dim, keepdim)`. PyTorch 1.13 keeps x for backward (MeanBackward1.self, measured);
+ * 2.x keeps only its sizes.
+ */
+export const meanRule: OpRule<ReduceAttrs> = {
+  name: 'mean',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const rank = x!.shape.length;
+    const dim = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
+    const shape: Dim[] = attrs.keepdim ? x!.shape.map((d, i) => (i === dim ? 1 : d)) : x!.shape.filter((_, i) => i !== dim);
+    return { outputs: [tensor(shape, x!.dtype)], saves: (needs) => (needs.inputs[0] && ctx.framework === 'torch-1.13' ? [{ input: 0 }] : []) };
+  },
+};
+
+/** `x + c` or `c + x` for a Python number: nothing saved. */
+export const addScalarRule: OpRule<Record<string, never>> = {
+  name: 'add_scalar',
+  arity: 1,
+  apply([x]) {
+    return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+  },
+};
+
+/** Attributes of multiplying by a Python number. */
+export interface ScalarAttrs {
+  /** dtype of the 0-dim tensor PyTorch wraps the number in: float64 for a Python float, or a tensor made with torch.full([]). */
+  readonly scalarDtype?: DType;
+}
+
+/** `x * c` / `x / c`: the number becomes a 0-dim tensor that MulBackward0/DivBackward0 saves. */
+export const mulScalarRule: OpRule<ScalarAttrs> = {
+  name: 'mul_scalar',
+  arity: 1,
+  apply([x], attrs) {
+    return {
+      outputs: [tensor(x!.shape, x!.dtype)],
+      saves: (needs) => (needs.inputs[0] ? [{ extra: tensor([], attrs.scalarDtype ?? 'float64'), label: 'scalar' }] : []),
+    };
+  },
+};
+
+/** `-x`: nothing saved. */
+export const negRule: OpRule<Record<string, never>> = {
+  name: 'neg',
+  arity: 1,
+  apply([x]) {
+    return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [] };
+  },
+};
+
+/** `torch.rsqrt(x)`: saves the result. */
+export const rsqrtRule: OpRule<Record<string, never>> = {
+  name: 'rsqrt',
+  arity: 1,
+  apply([x]) {
+    return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [{ output: 0 }] };
+  },
+};
+
+/** Attributes of softmax. */
+export interface SoftmaxAttrs {
+  readonly dim?: number;
+  /** Compute (and return) in this dtype (`softmax(..., dtype=torch.float32)`). */
+  readonly dtype?: DType;
+}
+
+/** softmax saves its result (derivatives.yaml: _softmax → result). */
+export const softmaxRule: OpRule<SoftmaxAttrs> = {
+  name: 'softmax',
+  arity: 1,
+  apply([x], attrs) {
+    return { outputs: [tensor(x!.shape, attrs.dtype ?? x!.dtype)], saves: () => [{ output: 0 }] };
+  },
+};

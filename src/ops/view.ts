@@ -1,0 +1,97 @@
+import { fail } from '../errors.js';
+import type { Dim } from '../sym/expr.js';
+import { dimKey } from '../sym/expr.js';
+import { product, sub } from '../sym/ops.js';
+import { specBytes, tensor } from '../tensor/spec.js';
+import type { OpRule } from './types.js';
+
+/** Attributes of view / reshape. */
+export interface ViewAttrs {
+  readonly shape: readonly Dim[];
+}
+
+/** `x.view(shape)` (or a reshape that needs no copy): no memory, the gradient is a view. */
+export const viewRule: OpRule<ViewAttrs> = {
+  name: 'view',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    if (dimKey(product(attrs.shape)) !== dimKey(product(x!.shape))) fail('shape-mismatch', 'view changes the number of elements', { path: ctx.path });
+    return { outputs: [tensor(attrs.shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+  },
+};
+
+/** Attributes of transpose. */
+export interface TransposeAttrs {
+  readonly dim0: number;
+  readonly dim1: number;
+}
+
+/** `x.transpose(a, b)` / permute: a view. */
+export const transposeRule: OpRule<TransposeAttrs> = {
+  name: 'transpose',
+  arity: 1,
+  apply([x], attrs) {
+    const rank = x!.shape.length;
+    const a = attrs.dim0 < 0 ? attrs.dim0 + rank : attrs.dim0;
+    const b = attrs.dim1 < 0 ? attrs.dim1 + rank : attrs.dim1;
+    const shape = [...x!.shape];
+    [shape[a], shape[b]] = [shape[b]!, shape[a]!];
+    return { outputs: [tensor(shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+  },
+};
+
+/** `x.contiguous()` / a reshape that must copy: a new tensor, nothing saved; the gradient passes through. */
+export const copyRule: OpRule<ViewAttrs | Record<string, never>> = {
+  name: 'copy',
+  arity: 1,
+  apply([x], attrs) {
+    const shape = 'shape' in attrs ? attrs.shape : x!.shape;
+    return { outputs: [tensor(shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+  },
+};
+
+/** Attributes of a slice along one dimension. */
+export interface SliceAttrs {
+  readonly dim: number;
+  readonly start: Dim;
+  readonly end: Dim;
+}
+
+/**
+ * `x[..., start:end]`: a view; its backward (SliceBackward) scatters the gradient into a new
+ * zero tensor of the input's size.
+ */
+export const sliceRule: OpRule<SliceAttrs> = {
+  name: 'slice',
+  arity: 1,
+  apply([x], attrs) {
+    const rank = x!.shape.length;
+    const dim = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
+    const shape = x!.shape.map((d, i) => (i === dim ? sub(attrs.end, attrs.start) : d));
+    return { outputs: [tensor(shape, x!.dtype)], alias: 'view', saves: () => [] };
+  },
+};
+
+/** Attributes of torch.where against a boolean buffer (GPT-2's causal mask). */
+export interface MaskedFillAttrs {
+  /** Side of the square boolean buffer registered on the module (GPT-2's n_positions). */
+  readonly positions: number;
+}
+
+/**
+ * `torch.where(bias[..., :S, :S], x, min)` with a registered bool buffer [1, 1, P, P]:
+ * saves the condition, which is a view of the whole buffer storage (P² bytes).
+ */
+export const causalWhereRule: OpRule<MaskedFillAttrs> = {
+  name: 'where',
+  arity: 1,
+  apply([x], attrs) {
+    return {
+      outputs: [tensor(x!.shape, x!.dtype)],
+      buffers: [{ name: 'bias', spec: tensor([1, 1, attrs.positions, attrs.positions], 'bool') }],
+      saves: (needs) => (needs.inputs[0] ? [{ buffer: 'bias' }] : []),
+      // The scalar fill value is a new 4-byte tensor each call.
+      forwardSteps: [{ alloc: 'mask value', bytes: specBytes(tensor([], x!.dtype)) }, { results: 'outputs' }, { free: 'mask value' }],
+    };
+  },
+};
