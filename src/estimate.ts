@@ -1,5 +1,5 @@
 import { fail } from './errors.js';
-import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
+import { prunedMax, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
@@ -310,7 +310,7 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
     const first = simulateStep(ir, { optimizer: spec, rounded, first: true, microBatches, keepTimeline: false, peakExpression });
     const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
     peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
-    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: max(first.peak.bytes, steady.peak.bytes) };
+    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: prunedMax([first.peak.bytes, steady.peak.bytes]) };
     timeline = steady.timeline;
     steps = { first: summary(first), steady: summary(steady) };
   } else {

@@ -66,3 +66,4 @@ export { attention, type AttentionImpl, type AttentionOptions } from './nn/atten
 export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.js';
 export { gpt2Model, llamaFamily, type DecoderOptions, type Gpt2Shape, type LlamaShape } from './catalog/decoders.js';
 export { fromHFConfig, type HFConfig } from './catalog/hf.js';
+export { LLMS, llm, type LlmEntry } from './catalog/llms.js';

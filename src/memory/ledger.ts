@@ -1,6 +1,6 @@
 import type { Dim } from '../sym/expr.js';
 import { compile } from '../sym/evaluate.js';
-import { add, ceilDiv, max, mul, sub, sum } from '../sym/ops.js';
+import { add, ceilDiv, maxAtom, mul, sub, sum } from '../sym/ops.js';
 import { bounds } from '../sym/bounds.js';
 
 /** What a live block of memory is for. */
@@ -229,12 +229,22 @@ export function programPeak(program: StepProgram): { bytes: Dim; candidates: Pea
   }
   if (pending !== null) candidates.push(pending);
   const slack = program.rounded ? CUDA_BLOCK - 1 : 0;
-  let kept: { c: Candidate; hi: Dim }[] = [];
+  // Exact dominance needs interval bounds of a difference, which is slow on big models; a
+  // pair is only tried when the numbers agree at a few sample points first.
+  const samples = samplePoints(candidates.map((c) => c.lo));
+  const valuesOf = (d: Dim) => {
+    const f = compile(d);
+    return samples.map((env) => f(env));
+  };
+  let kept: { c: Candidate; hi: Dim; loAt: number[]; hiAt: number[] }[] = [];
   for (const c of candidates) {
     const hi = add(c.lo, slack * c.alive.length);
-    if (kept.some((k) => bounds(sub(k.c.lo, hi)).min >= 0)) continue;
-    kept = kept.filter((k) => bounds(sub(c.lo, k.hi)).min < 0);
-    kept.push({ c, hi });
+    const loAt = valuesOf(c.lo);
+    const hiAt = loAt.map((v) => v + slack * c.alive.length);
+    const dominates = (a: { loAt: number[] }, bHi: number[]) => a.loAt.every((v, i) => v >= bHi[i]!);
+    if (kept.some((k) => dominates(k, hiAt) && bounds(sub(k.c.lo, hi)).min >= 0)) continue;
+    kept = kept.filter((k) => !(dominates({ loAt }, k.hiAt) && bounds(sub(c.lo, k.hi)).min >= 0));
+    kept.push({ c, hi, loAt, hiAt });
   }
   const points: PeakPoint[] = kept.map(({ c }) => {
     const byCategory: Record<Category, Dim> = zeroTotals();
@@ -242,7 +252,29 @@ export function programPeak(program: StepProgram): { bytes: Dim; candidates: Pea
     const info = program.events[c.event]!;
     return { bytes: sum(Object.values(byCategory)), phase: info.phase, label: info.label, event: c.event, byCategory };
   });
-  return { bytes: points.length === 1 ? points[0]!.bytes : max(...points.map((p) => p.bytes)), candidates: points };
+  return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
+}
+
+/** Symbol values to compare expressions at: each symbol at its smallest, a middle and a large value. */
+function samplePoints(exprs: readonly Dim[]): Record<string, number>[] {
+  const symbols = new Map<string, { min: number; max: number | undefined; step: number }>();
+  const visit = (d: Dim) => {
+    if (typeof d === 'number') return;
+    for (const t of d.terms) for (const f of t.factors) {
+      if (f.atom.kind === 'sym') symbols.set(f.atom.name, { min: f.atom.min, max: f.atom.max, step: f.atom.multipleOf ?? 1 });
+      else if (f.atom.kind === 'floorDiv') visit(f.atom.num);
+      else f.atom.args.forEach(visit);
+    }
+  };
+  exprs.forEach(visit);
+  const fit = (s: { min: number; max: number | undefined; step: number }, v: number) => {
+    const up = Math.ceil(Math.max(v, s.min) / s.step) * s.step;
+    return s.max !== undefined && up > s.max ? Math.floor(s.max / s.step) * s.step : up;
+  };
+  const levels = (s: { min: number; max: number | undefined; step: number }) => [fit(s, s.min), fit(s, s.min + 63), fit(s, s.min + 4095)];
+  let points: Record<string, number>[] = [{}];
+  for (const [name, s] of symbols) points = points.flatMap((p) => levels(s).map((v) => ({ ...p, [name]: v })));
+  return points.slice(0, 27);
 }
 
 /** The timeline of a symbolic program, every event's totals as expressions (slow for big models). */
@@ -265,4 +297,27 @@ export function programTimeline(program: StepProgram): TimelineEvent[] {
     live = entry >= 0 ? add(live, size) : sub(live, size);
   }
   return out;
+}
+
+/**
+ * The max of expressions, keeping only those no other one always exceeds: numbers at sample
+ * points screen the pairs, interval bounds of the difference decide.
+ */
+export function prunedMax(dims: readonly Dim[]): Dim {
+  const flat: Dim[] = [];
+  for (const d of dims) {
+    const only = typeof d !== 'number' && d.terms.length === 1 && d.terms[0]!.coef === 1 && d.terms[0]!.factors.length === 1 && d.terms[0]!.factors[0]!.power === 1 ? d.terms[0]!.factors[0]!.atom : undefined;
+    if (only?.kind === 'max') flat.push(...only.args);
+    else flat.push(d);
+  }
+  const samples = samplePoints(flat);
+  const rows = flat.map((d) => ({ d, at: samples.map((env) => compile(d)(env)) }));
+  let kept: typeof rows = [];
+  for (const row of rows) {
+    const below = (a: typeof row, b: typeof row) => a.at.every((v, i) => v <= b.at[i]!) && bounds(sub(b.d, a.d)).min >= 0;
+    if (kept.some((k) => below(row, k))) continue;
+    kept = kept.filter((k) => !below(k, row));
+    kept.push(row);
+  }
+  return maxAtom(kept.map((k) => k.d));
 }

@@ -268,7 +268,18 @@ export function max(...dims: readonly Dim[]): Dim {
         return lower > 0 || (lower === 0 && j < i);
       }),
   );
-  if (kept.length === 1) return kept[0]!;
-  kept.sort((a, b) => (dimKey(a) < dimKey(b) ? -1 : dimKey(a) > dimKey(b) ? 1 : 0));
-  return atomExpr({ kind: 'max', key: `max(${kept.map(dimKey).join(',')})`, args: kept });
+  return maxAtom(kept);
+}
+
+/**
+ * The max of arguments the caller already knows to be mutually undominated (the step
+ * simulator prunes its peak candidates itself): no pairwise check.
+ */
+export function maxAtom(args: readonly Dim[]): Dim {
+  if (args.length === 0) fail('empty-max', 'max needs at least one argument');
+  const unique = [...new Map(args.map((d) => [dimKey(d), d])).values()];
+  if (unique.length === 1) return unique[0]!;
+  if (unique.every((d) => typeof d === 'number')) return Math.max(...(unique as number[]));
+  unique.sort((a, b) => (dimKey(a) < dimKey(b) ? -1 : dimKey(a) > dimKey(b) ? 1 : 0));
+  return atomExpr({ kind: 'max', key: `max(${unique.map(dimKey).join(',')})`, args: unique });
 }
