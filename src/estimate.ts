@@ -10,7 +10,7 @@ import { add, max, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
-import { trace, type CheckpointPlan } from './trace/trace.js';
+import { trace, type CheckpointPlan, type LoraPlan } from './trace/trace.js';
 
 /** What to estimate: the input and how the model runs. */
 export interface EstimateOptions {
@@ -31,6 +31,8 @@ export interface EstimateOptions {
   readonly precision?: Precision;
   /** Activation checkpointing: which modules (or groups of blocks, or ops) recompute in backward. */
   readonly checkpoint?: CheckpointPlan;
+  /** LoRA / QLoRA fine-tuning: only the adapters train; everything else is frozen. */
+  readonly lora?: LoraPlan;
   /** dtype of a shape-only input when it differs from `dtype` (token ids are int64). */
   readonly inputDtype?: DType;
   /** `cuda` (default) or `cpu`: a few kernels keep different tensors. */
@@ -162,9 +164,10 @@ export function inputSpecs(input: EstimateOptions['input'], dtype: DType): Tenso
   return [tensor(input as readonly Dim[], dtype)];
 }
 
-/** Whether a parameter key falls under one of the frozen prefixes. */
-export function frozenBy(prefixes: readonly string[]): (key: string) => boolean {
-  return (key) => !prefixes.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`));
+/** Whether a parameter trains: not under a frozen prefix, and (with LoRA) an adapter. */
+export function trainableBy(prefixes: readonly string[], loraOnly: boolean): (key: string) => boolean {
+  return (key) =>
+    !prefixes.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`)) && (!loraOnly || key.includes('.lora_A.') || key.includes('.lora_B.'));
 }
 
 /**
@@ -182,7 +185,8 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
   if (options.precision !== undefined && precision === undefined) fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
-  const dtype = checkDType(options.dtype ?? precision?.dtype ?? 'float32', ['dtype']);
+  const modelDtype = model.kind === 'module' ? model.dtype : undefined;
+  const dtype = checkDType(options.dtype ?? precision?.dtype ?? modelDtype ?? 'float32', ['dtype']);
   const declared = model.kind === 'module' ? model.inputDtype : undefined;
   const inputDtype = checkDType(options.inputDtype ?? declared ?? dtype, ['inputDtype']);
   const moduleMode = options.moduleMode ?? (mode === 'train' ? 'train' : 'eval');
@@ -197,7 +201,8 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     autocast: precision?.autocast ?? null,
     ...(options.checkpoint !== undefined ? { checkpoint: options.checkpoint } : {}),
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
-    ...(options.freeze !== undefined ? { trainable: frozenBy(options.freeze) } : {}),
+    ...(options.freeze !== undefined || options.lora !== undefined ? { trainable: trainableBy(options.freeze ?? [], options.lora !== undefined) } : {}),
+    ...(options.lora !== undefined ? { lora: { ...options.lora, adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
   });
 }
 

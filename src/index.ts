@@ -67,3 +67,6 @@ export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.j
 export { gpt2Model, llamaFamily, type DecoderOptions, type Gpt2Shape, type LlamaShape } from './catalog/decoders.js';
 export { fromHFConfig, type HFConfig } from './catalog/hf.js';
 export { LLMS, llm, type LlmEntry } from './catalog/llms.js';
+export { decoderMeta, generation, korthikanti, kvCache, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
+export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
+export type { Precision } from './estimate.js';

@@ -15,6 +15,7 @@ import { rmsNorm } from '../nn/rmsNorm.js';
 import type { GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import { mul, sub } from '../sym/ops.js';
+import type { DType } from '../tensor/dtype.js';
 
 /** The shape of a Llama-family decoder (Llama, Qwen2, Mistral). */
 export interface LlamaShape {
@@ -39,6 +40,8 @@ export interface LlamaShape {
 export interface DecoderOptions {
   /** `eager` (default, materialised S×S scores), `sdpa` or `flash`. */
   readonly attention?: AttentionImpl;
+  /** Default parameter dtype (e.g. `bfloat16`, as checkpoints ship); estimate's dtype/precision override it. */
+  readonly dtype?: DType;
 }
 
 const PREFIX: Readonly<Record<LlamaShape['family'], string>> = { llama: 'Llama', qwen2: 'Qwen2', mistral: 'Mistral' };
@@ -143,6 +146,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     kind: 'module',
     className: `${prefix}ForCausalLM`,
     inputDtype: 'int64',
+    ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
     body: graph((g, [ids]) => {
       const h = g.apply(model, ids!);
@@ -226,6 +230,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     kind: 'module',
     className: 'GPT2LMHeadModel',
     inputDtype: 'int64',
+    ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
     body: graph((g, [ids]) => {
       const h = g.apply(transformer, ids!);

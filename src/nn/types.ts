@@ -35,6 +35,8 @@ export interface ModuleLayer {
   readonly name?: string;
   /** dtype of the model's input when it is not the parameters' (token ids are int64). */
   readonly inputDtype?: DType;
+  /** dtype the model's parameters default to (estimate's `dtype`/`precision` override it). */
+  readonly dtype?: DType;
   /** Facts about the model that reports and helpers read (decoder shape for the KV cache). */
   readonly meta?: ModelMeta;
 }

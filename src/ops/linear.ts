@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import { mul, product } from '../sym/ops.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim, expectRank, positiveInt } from './check.js';
 import type { OpRule, SavedRef } from './types.js';
 
@@ -14,7 +14,17 @@ export interface LinearAttrs {
   readonly tiedWeight?: string;
   /** Hugging Face's Conv1D stores the weight as [in, out]. */
   readonly transposedWeight?: boolean;
+  /**
+   * `nf4`: a bitsandbytes Linear4bit (QLoRA base layer): the weight packed two per byte with
+   * blockwise double-quantised constants, dequantised to the activations' dtype for each
+   * matmul, forward and backward.
+   */
+  readonly quant?: 'nf4';
 }
+
+/** bitsandbytes 4-bit blocks: one absmax per 64 weights, quantised to 8 bits, with a float32 constant per 256 of those. */
+export const NF4_BLOCK = 64;
+export const NF4_BLOCK2 = 256;
 
 /**
  * Linear: y = x·Wᵀ + b over the last dimension. It runs as addmm/mm/matmul, whose
@@ -32,10 +42,28 @@ export const linearRule: OpRule<LinearAttrs> = {
       fail('channel-mismatch', 'linear input features differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(features) });
     }
     const out = positiveInt(attrs.out, 'out', ctx);
-    const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
+    const quantized = attrs.quant === 'nf4';
+    const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], quantized ? 'nf4' : ctx.paramDtype);
     const params = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }];
     if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     const lead = input!.shape.slice(0, -1);
+    if (quantized) {
+      const blocks = Math.ceil((out * features) / NF4_BLOCK);
+      const dequantized = specBytes(tensor([out, features], input!.dtype));
+      return {
+        outputs: [tensor([...lead, out], input!.dtype)],
+        params,
+        buffers: [
+          { name: 'absmax', spec: tensor([blocks], 'uint8') },
+          { name: 'absmax2', spec: tensor([Math.ceil(blocks / NF4_BLOCK2)], 'float32') },
+        ],
+        // MatMul4Bit keeps only the packed weight: the input is not needed for a frozen weight.
+        saves: () => [],
+        forwardSteps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'outputs' }, { free: 'dequantized weight' }],
+        backward: () => ({ steps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'inputGrads' }, { free: 'dequantized weight' }, { results: 'paramGrads' }] }),
+        macs: mul(product(lead), out * features),
+      };
+    }
     return {
       outputs: [tensor([...lead, out], input!.dtype)],
       params,

@@ -3,6 +3,10 @@ import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
 import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
 import { castRule } from '../ops/cast.js';
+import { dropoutRule } from '../ops/dropout.js';
+import { linearRule, type LinearAttrs } from '../ops/linear.js';
+import { mulScalarRule } from '../ops/pointwise.js';
+import { opLayer } from '../nn/op.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
@@ -29,7 +33,24 @@ export interface TraceOptions extends TraceSettings {
   readonly autocast?: DType | null;
   /** Which modules run under activation checkpointing, and which ops are recomputed. */
   readonly checkpoint?: CheckpointPlan;
+  /** LoRA adapters on Linear layers (PEFT), optionally over a 4-bit base (QLoRA). */
+  readonly lora?: LoraPlan;
 }
+
+/** PEFT LoRA: adapters lora_A [r, in] and lora_B [out, r] beside frozen Linear layers. */
+export interface LoraPlan {
+  readonly rank: number;
+  /** Module names adapted (default the attention projections q_proj, k_proj, v_proj, o_proj); 'all-linear' for every Linear but the LM head. */
+  readonly targets?: readonly string[] | 'all-linear';
+  /** lora_dropout (default 0: PEFT uses nn.Identity). */
+  readonly dropout?: number;
+  /** QLoRA: the adapted base layers are bitsandbytes 4-bit NF4 with double quantisation. */
+  readonly quantizeBase?: boolean;
+  /** dtype of the adapters (PEFT's autocast_adapter_dtype keeps them in float32 over a 16-bit base). */
+  readonly adapterDtype?: DType;
+}
+
+const ATTENTION_PROJECTIONS = ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
 
 /** Activation checkpointing: module paths, groups of k children of a container, or op names. */
 export interface CheckpointPlan {
@@ -87,6 +108,10 @@ interface State {
   readonly holdsToEnd: Set<number>;
   /** Tensors held until an op index. */
   readonly holds: { storage: number; until: number }[];
+  /** dtype for parameters created now (LoRA adapters may differ from the base). */
+  adapterDtype: DType | null;
+  /** Inside a LoRA layer (its own Linear modules are not adapted again). */
+  adapting: boolean;
   /** Checkpoint regions: the open one, and all. */
   region: MutableRegion | null;
   readonly regions: MutableRegion[];
@@ -258,7 +283,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     gradEnabled: options.gradEnabled,
     device: options.device,
     framework: options.framework ?? 'torch-2',
-    paramDtype: options.paramDtype,
+    paramDtype: state.adapterDtype ?? options.paramDtype,
     get path() {
       return pathOf();
     },
@@ -403,8 +428,44 @@ function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsN
   return { inputGrads, steps: plan.steps ?? GRADS_ONLY };
 }
 
+function loraTarget(state: State, layer: OpLayer<unknown>, name: string): boolean {
+  const plan = state.options.lora;
+  if (plan === undefined || state.adapting || layer.rule.name !== 'linear' || layer.className !== 'Linear') return false;
+  if (plan.targets === 'all-linear') return name !== 'lm_head';
+  return (plan.targets ?? ATTENTION_PROJECTIONS).includes(name);
+}
+
+/**
+ * PEFT's lora.Linear: `base_layer(x) + lora_B(lora_A(dropout(x))) * scaling`, the input cast
+ * to the adapters' dtype first (a copy lora_A keeps when it differs).
+ */
+function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
+  const plan = state.options.lora!;
+  const attrs = layer.attrs as LinearAttrs;
+  const module = openModule(state, name, 'Linear', inputs);
+  state.adapting = true;
+  const baseAttrs: LinearAttrs = plan.quantizeBase ? { ...attrs, quant: 'nf4' } : attrs;
+  const base = first(traceLayer(state, opLayer(linearRule, plan.quantizeBase ? 'Linear4bit' : 'Linear', baseAttrs, { name: 'base_layer' }), inputs, undefined), module.path);
+  let x = first(inputs, module.path);
+  const adapterDtype = plan.adapterDtype ?? state.options.paramDtype;
+  if ((plan.dropout ?? 0) > 0) x = first(traceLayer(state, opLayer(dropoutRule, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x], undefined), module.path);
+  if (x.dtype !== adapterDtype) x = runOp(state, castRule, { dtype: adapterDtype }, [x])[0]!;
+  const previous = state.adapterDtype;
+  state.adapterDtype = adapterDtype;
+  const a = first(traceLayer(state, opLayer(linearRule, 'Linear', { out: plan.rank, bias: false }, { name: 'lora_A.default' }), [x], undefined), module.path);
+  const b = first(traceLayer(state, opLayer(linearRule, 'Linear', { out: attrs.out, bias: false }, { name: 'lora_B.default' }), [a], undefined), module.path);
+  state.adapterDtype = previous;
+  let scaled = runOp(state, mulScalarRule, {}, [b])[0]!;
+  if (scaled.dtype !== base.dtype) scaled = runOp(state, castRule, { dtype: base.dtype }, [scaled])[0]!;
+  const outputs = runOp(state, addRule, {}, [base, scaled]);
+  state.adapting = false;
+  closeModule(state, module, outputs);
+  return outputs;
+}
+
 function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
   if (layer.className === null) return runOp(state, layer.rule, layer.attrs, inputs);
+  if (loraTarget(state, layer, name)) return traceLora(state, layer, inputs, name);
   const module = openShared(state, layer, name, layer.className, inputs, false);
   const outputs = runOp(state, layer.rule, layer.attrs, inputs, state.seenLayers.get(layer)!.params);
   closeModule(state, module, outputs);
@@ -551,6 +612,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     holds: [],
     region: null,
     regions: [],
+    adapterDtype: null,
+    adapting: false,
   };
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = options.inputs.map((spec, i) => {
