@@ -13,7 +13,15 @@ export interface KvCacheOptions {
   readonly dtype?: DType;
 }
 
-/** The decoder facts a catalog model or fromHFConfig records; a VramError for anything else. */
+/**
+ * The decoder facts a catalog model or fromHFConfig records; a VramError for anything else.
+ *
+ * @example
+ * ```ts
+ * import { decoderMeta, llm } from 'vram-ts';
+ * console.log(decoderMeta(llm('llama-3-8b')).kvHeads); // 8
+ * ```
+ */
 export function decoderMeta(model: Layer): ModelMeta {
   const meta = model.kind === 'module' ? model.meta : undefined;
   if (meta === undefined || meta.kind !== 'decoder') fail('not-a-decoder', 'this needs a decoder LLM (fromHFConfig or the LLM catalog)', { path: ['model'] });
