@@ -147,6 +147,8 @@ export interface Estimate {
   readonly timeline: readonly TimelineEvent[];
   /** Training: the first step (state allocated lazily) and a later one; inference: the forward. */
   readonly steps: { readonly first?: StepSummary; readonly steady?: StepSummary; readonly inference?: StepSummary };
+  /** The optimizer the step was simulated with (null: inference, or none asked for). */
+  readonly optimizer: OptimizerSpec | null;
   /** The traced model everything above was computed from. */
   readonly ir: IR;
 }
@@ -340,6 +342,7 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
     peak,
     timeline,
     steps,
+    optimizer: spec,
     ir,
   };
 }

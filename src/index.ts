@@ -70,3 +70,4 @@ export { LLMS, llm, type LlmEntry } from './catalog/llms.js';
 export { decoderMeta, generation, korthikanti, kvCache, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
 export type { Precision } from './estimate.js';
+export { explain, formatExplain, type ExplainTerm } from './report/explain.js';

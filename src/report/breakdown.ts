@@ -4,6 +4,7 @@ import type { IR } from '../trace/ir.js';
 import { ljust, pyFixed, pyThousands, rjust } from './pyformat.js';
 import { torchsummaryModules } from './torchsummary.js';
 import { formatBytes, formatCount } from './units.js';
+import { CATEGORIES } from '../memory/ledger.js';
 
 /** What torchsummary's "Forward/backward pass size" is made of, in bytes (4 B per element). */
 export interface TorchsummaryDecomposition {
@@ -50,7 +51,7 @@ export function torchsummaryDecomposition(ir: IR, wrapped = true): TorchsummaryD
 
 function row(label: string, detail: string, bytes: number | string): string {
   const value = typeof bytes === 'number' ? pyThousands(bytes) : bytes;
-  return `  ${ljust(label, 34)}${ljust(detail, 22)}${rjust(value, 16)}  ${rjust(typeof bytes === 'number' ? formatBytes(bytes) : '', 11)}`;
+  return `  ${ljust(label, 42)} ${ljust(detail, 22)}${rjust(value, 16)}  ${rjust(typeof bytes === 'number' ? formatBytes(bytes) : '', 11)}`;
 }
 
 /**
@@ -68,7 +69,7 @@ export function formatBreakdown(result: Estimate): string {
   const input = ir.tensors[ir.inputs[0]!]!.spec;
   const root = result.modules[0]!;
   const lines: string[] = [];
-  const mode = ir.settings.gradEnabled ? `training forward (autograd on, model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
+  const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}`);
   lines.push('');
   lines.push('What is held');
@@ -78,6 +79,20 @@ export function formatBreakdown(result: Estimate): string {
   lines.push(row('buffers', 'BatchNorm statistics', show(bytes.buffers)));
   lines.push(row('input', '', show(bytes.input)));
   lines.push(row('activations saved for backward', 'distinct storages', show(bytes.activations)));
+  if (ir.settings.gradEnabled) {
+    lines.push(row('gradients', `${pyThousands(params.trainable)} trainable`, show(bytes.gradients)));
+    lines.push(row('optimizer state', result.optimizer === null ? 'none' : result.optimizer.name, show(bytes.optimizer)));
+  }
+  const at = result.peak;
+  lines.push('');
+  lines.push(`Peak: ${typeof at.bytes === 'number' ? `${pyThousands(at.bytes)} B (${formatBytes(at.bytes)})` : `${formatDim(at.bytes)} B`}${typeof at.bytes === 'number' ? ` at ${at.phase}, ${at.label}` : ''}`);
+  if (typeof at.bytes === 'number') {
+    lines.push(`  ${at.step === 'inference' ? 'inference forward' : `${at.step} step`}${ir.settings.device === 'cuda' ? ', counted in 512-byte CUDA blocks' : ''}; live then:`);
+    for (const category of CATEGORIES) {
+      const value = at.byCategory[category];
+      if (value !== 0) lines.push(row(`  ${category}`, '', show(value)));
+    }
+  }
   lines.push('');
   lines.push('Saved for backward, by module');
   for (const module of result.modules.filter((m) => m.depth >= 1 && m.depth <= 2)) {
@@ -95,8 +110,9 @@ export function formatBreakdown(result: Estimate): string {
     lines.push(`    ${mb(ts.inplaceRepeats)} MB in-place activations counting their input's storage again;`);
     lines.push(`  then doubles it "for gradients". Autograd really keeps ${formatBytes(bytes.activations as number)} (${formatCount(bytes.activations)} B):`);
     lines.push('  only what backward needs, each storage once, including the input image where the first conv saves it.');
-    lines.push('  Gradients of activations never all exist at once, and parameter gradients and optimizer state,');
-    lines.push('  which torchsummary leaves out, are sized by the parameters, not by the input.');
+    lines.push('  Gradients of activations never all exist at once; parameter gradients and optimizer state,');
+    lines.push('  which torchsummary leaves out, are sized by the parameters, not by the input. The peak above');
+    lines.push('  is the largest total live at one moment of the whole step, simulated op by op.');
   }
   return `${lines.join('\n')}\n`;
 }

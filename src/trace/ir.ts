@@ -19,6 +19,8 @@ export interface IRTensor {
   readonly requiresGrad: boolean;
   /** `features.0.0.weight` for parameters and buffers. */
   readonly key?: string;
+  /** What a saved-only tensor is (`save_mean`, `mask`, `indices`, `original input`). */
+  readonly label?: string;
 }
 
 /** One allocation: the bytes its first tensor needs. */

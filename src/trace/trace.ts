@@ -384,7 +384,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
       else if ('buffer' in item) id = buffers.get(item.buffer);
       else {
         const storage = newStorage(state, specBytes(item.extra), item.extra.dtype, 'extra');
-        id = newTensor(state, { spec: item.extra, storage, role: 'extra', producer: index, requiresGrad: false });
+        id = newTensor(state, { spec: item.extra, storage, role: 'extra', producer: index, requiresGrad: false, label: item.label });
         extras.push(id);
       }
       if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: pathOf(), received: JSON.stringify(item) });
