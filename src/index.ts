@@ -71,3 +71,7 @@ export { decoderMeta, generation, korthikanti, kvCache, type GenerationEstimate,
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
 export type { Precision } from './estimate.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
+export { formatBreakdownMarkdown } from './report/breakdown.js';
+export { estimateToJSON } from './report/json.js';
+export { safetensorsHeaderLength, safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
+export { breakdownSvg, timelineSvg } from './report/svg.js';

@@ -116,3 +116,29 @@ export function formatBreakdown(result: Estimate): string {
   }
   return `${lines.join('\n')}\n`;
 }
+
+/**
+ * The breakdown as a Markdown table (for issues, READMEs, notebooks).
+ *
+ * @example
+ * ```ts
+ * import { estimate, formatBreakdownMarkdown, mobilenetV3Small } from 'vram-ts';
+ * const md = formatBreakdownMarkdown(estimate(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] }));
+ * console.log(md.split('\n')[1]); // "| --- | ---: | ---: |"
+ * ```
+ */
+export function formatBreakdownMarkdown(result: Estimate): string {
+  const { bytes, ir } = result;
+  const cell = (value: typeof bytes.parameters) => (typeof value === 'number' ? pyThousands(value) : `\`${formatDim(value)}\``);
+  const human = (value: typeof bytes.parameters) => (typeof value === 'number' ? formatBytes(value) : '');
+  const rows: [string, typeof bytes.parameters][] = [
+    ['parameters', bytes.parameters],
+    ['buffers', bytes.buffers],
+    ['input', bytes.input],
+    ['activations saved for backward', bytes.activations],
+  ];
+  if (ir.settings.gradEnabled) rows.push(['gradients', bytes.gradients], [`optimizer state (${result.optimizer?.name ?? 'none'})`, bytes.optimizer]);
+  rows.push([`**peak** (${result.peak.step}, ${result.peak.phase})`, bytes.peak]);
+  const head = [`| ${result.modules[0]!.className} | bytes | size |`, '| --- | ---: | ---: |'];
+  return `${[...head, ...rows.map(([k, v]) => `| ${k} | ${cell(v)} | ${human(v)} |`)].join('\n')}\n`;
+}

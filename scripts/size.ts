@@ -1,0 +1,33 @@
+/**
+ * `npm run size`: the minified + gzipped size of the core ESM bundle (what an app that
+ * estimates and solves pulls in: estimate, fits/maxFitting, symbols and the layer builders),
+ * and of the whole package for information. Fails when the core passes its budget.
+ */
+import { gzipSync } from 'node:zlib';
+import { build } from 'esbuild';
+
+const BUDGET = 25 * 1024;
+const dist = new URL('../dist/index.js', import.meta.url).pathname;
+
+async function gzipped(exports: string): Promise<number> {
+  const result = await build({
+    stdin: { contents: exports === '*' ? `export * from ${JSON.stringify(dist)};` : `export { ${exports} } from ${JSON.stringify(dist)};`, resolveDir: '.', loader: 'js' },
+    bundle: true,
+    minify: true,
+    format: 'esm',
+    platform: 'neutral',
+    write: false,
+    logLevel: 'error',
+  });
+  return gzipSync(result.outputFiles[0]!.contents, { level: 9 }).length;
+}
+
+const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv2d, bn, linear, relu, hardswish, residual, branch, module');
+const full = await gzipped('*');
+const kb = (n: number) => `${(n / 1024).toFixed(2)} KB`;
+console.log(`core ESM bundle (minified + gzip): ${kb(core)} (budget ${kb(BUDGET)})`);
+console.log(`whole package (minified + gzip): ${kb(full)} (reports, catalogs, charts included)`);
+if (core > BUDGET) {
+  console.error('core bundle is over budget');
+  process.exitCode = 1;
+}

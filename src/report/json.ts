@@ -1,0 +1,30 @@
+import type { Estimate } from '../estimate.js';
+import { isExpr } from '../sym/expr.js';
+import { formatDim } from '../sym/format.js';
+
+/**
+ * An estimate as plain JSON-ready data: numbers stay numbers, expressions become their
+ * text, the IR and the replayable programs are left out.
+ *
+ * @example
+ * ```ts
+ * import { estimate, estimateToJSON, mobilenetV3Small } from 'vram-ts';
+ * const json = estimateToJSON(estimate(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] }));
+ * console.log(JSON.parse(JSON.stringify(json)).params.total); // 1520931
+ * ```
+ */
+export function estimateToJSON(result: Estimate): Record<string, unknown> {
+  const plain = (value: unknown): unknown => {
+    if (isExpr(value)) return formatDim(value);
+    if (Array.isArray(value)) return value.map(plain);
+    if (typeof value === 'object' && value !== null) {
+      return Object.fromEntries(Object.entries(value).filter(([k]) => k !== 'program' && k !== 'candidates').map(([k, v]) => [k, plain(v)]));
+    }
+    return value;
+  };
+  const { ir, ...rest } = result;
+  return {
+    ...(plain(rest) as Record<string, unknown>),
+    settings: plain(ir.settings),
+  };
+}

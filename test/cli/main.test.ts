@@ -1,0 +1,83 @@
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { run } from '../../src/cli/main.js';
+
+const tmp = join(fileURLToPath(new URL('../..', import.meta.url)), '.tmp', 'cli');
+mkdirSync(tmp, { recursive: true });
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function cli(...args: string[]): { code: number; out: string; err: string } {
+  let out = '';
+  let err = '';
+  const code = run(args, (t) => (out += t), (t) => (err += t));
+  return { code, out, err };
+}
+
+describe('vram-ts command', () => {
+  it("prints the seed's breakdown (the README's main job)", () => {
+    const r = cli('mobilenet_v3_small', '--input', '3x4000x2672', '--classes', '3', '--train');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('3,461,925,408');
+    expect(r.out).toContain('Why torchsummary says 7357.33 MB');
+    expect(r.out).toMatch(/1,520,931 elements/);
+  });
+
+  it('prints torchsummary and torchinfo text', () => {
+    const ref = readFileSync(new URL('../fixtures/reference/torchsummary_mobilenet_v3_small_3cls_224x224.txt', import.meta.url), 'utf8');
+    expect(cli('mobilenet_v3_small', '--classes', '3', '--format', 'torchsummary').out).toBe(ref);
+    expect(cli('mobilenet_v3_small', '--classes', '3', '--format', 'torchinfo').out).toContain('Total mult-adds (M): 55.51');
+  });
+
+  it('solves the longest context that fits (fit … --solve seq) and exits 0', () => {
+    const r = cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--train', '--solve', 'seq');
+    expect(r.code).toBe(0);
+    expect(Number(r.out.trim())).toBeGreaterThan(100);
+  });
+
+  it('gives json, markdown, explain and an SVG file', () => {
+    const json = JSON.parse(cli('qwen2.5-0.5b', '--seq', '64', '--precision', 'bf16', '--format', 'json').out) as { params: { total: number } };
+    expect(json.params.total).toBe(494_032_768);
+    expect(cli('gpt2', '--seq', '32', '--format', 'markdown').out).toContain('| GPT2LMHeadModel | bytes | size |');
+    expect(cli('gpt2', '--seq', '32', '--format', 'explain').out).toContain('saved activations');
+    const svg = join(tmp, 'step.svg');
+    expect(cli('mobilenet_v3_small', '--svg', svg).code).toBe(0);
+    expect(readFileSync(svg, 'utf8')).toMatch(/^<svg/);
+  });
+
+  it('exits 1 with --check when it does not fit, 0 when it does', () => {
+    expect(cli('llama-3-8b', '--seq', '4096', '--gpu', '24GB', '--check').code).toBe(1);
+    expect(cli('mobilenet_v3_small', '--gpu', '24GB', '--check').code).toBe(0);
+  });
+
+  it('exits 2 with a one-line reason for bad input', () => {
+    const bad = join(tmp, 'config.json');
+    writeFileSync(bad, JSON.stringify({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 3, vocab_size: 100 }));
+    const r = cli(bad);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/^vram-ts: num_key_value_heads: .*\n$/);
+    const missing = cli(join(tmp, 'missing.json'));
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain('cannot read');
+    expect(cli('mobilenet_v3_small', '--input', '3x224').code).toBe(2);
+    expect(cli('no-such-model').code).toBe(2);
+    expect(cli('mobilenet_v3_small', '--nope').code).toBe(2);
+  });
+
+  it('reads only a safetensors header', () => {
+    const header = new TextEncoder().encode(JSON.stringify({ a: { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] }, b: { dtype: 'F32', shape: [4], data_offsets: [12, 28] } }));
+    const file = new Uint8Array(8 + header.length + 28);
+    new DataView(file.buffer).setBigUint64(0, BigInt(header.length), true);
+    file.set(header, 8);
+    const path = join(tmp, 'model.safetensors');
+    writeFileSync(path, file);
+    expect(cli('--safetensors', path).out).toContain('2 tensors, 10 parameters (BF16 6, F32 4)');
+  });
+
+  it('prints help with examples', () => {
+    const r = cli('--help');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('Examples');
+  });
+});
