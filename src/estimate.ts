@@ -313,8 +313,8 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   if (train) {
     const microBatches = options.microBatches ?? 1;
     const peakExpression = options.peakExpression ?? true;
-    const steady = simulateStep(ir, { optimizer: spec, rounded, first: false, microBatches, keepTimeline, peakExpression });
-    const first = simulateStep(ir, { optimizer: spec, rounded, first: true, microBatches, keepTimeline: false, peakExpression });
+    const steady = simulateStep(ir, { optimizer: spec, rounded, microBatches, keepTimeline, peakExpression });
+    const first = steady.first!;
     const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
     peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
     if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: prunedMax([first.peak.bytes, steady.peak.bytes]) };

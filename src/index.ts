@@ -67,7 +67,7 @@ export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.j
 export { gpt2Model, llamaFamily, type DecoderOptions, type Gpt2Shape, type LlamaShape } from './catalog/decoders.js';
 export { fromHFConfig, type HFConfig } from './catalog/hf.js';
 export { LLMS, llm, type LlmEntry } from './catalog/llms.js';
-export { decoderMeta, generation, korthikanti, kvCache, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
+export { decoderMeta, generation, grpoStep, korthikanti, kvCache, type GrpoEstimate, type GrpoOptions, type GrpoPhase, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
 export type { Precision } from './estimate.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';

@@ -14,8 +14,12 @@ import {
   formatBreakdown,
   formatBreakdownMarkdown,
   formatBytes,
+  formatCount,
   formatExplain,
+  korthikanti,
+  kvCache,
   fromHFConfig,
+  grpoStep,
   llm,
   LLMS,
   maxFitting,
@@ -40,6 +44,11 @@ Usage
   vram-ts <model> [options]             estimate one configuration
   vram-ts fit <model> --gpu <gpu> --solve batch|seq|resolution [options]
                                         the largest batch / context / resolution that fits
+  vram-ts grpo <model> --group G --prompt P --completion L [--prompts N] [--micro-batch M]
+                                        a GRPO step: generation, reference scoring, training
+  vram-ts korthikanti --seq S --batch B --hidden H --heads A
+                                        Korthikanti et al.'s per-layer activations next to
+                                        vram-ts's op-level count for a GPT-2 layer of that shape
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
 
 <model>: a catalog name (mobilenet_v3_small, mobilenet_v3_large, ${LLMS.map((e) => e.id).join(', ')})
@@ -67,6 +76,7 @@ Examples
   vram-ts mobilenet_v3_small --input 3x4000x2672 --classes 3 --train
   vram-ts qwen2.5-0.5b --seq 4096 --batch 8 --precision bf16 --gpu A800-80GB
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
+  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --attention sdpa --micro-batch 1
   vram-ts ./config.json --infer --seq 8192 --format json
   vram-ts --safetensors model.safetensors
 `;
@@ -133,6 +143,25 @@ function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', s
   };
 }
 
+/** Korthikanti et al.'s formula beside vram-ts's count for one GPT-2 layer (16-bit, dropout 0.1). */
+function korthikantiReport(values: Record<string, unknown>): string {
+  const seq = intOption(values.seq as string | undefined, 'seq', 2048);
+  const batch = intOption(values.batch as string | undefined, 'batch', 1);
+  const hidden = intOption(values.hidden as string | undefined, 'hidden', 1024);
+  const heads = intOption(values.heads as string | undefined, 'heads', 16);
+  const paper = korthikanti({ seq, batch, hidden, heads }) as number;
+  const layer = (layers: number) =>
+    estimate(fromHFConfig({ model_type: 'gpt2', n_embd: hidden, n_head: heads, n_layer: layers, n_positions: seq, vocab_size: 1024, attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 }), { input: [batch, seq], precision: 'bf16', timeline: false }).bytes.activations as number;
+  const ours = layer(2) - layer(1);
+  const sbh = seq * batch * hidden;
+  return [
+    `One transformer layer, s=${seq} b=${batch} h=${hidden} a=${heads}, 16-bit activations:`,
+    `  Korthikanti et al. 2022, sbh(34 + 5as/h):      ${formatCount(paper)} B (${formatBytes(paper)}) = sbh × ${(paper / sbh).toFixed(2)}`,
+    `  vram-ts, Hugging Face GPT-2 layer op by op:  ${formatCount(ours)} B (${formatBytes(ours)}) = sbh × ${(ours / sbh).toFixed(2)}`,
+    '',
+  ].join('\n');
+}
+
 function readSafetensors(file: string): string {
   let fd: number;
   try {
@@ -180,6 +209,13 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
         svg: { type: 'string' },
         solve: { type: 'string' },
         safetensors: { type: 'string' },
+        group: { type: 'string' },
+        prompt: { type: 'string' },
+        completion: { type: 'string' },
+        prompts: { type: 'string' },
+        'micro-batch': { type: 'string' },
+        hidden: { type: 'string' },
+        heads: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -191,8 +227,13 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
       out(readSafetensors(values.safetensors));
       return 0;
     }
+    if (positionals[0] === 'korthikanti') {
+      out(korthikantiReport(values));
+      return 0;
+    }
     const fit = positionals[0] === 'fit';
-    const name = fit ? positionals[1] : positionals[0];
+    const grpo = positionals[0] === 'grpo';
+    const name = fit || grpo ? positionals[1] : positionals[0];
     if (name === undefined) throw new UsageError('no model given (see --help)');
     const { model, kind } = loadModel(name, values);
     if (fit) {
@@ -205,6 +246,26 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
       const best = maxFitting(model, symbol, { ...estimateOptions(values, kind, solve), gpu: values.gpu });
       out(`${best}\n`);
       return best > 0 ? 0 : 1;
+    }
+    if (grpo) {
+      if (kind !== 'llm') throw new UsageError('grpo needs an LLM');
+      const { input, mode, ...common } = estimateOptions(values, kind);
+      const g = grpoStep(model, {
+        ...common,
+        prompts: intOption(values.prompts, 'prompts', 1),
+        group: intOption(values.group, 'group', 8),
+        prompt: intOption(values.prompt, 'prompt', 512),
+        completion: intOption(values.completion, 'completion', 1024),
+        ...(values['micro-batch'] !== undefined ? { microBatch: intOption(values['micro-batch'], 'micro-batch', 1) } : {}),
+      });
+      const line = (label: string, phase: { peak: number; detail: string }) => `  ${label.padEnd(11)} ${formatBytes(phase.peak).padStart(11)}  ${phase.detail}\n`;
+      out(`GRPO step: ${g.sequences} sequences\n${line('generation', g.generation)}${line('reference', g.reference)}${line('training', g.training)}  peak        ${formatBytes(g.peak).padStart(11)}\n`);
+      if (values.gpu !== undefined) {
+        const budget = memoryBudget(values.gpu);
+        out(`${g.peak <= budget ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}).\n`);
+        if (values.check && g.peak > budget) return 1;
+      }
+      return 0;
     }
     const options = estimateOptions(values, kind);
     const format = values.format ?? 'table';
@@ -232,6 +293,11 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
         break;
       default:
         throw new UsageError(`--format must be table, json, markdown, torchsummary, torchinfo or explain, got ${format}`);
+    }
+    if (kind === 'llm' && options.mode === 'inference') {
+      const [batch, seq] = options.input as number[];
+      const cache = kvCache(model, { batch: batch!, seq: seq!, dtype: result.ir.settings.paramDtype });
+      out(`\nKV cache for ${batch} × ${seq} tokens (${result.ir.settings.paramDtype}, generating with a cache): ${formatCount(cache)} B (${formatBytes(cache)}), on top of the forward above.\n`);
     }
     if (values.gpu !== undefined) {
       const verdict = fits(model, { ...options, gpu: values.gpu });

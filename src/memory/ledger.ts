@@ -53,7 +53,7 @@ function roundNumber(bytes: number, rounded: boolean): number {
 }
 
 /** Log entries: an allocation (block id >= 0), a free (-1 - id), or an event mark. */
-const MARK = Number.MIN_SAFE_INTEGER;
+export const MARK = Number.MIN_SAFE_INTEGER;
 
 /** The recorded step, replayable at any symbol values. */
 export interface StepProgram {
@@ -320,4 +320,44 @@ export function prunedMax(dims: readonly Dim[]): Dim {
     kept.push(row);
   }
   return maxAtom(kept.map((k) => k.d));
+}
+
+/** Replays a concrete program: its peak event, what was live then, and the live totals at the first and last events. */
+export function sweepConcrete(program: StepProgram): { peak: PeakPoint; first: number; last: number } {
+  const totals = zeroTotals();
+  let live = 0;
+  let best: PeakPoint | null = null;
+  let first: number | null = null;
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      if (first === null) first = live;
+      if (best === null || live > (best.bytes as number)) {
+        const info = program.events[event]!;
+        best = { bytes: live, phase: info.phase, label: info.label, event, byCategory: { ...totals } };
+      }
+      event += 1;
+      continue;
+    }
+    const id = entry >= 0 ? entry : -1 - entry;
+    const size = roundNumber(program.sizes[id] as number, program.rounded);
+    const sign = entry >= 0 ? 1 : -1;
+    totals[program.categories[id]!] += sign * size;
+    live += sign * size;
+  }
+  return { peak: best!, first: first ?? 0, last: live };
+}
+
+/** Live bytes at one event of a program (-1: after the last entry). */
+export function liveAtEvent(program: StepProgram, target: number): Dim {
+  const alive = new Set<number>();
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      if (event === target) break;
+      event += 1;
+    } else if (entry >= 0) alive.add(entry);
+    else alive.delete(-1 - entry);
+  }
+  return sum([...alive].map((id) => blockBytes(program.sizes[id]!, program.rounded)));
 }

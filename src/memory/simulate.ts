@@ -4,7 +4,7 @@ import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
 import type { KernelStep } from '../ops/types.js';
-import { createLedger, programPeak, programTimeline, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './ledger.js';
+import { MARK, createLedger, liveAtEvent, programPeak, programTimeline, sweepConcrete, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
 
 /** How the step runs. */
@@ -12,8 +12,6 @@ export interface StepSettings {
   readonly optimizer: OptimizerSpec | null;
   /** Count allocations in CUDA's 512-byte blocks. */
   readonly rounded: boolean;
-  /** First step (no gradients or optimizer state yet) or a later one. */
-  readonly first: boolean;
   /** Micro-batches per optimizer step (gradient accumulation, default 1). */
   readonly microBatches?: number;
   /** Keep every event (false: only the peak is tracked). */
@@ -34,6 +32,8 @@ export interface StepResult {
   readonly end: Dim;
   /** The log of the step, replayable at any symbol values. */
   readonly program: StepProgram;
+  /** Training: the first step, derived from this (steady) one. */
+  readonly first?: StepResult;
 }
 
 function finish(ledger: Ledger, baseline: Dim, keepTimeline: boolean, peakExpression = true): StepResult {
@@ -287,6 +287,11 @@ type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads', () => voi
 
 /** Runs a kernel's steps; records the live total at each local high (before a free, and at the end). */
 function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, label: string, results: Results): void {
+  // Most ops only make their results: no temporaries to track, no local high to record.
+  if (steps.length <= 2 && steps.every((s) => 'results' in s)) {
+    for (const run of Object.values(results)) run?.();
+    return;
+  }
   const temps = new Map<string, number>();
   const done = new Set<string>();
   let grown = false;
@@ -339,10 +344,15 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
     for (const id of plan.trainable) updates.set(id, paramUpdate(settings.optimizer, ir.tensors[id]!.spec, ir.settings.framework));
   }
   const paramGrads = new Map<number, number>();
-  if (!settings.first) {
-    for (const id of plan.trainable) paramGrads.set(id, ledger.alloc(tensorBytes(ir, id), 'gradients'));
-    for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') ledger.alloc(state.bytes, 'optimizer');
+  // The steady step: last step's gradients and the optimizer state exist before it starts.
+  const gradBlocks = new Set<number>();
+  const stateBlocks: number[] = [];
+  for (const id of plan.trainable) {
+    const block = ledger.alloc(tensorBytes(ir, id), 'gradients');
+    paramGrads.set(id, block);
+    gradBlocks.add(block);
   }
+  for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') stateBlocks.push(ledger.alloc(state.bytes, 'optimizer'));
   ledger.record('start', 'before the step');
   const baseline = ledger.live();
 
@@ -353,11 +363,9 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const micro = Math.max(1, settings.microBatches ?? 1);
   for (let m = 0; m < micro; m += 1) forwardBackward(ir, plan, ledger, storageBlock, paramGrads, micro > 1 ? `micro-batch ${m + 1}: ` : '');
 
+  const stepMark = ledger.program().events.length;
+  ledger.record('step', 'optimizer step begins');
   if (settings.optimizer !== null) {
-    if (settings.first) {
-      for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') ledger.alloc(state.bytes, 'optimizer');
-      ledger.record('step', 'optimizer state allocated (first step)');
-    }
     const listTemps = sum([...updates.values()].map((u) => u.listTemps));
     if (listTemps !== 0) {
       const block = ledger.alloc(listTemps, 'temporaries');
@@ -372,7 +380,32 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
     }
   }
   ledger.record('end', 'after the step');
-  return finish(ledger, baseline, settings.keepTimeline ?? true, settings.peakExpression ?? true);
+  const steady = finish(ledger, baseline, settings.keepTimeline ?? true, settings.peakExpression ?? true);
+  return { ...steady, first: firstStep(steady.program, gradBlocks, stateBlocks, stepMark, settings.peakExpression ?? true) };
+}
+
+/**
+ * The first step from the steady one: the same allocations without last step's gradients,
+ * and with the optimizer state created lazily as the step begins.
+ */
+function firstStep(program: StepProgram, gradBlocks: ReadonlySet<number>, stateBlocks: readonly number[], stepMark: number, peakExpression: boolean): StepResult {
+  const states = new Set(stateBlocks);
+  const log: number[] = [];
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      if (event === stepMark) log.push(...stateBlocks);
+      log.push(MARK);
+      event += 1;
+    } else if (entry >= 0 ? !gradBlocks.has(entry) && !states.has(entry) : !gradBlocks.has(-1 - entry)) log.push(entry);
+  }
+  const first: StepProgram = { ...program, log };
+  if (first.sizes.every((s) => typeof s === 'number')) {
+    const sweep = sweepConcrete(first);
+    return { timeline: [], peak: sweep.peak, candidates: [sweep.peak], baseline: sweep.first, end: sweep.last, program: first };
+  }
+  const { bytes, candidates } = peakExpression ? programPeak(first) : { bytes: 0, candidates: [{ bytes: 0, phase: 'end' as const, label: 'not computed', event: 0, byCategory: zeroTotals() }] };
+  return { timeline: [], peak: { ...candidates[0]!, bytes }, candidates, baseline: liveAtEvent(first, 0), end: liveAtEvent(first, -1), program: first };
 }
 
 /** Inference: a no-grad forward; the peak is the largest set of tensors alive at once. */

@@ -76,7 +76,7 @@ export function formatBreakdown(result: Estimate): string {
   const symbolic = [bytes.parameters, bytes.buffers, bytes.input, bytes.activations].some((b) => typeof b !== 'number');
   const show = (value: typeof bytes.parameters) => (typeof value === 'number' ? value : `${formatDim(value)}`);
   lines.push(row('parameters', `${pyThousands(params.total)} elements`, show(bytes.parameters)));
-  lines.push(row('buffers', 'BatchNorm statistics', show(bytes.buffers)));
+  lines.push(row('buffers', 'running statistics, masks', show(bytes.buffers)));
   lines.push(row('input', '', show(bytes.input)));
   lines.push(row('activations saved for backward', 'distinct storages', show(bytes.activations)));
   if (ir.settings.gradEnabled) {
@@ -99,7 +99,8 @@ export function formatBreakdown(result: Estimate): string {
     const name = `${'  '.repeat(module.depth - 1)}${module.path.join('.')} ${module.className}`;
     lines.push(row(name, `${pyThousands(module.params)} params`, show(module.activations)));
   }
-  if (!symbolic && ir.settings.gradEnabled) {
+  // torchsummary's figure is about image models (a 4-D float input).
+  if (!symbolic && ir.settings.gradEnabled && input.shape.length === 4 && input.dtype.startsWith('float')) {
     const ts = torchsummaryDecomposition(ir);
     const mb = (n: number) => pyFixed(n / 2 ** 20, 2);
     lines.push('');

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The published package works everywhere it is promised: `npm pack`, then the same check
  * (the seed's case) under Node ESM, Node CJS, Deno and Bun, and in headless Chromium from a
@@ -67,7 +68,7 @@ describe('the packed package', () => {
       const drawn = await page.evaluate(() => {
         document.body.innerHTML = (globalThis as unknown as { __svg: string }).__svg;
         const svg = document.querySelector('svg')!;
-        const areas = [...svg.querySelectorAll('polygon.area')].map((p) => (p as SVGGraphicsElement).getBBox());
+        const areas = Array.from(svg.querySelectorAll('polygon.area')).map((p) => (p as SVGGraphicsElement).getBBox());
         const peak = (svg.querySelector('circle.peak') as SVGGraphicsElement).getBBox();
         return { areas: areas.length, widest: Math.max(...areas.map((b) => b.width)), tallest: Math.max(...areas.map((b) => b.height)), peak: peak.width };
       });
