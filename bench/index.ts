@@ -1,8 +1,9 @@
 /**
- * `npm run bench`: in-process timings after warm-up (tinybench). Not a test: it prints.
+ * `npm run bench`: in-process timings after warm-up (tinybench) of the built package in dist/,
+ * the code npm users run (the script builds first). Not a test: it prints.
  */
 import { Bench } from 'tinybench';
-import { estimate, llm, maxFitting, mobilenetV3Large, mobilenetV3Small, summary, sym } from '../src/index.js';
+import { estimate, llm, maxFitting, mobilenetV3Large, mobilenetV3Small, summary, sym } from '../dist/index.js';
 
 const seedModel = mobilenetV3Small({ numClasses: 3 });
 const large = mobilenetV3Large();

@@ -324,28 +324,40 @@ export function prunedMax(dims: readonly Dim[]): Dim {
 
 /** Replays a concrete program: its peak event, what was live then, and the live totals at the first and last events. */
 export function sweepConcrete(program: StepProgram): { peak: PeakPoint; first: number; last: number } {
-  const totals = zeroTotals();
+  // Pass 1 finds the peak event on the running total alone; pass 2 splits that one event
+  // by category (copying the totals at every new maximum cost more than replaying).
   let live = 0;
-  let best: PeakPoint | null = null;
+  let bestLive = -1;
+  let bestEvent = 0;
   let first: number | null = null;
   let event = 0;
   for (const entry of program.log) {
     if (entry === MARK) {
       if (first === null) first = live;
-      if (best === null || live > (best.bytes as number)) {
-        const info = program.events[event]!;
-        best = { bytes: live, phase: info.phase, label: info.label, event, byCategory: { ...totals } };
+      if (live > bestLive) {
+        bestLive = live;
+        bestEvent = event;
       }
+      event += 1;
+      continue;
+    }
+    const size = roundNumber(program.sizes[entry >= 0 ? entry : -1 - entry] as number, program.rounded);
+    live += entry >= 0 ? size : -size;
+  }
+  const totals = zeroTotals();
+  event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      if (event === bestEvent) break;
       event += 1;
       continue;
     }
     const id = entry >= 0 ? entry : -1 - entry;
     const size = roundNumber(program.sizes[id] as number, program.rounded);
-    const sign = entry >= 0 ? 1 : -1;
-    totals[program.categories[id]!] += sign * size;
-    live += sign * size;
+    totals[program.categories[id]!] += entry >= 0 ? size : -size;
   }
-  return { peak: best!, first: first ?? 0, last: live };
+  const info = program.events[bestEvent]!;
+  return { peak: { bytes: Math.max(0, bestLive), phase: info.phase, label: info.label, event: bestEvent, byCategory: totals }, first: first ?? 0, last: live };
 }
 
 /** Live bytes at one event of a program (-1: after the last entry). */

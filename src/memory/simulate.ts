@@ -320,8 +320,8 @@ function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, l
 }
 
 function opLabel(ir: IR, op: IROp): string {
-  const path = ir.modules[op.module]!.path;
-  return path.length === 0 ? op.op : `${path.join('.')} ${op.op}`;
+  const key = ir.modules[op.module]!.key;
+  return key === '' ? op.op : `${key} ${op.op}`;
 }
 
 /**
@@ -389,15 +389,18 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
  * and with the optimizer state created lazily as the step begins.
  */
 function firstStep(program: StepProgram, gradBlocks: ReadonlySet<number>, stateBlocks: readonly number[], stepMark: number, peakExpression: boolean): StepResult {
-  const states = new Set(stateBlocks);
+  // Flags by block id: 1 = a gradient (never freed before the step), 2 = optimizer state (born at the step).
+  const kind = new Uint8Array(program.sizes.length);
+  for (const block of gradBlocks) kind[block] = 1;
+  for (const block of stateBlocks) kind[block] = 2;
   const log: number[] = [];
   let event = 0;
   for (const entry of program.log) {
     if (entry === MARK) {
-      if (event === stepMark) log.push(...stateBlocks);
+      if (event === stepMark) for (const block of stateBlocks) log.push(block);
       log.push(MARK);
       event += 1;
-    } else if (entry >= 0 ? !gradBlocks.has(entry) && !states.has(entry) : !gradBlocks.has(-1 - entry)) log.push(entry);
+    } else if (entry >= 0 ? kind[entry] === 0 : kind[-1 - entry] !== 1) log.push(entry);
   }
   const first: StepProgram = { ...program, log };
   if (first.sizes.every((s) => typeof s === 'number')) {

@@ -18,9 +18,9 @@ export interface IRTensor {
   /** Whether autograd tracks it. */
   readonly requiresGrad: boolean;
   /** `features.0.0.weight` for parameters and buffers. */
-  readonly key?: string;
+  readonly key?: string | undefined;
   /** What a saved-only tensor is (`save_mean`, `mask`, `indices`, `original input`). */
-  readonly label?: string;
+  readonly label?: string | undefined;
 }
 
 /** One allocation: the bytes its first tensor needs. */
@@ -80,6 +80,8 @@ export interface IRModule {
   readonly name: string;
   /** Names from the root ([] for the root). */
   readonly path: readonly string[];
+  /** The path joined with dots, as `named_modules()` spells it ('' for the root). */
+  readonly key: string;
   readonly className: string;
   /** An nn.Sequential (or subclass): torchsummary gives those no row. */
   readonly isSequential: boolean;

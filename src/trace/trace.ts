@@ -93,7 +93,6 @@ interface State {
   readonly storages: IRStorage[];
   readonly ops: IROp[];
   readonly modules: MutableModule[];
-  readonly paramsByKey: Map<string, number>;
   readonly constraints: Map<string, Dim>;
   readonly stack: number[];
   /** Layer objects already traced: their first module and, for ops, their parameters by name. */
@@ -101,7 +100,8 @@ interface State {
   finished: number;
   stage: 'model' | 'loss';
   /** storage id → path of the first op that saved it (to catch in-place writes PyTorch rejects). */
-  readonly savedBy: Map<number, string>;
+  /** storage → index of the first op that saved it (its path is built only for the error). */
+  readonly savedBy: (number | undefined)[];
   /** param tensor id → its autocast copy (the cast weight cached for the forward). */
   readonly autocastCopies: Map<number, number>;
   /** Storages kept until the model's forward returns (autocast cache, held locals). */
@@ -133,7 +133,17 @@ function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorRole, tr
 
 function newTensor(state: State, fields: Omit<IRTensor, 'id'>): number {
   const id = state.tensors.length;
-  state.tensors.push({ id, ...fields });
+  // Spelled out rather than spread: this runs for every tensor of every trace.
+  state.tensors.push({
+    id,
+    spec: fields.spec,
+    storage: fields.storage,
+    role: fields.role,
+    producer: fields.producer,
+    requiresGrad: fields.requiresGrad,
+    key: fields.key,
+    label: fields.label,
+  });
   return id;
 }
 
@@ -152,12 +162,12 @@ function modulePath(state: State): string[] {
 
 function openModule(state: State, name: string, className: string, inputs: readonly TensorRef[], isSequential = false): MutableModule {
   const parent = state.stack.length === 0 ? null : state.stack[state.stack.length - 1]!;
-  const path = parent === null ? [] : [...state.modules[parent]!.path, name];
+  const parentModule = parent === null ? null : state.modules[parent]!;
   const module: MutableModule = {
     index: state.modules.length,
     name: parent === null ? '' : name,
-    path,
-    key: path.join('.'),
+    path: parentModule === null ? [] : [...parentModule.path, name],
+    key: parentModule === null ? '' : parentModule.key === '' ? name : `${parentModule.key}.${name}`,
     className,
     isSequential,
     parent,
@@ -263,6 +273,12 @@ function withPath(path: readonly (string | number)[], error: unknown): unknown {
   return new VramError(error.issues.map((issue) => (issue.path.length >= path.length ? issue : { ...issue, path: [...path, ...issue.path] })));
 }
 
+/** The module path of an op already recorded, with the op's name last. */
+function opPath(state: State, index: number): string[] {
+  const op = state.ops[index]!;
+  return [...state.modules[op.module]!.path, op.op];
+}
+
 function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
   const { options } = state;
   const owner = current(state);
@@ -284,9 +300,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     device: options.device,
     framework: options.framework ?? 'torch-2',
     paramDtype: state.adapterDtype ?? options.paramDtype,
-    get path() {
-      return pathOf();
-    },
+    path: pathOf(),
   };
   const inputTensors = inputs.map((t) => state.tensors[t.id]!);
   let result: ReturnType<OpRule<A>['apply']>;
@@ -297,9 +311,11 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
   }
   const index = state.ops.length;
 
-  const ownedIds = (list: typeof result.params, role: 'param' | 'buffer'): Map<string, number> => {
+  const ownedIds = (list: typeof result.params, role: 'param' | 'buffer'): ReadonlyMap<string, number> => {
+    // Most ops own nothing: skip the Map for them.
+    if (list === undefined || list.length === 0) return NO_IDS;
     const ids = new Map<string, number>();
-    for (const owned of list ?? []) {
+    for (const owned of list) {
       const key = owner.key === '' ? owned.name : `${owner.key}.${owned.name}`;
       const shared = role === 'param' ? reuse?.get(owned.name) : undefined;
       if (shared !== undefined) {
@@ -308,7 +324,8 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
         continue;
       }
       if (owned.tiedTo !== undefined) {
-        const tied = state.paramsByKey.get(owned.tiedTo);
+        // Ties are rare (an LM head tied to the embedding): a scan beats indexing every parameter.
+        const tied = state.tensors.find((t) => t.role === 'param' && t.key === owned.tiedTo)?.id;
         if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path: pathOf(), received: owned.tiedTo });
         ids.set(owned.name, tied);
         if (role === 'param') owner.params.push(tied);
@@ -319,7 +336,6 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
       const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
       const id = newTensor(state, { spec: owned.spec, storage, role, producer: null, requiresGrad: trainable && options.gradEnabled, key });
       if (role === 'param') {
-        state.paramsByKey.set(key, id);
         owner.params.push(id);
       } else {
         owner.buffers.push(id);
@@ -331,9 +347,9 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
   const params = ownedIds(result.params, 'param');
   const buffers = ownedIds(result.buffers, 'buffer');
   // Autocast runs `lower` ops on 16-bit copies of their weights, cached until the forward ends.
-  const copies = new Map<number, number>();
+  const copies = policy === 'lower' && options.gradEnabled ? new Map<number, number>() : NO_COPIES;
   const newCopies: number[] = [];
-  if (policy === 'lower' && options.gradEnabled) {
+  if (copies !== NO_COPIES) {
     for (const id of params.values()) {
       const param = state.tensors[id]!;
       if (!isFloating(param.spec.dtype) || param.spec.dtype === castTo) continue;
@@ -346,32 +362,35 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
         state.holdsToEnd.add(storage);
         newCopies.push(copy);
       }
-      copies.set(id, copy);
+      (copies as Map<number, number>).set(id, copy);
     }
   }
 
   if (result.alias === 'inplace' && options.gradEnabled) {
     const target = inputTensors[0]!.storage;
-    const saver = state.savedBy.get(target);
-    if (saver !== undefined) {
+    const saverOp = state.savedBy[target];
+    if (saverOp !== undefined) {
+      const saver = opPath(state, saverOp).join('.');
       fail('inplace-on-saved', `${rule.name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`, { path: pathOf() });
     }
   }
   const needsInputs = inputTensors.map((t) => t.requiresGrad);
-  const paramsNeed = [...params.values()].some((id) => state.tensors[id]!.requiresGrad);
+  let paramsNeed = false;
+  for (const id of params.values()) if (state.tensors[id]!.requiresGrad) paramsNeed = true;
   const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
-  const nonDiff = new Set(result.nonDifferentiableOutputs ?? []);
+  const nonDiff = result.nonDifferentiableOutputs ?? NO_INDICES;
   const outputs = result.outputs.map((spec, i) => {
     checkShape(state, spec, pathOf);
     const aliased = i === 0 && result.alias !== undefined;
     const storage = aliased
       ? inputTensors[0]!.storage
       : newStorage(state, specBytes(spec), spec.dtype, 'activation');
-    return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.has(i) });
+    return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.includes(i) });
   });
 
   const extras: number[] = [...newCopies];
-  const saved = new Set<number>();
+  // A handful per op: an array with includes() is cheaper than a Set.
+  const saved: number[] = [];
   if (recorded) {
     for (const item of result.saves({ inputs: needsInputs, params: paramsNeed }) as readonly SavedRef[]) {
       let id: number | undefined;
@@ -388,9 +407,9 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
         extras.push(id);
       }
       if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: pathOf(), received: JSON.stringify(item) });
-      saved.add(id);
+      if (!saved.includes(id)) saved.push(id);
       const storage = state.tensors[id]!.storage;
-      if (!state.savedBy.has(storage)) state.savedBy.set(storage, pathOf().join('.'));
+      if (state.savedBy[storage] === undefined) state.savedBy[storage] = index;
     }
   }
 
@@ -401,10 +420,10 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     module: owner.index,
     inputs: inputs.map((t) => t.id),
     outputs,
-    params: [...params.values()],
-    buffers: [...buffers.values()],
+    params: params === NO_IDS ? NO_INDICES : [...params.values()],
+    buffers: buffers === NO_IDS ? NO_INDICES : [...buffers.values()],
     extras,
-    saved: [...saved],
+    saved,
     alias: result.alias ?? null,
     recorded,
     macs: result.macs ?? 0,
@@ -412,13 +431,16 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     forwardSteps: result.forwardSteps ?? OUTPUTS_ONLY,
     backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
     stage: state.stage,
-    paramCopies: [...copies.values()],
+    paramCopies: copies === NO_COPIES ? NO_INDICES : [...copies.values()],
     region: state.region?.id ?? null,
   });
   if (state.region !== null) state.region.endOp = state.ops.length;
   return outputs.map((id) => ref(state, id));
 }
 
+const NO_IDS: ReadonlyMap<string, number> = new Map();
+const NO_COPIES: ReadonlyMap<number, number> = new Map();
+const NO_INDICES: readonly number[] = [];
 const OUTPUTS_ONLY: readonly KernelStep[] = [{ results: 'outputs' }];
 const GRADS_ONLY: readonly KernelStep[] = [{ results: 'inputGrads' }, { results: 'paramGrads' }];
 
@@ -600,13 +622,12 @@ export function trace(model: Layer, options: TraceOptions): IR {
     storages: [],
     ops: [],
     modules: [],
-    paramsByKey: new Map(),
     constraints: new Map(),
     stack: [],
     seenLayers: new Map(),
     finished: 0,
     stage: 'model',
-    savedBy: new Map(),
+    savedBy: [],
     autocastCopies: new Map(),
     holdsToEnd: new Set(),
     holds: [],
