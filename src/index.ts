@@ -12,6 +12,8 @@ export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
 export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
 export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
 export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
+export type { EmbeddingAttrs } from './ops/embedding.js';
+export type { LayerNormAttrs } from './ops/layerNorm.js';
 
 export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
 export { adaptiveAvgPool2d } from './nn/adaptiveAvgPool2d.js';
@@ -40,7 +42,7 @@ export { silu } from './nn/silu.js';
 export { squeezeExcitation, type SqueezeExcitationOptions } from './nn/squeezeExcitation.js';
 export { tanh } from './nn/tanh.js';
 
-export type { IR, IRModule, IROp, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
+export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
 export { trace, type TraceOptions } from './trace/trace.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
@@ -56,7 +58,7 @@ export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/ca
 export { CONTEXT_DEFAULTS, cublasWorkspace, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
 export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
 export { BNB_BLOCK_SIZE, BNB_MIN_8BIT_SIZE, paramUpdate, type OptimizedParam, type OptimizerImpl, type OptimizerName, type OptimizerSpec, type ParamUpdate, type StateTensor } from './memory/optimizers.js';
-export { CATEGORIES, type Category, type PeakPoint, type Phase, type TimelineEvent } from './memory/ledger.js';
+export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
 export type { PeakDetails, StepSummary } from './estimate.js';
 export type { ModelMeta } from './nn/types.js';
 export { embedding } from './nn/embedding.js';
