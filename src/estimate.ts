@@ -75,26 +75,29 @@ export interface ParamCounts {
   readonly trainable: number;
 }
 
-/** Bytes by category; numbers for concrete inputs, expressions for symbolic ones. */
-export interface ByteCounts {
+/**
+ * Bytes by category; numbers for concrete inputs, expressions for symbolic ones. `D` is
+ * `number` when the input shape is all numbers (estimate's overload says so to the compiler).
+ */
+export interface ByteCounts<D extends Dim = Dim> {
   /** Parameters, tied weights once. */
-  readonly parameters: Dim;
+  readonly parameters: D;
   /** Buffers (BatchNorm running statistics). */
-  readonly buffers: Dim;
+  readonly buffers: D;
   /** What autograd holds for backward after the forward (design.md's saved-bytes contract). */
-  readonly activations: Dim;
+  readonly activations: D;
   /** The model's input tensors (the loss targets count in the timeline's `input` category). */
-  readonly input: Dim;
+  readonly input: D;
   /** Parameter gradients (trainable parameters; 0 in inference). */
-  readonly gradients: Dim;
+  readonly gradients: D;
   /** Optimizer state on the device (0 in inference or without an optimizer). */
-  readonly optimizer: Dim;
+  readonly optimizer: D;
   /**
    * The largest live total of the step: a training step's steady state or first step,
    * whichever is higher; the forward in inference. Allocated bytes as CUDA's allocator
    * counts them (512-byte blocks) on `cuda`, exact bytes on `cpu`; runtime lines excluded.
    */
-  readonly peak: Dim;
+  readonly peak: D;
 }
 
 /** Where the peak happens and what is live then. */
@@ -133,10 +136,10 @@ export interface ModuleRow {
   readonly activations: Dim;
 }
 
-/** The estimate: plain data. */
-export interface Estimate {
+/** The estimate: plain data. `D` is `number` for an all-number input shape. */
+export interface Estimate<D extends Dim = Dim> {
   readonly params: ParamCounts;
-  readonly bytes: ByteCounts;
+  readonly bytes: ByteCounts<D>;
   /** Modules in tree order (pre-order), the root first. */
   readonly modules: readonly ModuleRow[];
   /** Dimensions that must stay >= 1 for the symbolic shapes to exist. */
@@ -252,6 +255,8 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
  * console.log(r.params.total, r.bytes.activations); // 1520931 3461925408
  * ```
  */
+export function estimate(model: Layer, options: EstimateOptions & { readonly input: readonly number[] }): Estimate<number>;
+export function estimate(model: Layer, options: EstimateOptions): Estimate;
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
   const ir = traceModel(model, options);
   const saved = savedStorages(ir);

@@ -44,6 +44,8 @@ function min(a: Dim, b: Dim): Dim {
  * console.log(kvCache(llm('llama-3-8b'), { batch: 1, seq: 1, dtype: 'bfloat16' })); // 131072
  * ```
  */
+export function kvCache(model: Layer, options: KvCacheOptions & { readonly batch: number; readonly seq: number }): number;
+export function kvCache(model: Layer, options: KvCacheOptions): Dim;
 export function kvCache(model: Layer, options: KvCacheOptions): Dim {
   const meta = decoderMeta(model);
   const dtype = checkDType(options.dtype ?? 'bfloat16', ['dtype']);

@@ -1,3 +1,4 @@
+import { fail } from '../errors.js';
 import { seq } from './seq.js';
 import type { Layer, SeqLayer } from './types.js';
 
@@ -13,5 +14,6 @@ import type { Layer, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function repeat(n: number, make: (index: number) => Layer): SeqLayer {
-  return seq(...Array.from({ length: Math.max(0, Math.trunc(n)) }, (_, i) => make(i)));
+  if (!Number.isSafeInteger(n) || n < 0) fail('bad-attribute', 'repeat needs a whole number of layers', { path: ['repeat'], expected: 'integer >= 0', received: String(n) });
+  return seq(...Array.from({ length: n }, (_, i) => make(i)));
 }

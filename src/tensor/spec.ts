@@ -1,6 +1,7 @@
+import { fail } from '../errors.js';
 import { product } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
-import { bytesOf, type DType } from './dtype.js';
+import { bytesOf, checkDType, type DType } from './dtype.js';
 
 /** The shape and element type of a tensor; dimensions may be symbolic. */
 export interface TensorSpec {
@@ -9,7 +10,8 @@ export interface TensorSpec {
 }
 
 /**
- * A tensor spec, frozen.
+ * A tensor spec. Number dimensions must be integers >= 0 and the dtype a known one (a
+ * VramError otherwise); symbolic dimensions are checked where they are used.
  *
  * @example
  * ```ts
@@ -19,7 +21,13 @@ export interface TensorSpec {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorSpec {
-  return { shape, dtype };
+  for (let i = 0; i < shape.length; i += 1) {
+    const dim = shape[i];
+    if (typeof dim === 'number' && !(Number.isSafeInteger(dim) && dim >= 0)) {
+      fail('bad-dimension', 'a dimension must be a non-negative integer', { path: ['shape', i], expected: 'integer >= 0', received: String(dim) });
+    }
+  }
+  return { shape, dtype: checkDType(dtype, ['dtype']) };
 }
 
 /**

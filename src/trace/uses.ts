@@ -1,0 +1,35 @@
+import type { IR } from './ir.js';
+
+/** The IR's edges seen from the tensor side: which ops read each tensor, and which keep it for backward. */
+export interface TensorUses {
+  /** By tensor id: the ops that take it as an input, in execution order. */
+  readonly consumers: readonly (readonly number[])[];
+  /** By tensor id: the ops whose backward keeps it (what `saved_tensors_hooks` would see it packed by). */
+  readonly savedBy: readonly (readonly number[])[];
+}
+
+/**
+ * Consumers and savers of every tensor of a traced model. The IR stores each op's inputs and
+ * saved tensors; this inverts them once for tools that walk from tensors to ops.
+ *
+ * @example
+ * ```ts
+ * import { bn, conv2d, relu, seq, tensor, tensorUses, trace } from 'vram-ts';
+ * const ir = trace(seq(conv2d({ out: 8, kernel: 3 }), bn(), relu()), {
+ *   inputs: [tensor([1, 3, 16, 16])], training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32', loss: 'none',
+ * });
+ * const convOut = ir.ops[0]!.outputs[0]!;
+ * const uses = tensorUses(ir);
+ * // batch_norm (op 1) reads the conv output and keeps it for backward:
+ * console.log(uses.consumers[convOut], uses.savedBy[convOut]); // [ 1 ] [ 1 ]
+ * ```
+ */
+export function tensorUses(ir: IR): TensorUses {
+  const consumers: number[][] = ir.tensors.map(() => []);
+  const savedBy: number[][] = ir.tensors.map(() => []);
+  for (const op of ir.ops) {
+    for (const id of op.inputs) if (consumers[id]!.at(-1) !== op.index) consumers[id]!.push(op.index);
+    for (const id of op.saved) savedBy[id]!.push(op.index);
+  }
+  return { consumers, savedBy };
+}
