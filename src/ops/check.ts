@@ -42,3 +42,12 @@ export function concreteDim(dim: Dim, what: string, ctx: OpContext): number {
   if (typeof dim !== 'number') fail('symbolic-channels', `${what} must be a concrete number`, { path: ctx.path, received: formatDim(dim) });
   return dim;
 }
+
+/** A dimension index as PyTorch takes it (negative counts from the end), checked against the rank. */
+export function dimIndex(dim: number, rank: number, ctx: OpContext, what = 'dim'): number {
+  const index = dim < 0 ? dim + rank : dim;
+  if (!Number.isSafeInteger(index) || index < 0 || index >= rank) {
+    fail('bad-attribute', `${what} out of range`, { path: ctx.path, expected: `${-rank} <= ${what} < ${rank}`, received: String(dim) });
+  }
+  return index;
+}

@@ -6,6 +6,7 @@ import { dimKey } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
 import { isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
+import { dimIndex } from './check.js';
 import type { OpContext, OpRule, SavedRef } from './types.js';
 
 /** Attributes of an elementwise merge (add or mul). */
@@ -98,7 +99,7 @@ export const catRule: OpRule<CatAttrs> = {
   apply(inputs, attrs, ctx) {
     const first = inputs[0] as TensorSpec;
     const rank = first.shape.length;
-    const dim = (attrs.dim ?? 1) < 0 ? (attrs.dim ?? 1) + rank : attrs.dim ?? 1;
+    const dim = dimIndex(attrs.dim ?? 1, rank, ctx);
     for (const other of inputs) {
       if (other.shape.length !== rank || other.shape.some((d, i) => i !== dim && !sameDim(d, first.shape[i]!))) {
         fail('shape-mismatch', 'cat inputs differ outside the concatenated dimension', { path: ctx.path, expected: `[${first.shape.map(formatDim).join(', ')}]`, received: `[${other.shape.map(formatDim).join(', ')}]` });

@@ -1,6 +1,7 @@
 import type { Dim } from '../sym/expr.js';
 import { tensor } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
+import { dimIndex } from './check.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of pow with a Python exponent. */
@@ -32,7 +33,7 @@ export const meanRule: OpRule<ReduceAttrs> = {
   arity: 1,
   apply([x], attrs, ctx) {
     const rank = x!.shape.length;
-    const dim = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
+    const dim = dimIndex(attrs.dim, rank, ctx);
     const shape: Dim[] = attrs.keepdim ? x!.shape.map((d, i) => (i === dim ? 1 : d)) : x!.shape.filter((_, i) => i !== dim);
     return { outputs: [tensor(shape, x!.dtype)], saves: (needs) => (needs.inputs[0] && ctx.framework === 'torch-1.13' ? [{ input: 0 }] : []) };
   },

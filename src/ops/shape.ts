@@ -1,6 +1,7 @@
 import { fail } from '../errors.js';
 import { product } from '../sym/ops.js';
 import { tensor } from '../tensor/spec.js';
+import { dimIndex } from './check.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of flatten (torch.flatten / nn.Flatten). */
@@ -9,19 +10,15 @@ export interface FlattenAttrs {
   readonly endDim?: number;
 }
 
-function axis(index: number, rank: number): number {
-  return index < 0 ? index + rank : index;
-}
-
 /** flatten of a contiguous tensor is a view: no new memory, nothing saved. */
 export const flattenRule: OpRule<FlattenAttrs> = {
   name: 'flatten',
   arity: 1,
   apply([input], attrs, ctx) {
     const rank = input!.shape.length;
-    const start = axis(attrs.startDim ?? 1, rank);
-    const end = axis(attrs.endDim ?? -1, rank);
-    if (start < 0 || end >= rank || start > end) {
+    const start = dimIndex(attrs.startDim ?? 1, rank, ctx, 'startDim');
+    const end = dimIndex(attrs.endDim ?? -1, rank, ctx, 'endDim');
+    if (start > end) {
       fail('bad-attribute', 'flatten dimensions out of range', { path: ctx.path, expected: `0 <= startDim <= endDim < ${rank}`, received: `${start}..${end}` });
     }
     const shape = [...input!.shape.slice(0, start), product(input!.shape.slice(start, end + 1)), ...input!.shape.slice(end + 1)];

@@ -3,6 +3,7 @@ import type { Dim } from '../sym/expr.js';
 import { dimKey } from '../sym/expr.js';
 import { product, sub } from '../sym/ops.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { dimIndex } from './check.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of view / reshape. */
@@ -30,10 +31,10 @@ export interface TransposeAttrs {
 export const transposeRule: OpRule<TransposeAttrs> = {
   name: 'transpose',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
     const rank = x!.shape.length;
-    const a = attrs.dim0 < 0 ? attrs.dim0 + rank : attrs.dim0;
-    const b = attrs.dim1 < 0 ? attrs.dim1 + rank : attrs.dim1;
+    const a = dimIndex(attrs.dim0, rank, ctx, 'dim0');
+    const b = dimIndex(attrs.dim1, rank, ctx, 'dim1');
     const shape = [...x!.shape];
     [shape[a], shape[b]] = [shape[b]!, shape[a]!];
     return { outputs: [tensor(shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
@@ -64,9 +65,8 @@ export interface SliceAttrs {
 export const sliceRule: OpRule<SliceAttrs> = {
   name: 'slice',
   arity: 1,
-  apply([x], attrs) {
-    const rank = x!.shape.length;
-    const dim = attrs.dim < 0 ? attrs.dim + rank : attrs.dim;
+  apply([x], attrs, ctx) {
+    const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
     const shape = x!.shape.map((d, i) => (i === dim ? sub(attrs.end, attrs.start) : d));
     return { outputs: [tensor(shape, x!.dtype)], alias: 'view', saves: () => [] };
   },

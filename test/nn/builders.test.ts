@@ -4,6 +4,7 @@ import {
   branch,
   conv2d,
   estimate,
+  flatten,
   graph,
   hardswish,
   identity,
@@ -63,6 +64,13 @@ describe('builders', () => {
     expect(r.modules.filter((m) => m.depth === 1).map((m) => m.path)).toEqual([['0'], ['1'], ['2']]);
     expect(r.params.total).toBe(3 * (16 * 16 + 16));
     for (const n of [-1, 2.5, Number.NaN]) expect(issueOf(() => repeat(n, () => relu())).code).toBe('bad-attribute');
+  });
+
+  it('checks dimension indices the way PyTorch takes them (negative from the end)', () => {
+    expect(estimate(flatten({ startDim: -3 }), { input: [2, 3, 4, 5] }).modules[0]!.outputShape).toEqual([2, 60]);
+    const issue = issueOf(() => estimate(flatten({ startDim: 4 }), { input: [2, 3, 4, 5] }));
+    expect(issue.code).toBe('bad-attribute');
+    expect(issue.path).toEqual(['flatten']);
   });
 
   it('module names a node of the tree with its class', () => {
