@@ -251,8 +251,11 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
  * @example
  * ```ts
  * import { estimate, mobilenetV3Small } from 'vram-ts';
- * const r = estimate(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 4000, 2672], device: 'cpu' });
- * console.log(r.params.total, r.bytes.activations); // 1520931 3461925408
+ * const model = mobilenetV3Small({ numClasses: 3 });
+ * const r = estimate(model, { input: [1, 3, 4000, 2672] });
+ * console.log(r.params.total, r.bytes.activations); // 1520931 3437733408
+ * // PyTorch 1.13 also kept the input of the global pooling (its mean saved it):
+ * console.log(estimate(model, { input: [1, 3, 4000, 2672], framework: 'torch-1.13' }).bytes.activations); // 3461925408
  * ```
  */
 export function estimate(model: Layer, options: EstimateOptions & { readonly input: readonly number[] }): Estimate<number>;

@@ -42,7 +42,9 @@ function familyOf(value: string | number): GpuFamily {
 }
 
 function runtimeTotal(options: FitOptions): { lines: RuntimeLine[]; total: number } {
-  const lines = options.runtime ? runtimeLines(options.runtime, familyOf(options.gpu)) : [];
+  // Training runs matmuls on two threads (the caller's and autograd's), each with a handle.
+  const handles = options.runtime?.cublasHandles ?? (options.mode === 'inference' ? 1 : 2);
+  const lines = options.runtime ? runtimeLines({ ...options.runtime, cublasHandles: handles }, familyOf(options.gpu)) : [];
   return { lines, total: lines.reduce((s, l) => s + l.bytes, 0) };
 }
 

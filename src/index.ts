@@ -3,7 +3,7 @@ export * from './sym/index.js';
 export { DTYPE_BITS, bytesOf, isDType, isFloating, type DType } from './tensor/dtype.js';
 export { numel, specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 
-export type { BackwardPlan, Device, Framework, GradNeeds, KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from './ops/types.js';
+export type { BackwardPlan, Device, Framework, GradKind, GradNeeds, KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from './ops/types.js';
 export { conv2dRule as conv2dOp, type Conv2dAttrs } from './ops/conv2d.js';
 export { batchNorm2dRule as batchNorm2dOp, type BatchNorm2dAttrs } from './ops/batchnorm2d.js';
 export { linearRule as linearOp, type LinearAttrs } from './ops/linear.js';

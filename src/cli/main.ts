@@ -33,6 +33,7 @@ import {
   timelineSvg,
   type Dim,
   type EstimateOptions,
+  type Framework,
   type Layer,
   type OptimizerName,
   type Precision,
@@ -66,6 +67,7 @@ Options
   --lora-rank R          LoRA adapters of rank R on the attention projections (--qlora: 4-bit base)
   --attention A          eager (default), sdpa, flash (LLMs)
   --device D             cuda (default) or cpu
+  --framework F          torch-2 (default) or torch-1.13: autograd rules where versions differ
   --gpu NAME|SIZE        A800-80GB, H100, RTX-4090, 24GB, … : says whether it fits
   --check                exit 1 when it does not fit the --gpu
   --format F             table (default), json, markdown, torchsummary, torchinfo, explain
@@ -138,9 +140,15 @@ function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', s
     ...(precision !== undefined ? { precision } : {}),
     ...(values.optimizer !== undefined ? { optimizer: values.optimizer as OptimizerName } : {}),
     ...(values.device !== undefined ? { device: values.device as 'cuda' | 'cpu' } : {}),
+    ...(values.framework !== undefined ? { framework: frameworkOption(values.framework as string) } : {}),
     ...(values.checkpointing ? { checkpoint: kind === 'llm' ? { within: 'model', every: 1 } : { within: 'features', every: 1 } } : {}),
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
   };
+}
+
+function frameworkOption(value: string): Framework {
+  if (value !== 'torch-2' && value !== 'torch-1.13') throw new UsageError(`--framework must be torch-2 or torch-1.13, got ${JSON.stringify(value)}`);
+  return value;
 }
 
 /** Korthikanti et al.'s formula beside vram-ts's count for one GPT-2 layer (16-bit, dropout 0.1). */
@@ -203,6 +211,7 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
         qlora: { type: 'boolean' },
         attention: { type: 'string' },
         device: { type: 'string' },
+        framework: { type: 'string' },
         gpu: { type: 'string' },
         check: { type: 'boolean' },
         format: { type: 'string' },

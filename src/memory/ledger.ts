@@ -232,10 +232,7 @@ export function programPeak(program: StepProgram): { bytes: Dim; candidates: Pea
   // Exact dominance needs interval bounds of a difference, which is slow on big models; a
   // pair is only tried when the numbers agree at a few sample points first.
   const samples = samplePoints(candidates.map((c) => c.lo));
-  const valuesOf = (d: Dim) => {
-    const f = compile(d);
-    return samples.map((env) => f(env));
-  };
+  const valuesOf = (d: Dim) => screeningValues(d, samples);
   let kept: { c: Candidate; hi: Dim; loAt: number[]; hiAt: number[] }[] = [];
   for (const c of candidates) {
     const hi = add(c.lo, slack * c.alive.length);
@@ -253,6 +250,21 @@ export function programPeak(program: StepProgram): { bytes: Dim; candidates: Pea
     return { bytes: sum(Object.values(byCategory)), phase: info.phase, label: info.label, event: c.event, byCategory };
   });
   return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
+}
+
+/**
+ * Values of an expression at sample points, to screen pairs before exact bounds decide. A
+ * value past 2^53 is NaN: every comparison with it is false, so it screens nothing out.
+ */
+function screeningValues(d: Dim, samples: readonly Readonly<Record<string, number>>[]): number[] {
+  const f = compile(d);
+  return samples.map((env) => {
+    try {
+      return f(env);
+    } catch {
+      return Number.NaN;
+    }
+  });
 }
 
 /** Symbol values to compare expressions at: each symbol at its smallest, a middle and a large value. */
@@ -311,7 +323,7 @@ export function prunedMax(dims: readonly Dim[]): Dim {
     else flat.push(d);
   }
   const samples = samplePoints(flat);
-  const rows = flat.map((d) => ({ d, at: samples.map((env) => compile(d)(env)) }));
+  const rows = flat.map((d) => ({ d, at: screeningValues(d, samples) }));
   let kept: typeof rows = [];
   for (const row of rows) {
     const below = (a: typeof row, b: typeof row) => a.at.every((v, i) => v <= b.at[i]!) && bounds(sub(b.d, a.d)).min >= 0;

@@ -6,7 +6,11 @@ export interface RuntimeOptions {
   readonly context?: boolean | number;
   /** cuBLAS workspace (bytes, or true for the default per handle). */
   readonly cublas?: boolean | number;
-  /** cuBLAS handles (one per stream that runs matmuls; default 1). */
+  /**
+   * cuBLAS handles, each with its workspace: one per thread and stream that runs matmuls.
+   * Default 1; {@link fits} uses 2 for training, since autograd's backward runs on a thread of
+   * its own (measured on an H200 with PyTorch 2.11: 2 × 32 MiB stay allocated after a step).
+   */
   readonly cublasHandles?: number;
   /** cuDNN workspace in bytes (algorithm-dependent; no default). */
   readonly cudnnWorkspace?: number;
@@ -37,18 +41,22 @@ export function cublasWorkspace(family: GpuFamily): number {
 }
 
 /**
- * Default CUDA context per family, a round figure for PyTorch 2.x with CUDA 12 lazy module
- * loading; not measured by vram-ts — the real figure depends on the driver, the CUDA version
- * and which kernels load. Measure yours (`nvidia-smi` after `torch.cuda.init()`) and pass it.
+ * Default CUDA context per family. Hopper's is measured (tools/measure_cuda.py on an H200,
+ * PyTorch 2.11, CUDA 13.0, driver 580: device memory in use that the caching allocator did
+ * not reserve, after `torch.cuda.init()`); the others are round figures for PyTorch 2.x with
+ * lazy module loading, not measured. The real figure depends on the driver, the CUDA version
+ * and which kernels load: measure yours and pass it.
  */
 export const CONTEXT_DEFAULTS: Readonly<Record<GpuFamily, number>> = {
   volta: 300 * MiB,
   turing: 300 * MiB,
   ampere: 400 * MiB,
   ada: 400 * MiB,
-  hopper: 500 * MiB,
+  hopper: 648_871_936,
   cdna3: 500 * MiB,
 };
+
+const MEASURED_CONTEXT: ReadonlySet<GpuFamily> = new Set(['hopper']);
 
 /**
  * The runtime lines asked for.
@@ -65,7 +73,7 @@ export function runtimeLines(options: RuntimeOptions, family: GpuFamily): Runtim
     lines.push({
       label: 'CUDA context',
       bytes: options.context === true ? CONTEXT_DEFAULTS[family] : options.context,
-      source: options.context === true ? `default for ${family} (not measured; pass your own)` : 'given',
+      source: options.context !== true ? 'given' : MEASURED_CONTEXT.has(family) ? `default for ${family} (measured on an H200, PyTorch 2.11, CUDA 13.0; yours may differ)` : `default for ${family} (not measured; pass your own)`,
     });
   }
   if (options.cublas !== undefined && options.cublas !== false) {

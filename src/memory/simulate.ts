@@ -1,5 +1,5 @@
 import type { Dim } from '../sym/expr.js';
-import { sum } from '../sym/ops.js';
+import { mul, sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
@@ -106,7 +106,8 @@ function tensorBytes(ir: IR, id: number): Dim {
 
 /** One forward + backward over the IR, with the ledger of the step. */
 function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string): void {
-  // PyTorch 1.13 (the CPU oracle) always sums gradients out of place; 2.x reuses a sole buffer.
+  // Activation gradients: PyTorch 1.13 (the CPU oracle) sums them out of place; 2.x's
+  // InputBuffer adds into a buffer it holds alone.
   const inPlaceAccumulation = (ir.settings.framework ?? 'torch-2') === 'torch-2';
   const savedLeft = Int32Array.from(plan.savers);
   const ensure = (storage: number, category: Category) => {
@@ -143,10 +144,14 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
   const grads = new Map<number, number>();
   const lossTensor = ir.lossOutput;
   if (lossTensor !== null) grads.set(lossTensor, ledger.alloc(4, 'activationGrads'));
-  const accumulate = (tensor: number, block: number) => {
+  // Tensors whose gradient is a strided view (a slice of cat's gradient), until summed: the
+  // factor is 1, or a 0/1 expression when it depends on the symbols.
+  const strided = new Map<number, Dim>();
+  const accumulate = (tensor: number, block: number, stridedFactor: Dim | null = null) => {
     const existing = grads.get(tensor);
     if (existing === undefined) {
       grads.set(tensor, block);
+      if (stridedFactor !== null) strided.set(tensor, stridedFactor);
       return;
     }
     if (inPlaceAccumulation && ledger.refs(existing) === 1) {
@@ -154,6 +159,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
       ledger.release(block);
       return;
     }
+    strided.delete(tensor);
     const summed = ledger.alloc(tensorBytes(ir, tensor), 'activationGrads');
     ledger.release(existing);
     ledger.release(block);
@@ -221,20 +227,34 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
     const label = `${micro}${opLabel(ir, op)}`;
     const backward = op.backward;
-    runKernel(ledger, backward.steps, 'backward', label, {
+    // A kernel that needs a contiguous gradient copies a strided one for its duration.
+    const stridedOut = backward.contiguousGradOutput ? op.outputs.filter((id) => strided.has(id)) : [];
+    const steps: readonly KernelStep[] =
+      stridedOut.length === 0 ? backward.steps : [{ alloc: 'contiguous gradient', bytes: sum(stridedOut.map((id) => mul(tensorBytes(ir, id), strided.get(id)!))) }, ...backward.steps];
+    runKernel(ledger, steps, 'backward', label, {
       inputGrads: () =>
         backward.inputGrads.forEach((kind, k) => {
           const input = op.inputs[k]!;
           if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
           let block: number;
-          if (kind === 'alias' && incoming[0] !== undefined) {
+          if ((kind === 'alias' || kind === 'strided') && incoming[0] !== undefined) {
             block = incoming[0];
             ledger.retain(block);
           } else {
             block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
           }
-          accumulate(input, block);
+          accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
         }),
+      incomingGrads: () => {
+        op.outputs.forEach((id, k) => {
+          const block = incoming[k];
+          if (block === undefined) return;
+          grads.delete(id);
+          strided.delete(id);
+          ledger.release(block);
+          incoming[k] = undefined;
+        });
+      },
       paramGrads: () => {
         // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
         const copyGrads = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
@@ -243,13 +263,10 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
           if (!ir.storages[storage]!.trainable) continue;
           const existing = paramGrads.get(param);
           if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-          else if (inPlaceAccumulation) {
-            // AccumulateGrad adds into the existing .grad: a fresh gradient, then freed.
-            const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
-            ledger.record('backward', `${label} (accumulate grad)`);
-            ledger.release(fresh);
-          } else {
-            // PyTorch 1.13 (measured): .grad = .grad + new, a third tensor before the two are freed.
+          else {
+            // A second gradient for the same parameter (tied or shared weights): .grad + new
+            // out of place, a third tensor before the two are freed. Measured on PyTorch 1.13
+            // (CPU) and 2.11 (CUDA traces of tied embeddings in test/fixtures/cuda/traces).
             const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
             const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
             ledger.record('backward', `${label} (accumulate grad)`);
@@ -267,6 +284,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
       const block = incoming[k];
       if (block === undefined) return;
       grads.delete(id);
+      strided.delete(id);
       ledger.release(block);
     });
     for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
@@ -283,13 +301,13 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
   ledger.record('backward', `${micro}graph freed`);
 }
 
-type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads', () => void>>;
+type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads', () => void>>;
 
 /** Runs a kernel's steps; records the live total at each local high (before a free, and at the end). */
 function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, label: string, results: Results): void {
   // Most ops only make their results: no temporaries to track, no local high to record.
   if (steps.length <= 2 && steps.every((s) => 'results' in s)) {
-    for (const run of Object.values(results)) run?.();
+    for (const [key, run] of Object.entries(results)) if (key !== 'incomingGrads') run?.();
     return;
   }
   const temps = new Map<string, number>();
@@ -308,13 +326,18 @@ function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, l
       const block = temps.get(step.free);
       if (block !== undefined) ledger.release(block);
       temps.delete(step.free);
+    } else if ('release' in step) {
+      mark();
+      results.incomingGrads?.();
+      done.add('incomingGrads');
     } else {
       results[step.results]?.();
       done.add(step.results);
       grown = true;
     }
   }
-  for (const [key, run] of Object.entries(results)) if (!done.has(key)) run();
+  // Incoming gradients left to the caller unless a step let them go.
+  for (const [key, run] of Object.entries(results)) if (!done.has(key) && key !== 'incomingGrads') run();
   mark();
   for (const block of temps.values()) ledger.release(block);
 }

@@ -59,9 +59,11 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
       },
       macs: numel(input!),
       // PyTorch 1.13's CPU batch_norm_backward computes through one more input-sized buffer.
-      ...(ctx.device === 'cpu'
-        ? { backward: () => ({ steps: [{ results: 'inputGrads' as const }, { results: 'paramGrads' as const }, { alloc: 'workspace', bytes: specBytes(input!) }, { free: 'workspace' }] }) }
-        : {}),
+      // Both backends' backward kernels take a contiguous grad_output.
+      backward: () => ({
+        ...(ctx.device === 'cpu' ? { steps: [{ results: 'inputGrads' as const }, { results: 'paramGrads' as const }, { alloc: 'workspace', bytes: specBytes(input!) }, { free: 'workspace' }] } : {}),
+        contiguousGradOutput: true,
+      }),
     };
   },
 };

@@ -87,22 +87,34 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
             return usesMkldnn(geometry) ? mkldnnSteps(geometry) : slowSteps(geometry);
           })()
         : null;
-    const padSteps = (steps: readonly KernelStep[]): KernelStep[] =>
-      padded === null ? [...steps] : [{ alloc: 'grad of padded input', bytes: specBytes(padded) }, ...steps, { free: 'grad of padded input' }];
-    // Without autograd the padded copy is still made, and dropped after the conv.
-    const padForward = (steps: readonly KernelStep[]): KernelStep[] =>
-      padded === null || ctx.gradEnabled ? [...steps] : [{ alloc: 'padded input', bytes: specBytes(padded) }, ...steps, { free: 'padded input' }];
+    // PyTorch pads (constant_pad_nd) and then convolves: two autograd nodes. The conv's
+    // backward makes the padded input's gradient and frees its grad_output; the pad's backward
+    // then copies the unpadded gradient out and frees the padded one.
+    const padSteps = (steps: readonly KernelStep[], needsInput: boolean): KernelStep[] =>
+      padded === null || !needsInput
+        ? [...steps]
+        : [
+            ...steps.map((s): KernelStep => ('results' in s && s.results === 'inputGrads' ? { alloc: 'grad of padded input', bytes: specBytes(padded!) } : s)),
+            { release: 'incomingGrads' },
+            { results: 'inputGrads' },
+            { free: 'grad of padded input' },
+          ];
+    // Unrecorded (no_grad, or nothing needs a gradient) the padded copy is still made, and
+    // dropped after the conv; recorded, it is the saved extra made with the outputs.
+    const unrecorded = (steps: readonly KernelStep[]): { forwardStepsUnrecorded?: KernelStep[] } =>
+      padded === null ? {} : { forwardStepsUnrecorded: [{ alloc: 'padded input', bytes: specBytes(padded) }, ...steps, { free: 'padded input' }] };
     return {
       outputs: [tensor([n, out, ho, wo], dtype)],
       params,
       saves: () => [padded === null ? { input: 0 } : { extra: padded, label: 'padded input' }, { param: 'weight' }],
       macs: mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
       // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
-      ...(kernels
-        ? { forwardSteps: padForward(kernels.forward), backward: (needs) => ({ steps: padSteps(kernels.backward(needs.inputs[0] ?? false, needs.params)) }) }
-        : padded !== null
-          ? { forwardSteps: padForward([{ results: 'outputs' }]), backward: () => ({ steps: padSteps([{ results: 'inputGrads' }, { results: 'paramGrads' }]) }) }
-          : {}),
+      ...(kernels ? { forwardSteps: kernels.forward } : {}),
+      ...unrecorded(kernels?.forward ?? [{ results: 'outputs' }]),
+      backward: (needs) => ({
+        steps: padSteps(kernels?.backward(needs.inputs[0] ?? false, needs.params) ?? [{ results: 'inputGrads' }, { results: 'paramGrads' }], needs.inputs[0] ?? false),
+        contiguousGradOutput: true,
+      }),
     };
   },
 };

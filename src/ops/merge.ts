@@ -1,5 +1,5 @@
 import { fail } from '../errors.js';
-import { sum } from '../sym/ops.js';
+import { max, product, sub, sum } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { bounds } from '../sym/bounds.js';
 import { dimKey } from '../sym/expr.js';
@@ -106,6 +106,11 @@ export const catRule: OpRule<CatAttrs> = {
       }
     }
     const shape = first.shape.map((d, i) => (i === dim ? sum(inputs.map((x) => x.shape[i]!)) : d));
-    return { outputs: [tensor(shape, first.dtype)], saves: () => [], backward: () => ({ inputGrads: inputs.map(() => 'alias' as const) }) };
+    // A slice along a dimension after the first is strided unless every leading extent is 1:
+    // for extents P >= 1 the indicator [P > 1] is P - max(1, P - 1), exact for symbols too.
+    const leading = product(first.shape.slice(0, dim));
+    const kind = dim === 0 || leading === 1 ? ('alias' as const) : ('strided' as const);
+    const stridedFactor = typeof leading === 'number' ? 1 : sub(leading, max(1, sub(leading, 1)));
+    return { outputs: [tensor(shape, first.dtype)], saves: () => [], backward: () => ({ inputGrads: inputs.map(() => kind), stridedFactor }) };
   },
 };

@@ -1,6 +1,6 @@
 import { add, product } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import { expectAtLeast, expectRank, intPair } from './check.js';
 import { windowOutput } from './conv2d.js';
 import type { OpRule } from './types.js';
@@ -31,20 +31,27 @@ export const avgPool2dRule: OpRule<Pool2dAttrs> = {
   apply([input], attrs, ctx) {
     expectRank(input!, [4], ctx, 'avgPool2d');
     const shape = poolShape(input!.shape, attrs, ctx);
-    return { outputs: [tensor(shape, input!.dtype)], saves: () => [{ input: 0 }] };
+    return { outputs: [tensor(shape, input!.dtype)], saves: () => [{ input: 0 }], backward: () => ({ contiguousGradOutput: true }) };
   },
 };
 
-/** max_pool2d_with_indices saves its input and the int64 indices of the maxima. */
+/**
+ * max_pool2d_with_indices saves its input and the int64 indices of the maxima. On CUDA
+ * `max_pool2d` always runs the with-indices kernel, so a no-grad forward still allocates the
+ * indices and drops them (measured on PyTorch 2.11); on CPU it then runs a kernel without.
+ */
 export const maxPool2dRule: OpRule<Pool2dAttrs> = {
   name: 'max_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
     expectRank(input!, [4], ctx, 'maxPool2d');
     const shape = poolShape(input!.shape, attrs, ctx);
+    const indices = tensor(shape, 'int64');
     return {
       outputs: [tensor(shape, input!.dtype)],
-      saves: () => [{ input: 0 }, { extra: tensor(shape, 'int64'), label: 'indices' }],
+      saves: () => [{ input: 0 }, { extra: indices, label: 'indices' }],
+      backward: () => ({ contiguousGradOutput: true }),
+      ...(ctx.device === 'cuda' ? { forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }] } : {}),
     };
   },
 };
@@ -54,7 +61,11 @@ export interface AdaptiveAvgPool2dAttrs {
   readonly output?: number | readonly [number, number];
 }
 
-/** adaptive_avg_pool2d saves its input (measured on PyTorch 1.13, output size 1 included). */
+/**
+ * adaptive_avg_pool2d: `_adaptive_avg_pool2d_backward(grad, self)` keeps the input, except
+ * for a 1×1 output, which ATen computes as `input.mean((-1, -2), keepdim=True)`: that keeps
+ * the input on PyTorch 1.13 (MeanBackward1.self) and only its sizes on 2.x (measured on both).
+ */
 export const adaptiveAvgPool2dRule: OpRule<AdaptiveAvgPool2dAttrs> = {
   name: 'adaptive_avg_pool2d',
   arity: 1,
@@ -64,7 +75,9 @@ export const adaptiveAvgPool2dRule: OpRule<AdaptiveAvgPool2dAttrs> = {
     const [n, c] = input!.shape as [Dim, Dim];
     return {
       outputs: [tensor([n, c, oh, ow], input!.dtype)],
-      saves: () => [{ input: 0 }],
+      saves: () => (oh === 1 && ow === 1 && ctx.framework !== 'torch-1.13' ? [] : [{ input: 0 }]),
+      // The mean's backward expands any gradient; the pooling kernel wants it contiguous.
+      backward: () => ({ contiguousGradOutput: oh !== 1 || ow !== 1 }),
       macs: product(input!.shape),
     };
   },

@@ -62,7 +62,20 @@ export interface GradNeeds {
 export type KernelStep =
   | { readonly alloc: string; readonly bytes: Dim }
   | { readonly free: string }
-  | { readonly results: 'outputs' | 'inputGrads' | 'paramGrads' };
+  | { readonly results: 'outputs' | 'inputGrads' | 'paramGrads' }
+  /**
+   * Backward only: the gradients that reached this op are let go here rather than after its
+   * kernels, as when one op of ours is two autograd nodes (a pad before a conv: the conv's
+   * node frees its grad_output before the pad's node runs).
+   */
+  | { readonly release: 'incomingGrads' };
+
+/**
+ * What an input's gradient is: a `new` tensor of the input's size, an `alias` of the incoming
+ * gradient (add, views, identity), a `strided` view of it (cat's backward narrows along a
+ * dimension after the first: not contiguous), or `none` when no gradient flows.
+ */
+export type GradKind = 'new' | 'alias' | 'strided' | 'none';
 
 /** How an op's backward allocates, beyond releasing what forward saved. */
 export interface BackwardPlan {
@@ -71,7 +84,19 @@ export interface BackwardPlan {
    * incoming gradient on as it is (add, views, identity), `none` when no gradient flows.
    * Default: `new` for every input that needs a gradient.
    */
-  readonly inputGrads?: readonly ('new' | 'alias' | 'none')[];
+  readonly inputGrads?: readonly GradKind[];
+  /**
+   * The backward kernels need a contiguous gradient of the output: a strided one (a slice of
+   * cat's gradient) is copied first, for the kernel's duration (convolution, pooling and
+   * batch-norm backward call `grad_output.contiguous()`).
+   */
+  readonly contiguousGradOutput?: boolean;
+  /**
+   * For `strided` input gradients: 1 when the slice is strided, 0 when it is contiguous after
+   * all, or an expression in the symbols that is 1 or 0 (a slice after a batch of B is strided
+   * unless B = 1). Default 1.
+   */
+  readonly stridedFactor?: Dim;
   /** The kernels' allocations in order (default: input gradients, then parameter gradients). */
   readonly steps?: readonly KernelStep[];
 }
@@ -91,6 +116,12 @@ export interface OpResult {
   readonly macs?: Dim;
   /** The forward kernel's allocations in order (default: just the outputs). */
   readonly forwardSteps?: readonly KernelStep[];
+  /**
+   * The forward kernel's allocations when autograd does not record the op (no_grad, or no
+   * input needs a gradient), where the kernel still makes what it would have saved
+   * (default: `forwardSteps`).
+   */
+  readonly forwardStepsUnrecorded?: readonly KernelStep[];
   /** How backward allocates (default: a new gradient per input that needs one). */
   readonly backward?: (needs: GradNeeds) => BackwardPlan;
 }

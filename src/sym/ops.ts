@@ -24,8 +24,8 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_']*$/;
  * import { estimate, evaluate, mobilenetV3Small, sym } from 'vram-ts';
  * const B = sym('B');
  * const { bytes } = estimate(mobilenetV3Small({ numClasses: 3 }), { input: [B, 3, 224, 224] });
- * console.log(String(bytes.activations)); // "16282720·B + 96896"
- * console.log(evaluate(bytes.activations, { B: 1 })); // 16379616
+ * console.log(String(bytes.activations)); // "16169824·B + 96896"
+ * console.log(evaluate(bytes.activations, { B: 1 })); // 16266720
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */

@@ -1,4 +1,4 @@
-import type { Device, Framework, KernelStep } from '../ops/types.js';
+import type { Device, Framework, GradKind, KernelStep } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
@@ -56,7 +56,13 @@ export interface IROp {
   /** The forward kernel's allocations in order (outputs and saved extras at `results: outputs`). */
   readonly forwardSteps: readonly KernelStep[];
   /** What backward allocates (null when not recorded). */
-  readonly backward: { readonly inputGrads: readonly ('new' | 'alias' | 'none')[]; readonly steps: readonly KernelStep[] } | null;
+  readonly backward: {
+    readonly inputGrads: readonly GradKind[];
+    readonly steps: readonly KernelStep[];
+    readonly contiguousGradOutput: boolean;
+    /** 1, 0 or a 0/1 expression: whether its `strided` input gradients really are. */
+    readonly stridedFactor: Dim;
+  } | null;
   /** `model` for the model's forward, `loss` for the loss the training step adds after it. */
   readonly stage: 'model' | 'loss';
   /** Autocast's 16-bit copies of this op's weights (their gradients pass through them). */

@@ -428,7 +428,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     recorded,
     macs: result.macs ?? 0,
     attrs,
-    forwardSteps: result.forwardSteps ?? OUTPUTS_ONLY,
+    forwardSteps: (recorded ? undefined : result.forwardStepsUnrecorded) ?? result.forwardSteps ?? OUTPUTS_ONLY,
     backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
     stage: state.stage,
     paramCopies: copies === NO_COPIES ? NO_INDICES : [...copies.values()],
@@ -447,7 +447,7 @@ const GRADS_ONLY: readonly KernelStep[] = [{ results: 'inputGrads' }, { results:
 function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsNeed: boolean): NonNullable<IROp['backward']> {
   const plan = result.backward?.({ inputs: needsInputs, params: paramsNeed }) ?? {};
   const inputGrads = needsInputs.map((needs, i) => (needs ? plan.inputGrads?.[i] ?? 'new' : 'none'));
-  return { inputGrads, steps: plan.steps ?? GRADS_ONLY };
+  return { inputGrads, steps: plan.steps ?? GRADS_ONLY, contiguousGradOutput: plan.contiguousGradOutput ?? false, stridedFactor: plan.stridedFactor ?? 1 };
 }
 
 function loraTarget(state: State, layer: OpLayer<unknown>, name: string): boolean {

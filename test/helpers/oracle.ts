@@ -59,7 +59,8 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
   }
 }
 
-const OPTIMIZERS: Readonly<Record<string, OptimizerName | OptimizerSpec>> = {
+/** The oracle's optimizer names (tools/oracle/oracle.py make_optimizer) as vram-ts options. */
+export const OPTIMIZERS: Readonly<Record<string, OptimizerName | OptimizerSpec>> = {
   sgd: 'sgd',
   sgd_momentum: 'sgd_momentum',
   adam: 'adam',
@@ -118,4 +119,59 @@ export function tolerance(c: Comparison): number {
   if (c.figure === 'parameters' || c.figure.startsWith('optimizer state')) return 0;
   if (c.figure === 'saved bytes') return c.category === 'transformer' ? 0.03 : 0.01;
   return 0.05;
+}
+
+/** What tools/measure_cuda.py records for one case (PyTorch 2.x on a CUDA GPU). */
+export interface CudaFixture {
+  readonly id: string;
+  readonly case: OracleFixture['case'];
+  readonly env: { readonly gpu: string; readonly torch: string };
+  readonly params: { readonly total: number };
+  readonly saved: { readonly bytes: number };
+  readonly train: Readonly<Record<string, CudaMeasurement>>;
+  readonly inference: CudaMeasurement;
+}
+
+/** torch.cuda figures of one measurement; `allocatedBeforeBuild` is the runtime's own (cuBLAS workspaces). */
+export interface CudaMeasurement {
+  readonly allocatedBeforeBuild: number;
+  readonly baselineAllocated: number;
+  readonly maxAllocated: number;
+  readonly maxReserved: number;
+}
+
+const cudaDir = new URL('../fixtures/cuda/', import.meta.url);
+
+export function loadCudaFixtures(): CudaFixture[] {
+  let names: string[];
+  try {
+    names = readdirSync(cudaDir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((f) => f.endsWith('.json') && f !== 'runtime.json')
+    .sort()
+    .map((f) => JSON.parse(readFileSync(new URL(f, cudaDir), 'utf8')) as CudaFixture);
+}
+
+/**
+ * Every figure of one CUDA fixture next to vram-ts's (`device: 'cuda'`, PyTorch 2 rules). The
+ * measured peaks are the case's own: `maxAllocated - allocatedBeforeBuild`; the training one is a
+ * steady step (the third), so it is compared with vram-ts's steady step.
+ */
+export function compareCudaFixture(fixture: CudaFixture, layer: Layer): Comparison[] {
+  const oracle = { id: fixture.id, case: fixture.case } as OracleFixture;
+  const base = { input: fixture.case.input, device: 'cuda' as const, moduleMode: fixture.case.mode, timeline: false };
+  const saved = estimate(layer, { ...base, optimizer: null });
+  const out = [compare(oracle, 'parameters', fixture.params.total, saved.params.total), compare(oracle, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number)];
+  for (const [name, measured] of Object.entries(fixture.train)) {
+    const optimizer = OPTIMIZERS[name];
+    if (optimizer === undefined) throw new Error(`${fixture.id}: no vram-ts optimizer for ${name}`);
+    const steady = estimate(layer, { ...base, optimizer }).steps.steady!;
+    out.push(compare(oracle, `train peak (${name})`, measured.maxAllocated - measured.allocatedBeforeBuild, steady.peak as number));
+  }
+  const inference = estimate(layer, { ...base, mode: 'inference' });
+  out.push(compare(oracle, 'inference peak', fixture.inference.maxAllocated - fixture.inference.allocatedBeforeBuild, inference.bytes.peak as number));
+  return out;
 }

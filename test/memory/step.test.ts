@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  CATEGORIES, conv2d, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, paramUpdate, relu, replayAllocator,
+  CATEGORIES, conv2d, cublasWorkspace, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, paramUpdate, relu, replayAllocator,
   runtimeLines, savedStorages, seq, sym, type Dim,
 } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from '../helpers/layer-spec.js';
@@ -181,6 +181,16 @@ describe('runtime lines and the allocator replay', () => {
     expect(runtimeLines({ cublas: true }, 'ampere')).toEqual([{ label: 'cuBLAS workspace (1 handle)', bytes: 8_519_680, source: 'PyTorch default CUBLAS_WORKSPACE_CONFIG' }]);
     expect(runtimeLines({ cublas: true, cublasHandles: 2 }, 'hopper')[0]!.bytes).toBe(2 * 32 * 2 ** 20);
     expect(runtimeLines({ context: 123, cudnnWorkspace: 456 }, 'ada').map((l) => l.bytes)).toEqual([123, 456]);
+  });
+  it('fits counts a cuBLAS workspace per thread: two when training (autograd has its own), one in inference', () => {
+    const model = mobilenetV3Small({ numClasses: 3 });
+    const input = [1, 3, 224, 224];
+    const train = fits(model, { input, gpu: 'H100-80GB', runtime: { cublas: true } });
+    const infer = fits(model, { input, mode: 'inference', gpu: 'H100-80GB', runtime: { cublas: true } });
+    expect(train.runtime.map((l) => l.bytes)).toEqual([2 * cublasWorkspace('hopper')]);
+    expect(infer.runtime.map((l) => l.bytes)).toEqual([cublasWorkspace('hopper')]);
+    expect(train.needed).toBe((train.estimate.bytes.peak as number) + 2 * cublasWorkspace('hopper'));
+    expect(fits(model, { input, gpu: 'H100-80GB', runtime: { cublas: true, cublasHandles: 1 } }).runtime[0]!.bytes).toBe(cublasWorkspace('hopper'));
   });
   it('replays the caching allocator: 2 MiB small segments, 20 MiB for 1-10 MiB, reuse after free', () => {
     const MiB = 2 ** 20;

@@ -362,9 +362,12 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
     # role (attributes named result* are outputs -> op k, anything else is an input -> op k+1).
     funcs: List[Any] = []
     depth = {"n": 0}
+    packing = {"on": False}
 
     class RecordOp(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if packing["on"]:  # the pack hook's own detach: not an op of the model
+                return func(*args, **(kwargs or {}))
             depth["n"] += 1
             top = depth["n"] == 1
             if top:
@@ -412,7 +415,15 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
                 rec["inLoss"] = True
             records[ptr] = rec
         records[ptr]["packs"] += 1
-        return (call, t)
+        if t.grad_fn is None:
+            return (call, t)
+        # Detached: a saved output returned as itself would hold its own grad_fn, a reference
+        # cycle through C++ that Python's gc cannot see (the graph and every saved tensor leak).
+        packing["on"] = True
+        try:
+            return (call, t.detach())
+        finally:
+            packing["on"] = False
 
     def unpack(packed):
         if isinstance(packed, tuple):
