@@ -228,7 +228,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     const label = `${micro}${opLabel(ir, op)}`;
     const backward = op.backward;
     // A kernel that needs a contiguous gradient copies a strided one for its duration.
-    const stridedOut = backward.contiguousGradOutput ? op.outputs.filter((id) => strided.has(id)) : [];
+    const stridedOut = backward.contiguousGradOutput && strided.size > 0 ? op.outputs.filter((id) => strided.has(id)) : NONE;
     const steps: readonly KernelStep[] =
       stridedOut.length === 0 ? backward.steps : [{ alloc: 'contiguous gradient', bytes: sum(stridedOut.map((id) => mul(tensorBytes(ir, id), strided.get(id)!))) }, ...backward.steps];
     runKernel(ledger, steps, 'backward', label, {
@@ -303,11 +303,16 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
 
 type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads', () => void>>;
 
+const RESULT_ORDER = ['outputs', 'inputGrads', 'paramGrads'] as const;
+const NONE: readonly number[] = [];
+
 /** Runs a kernel's steps; records the live total at each local high (before a free, and at the end). */
 function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, label: string, results: Results): void {
   // Most ops only make their results: no temporaries to track, no local high to record.
   if (steps.length <= 2 && steps.every((s) => 'results' in s)) {
-    for (const [key, run] of Object.entries(results)) if (key !== 'incomingGrads') run?.();
+    results.outputs?.();
+    results.inputGrads?.();
+    results.paramGrads?.();
     return;
   }
   const temps = new Map<string, number>();
@@ -336,8 +341,8 @@ function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, l
       grown = true;
     }
   }
-  // Incoming gradients left to the caller unless a step let them go.
-  for (const [key, run] of Object.entries(results)) if (!done.has(key) && key !== 'incomingGrads') run();
+  // Results no step placed run at the end; incoming gradients stay with the caller.
+  for (const key of RESULT_ORDER) if (!done.has(key)) results[key]?.();
   mark();
   for (const block of temps.values()) ledger.release(block);
 }
