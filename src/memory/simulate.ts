@@ -227,6 +227,17 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
     const label = `${micro}${opLabel(ir, op)}`;
     const backward = op.backward;
+    // The gradients that reached the op go once it ran (or earlier, where a step says so).
+    const releaseIncoming = () => {
+      op.outputs.forEach((id, k) => {
+        const block = incoming[k];
+        if (block === undefined) return;
+        grads.delete(id);
+        strided.delete(id);
+        ledger.release(block);
+        incoming[k] = undefined;
+      });
+    };
     // A kernel that needs a contiguous gradient copies a strided one for its duration.
     const stridedOut = backward.contiguousGradOutput && strided.size > 0 ? op.outputs.filter((id) => strided.has(id)) : NONE;
     const steps: readonly KernelStep[] =
@@ -245,16 +256,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
           }
           accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
         }),
-      incomingGrads: () => {
-        op.outputs.forEach((id, k) => {
-          const block = incoming[k];
-          if (block === undefined) return;
-          grads.delete(id);
-          strided.delete(id);
-          ledger.release(block);
-          incoming[k] = undefined;
-        });
-      },
+      incomingGrads: releaseIncoming,
       paramGrads: () => {
         // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
         const copyGrads = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
@@ -280,13 +282,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
       },
     });
     ledger.record('backward', label);
-    op.outputs.forEach((id, k) => {
-      const block = incoming[k];
-      if (block === undefined) return;
-      grads.delete(id);
-      strided.delete(id);
-      ledger.release(block);
-    });
+    releaseIncoming();
     for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
     // The region is done once its first op ran backward: checkpoint lets go of its inputs.
     const region = op.region === null ? undefined : ir.regions[op.region];
