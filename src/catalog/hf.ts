@@ -1,43 +1,138 @@
 import { fail, VramError, type VramIssue } from '../errors.js';
+import { HF_ACTIVATIONS } from '../nn/hfActivation.js';
 import type { ModuleLayer } from '../nn/types.js';
-import { gpt2Model, llamaFamily, type DecoderOptions } from './decoders.js';
+import type { DType } from '../tensor/dtype.js';
+import { gpt2Model } from './gpt2.js';
+import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
+import { transformersRules, type HFRules } from './transformers.js';
 
-/** A Hugging Face `config.json` object (the fields vram-ts reads; others are ignored). */
+/** A Hugging Face `config.json` object. */
 export type HFConfig = Readonly<Record<string, unknown>>;
 
-const LLAMA_TYPES = ['llama', 'qwen2', 'mistral'] as const;
-
-function integer(config: HFConfig, field: string, issues: VramIssue[], fallback?: number): number {
-  const value = config[field] ?? fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer >= 1`, expected: 'integer >= 1', received: value === undefined ? 'missing' : JSON.stringify(value) });
-    return 1;
-  }
-  return value;
+/** Options of {@link fromHFConfig}. */
+export interface HFConfigOptions extends DecoderOptions {
+  /**
+   * Parameter dtype. Default: the config's `torch_dtype` (as `from_pretrained(torch_dtype="auto")`
+   * loads it), float32 when the config has none. Pass `'float32'` for transformers 4.x's own
+   * `from_pretrained` default.
+   */
+  readonly dtype?: DType;
 }
 
-function optionalNumber(config: HFConfig, field: string, issues: VramIssue[], fallback: number): number {
-  const value = config[field] ?? fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    issues.push({ path: [field], code: 'bad-config', message: `${field} must be a number >= 0`, received: JSON.stringify(value) });
-    return fallback;
+const FAMILIES = ['llama', 'qwen2', 'mistral', 'gpt2'] as const;
+
+/** Values the config classes give fields a config.json leaves out (transformers 4.40 – 4.56, configuration_*.py). */
+const DEFAULTS: Readonly<Record<(typeof FAMILIES)[number], Readonly<Record<string, unknown>>>> = {
+  llama: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, hidden_act: 'silu', max_position_embeddings: 2048, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, mlp_bias: false, head_dim: null },
+  mistral: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, hidden_act: 'silu', max_position_embeddings: 4096 * 32, use_cache: true, tie_word_embeddings: false, sliding_window: 4096, attention_dropout: 0, head_dim: null },
+  qwen2: { vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, use_sliding_window: false, sliding_window: 4096, max_window_layers: 28, attention_dropout: 0 },
+  gpt2: { vocab_size: 50257, n_positions: 1024, n_embd: 768, n_layer: 12, n_head: 12, n_inner: null, activation_function: 'gelu_new', resid_pdrop: 0.1, embd_pdrop: 0.1, attn_pdrop: 0.1, use_cache: true, tie_word_embeddings: true },
+};
+
+const DTYPES: Readonly<Record<string, DType>> = { float32: 'float32', float16: 'float16', bfloat16: 'bfloat16', float: 'float32', half: 'float16' };
+
+/** Reads fields with the config class's defaults; every problem becomes an issue with the field's path. */
+class Reader {
+  readonly issues: VramIssue[] = [];
+  constructor(
+    private readonly config: HFConfig,
+    private readonly defaults: Readonly<Record<string, unknown>>,
+  ) {}
+
+  value(field: string): unknown {
+    return Object.hasOwn(this.config, field) ? this.config[field] : this.defaults[field];
   }
-  return value;
+
+  integer(field: string, min = 1): number {
+    const value = this.value(field);
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer >= ${min}`, expected: `integer >= ${min}`, received: value === undefined ? 'missing' : JSON.stringify(value) });
+      return min;
+    }
+    return value;
+  }
+
+  /** An integer, or null when the field is null / absent with a null default. */
+  optionalInteger(field: string): number | null {
+    const value = this.value(field);
+    return value === null || value === undefined ? null : this.integer(field);
+  }
+
+  probability(field: string): number {
+    const value = this.value(field);
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 1) {
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a number from 0 to 1`, expected: '0 <= p <= 1', received: JSON.stringify(value) });
+      return 0;
+    }
+    return value;
+  }
+
+  flag(field: string): boolean {
+    const value = this.value(field);
+    if (typeof value !== 'boolean') {
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be true or false`, expected: 'true | false', received: JSON.stringify(value) });
+      return false;
+    }
+    return value;
+  }
+
+  activation(field: string): string {
+    const value = this.value(field);
+    if (typeof value !== 'string' || !(HF_ACTIVATIONS as readonly string[]).includes(value)) {
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} is not an activation vram-ts models`, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(value) });
+      return 'silu';
+    }
+    return value;
+  }
+
+  dtype(): DType | undefined {
+    const value = this.config.torch_dtype ?? this.config.dtype;
+    if (value === undefined || value === null) return undefined;
+    const dtype = typeof value === 'string' ? DTYPES[value.replace(/^torch\./, '')] : undefined;
+    if (dtype === undefined) this.issues.push({ path: [Object.hasOwn(this.config, 'torch_dtype') ? 'torch_dtype' : 'dtype'], code: 'bad-config', message: 'unknown torch_dtype', expected: Object.keys(DTYPES).join(' | '), received: JSON.stringify(value) });
+    return dtype;
+  }
 }
 
-function flag(config: HFConfig, field: string, issues: VramIssue[], fallback: boolean): boolean {
-  const value = config[field] ?? fallback;
-  if (typeof value !== 'boolean') {
-    issues.push({ path: [field], code: 'bad-config', message: `${field} must be true or false`, received: JSON.stringify(value) });
-    return fallback;
-  }
-  return value;
+function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFRules): LlamaShape {
+  const hidden = r.integer('hidden_size');
+  const heads = r.integer('num_attention_heads');
+  // A null or missing num_key_value_heads: the class default, null meaning num_attention_heads.
+  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
+  const declaredHeadDim = r.optionalInteger('head_dim');
+  const headDim = declaredHeadDim !== null && rules.readsHeadDim.includes(family) ? declaredHeadDim : hidden / heads;
+  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
+  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+  // Only Llama reads attention_bias (q/k/v/o); Qwen2 always biases q/k/v; Mistral never.
+  const attentionBias = family === 'llama' ? r.flag('attention_bias') : false;
+  const window = family === 'mistral' ? r.optionalInteger('sliding_window') : null;
+  return {
+    family,
+    hidden,
+    intermediate: r.integer('intermediate_size'),
+    layers: r.integer('num_hidden_layers'),
+    heads,
+    kvHeads,
+    headDim,
+    vocab: r.integer('vocab_size'),
+    tied: r.flag('tie_word_embeddings'),
+    qkvBias: family === 'qwen2' ? true : attentionBias,
+    outBias: attentionBias,
+    mlpBias: rules.readsMlpBias.includes(family) ? r.flag('mlp_bias') : false,
+    attentionDropout: r.probability('attention_dropout'),
+    maxPositions: r.integer('max_position_embeddings'),
+    activation: r.activation('hidden_act'),
+    ...(window !== null ? { slidingWindow: window } : {}),
+  };
 }
 
 /**
- * A model from a Hugging Face `config.json` object: model_type `llama`, `qwen2`, `mistral`
- * (sliding window) or `gpt2`. Unknown model types, missing or inconsistent fields give a
- * VramError naming the field.
+ * A model from a Hugging Face `config.json` object (model_type `llama`, `qwen2`, `mistral` or
+ * `gpt2`), as a transformers release builds it (`options.transformers`, default the newest
+ * release read): fields the config leaves out take the config class's defaults, fields that
+ * release does not read are ignored as it ignores them (`head_dim` before 4.45, `mlp_bias`
+ * before 4.41), `use_cache` and `torch_dtype` are honoured. Unknown model types and bad
+ * fields give a VramError naming each field.
  *
  * @example
  * ```ts
@@ -46,68 +141,41 @@ function flag(config: HFConfig, field: string, issues: VramIssue[], fallback: bo
  * console.log(estimate(gpt2, { input: [1, 8], mode: 'inference' }).params.total); // 124439808
  * ```
  */
-export function fromHFConfig(config: HFConfig, options: DecoderOptions = {}): ModuleLayer {
-  if (typeof config !== 'object' || config === null) fail('bad-config', 'a config must be an object', { received: typeof config });
+export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): ModuleLayer {
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) fail('bad-config', 'a config must be an object', { received: config === null ? 'null' : typeof config });
   const type = config.model_type;
-  const issues: VramIssue[] = [];
-  let model: ModuleLayer | null = null;
-  if (type === 'gpt2') {
-    const hidden = integer(config, 'n_embd', issues, 768);
-    const heads = integer(config, 'n_head', issues, 12);
-    if (hidden % heads !== 0) issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
-    const act = config.activation_function ?? 'gelu_new';
-    if (act !== 'gelu_new') issues.push({ path: ['activation_function'], code: 'bad-config', message: 'only gelu_new is modelled for gpt2', expected: 'gelu_new', received: JSON.stringify(act) });
-    const inner = config.n_inner === null || config.n_inner === undefined ? 4 * hidden : integer(config, 'n_inner', issues);
-    if (issues.length === 0) {
-      model = gpt2Model(
-        {
-          hidden,
-          layers: integer(config, 'n_layer', issues, 12),
-          heads,
-          inner,
-          vocab: integer(config, 'vocab_size', issues, 50257),
-          positions: integer(config, 'n_positions', issues, 1024),
-          attnDropout: optionalNumber(config, 'attn_pdrop', issues, 0.1),
-          residDropout: optionalNumber(config, 'resid_pdrop', issues, 0.1),
-          embdDropout: optionalNumber(config, 'embd_pdrop', issues, 0.1),
-        },
-        options,
-      );
-    }
-  } else if (typeof type === 'string' && (LLAMA_TYPES as readonly string[]).includes(type)) {
-    const family = type as (typeof LLAMA_TYPES)[number];
-    const hidden = integer(config, 'hidden_size', issues);
-    const heads = integer(config, 'num_attention_heads', issues);
-    const kvHeads = integer(config, 'num_key_value_heads', issues, heads);
-    const headDim = config.head_dim === null || config.head_dim === undefined ? hidden / heads : integer(config, 'head_dim', issues);
-    if (!Number.isInteger(headDim)) issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size (or give head_dim)', received: String(heads) });
-    if (heads % kvHeads !== 0) issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
-    const act = config.hidden_act ?? 'silu';
-    if (act !== 'silu') issues.push({ path: ['hidden_act'], code: 'bad-config', message: 'only silu (SwiGLU) is modelled', expected: 'silu', received: JSON.stringify(act) });
-    const attentionBias = flag(config, 'attention_bias', issues, false);
-    const window = config.sliding_window;
-    const useWindow = family === 'mistral' && window !== null && window !== undefined;
-    if (useWindow && (typeof window !== 'number' || !Number.isSafeInteger(window) || window < 1)) issues.push({ path: ['sliding_window'], code: 'bad-config', message: 'sliding_window must be an integer >= 1 or null', received: JSON.stringify(window) });
-    const shape = {
-      family,
-      hidden,
-      intermediate: integer(config, 'intermediate_size', issues),
-      layers: integer(config, 'num_hidden_layers', issues),
-      heads,
-      kvHeads,
-      headDim,
-      vocab: integer(config, 'vocab_size', issues),
-      tied: flag(config, 'tie_word_embeddings', issues, false),
-      qkvBias: family === 'qwen2' ? true : attentionBias,
-      outBias: family === 'qwen2' ? false : attentionBias,
-      mlpBias: family === 'llama' ? flag(config, 'mlp_bias', issues, false) : false,
-      attentionDropout: optionalNumber(config, 'attention_dropout', issues, 0),
-      ...(useWindow && typeof window === 'number' ? { slidingWindow: window } : {}),
-    };
-    if (issues.length === 0) model = llamaFamily(shape, options);
-  } else {
-    issues.push({ path: ['model_type'], code: 'unsupported-model', message: 'unsupported model_type', expected: 'llama | qwen2 | mistral | gpt2', received: JSON.stringify(type) });
+  if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
+    fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: FAMILIES.join(' | '), received: JSON.stringify(type) });
   }
-  if (issues.length > 0 || model === null) throw new VramError(issues);
-  return model;
+  const family = type as (typeof FAMILIES)[number];
+  const rules = transformersRules(options.transformers, ['transformers']);
+  const r = new Reader(config, DEFAULTS[family]);
+  const dtype = options.dtype ?? r.dtype();
+  const useCache = options.useCache ?? r.flag('use_cache');
+  const decoder: DecoderOptions = { ...options, transformers: rules.release, useCache, ...(dtype !== undefined ? { dtype } : {}) };
+  let build: () => ModuleLayer;
+  if (family === 'gpt2') {
+    const hidden = r.integer('n_embd');
+    const heads = r.integer('n_head');
+    if (hidden % heads !== 0) r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
+    const shape = {
+      hidden,
+      layers: r.integer('n_layer'),
+      heads,
+      inner: r.optionalInteger('n_inner') ?? 4 * hidden,
+      vocab: r.integer('vocab_size'),
+      positions: r.integer('n_positions'),
+      attnDropout: r.probability('attn_pdrop'),
+      residDropout: r.probability('resid_pdrop'),
+      embdDropout: r.probability('embd_pdrop'),
+      tied: r.flag('tie_word_embeddings'),
+      activation: r.activation('activation_function'),
+    };
+    build = () => gpt2Model(shape, decoder);
+  } else {
+    const shape = llamaShape(family, r, rules);
+    build = () => llamaFamily(shape, decoder);
+  }
+  if (r.issues.length > 0) throw new VramError(r.issues);
+  return build();
 }

@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import type { ModuleLayer } from '../nn/types.js';
-import type { DecoderOptions } from './decoders.js';
+import type { DecoderOptions } from './llama.js';
 import { fromHFConfig, type HFConfig } from './hf.js';
 
 /** A catalog LLM: the Hugging Face config (the fields that shape memory) and its published size. */

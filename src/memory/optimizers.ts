@@ -36,6 +36,11 @@ export interface ParamUpdate {
   readonly state: readonly StateTensor[];
   /** Temporaries of the update of this tensor, allocated in order then freed (for-loop). */
   readonly temps: readonly Dim[];
+  /**
+   * For-loop: the last temporary is a loop variable (Adam's `denom`) that lives on until the
+   * next tensor's update assigns it again, so it overlaps that update's temporaries.
+   */
+  readonly carriesLast?: boolean;
   /** Bytes held at once over the whole list while updating (foreach intermediates). */
   readonly listTemps: Dim;
 }
@@ -67,8 +72,9 @@ export const BNB_BLOCK_SIZE = 256;
  * State and temporaries of one parameter's update, mirroring torch.optim (2.x) for
  * SGD/Adam/AdamW/Adafactor, lucidrains' Lion and bitsandbytes' Adam8bit:
  * - Adam/AdamW for-loop: `denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)` holds two
- *   parameter-sized temporaries at once; foreach holds one per tensor for the whole list;
- *   fused none. The step count is a host scalar unless fused.
+ *   parameter-sized temporaries at once, and `denom` lives on into the next tensor's update
+ *   (a loop variable); foreach holds one per tensor for the whole list; fused none. The step
+ *   count is a host scalar unless fused.
  * - SGD with momentum keeps a momentum buffer; weight decay or Nesterov add a temporary.
  * - Adafactor keeps factored second moments (row and column means) for matrices.
  * - Adam8bit keeps uint8 moments plus a float32 absmax per 256-element block, and
@@ -105,7 +111,7 @@ export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam, framewor
       // foreach: 2.x takes exp_avg_sq_sqrt = _foreach_sqrt(...) then divides and adds in place;
       // 1.13 made `denom = _foreach_add(exp_avg_sq_sqrt, eps)`, a second list.
       const lists = framework === 'torch-1.13' ? 2 : 1;
-      return { state, ...perTensor([...decay, full, full], mul(full, lists + (spec.name === 'adam' && decay.length > 0 ? 1 : 0))) };
+      return { state, ...perTensor([...decay, full, full], mul(full, lists + (spec.name === 'adam' && decay.length > 0 ? 1 : 0))), ...(impl === 'for-loop' ? { carriesLast: true } : {}) };
     }
     case 'lion':
       return { state: [{ label: 'exp_avg', bytes: full, place: 'device' }], ...perTensor([full, full], full) };

@@ -219,6 +219,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     savedLeft[storage]! -= 1;
     maybeFree(storage, Number.MAX_SAFE_INTEGER);
   };
+  const accumulations: [number, number, number][] = [];
   for (let i = ir.ops.length - 1; i >= 0; i -= 1) {
     const op = ir.ops[i]!;
     if (!op.recorded || op.backward === null) continue;
@@ -265,17 +266,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
           if (!ir.storages[storage]!.trainable) continue;
           const existing = paramGrads.get(param);
           if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-          else {
-            // A second gradient for the same parameter (tied or shared weights): .grad + new
-            // out of place, a third tensor before the two are freed. Measured on PyTorch 1.13
-            // (CPU) and 2.11 (CUDA traces of tied embeddings in test/fixtures/cuda/traces).
-            const fresh = ledger.alloc(tensorBytes(ir, param), 'temporaries');
-            const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
-            ledger.record('backward', `${label} (accumulate grad)`);
-            ledger.release(existing);
-            ledger.release(fresh);
-            paramGrads.set(param, summed);
-          }
+          else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
         }
         if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
         for (const block of copyGrads) ledger.release(block);
@@ -284,6 +275,18 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     ledger.record('backward', label);
     releaseIncoming();
     for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
+    // A second gradient for the same parameter (tied or shared weights): AccumulateGrad runs
+    // after the node let go of its inputs, as `.grad + new` out of place, a third tensor
+    // before the two are freed. Measured on PyTorch 1.13 (CPU, real transformers 4.40.2
+    // traces) and 2.11 (CUDA traces of tied embeddings in test/fixtures/cuda/traces).
+    for (const [param, existing, fresh] of accumulations) {
+      const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
+      ledger.record('backward', `${label} (accumulate grad)`);
+      ledger.release(existing);
+      ledger.release(fresh);
+      paramGrads.set(param, summed);
+    }
+    accumulations.length = 0;
     // The region is done once its first op ran backward: checkpoint lets go of its inputs.
     const region = op.region === null ? undefined : ir.regions[op.region];
     if (region !== undefined && region.firstOp === op.index) for (const id of region.inputs) releaseSaved(ir.tensors[id]!.storage);
@@ -396,12 +399,18 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
       ledger.record('step', `${settings.optimizer.name} (foreach intermediates)`);
       ledger.release(block);
     }
+    // A loop variable (Adam's `denom`) survives into the next tensor's update.
+    let carried: number | null = null;
     for (const [id, update] of updates) {
       if (update.temps.length === 0) continue;
       const blocks = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
       ledger.record('step', `${settings.optimizer.name} ${ir.tensors[id]!.key ?? id}`);
+      const kept = update.carriesLast ? blocks.pop()! : null;
       for (const block of blocks) ledger.release(block);
+      if (carried !== null) ledger.release(carried);
+      carried = kept;
     }
+    if (carried !== null) ledger.release(carried);
   }
   ledger.record('end', 'after the step');
   const steady = finish(ledger, baseline, settings.keepTimeline ?? true, settings.peakExpression ?? true);

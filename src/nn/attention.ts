@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import { castRule } from '../ops/cast.js';
-import { causalWhereRule, copyRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import { causalWhereRule, copyRule, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
 import { matmulRule } from '../ops/matmul.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
@@ -10,7 +10,7 @@ import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
 import { module } from './module.js';
-import type { GraphBuilder, LayerOptions, ModuleLayer, TensorRef } from './types.js';
+import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How attention runs: materialised scores (`eager`), PyTorch's fused `sdpa`, or FlashAttention-2 (`flash`). */
 export type AttentionImpl = 'eager' | 'sdpa' | 'flash';
@@ -31,14 +31,55 @@ export interface AttentionOptions extends LayerOptions {
   /** GPT-2's dropout after the output projection (resid_pdrop). */
   readonly residDropout?: number;
   /**
-   * `llama`: q/k/v/o projections, rotary embeddings, float32 softmax, `repeat_kv` for GQA, a
-   * float [B,1,S,S] causal mask as fourth input (Llama, Qwen2, Mistral). `gpt2`: one fused
-   * Conv1D `c_attn`, a bool [1,1,P,P] mask buffer and `torch.where`, residual dropout.
+   * `llama`: q/k/v/o projections, rotary embeddings, float32 softmax, `repeat_kv` for GQA
+   * (Llama, Qwen2, Mistral). `gpt2`: one fused Conv1D `c_attn`, a bool [1, 1, P, P] mask
+   * buffer and `torch.where` (unless `maskBuffer` is false), softmax in the activations'
+   * dtype, residual dropout. After the hidden states (and, llama style without `rotary`, cos
+   * and sin) comes an optional float mask that eager attention adds to the scores.
    */
   readonly style?: 'llama' | 'gpt2';
   /** GPT-2's n_positions (the side of its mask buffer). */
   readonly positions?: number;
+  /** GPT-2: the bool `bias` and `masked_bias` buffers (default true; gone in transformers 5.x). */
+  readonly maskBuffer?: boolean;
   readonly className?: string;
+  /**
+   * Llama style: a module run on the value states in every attention layer that returns
+   * [cos, sin] (transformers up to 4.47 computed rotary tables per layer for some families).
+   * Without it, cos and sin are the module's second and third inputs, computed once by the model.
+   */
+  readonly rotary?: Layer;
+  /**
+   * The rotary tables come gathered at `position_ids` inside `apply_rotary_pos_emb` (Mistral
+   * and Qwen2 up to 4.44/4.41): they live until both rotations are done, not until forward returns.
+   */
+  readonly rotaryGathered?: boolean;
+  /** A child module run first whose outputs attention does not use (a leftover rotary module that only holds buffers). */
+  readonly unusedModule?: Layer;
+  /**
+   * Eager: return `[output, attention weights]` so the caller holds the weights (the decoder
+   * layer binds them from transformers 4.48 on). Default false: they live until attention
+   * returns (`attn_weights = None` after `o_proj`, up to 4.47).
+   */
+  readonly returnWeights?: boolean;
+  /**
+   * Which tensors stay referenced until attention returns: `inline` (default; attention
+   * computed in forward: q and the repeated k/v are its locals) or `function`
+   * (`eager_attention_forward`/`sdpa_attention_forward`: q and the un-repeated k/v are
+   * locals of forward, the repeated k/v go when the function returns).
+   */
+  readonly locals?: 'inline' | 'function';
+  /**
+   * `use_cache`: the keys and values (after rotary, before `repeat_kv`; GPT-2's views of
+   * `c_attn`'s output) go into the cache the model's output keeps until the forward returns:
+   * the tensors themselves (`alias`) or copies made by `torch.cat` (`copy`), which attention
+   * then reads. Default `false`: no cache.
+   */
+  readonly cache?: false | 'alias' | 'copy';
+  /** sdpa with GQA: `repeat` k/v to every head first (default), or `enable-gqa` (PyTorch ≥ 2.5, no mask). */
+  readonly sdpaGqa?: 'repeat' | 'enable-gqa';
+  /** sdpa: make q, k, v contiguous before the kernel (copies of the transposed views). Default false. */
+  readonly sdpaContiguous?: boolean;
 }
 
 /** A reshape across batch and heads copies unless the batch is 1 (then a view suffices). */
@@ -51,7 +92,7 @@ function heads(g: GraphBuilder, x: TensorRef, batch: Dim, seq: Dim, count: numbe
   return g.call(transposeRule, [split], { dim0: 1, dim1: 2 })[0]!;
 }
 
-/** `q*cos + rotate_half(q)*sin` (apply_rotary_pos_emb): saves cos and sin (shared by all layers). */
+/** `q*cos + rotate_half(q)*sin` (apply_rotary_pos_emb): saves cos and sin. */
 function rotate(g: GraphBuilder, x: TensorRef, cos: TensorRef, sin: TensorRef, dim: number): TensorRef {
   const withCos = g.call(mulRule, [x, cos], {})[0]!;
   const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: dim / 2 })[0]!;
@@ -62,12 +103,25 @@ function rotate(g: GraphBuilder, x: TensorRef, cos: TensorRef, sin: TensorRef, d
   return g.call(addRule, [withCos, withSin], {})[0]!;
 }
 
+/** The scores' causal masking: GPT-2's buffer and `torch.where`, then an additive float mask (sliced when built longer). */
+function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefined, seq: Dim, buffer: number | null): TensorRef {
+  let out = scores;
+  if (buffer !== null) out = g.call(causalWhereRule, [out], { positions: buffer })[0]!;
+  if (mask !== undefined) {
+    // `attention_mask[:, :, :, : key_len]`: a view when the mask was built longer.
+    const sliced = mask.shape[3] === seq ? mask : g.call(sliceRule, [mask], { dim: 3, start: 0, end: seq })[0]!;
+    out = g.call(addRule, [out, sliced], {})[0]!;
+  }
+  return out;
+}
+
 /**
  * Multi-head attention as Hugging Face runs it (MHA, GQA or MQA), op for op, so what autograd
- * keeps follows: eager attention keeps the S×S float32 probabilities (and, with dropout, their
- * mask) per head, while `sdpa`/`flash` keep only q, k, v, the output and a float32
- * log-sum-exp per head and position. The module's inputs: the hidden states, then (llama
- * style) cos, sin and, for eager, the causal mask.
+ * keeps follows: eager attention keeps the S×S probabilities (float32 softmax in the llama
+ * style) and, with dropout, their mask per head, while `sdpa`/`flash` keep only q, k, v, the
+ * output and a float32 log-sum-exp per head and position. Which Python locals keep tensors
+ * alive, what the KV cache holds and how sdpa treats GQA follow the options, which
+ * {@link llamaFamily} and {@link gpt2Model} set from a transformers release's rules.
  *
  * @example
  * ```ts
@@ -86,68 +140,137 @@ export function attention(options: AttentionOptions): ModuleLayer {
   if (!Number.isInteger(d) || nh % nkv !== 0) fail('bad-config', 'heads must divide hidden and kv heads must divide heads', { path: [options.name ?? 'attention'], received: `hidden ${options.hidden}, heads ${nh}, kv heads ${nkv}` });
   const groups = nh / nkv;
   const p = options.dropout ?? 0;
+  const locals = options.locals ?? 'inline';
+  // repeat_kv is expand + reshape: a view when there is one kv head (the merged dimension has
+  // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
+  const repeats = groups > 1 && impl !== 'flash' && !(impl === 'sdpa' && options.sdpaGqa === 'enable-gqa');
+  const repeatIsView = nkv === 1;
 
   const body = graph((g, inputs) => {
     const h = inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
+    if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
     let q: TensorRef;
     let k: TensorRef;
     let v: TensorRef;
+    let mask: TensorRef | undefined;
     if (style === 'gpt2') {
       const fused = g.apply(module('c_attn', 'Conv1D', linear({ out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true })), h);
       const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
       q = heads(g, part(0), batch, seq, nh, d);
       k = heads(g, part(1), batch, seq, nh, d);
       v = heads(g, part(2), batch, seq, nh, d);
+      mask = inputs[1];
+      // query, key, value are views of c_attn's output, locals until forward returns.
+      g.hold(q);
     } else {
       const bias = options.qkvBias ?? false;
       q = heads(g, g.apply(linear({ out: nh * d, bias, name: 'q_proj' }), h), batch, seq, nh, d);
       k = heads(g, g.apply(linear({ out: nkv * d, bias, name: 'k_proj' }), h), batch, seq, nkv, d);
       v = heads(g, g.apply(linear({ out: nkv * d, bias, name: 'v_proj' }), h), batch, seq, nkv, d);
-      const cos = g.call(viewRule, [inputs[1]!], { shape: [1, 1, seq, d] })[0]!;
-      const sin = g.call(viewRule, [inputs[2]!], { shape: [1, 1, seq, d] })[0]!;
+      let cosIn: TensorRef;
+      let sinIn: TensorRef;
+      if (options.rotary !== undefined) {
+        [cosIn, sinIn] = g.applyAll(options.rotary, v) as [TensorRef, TensorRef];
+        mask = inputs[1];
+      } else {
+        cosIn = inputs[1]!;
+        sinIn = inputs[2]!;
+        mask = inputs[3];
+      }
+      // `cos, sin = ...` are locals of forward until it returns; tables gathered inside
+      // apply_rotary_pos_emb (`cos[position_ids]`) go when both rotations are done.
+      const gathered = options.rotaryGathered ?? false;
+      if (!gathered) {
+        g.hold(cosIn);
+        g.hold(sinIn);
+      }
+      const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, d] })[0]!;
+      const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, d] })[0]!;
+      // `query_states, key_states = apply_rotary_pos_emb(...)`: the originals are dropped only
+      // when both are rotated.
+      const [q0, k0] = [q, k];
       q = rotate(g, q, cos, sin, d);
       k = rotate(g, k, cos, sin, d);
+      for (const t of gathered ? [q0, k0, cosIn, sinIn] : [q0, k0]) g.touch(t);
+      g.hold(q);
     }
-    // repeat_kv: expand + reshape copies when kv heads are shared (GQA/MQA); flash handles GQA natively.
-    if (groups > 1 && impl !== 'flash') {
-      k = g.call(copyRule, [k], { shape: [batch, nh, seq, d] })[0]!;
-      v = g.call(copyRule, [v], { shape: [batch, nh, seq, d] })[0]!;
+    if (options.cache === 'copy') {
+      // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
+      k = g.call(copyRule, [k], {})[0]!;
+      v = g.call(copyRule, [v], {})[0]!;
+    }
+    if (options.cache === 'alias' || options.cache === 'copy') {
+      g.hold(k, 'forward');
+      g.hold(v, 'forward');
+    }
+    if (locals === 'function') {
+      g.hold(k);
+      g.hold(v);
+    }
+    if (repeats) {
+      const repeat = repeatIsView ? expandRule : copyRule;
+      k = g.call(repeat, [k], { shape: [batch, nh, seq, d] })[0]!;
+      v = g.call(repeat, [v], { shape: [batch, nh, seq, d] })[0]!;
+    }
+    if (locals === 'inline') {
+      g.hold(k);
+      g.hold(v);
     }
     let context: TensorRef;
     let weights: TensorRef | undefined;
     if (impl === 'eager') {
-      // matmul reshapes [B, heads, ...] to [B·heads, ...]: a copy unless it is a view.
+      // matmul reshapes [B, heads, ...] to [B·heads, ...]: a view at batch 1 or for a
+      // contiguous repeat_kv copy (or cache copy), a copy otherwise (q, k and v are transposed
+      // views, and an expanded kv head has stride 0).
+      const contiguousKv = (repeats && !repeatIsView) || (!repeats && options.cache === 'copy');
       const qm = mergesAsView(batch) ? q : g.call(copyRule, [q], {})[0]!;
       const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
-      const km = mergesAsView(batch) || (groups > 1 && style === 'llama') ? kt : g.call(copyRule, [kt], {})[0]!;
+      const km = mergesAsView(batch) || contiguousKv ? kt : g.call(copyRule, [kt], {})[0]!;
       let scores = g.call(matmulRule, [qm, km], {})[0]!;
       if (style === 'gpt2') {
-        scores = g.call(mulScalarRule, [scores], { scalarDtype: scores.dtype })[0]!;
-        scores = g.call(causalWhereRule, [scores], { positions: options.positions ?? 1024 })[0]!;
+        const buffer = options.maskBuffer ?? true;
+        // 4.x divides by torch.full([], √d) in the scores' dtype; 5.x multiplies by a Python float.
+        scores = g.call(mulScalarRule, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
+        scores = maskScores(g, scores, mask, seq, buffer ? options.positions ?? 1024 : null);
         scores = g.call(softmaxRule, [scores], { dim: -1 })[0]!;
       } else {
         scores = g.call(mulScalarRule, [scores], {})[0]!;
-        if (inputs[3] !== undefined) scores = g.call(addRule, [scores, inputs[3]], {})[0]!;
+        scores = maskScores(g, scores, mask, seq, null);
         scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
         scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
       }
       const probs = g.apply(dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' }), scores);
       weights = probs;
-      const vm = mergesAsView(batch) || (groups > 1 && style === 'llama') ? v : g.call(copyRule, [v], {})[0]!;
+      const vm = mergesAsView(batch) || contiguousKv ? v : g.call(copyRule, [v], {})[0]!;
       context = g.call(matmulRule, [probs, vm], {})[0]!;
     } else {
-      context = g.call(sdpaRule, [q, k, v], { dropout: p })[0]!;
+      let [qs, ks, vs] = [q, k, v];
+      if (impl === 'sdpa' && options.sdpaContiguous) {
+        // .contiguous() copies the transposed views; a repeat_kv copy already is contiguous.
+        qs = g.call(copyRule, [q], {})[0]!;
+        if (!repeats || repeatIsView) ks = g.call(copyRule, [k], {})[0]!;
+        if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
+      }
+      context = g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
     }
     const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
-    const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
-    if (style === 'gpt2') {
-      const out = g.apply(module('c_proj', 'Conv1D', linear({ out: options.hidden, transposedWeight: true, bias: options.outBias ?? true })), flat);
-      return g.apply(dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' }), out);
+    if (locals === 'function') {
+      // eager_attention_forward returns here: its repeated k/v go now.
+      g.touch(k);
+      g.touch(v);
     }
-    const out = g.apply(linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' }), flat);
-    // Llama-style attention returns (output, attn_weights); the caller holds the weights.
-    return weights === undefined ? out : [out, weights];
+    const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
+    const out =
+      style === 'gpt2'
+        ? g.apply(module('c_proj', 'Conv1D', linear({ out: options.hidden, transposedWeight: true, bias: options.outBias ?? true })), flat)
+        : g.apply(linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' }), flat);
+    const result = style === 'gpt2' ? g.apply(dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' }), out) : out;
+    if (weights === undefined) return result;
+    if (options.returnWeights) return [result, weights];
+    // `attn_weights` is a local of forward until it returns.
+    g.hold(weights);
+    return result;
   });
   return Object.freeze({
     kind: 'module',

@@ -95,8 +95,14 @@ export interface GraphBuilder {
   readonly training: boolean;
   /** Whether autograd records (a training step) or not (inference, no_grad). */
   readonly gradEnabled: boolean;
-  /** Keeps a tensor referenced until the enclosing module returns (a Python local that outlives its last use). */
-  readonly hold: (tensor: TensorRef) => void;
+  /**
+   * Keeps a tensor referenced until the enclosing module returns (a Python local that
+   * outlives its last use), or with `'forward'` until the model's forward returns (what the
+   * model's output object holds, such as a KV cache).
+   */
+  readonly hold: (tensor: TensorRef, until?: 'module' | 'forward') => void;
+  /** Keeps a tensor referenced up to the ops traced so far (a Python variable reassigned only now). */
+  readonly touch: (tensor: TensorRef) => void;
 }
 
 /** Custom data flow (attention, gated MLPs): a function of the builder and the inputs. */

@@ -1,4 +1,4 @@
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of torch.nn.Dropout. */
@@ -11,6 +11,7 @@ export interface DropoutAttrs {
  * Dropout. In eval mode or with p = 0 it returns its input. In training, CUDA's fused
  * native_dropout (out of place) saves a bool mask (1 byte per element); the in-place
  * path and every CPU path multiply by a noise tensor of the input's dtype and save that.
+ * Under no_grad in train mode the mask is still made, and freed once the output exists.
  */
 export const dropoutRule: OpRule<DropoutAttrs> = {
   name: 'dropout',
@@ -26,6 +27,8 @@ export const dropoutRule: OpRule<DropoutAttrs> = {
       outputs: [tensor(input!.shape, input!.dtype)],
       ...(inplace ? { alias: 'inplace' as const } : {}),
       saves: () => [{ extra: mask, label: 'mask' }],
+      // Under no_grad the kernel still draws the mask (CPU: the noise tensor first), then drops it.
+      forwardStepsUnrecorded: [{ alloc: 'mask', bytes: specBytes(mask) }, { results: 'outputs' }, { free: 'mask' }],
     };
   },
 };

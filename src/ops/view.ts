@@ -21,6 +21,24 @@ export const viewRule: OpRule<ViewAttrs> = {
   },
 };
 
+/**
+ * `x.expand(shape)` (or `x[None, None].expand(...)`): a view that repeats size-1 dimensions
+ * with stride 0, so no memory; its gradient is summed back to the input's shape.
+ */
+export const expandRule: OpRule<ViewAttrs> = {
+  name: 'expand',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const rank = attrs.shape.length;
+    const offset = rank - x!.shape.length;
+    if (offset < 0) fail('shape-mismatch', 'expand cannot drop dimensions', { path: ctx.path, expected: `rank >= ${x!.shape.length}`, received: String(rank) });
+    x!.shape.forEach((d, i) => {
+      if (d !== 1 && dimKey(d) !== dimKey(attrs.shape[offset + i]!)) fail('shape-mismatch', 'expand repeats only dimensions of size 1', { path: ctx.path, expected: String(d), received: String(attrs.shape[offset + i]) });
+    });
+    return { outputs: [tensor(attrs.shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['new'] }) };
+  },
+};
+
 /** Attributes of transpose. */
 export interface TransposeAttrs {
   readonly dim0: number;
@@ -88,7 +106,11 @@ export const causalWhereRule: OpRule<MaskedFillAttrs> = {
   apply([x], attrs) {
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
-      buffers: [{ name: 'bias', spec: tensor([1, 1, attrs.positions, attrs.positions], 'bool') }],
+      // `masked_bias` (a float32 scalar) is registered beside it and never read.
+      buffers: [
+        { name: 'bias', spec: tensor([1, 1, attrs.positions, attrs.positions], 'bool') },
+        { name: 'masked_bias', spec: tensor([], 'float32') },
+      ],
       saves: (needs) => (needs.inputs[0] ? [{ buffer: 'bias' }] : []),
       // The scalar fill value is a new 4-byte tensor each call.
       forwardSteps: [{ alloc: 'mask value', bytes: specBytes(tensor([], x!.dtype)) }, { results: 'outputs' }, { free: 'mask value' }],

@@ -558,7 +558,14 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
           call: (rule, args, attrs) => runOp(state, rule, attrs, args),
           training: state.options.training,
           gradEnabled: state.options.gradEnabled,
-          hold: (t) => current(state).held.push(state.tensors[t.id]!.storage),
+          hold: (t, until = 'module') => {
+            const storage = state.tensors[t.id]!.storage;
+            if (until === 'forward') state.holdsToEnd.add(storage);
+            else current(state).held.push(storage);
+          },
+          touch: (t) => {
+            state.holds.push({ storage: state.tensors[t.id]!.storage, until: state.ops.length - 1 });
+          },
         },
         inputs,
       );

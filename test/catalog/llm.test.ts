@@ -37,7 +37,7 @@ describe('LLM catalog', () => {
     expect(issue({ ...base, num_key_value_heads: 3 })?.path).toEqual(['num_key_value_heads']);
     expect(issue({ ...base, hidden_size: 'big' })?.path).toEqual(['hidden_size']);
     expect(issue({ ...base, model_type: 'bert' })?.path).toEqual(['model_type']);
-    expect(issue({ ...base, hidden_act: 'gelu' })?.path).toEqual(['hidden_act']);
+    expect(issue({ ...base, hidden_act: 'laplace' })?.path).toEqual(['hidden_act']);
     expect(issue({ model_type: 'gpt2', n_embd: 100, n_head: 12 })?.path).toEqual(['n_head']);
     expect(() => fromHFConfig({ ...base, intermediate_size: undefined })).toThrow(/intermediate_size/);
   });

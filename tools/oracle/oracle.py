@@ -32,12 +32,17 @@ import torchvision  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+import hf_models  # noqa: E402
 import layers  # noqa: E402
 import ref_transformers  # noqa: E402
 
 THREADS = 1
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "adam_foreach")
-TRANSFORMERS = ("llama", "gpt2")
+TRANSFORMERS = ("llama", "gpt2", "hf")
+# Where the real transformers release of "hf" cases is imported from (--transformers-src).
+HF_SRC = {"path": None}
+ARGS_DEFAULT = {"cases": os.path.join("tools", "oracle", "cases.json"), "out": os.path.join("test", "fixtures", "pytorch")}
+ARGS = dict(ARGS_DEFAULT)
 
 # --------------------------------------------------------------------------------------------
 # small helpers
@@ -128,6 +133,8 @@ def build_model(case: dict) -> nn.Module:
         )
     if kind == "sequential":
         return layers.build_model(case)
+    if kind == "hf":
+        return hf_models.build_model(case, HF_SRC["path"])
     if kind in TRANSFORMERS:
         return ref_transformers.build_model(case)
     raise ValueError(f"unknown model {kind!r}")
@@ -137,7 +144,7 @@ def make_inputs(case: dict, model: nn.Module) -> Tuple[torch.Tensor, torch.Tenso
     """(input, target).  Transformers: target is the same tensor object as the input ids."""
     torch.manual_seed(1)
     if family(case) == "transformer":
-        vocab = model.config["vocab_size"]
+        vocab = hf_models.vocab_size(model) if case["model"] == "hf" else model.config["vocab_size"]
         ids = torch.randint(0, vocab, tuple(case["input"]), dtype=torch.int64)
         return ids, ids
     x = torch.randn(tuple(case["input"]), dtype=torch.float32)
@@ -161,8 +168,23 @@ def set_mode(model: nn.Module, case: dict) -> None:
         model.eval()
 
 
-def run_forward(case: dict, model: nn.Module, x, y, with_loss: bool):
-    """Returns (loss or None, outputs).  For transformers the loss is computed inside forward."""
+def run_forward(case: dict, model: nn.Module, x, y, with_loss: bool, use_cache: Optional[bool] = None):
+    """Returns (loss or None, outputs).  For transformers the loss is computed inside forward.
+
+    Real Hugging Face models return a ModelOutput (loss, logits, past_key_values): the caller
+    drops it after the forward, as a training loop that keeps only the loss does. ``use_cache``
+    None leaves the model's default; training uses the case's ``trainUseCache``.
+    """
+    if case["model"] == "hf":
+        if not with_loss:
+            return None, hf_models.forward(case, model, x, None, use_cache)
+        handles = _loss_marks(model)
+        try:
+            out = hf_models.forward(case, model, x, y, case.get("trainUseCache"))
+        finally:
+            for h in handles:
+                h.remove()
+        return out.loss, out
     if family(case) == "transformer":
         if with_loss:
             loss, logits = model(x, labels=y)
@@ -178,6 +200,22 @@ def run_forward(case: dict, model: nn.Module, x, y, with_loss: bool):
     finally:
         LOSS_STATE["active"] -= 1
     return loss, out
+
+
+def _loss_marks(model: nn.Module) -> list:
+    """For real HF models: everything after lm_head inside forward is the loss phase."""
+    head = model.get_output_embeddings()
+
+    def start(mod, args, out):
+        MARKS.mark("phase-push", "loss")
+        LOSS_STATE["active"] += 1
+
+    def stop(mod, args, out):
+        if LOSS_STATE["active"] > 0:
+            LOSS_STATE["active"] -= 1
+            MARKS.mark("phase-pop", "loss")
+
+    return [head.register_forward_hook(start), model.register_forward_hook(stop)]
 
 
 def make_optimizer(name: str, params) -> torch.optim.Optimizer:
@@ -617,16 +655,16 @@ def build_trace(events: list, labels: List[Tuple[str, str]]) -> Tuple[list, dict
 # --------------------------------------------------------------------------------------------
 
 
-def measure_inference(case: dict, model: nn.Module, x) -> dict:
+def measure_inference(case: dict, model: nn.Module, x, use_cache: Optional[bool] = None, events_out: Optional[list] = None) -> dict:
     set_mode(model, case)
     param_bytes = sum(p.numel() * p.element_size() for p in unique_params(model))
     buf_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
     in_bytes = x.numel() * x.element_size()
     with torch.no_grad():
-        out = run_forward(case, model, x, None, with_loss=False)
+        out = run_forward(case, model, x, None, with_loss=False, use_cache=use_cache)
         del out
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            out = run_forward(case, model, x, None, with_loss=False)
+            out = run_forward(case, model, x, None, with_loss=False, use_cache=use_cache)
             del out
     trace_events, _ = build_trace(profiler_events(prof), [])
     # frees of blocks allocated before the profiled forward would only come from stale entries
@@ -634,6 +672,8 @@ def measure_inference(case: dict, model: nn.Module, x) -> dict:
     deltas = [e["bytes"] for e in trace_events if not (e["bytes"] < 0 and e.get("of") == "<before>")]
     mx, end = cumulative(deltas)
     base = param_bytes + buf_bytes + in_bytes
+    if events_out is not None:
+        events_out.extend(e for e in trace_events if not (e["bytes"] < 0 and e.get("of") == "<before>"))
     return {
         "paramBytes": param_bytes,
         "bufferBytes": buf_bytes,
@@ -769,6 +809,7 @@ def measure_train(case: dict, opt_name: str, want_trace: bool) -> Tuple[dict, Op
 
 def env_info() -> dict:
     return {
+        **hf_models.env_info(),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "python": platform.python_version(),
@@ -790,15 +831,43 @@ def run_case(case: dict, traces_dir: Optional[str]) -> dict:
     gc.collect()
 
     model = build_model(case)
-    inference = measure_inference(case, model, x)
+    want_inference_trace = traces_dir is not None and case.get("trace", False) is not False and case["model"] == "hf"
+    inference_events: Optional[list] = [] if want_inference_trace else None
+    inference = measure_inference(case, model, x, events_out=inference_events)
+    # Real HF models: the same forward with use_cache=False (the default above keeps every
+    # layer's keys and values until the output is dropped).
+    no_cache = measure_inference(case, model, x, use_cache=False) if case["model"] == "hf" else None
     del model
     gc.collect()
+    if inference_events is not None:
+        os.makedirs(traces_dir, exist_ok=True)
+        doc = OrderedDict()
+        doc["id"] = cid
+        doc["case"] = case
+        doc["env"] = env_info()
+        doc["about"] = (
+            "Allocator events of a no-grad forward with the model's default use_cache (the second "
+            "such forward). bytes: signed delta; op: innermost profiler op; top: outermost op."
+        )
+        doc["baselineBytes"] = inference["baselineBytes"]
+        doc["peakBytes"] = inference["peakBytes"]
+        doc["events"] = inference_events
+        with open(os.path.join(traces_dir, f"{cid}.inference.json"), "w") as f:
+            json.dump(doc, f, separators=(",", ":"))
+            f.write("\n")
 
     result = OrderedDict()
     result["id"] = cid
     result["case"] = case
     result["generatedBy"] = "tools/oracle/oracle.py"
-    result["command"] = f"/usr/bin/python3 tools/oracle/oracle.py --only {cid}"
+    where = ""
+    if ARGS["cases"] != ARGS_DEFAULT["cases"]:
+        where += f" --cases {ARGS['cases']}"
+    if ARGS["out"] != ARGS_DEFAULT["out"]:
+        where += f" --out {ARGS['out']}"
+    result["command"] = f"/usr/bin/python3 tools/oracle/oracle.py{where} --only {cid}" + (
+        f" --transformers-src <transformers {case['transformers']} tree>" if case["model"] == "hf" else ""
+    )
     result["env"] = env_info()
     result["params"] = facts["params"]
     result["bufferElements"] = facts["bufferElements"]
@@ -839,6 +908,8 @@ def run_case(case: dict, traces_dir: Optional[str]) -> dict:
     if train:
         result["train"] = train
     result["inference"] = inference
+    if no_cache is not None:
+        result["inferenceNoCache"] = no_cache
     return result, round(time.time() - t0, 2)
 
 
@@ -849,7 +920,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("test", "fixtures", "pytorch"))
     ap.add_argument("--traces", default=os.path.join("test", "fixtures", "pytorch-traces"))
     ap.add_argument("--no-traces", action="store_true")
+    ap.add_argument(
+        "--transformers-src",
+        default=os.environ.get("ORACLE_TRANSFORMERS_SRC"),
+        help="directories (':'-separated) holding the transformers release that 'hf' cases name",
+    )
     args = ap.parse_args(argv)
+    HF_SRC["path"] = args.transformers_src
+    ARGS["cases"] = args.cases
+    ARGS["out"] = args.out
 
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)

@@ -1,0 +1,124 @@
+import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
+import { addRule } from '../ops/merge.js';
+import { attention } from '../nn/attention.js';
+import { dropout } from '../nn/dropout.js';
+import { embedding } from '../nn/embedding.js';
+import { graph } from '../nn/graph.js';
+import { layerNorm } from '../nn/layerNorm.js';
+import { linear } from '../nn/linear.js';
+import { mlp } from '../nn/mlp.js';
+import { module } from '../nn/module.js';
+import type { Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
+import type { DecoderOptions } from './llama.js';
+import { causalLmLoss } from './lm-loss.js';
+import { transformersRules } from './transformers.js';
+
+/** The shape of a GPT-2 model. */
+export interface Gpt2Shape {
+  readonly hidden: number;
+  readonly layers: number;
+  readonly heads: number;
+  readonly inner: number;
+  readonly vocab: number;
+  readonly positions: number;
+  readonly attnDropout: number;
+  readonly residDropout: number;
+  readonly embdDropout: number;
+  /** `tie_word_embeddings` (default true): lm_head shares wte's weight. */
+  readonly tied?: boolean;
+  /** `activation_function`, a Hugging Face ACT2FN name (default `gelu_new`). */
+  readonly activation?: string;
+}
+
+/**
+ * GPT-2 as Hugging Face's GPT2LMHeadModel runs it: token and learned position embeddings,
+ * pre-LayerNorm blocks with fused Conv1D attention (bool mask buffer, torch.where) and the
+ * configured MLP activation, final LayerNorm, the LM head (tied to the token embedding unless
+ * `tie_word_embeddings` is false), and in training the loss on a shifted copy of the logits.
+ * With `use_cache` (the default) each block's `present` keeps views of its whole `c_attn`
+ * output until the forward returns.
+ *
+ * @example
+ * ```ts
+ * import { estimate, gpt2Model } from 'vram-ts';
+ * const tiny = gpt2Model({ hidden: 64, layers: 1, heads: 4, inner: 256, vocab: 256, positions: 64, attnDropout: 0, residDropout: 0, embdDropout: 0 });
+ * console.log(estimate(tiny, { input: [1, 16] }).params.total); // 70592
+ * ```
+ */
+export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
+  const rules = transformersRules(options.transformers, ['transformers']);
+  const impl = options.attention ?? 'eager';
+  const cache = (options.useCache ?? true) ? rules.cache : false;
+  const tied = shape.tied ?? true;
+  const maskStyle = rules.mask.gpt2;
+  const blocks: Layer[] = Array.from({ length: shape.layers }, (_, i) => {
+    const attn = attention({
+      name: 'attn',
+      style: 'gpt2',
+      hidden: shape.hidden,
+      heads: shape.heads,
+      impl,
+      dropout: shape.attnDropout,
+      residDropout: shape.residDropout,
+      positions: shape.positions,
+      maskBuffer: rules.gpt2MaskBuffers,
+      qkvBias: true,
+      outBias: true,
+      cache,
+      returnWeights: rules.gpt2Weights === 'block',
+      locals: rules.attentionCode,
+      sdpaContiguous: rules.sdpaContiguous === 'always',
+    });
+    const ff = mlp({ name: 'mlp', hidden: shape.hidden, inner: shape.inner, activation: shape.activation ?? 'gelu_new', conv1d: true, dropout: shape.residDropout });
+    return module(
+      `h.${i}`,
+      'GPT2Block',
+      graph((g, [h, mask]) => {
+        const a = g.apply(layerNorm({ name: 'ln_1' }), h!);
+        // `attn_output` (and from 4.52 the weights) are locals until the block returns.
+        const [attended, weights] = g.applyAll(attn, a, ...(mask !== undefined ? [mask] : [])) as [TensorRef, TensorRef | undefined];
+        g.hold(attended);
+        if (weights !== undefined) g.hold(weights);
+        const mid = g.call(addRule, [attended, h!], {})[0]!;
+        const b = g.apply(layerNorm({ name: 'ln_2' }), mid);
+        return g.call(addRule, [mid, g.apply(ff, b)], {})[0]!;
+      }),
+    );
+  });
+  const transformer = module(
+    'transformer',
+    'GPT2Model',
+    graph((g, [ids]) => {
+      // position_ids = arange(0, S).unsqueeze(0): a new int64 [1, S].
+      const positionIds = g.call(positionsRule, [ids!], {})[0]!;
+      const tokens = g.apply(embedding({ num: shape.vocab, dim: shape.hidden, name: 'wte' }), ids!);
+      const positions = g.apply(embedding({ num: shape.positions, dim: shape.hidden, name: 'wpe' }), positionIds);
+      g.hold(tokens);
+      g.hold(positions);
+      let h = g.call(addRule, [tokens, positions], {})[0]!;
+      // From 4.55 eager attention also adds create_causal_mask's float [B, 1, S, S].
+      const mask = impl === 'eager' && maskStyle === 'masking-utils' ? g.call(causalMaskRule, [tokens], {})[0]! : undefined;
+      if (mask !== undefined) g.hold(mask);
+      h = g.apply(dropout({ p: shape.embdDropout, name: 'drop' }), h);
+      for (const block of blocks) h = g.apply(block, h, ...(mask !== undefined ? [mask] : []));
+      return g.apply(layerNorm({ name: 'ln_f' }), h);
+    }),
+  );
+  const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab };
+  return Object.freeze({
+    kind: 'module',
+    className: 'GPT2LMHeadModel',
+    inputDtype: 'int64',
+    ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
+    meta,
+    body: graph((g, [ids]) => {
+      const h = g.apply(transformer, ids!);
+      // `transformer_outputs` keeps the last hidden state until forward returns.
+      g.hold(h);
+      const logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(tied ? { tiedWeight: 'transformer.wte.weight' } : {}) }), h);
+      // The output returns the logits: they live through the loss.
+      g.hold(logits);
+      return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss.gpt2, rules.logitsUpcast.gpt2 === 'loss') : logits;
+    }),
+  });
+}

@@ -1,0 +1,45 @@
+import { castRule } from '../ops/cast.js';
+import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
+import { copyRule, sliceRule, viewRule } from '../ops/view.js';
+import type { GraphBuilder, TensorRef } from '../nn/types.js';
+import type { Dim } from '../sym/expr.js';
+import { add, mul, sub } from '../sym/ops.js';
+
+/** How a Hugging Face causal LM computes its loss from `labels` (see {@link HFRules.loss}). */
+export type CausalLmLossStyle = 'shift' | 'pad-shift';
+
+/**
+ * The loss a Hugging Face `*ForCausalLM` computes when given `labels` (the input ids here),
+ * op for op:
+ * - `shift`: `logits[..., :-1, :].contiguous()` and `labels[..., 1:].contiguous()` (copies,
+ *   unless the batch is 1: then the slices are contiguous already), flattened, into
+ *   CrossEntropyLoss (log_softmax + nll_loss);
+ * - `pad-shift` (ForCausalLMLoss since 4.49): the logits flattened as they are, the labels
+ *   padded with -100 (a new int64 [B, S + 1]) and shifted (`.contiguous()`: a copy unless the
+ *   batch is 1).
+ * `upcast`: the logits go to float32 first (`logits.float()` inside the loss).
+ */
+export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef, vocab: number, style: CausalLmLossStyle, upcast: boolean): TensorRef {
+  const [batch, seq] = ids.shape as [Dim, Dim];
+  let scores = upcast ? g.call(castRule, [logits], { dtype: 'float32' })[0]! : logits;
+  let rows: Dim = mul(batch, seq);
+  let labels: TensorRef;
+  if (style === 'shift') {
+    const kept = sub(seq, 1);
+    // At batch 1 a slice along the sequence is contiguous already: .contiguous() returns it.
+    const contiguous = (t: TensorRef) => (batch === 1 ? t : g.call(copyRule, [t], {})[0]!);
+    scores = contiguous(g.call(sliceRule, [scores], { dim: 1, start: 0, end: kept })[0]!);
+    labels = contiguous(g.call(sliceRule, [ids], { dim: 1, start: 1, end: seq })[0]!);
+    rows = mul(batch, kept);
+  } else {
+    // F.pad(labels, (0, 1), value=-100): a new int64 [B, S + 1], a local until the loss returns.
+    const padded = g.call(copyRule, [ids], { shape: [batch, add(seq, 1)] })[0]!;
+    g.hold(padded);
+    const shifted = g.call(sliceRule, [padded], { dim: 1, start: 1, end: add(seq, 1) })[0]!;
+    labels = batch === 1 ? shifted : g.call(copyRule, [shifted], {})[0]!;
+  }
+  const flat = g.call(viewRule, [scores], { shape: [rows, vocab] })[0]!;
+  const target = g.call(viewRule, [labels], { shape: [rows] })[0]!;
+  const logp = g.call(logSoftmaxRule, [flat], { dim: 1 })[0]!;
+  return g.call(nllLossRule, [logp, target], {})[0]!;
+}

@@ -1,0 +1,80 @@
+import { fail } from '../errors.js';
+import { activationRule, type ActivationKind } from '../ops/activation.js';
+import { addRule, mulRule } from '../ops/merge.js';
+import { addScalarRule, mulScalarRule, powRule } from '../ops/pointwise.js';
+import { graph } from './graph.js';
+import { module } from './module.js';
+import { opLayer } from './op.js';
+import type { Layer } from './types.js';
+
+/** Activation names of Hugging Face's `ACT2FN` that vram-ts models (config `hidden_act` / `activation_function`). */
+export const HF_ACTIVATIONS = ['silu', 'swish', 'gelu', 'gelu_new', 'gelu_pytorch_tanh', 'quick_gelu', 'relu', 'relu6', 'sigmoid', 'tanh'] as const;
+
+/** One of {@link HF_ACTIVATIONS}. */
+export type HFActivation = (typeof HF_ACTIVATIONS)[number];
+
+/** NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), op by op (it keeps four tensors). */
+function newGelu(name: string): Layer {
+  const tanh = activationRule('tanh');
+  return module(
+    name,
+    'NewGELUActivation',
+    graph((g, [x]) => {
+      const half = g.call(mulScalarRule, [x!], {})[0]!;
+      const cube = g.call(powRule, [x!], { exponent: 3 })[0]!;
+      const scaled = g.call(mulScalarRule, [cube], {})[0]!;
+      const inner = g.call(addRule, [x!, scaled], {})[0]!;
+      const arg = g.call(mulScalarRule, [inner], {})[0]!;
+      const t = g.call(tanh, [arg], {})[0]!;
+      const onePlus = g.call(addScalarRule, [t], {})[0]!;
+      return g.call(mulRule, [half, onePlus], {})[0]!;
+    }),
+  );
+}
+
+/** QuickGELUActivation: x·sigmoid(1.702·x). */
+function quickGelu(name: string): Layer {
+  const sigmoid = activationRule('sigmoid');
+  return module(
+    name,
+    'QuickGELUActivation',
+    graph((g, [x]) => {
+      const scaled = g.call(mulScalarRule, [x!], {})[0]!;
+      const gate = g.call(sigmoid, [scaled], {})[0]!;
+      return g.call(mulRule, [x!, gate], {})[0]!;
+    }),
+  );
+}
+
+const BUILTIN: Readonly<Record<string, readonly [ActivationKind, string, 'none' | 'tanh' | undefined]>> = {
+  silu: ['silu', 'SiLU', undefined],
+  swish: ['silu', 'SiLU', undefined],
+  gelu: ['gelu', 'GELUActivation', 'none'],
+  gelu_pytorch_tanh: ['gelu', 'PytorchGELUTanh', 'tanh'],
+  relu: ['relu', 'ReLU', undefined],
+  relu6: ['relu6', 'ReLU6', undefined],
+  sigmoid: ['sigmoid', 'Sigmoid', undefined],
+  tanh: ['tanh', 'Tanh', undefined],
+};
+
+/**
+ * The module `ACT2FN[name]` makes in Hugging Face transformers, as the layer `name` (for
+ * example a decoder MLP's `act_fn`): torch's fused activations keep one tensor, the ones
+ * written as Python formulas (`gelu_new`, `quick_gelu`) keep each intermediate they need.
+ * Unknown names are a VramError listing the modelled ones.
+ *
+ * @example
+ * ```ts
+ * import { estimate, hfActivation } from 'vram-ts';
+ * const act = hfActivation('gelu_new', 'act');
+ * console.log(estimate(act, { input: [1, 8], inputRequiresGrad: true, loss: 'none' }).bytes.activations); // 128 + 8 + 8 + 8
+ * ```
+ */
+export function hfActivation(kind: string, name: string, path: readonly (string | number)[] = ['hidden_act']): Layer {
+  if (kind === 'gelu_new') return newGelu(name);
+  if (kind === 'quick_gelu') return quickGelu(name);
+  const builtin = Object.hasOwn(BUILTIN, kind) ? BUILTIN[kind] : undefined;
+  if (builtin === undefined) return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(kind) });
+  const [rule, className, approximate] = builtin;
+  return opLayer(activationRule(rule), className, approximate === undefined ? {} : { approximate }, { name });
+}
