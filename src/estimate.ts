@@ -3,7 +3,7 @@ import { prunedMax, type Category, type PeakPoint, type Phase, type StepProgram,
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
-import type { Layer } from './nn/types.js';
+import type { Layer, QuantizationPlan } from './nn/types.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
 import { add, max, sum } from './sym/ops.js';
@@ -57,6 +57,9 @@ export interface EstimateOptions {
    */
   readonly peakExpression?: boolean;
 }
+
+/** QLoRA's base: `BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`, every Linear but the output embedding. */
+const QLORA_BASE: QuantizationPlan = { scheme: { method: 'bnb-4bit', quantType: 'nf4', doubleQuant: true }, skip: ['lm_head'] };
 
 /** Training precisions. */
 export type Precision = 'fp32' | 'fp16' | 'bf16' | 'amp-fp16' | 'amp-bf16';
@@ -195,6 +198,8 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
   const declared = model.kind === 'module' ? model.inputDtype : undefined;
   const inputDtype = checkDType(options.inputDtype ?? declared ?? dtype, ['inputDtype']);
   const moduleMode = options.moduleMode ?? (mode === 'train' ? 'train' : 'eval');
+  // A model loaded quantized keeps its format; QLoRA loads in bitsandbytes NF4 (double quantised) otherwise.
+  const quantize = (model.kind === 'module' ? model.quantization : undefined) ?? (options.lora?.quantizeBase ? QLORA_BASE : undefined);
   return trace(model, {
     inputs: inputSpecs(options.input, inputDtype),
     training: moduleMode === 'train',
@@ -208,6 +213,7 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
     ...(options.freeze !== undefined || options.lora !== undefined ? { trainable: trainableBy(options.freeze ?? [], options.lora !== undefined) } : {}),
     ...(options.lora !== undefined ? { lora: { ...options.lora, adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
+    ...(quantize !== undefined ? { quantize } : {}),
   });
 }
 

@@ -7,6 +7,7 @@ export type { BackwardPlan, Device, Framework, GradKind, GradNeeds, KernelStep, 
 export { conv2dRule as conv2dOp, type Conv2dAttrs } from './ops/conv2d.js';
 export { batchNorm2dRule as batchNorm2dOp, type BatchNorm2dAttrs } from './ops/batchnorm2d.js';
 export { linearRule as linearOp, type LinearAttrs } from './ops/linear.js';
+export { BNB4_BLOCK, BNB4_NESTED_BLOCK, quantizedWeight, type QuantizedWeight, type QuantScheme } from './ops/quant.js';
 export { activationRule, type ActivationAttrs, type ActivationKind } from './ops/activation.js';
 export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
 export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
@@ -15,7 +16,7 @@ export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, ty
 export type { EmbeddingAttrs } from './ops/embedding.js';
 export type { LayerNormAttrs } from './ops/layerNorm.js';
 
-export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
+export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, QuantizationPlan, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
 export { adaptiveAvgPool2d } from './nn/adaptiveAvgPool2d.js';
 export { avgPool2d } from './nn/avgPool2d.js';
 export { bn, type BatchNorm2dOptions } from './nn/bn.js';

@@ -47,7 +47,7 @@ export interface Gpt2Shape {
  */
 export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
   const rules = transformersRules(options.transformers, ['transformers']);
-  const impl = options.attention ?? 'eager';
+  const impl = options.attention ?? rules.defaultAttention['gpt2'];
   const cache = (options.useCache ?? true) ? rules.cache : false;
   const tied = shape.tied ?? true;
   const maskStyle = rules.mask.gpt2;

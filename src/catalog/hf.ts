@@ -1,6 +1,7 @@
 import { fail, VramError, type VramIssue } from '../errors.js';
 import { HF_ACTIVATIONS } from '../nn/hfActivation.js';
-import type { ModuleLayer } from '../nn/types.js';
+import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
+import type { QuantScheme } from '../ops/quant.js';
 import type { DType } from '../tensor/dtype.js';
 import { gpt2Model } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
@@ -94,6 +95,80 @@ class Reader {
   }
 }
 
+const QUANT_METHODS = ['bitsandbytes', 'gptq', 'awq', 'fp8', 'fbgemm_fp8'] as const;
+
+/** A list of module names from a quantization_config field, or the issue why not. */
+function names(value: unknown, path: readonly (string | number)[], issues: VramIssue[]): string[] {
+  if (value === undefined || value === null) return [];
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value as string[];
+  issues.push({ path, code: 'bad-config', message: 'must be a list of module names', expected: 'string[]', received: JSON.stringify(value) });
+  return [];
+}
+
+/**
+ * A `quantization_config` as the quantizer of transformers applies it: which Linear layers
+ * become which format, and the dtype everything else gets when the config names none.
+ */
+function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issues: VramIssue[]): { plan: QuantizationPlan; dtype: DType } | undefined {
+  const q = config.quantization_config;
+  if (q === undefined || q === null) return undefined;
+  const at = (...rest: (string | number)[]) => ['quantization_config', ...rest];
+  if (typeof q !== 'object' || Array.isArray(q)) {
+    issues.push({ path: at(), code: 'bad-config', message: 'quantization_config must be an object', received: JSON.stringify(q) });
+    return undefined;
+  }
+  const c = q as Record<string, unknown>;
+  const method = c.quant_method ?? (c.load_in_4bit === true || c.load_in_8bit === true ? 'bitsandbytes' : undefined);
+  const int = (field: string, allowed: readonly number[], fallback: number): number => {
+    const value = c[field] ?? fallback;
+    if (typeof value !== 'number' || !allowed.includes(value)) issues.push({ path: at(field), code: 'bad-config', message: `${field} is not one vram-ts models`, expected: allowed.join(' | '), received: JSON.stringify(value) });
+    return typeof value === 'number' ? value : fallback;
+  };
+  const group = (fallback: number): number => {
+    const value = c.group_size ?? fallback;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || (value < 1 && value !== -1)) issues.push({ path: at('group_size'), code: 'bad-config', message: 'group_size must be a positive integer or -1', expected: 'integer >= 1 | -1', received: JSON.stringify(value) });
+    return typeof value === 'number' ? value : fallback;
+  };
+  const notConverted = ['lm_head', ...names(c.modules_to_not_convert, at('modules_to_not_convert'), issues)];
+  switch (method) {
+    case 'bitsandbytes': {
+      const four = c.load_in_4bit === true;
+      if (!four && c.load_in_8bit !== true) issues.push({ path: at('load_in_4bit'), code: 'bad-config', message: 'bitsandbytes needs load_in_4bit or load_in_8bit', expected: 'true', received: JSON.stringify(c.load_in_4bit) });
+      const quantType = c.bnb_4bit_quant_type ?? 'fp4';
+      if (quantType !== 'nf4' && quantType !== 'fp4') issues.push({ path: at('bnb_4bit_quant_type'), code: 'bad-config', message: 'unknown 4-bit type', expected: 'nf4 | fp4', received: JSON.stringify(quantType) });
+      const doubleQuant = c.bnb_4bit_use_double_quant ?? false;
+      if (typeof doubleQuant !== 'boolean') issues.push({ path: at('bnb_4bit_use_double_quant'), code: 'bad-config', message: 'must be true or false', received: JSON.stringify(doubleQuant) });
+      // llm_int8_skip_modules replaces the automatic list (the output embedding), as transformers does.
+      const skip = c.llm_int8_skip_modules === undefined || c.llm_int8_skip_modules === null ? ['lm_head'] : names(c.llm_int8_skip_modules, at('llm_int8_skip_modules'), issues);
+      const scheme: QuantScheme = four ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant: doubleQuant === true } : { method: 'bnb-8bit' };
+      return { plan: { scheme, skip }, dtype: 'float16' };
+    }
+    case 'gptq': {
+      const bits = int('bits', [2, 3, 4, 8], 4) as 2 | 3 | 4 | 8;
+      // optimum converts the Linear layers of the repeated decoder blocks only.
+      return { plan: { scheme: { method: 'gptq', bits, groupSize: group(128), descAct: c.desc_act === true }, within: [family === 'gpt2' ? 'transformer.h' : 'model.layers'], skip: [] }, dtype: 'float16' };
+    }
+    case 'awq': {
+      int('bits', [4], 4);
+      const version = typeof c.version === 'string' ? c.version.toLowerCase() : 'gemm';
+      if (version !== 'gemm' && version !== 'gemv') issues.push({ path: at('version'), code: 'bad-config', message: 'AWQ version not modelled', expected: 'gemm | gemv', received: JSON.stringify(c.version) });
+      return { plan: { scheme: { method: 'awq', bits: 4, groupSize: group(128), version: version === 'gemv' ? 'gemv' : 'gemm' }, skip: notConverted }, dtype: 'float16' };
+    }
+    case 'fp8': {
+      const block = c.weight_block_size ?? [128, 128];
+      const ok = Array.isArray(block) && block.length === 2 && block.every((b) => typeof b === 'number' && Number.isSafeInteger(b) && b >= 1);
+      if (!ok) issues.push({ path: at('weight_block_size'), code: 'bad-config', message: 'weight_block_size must be two positive integers', expected: '[n, k]', received: JSON.stringify(block) });
+      const [bn, bk] = ok ? (block as [number, number]) : [128, 128];
+      return { plan: { scheme: { method: 'fp8', block: [bn, bk] }, skip: notConverted }, dtype: 'float32' };
+    }
+    case 'fbgemm_fp8':
+      return { plan: { scheme: { method: 'fbgemm-fp8' }, skip: notConverted }, dtype: 'bfloat16' };
+    default:
+      issues.push({ path: at('quant_method'), code: 'unsupported-quantization', message: 'quantization method not modelled', expected: QUANT_METHODS.join(' | '), received: JSON.stringify(method) });
+      return undefined;
+  }
+}
+
 function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFRules): LlamaShape {
   const hidden = r.integer('hidden_size');
   const heads = r.integer('num_attention_heads');
@@ -131,8 +206,10 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
  * `gpt2`), as a transformers release builds it (`options.transformers`, default the newest
  * release read): fields the config leaves out take the config class's defaults, fields that
  * release does not read are ignored as it ignores them (`head_dim` before 4.45, `mlp_bias`
- * before 4.41), `use_cache` and `torch_dtype` are honoured. Unknown model types and bad
- * fields give a VramError naming each field.
+ * before 4.41), `use_cache` and `torch_dtype` are honoured, and a `quantization_config`
+ * (bitsandbytes 4/8-bit, GPTQ, AWQ, FP8, FBGEMM FP8) stores the Linear layers its quantizer
+ * converts in that format. Unknown model types and bad fields give a VramError naming each
+ * field.
  *
  * @example
  * ```ts
@@ -150,7 +227,9 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   const family = type as (typeof FAMILIES)[number];
   const rules = transformersRules(options.transformers, ['transformers']);
   const r = new Reader(config, DEFAULTS[family]);
-  const dtype = options.dtype ?? r.dtype();
+  const quantized = quantization(config, family, r.issues);
+  // The quantizers' default dtype for what stays unquantized applies when the config names none.
+  const dtype = options.dtype ?? r.dtype() ?? quantized?.dtype;
   const useCache = options.useCache ?? r.flag('use_cache');
   const decoder: DecoderOptions = { ...options, transformers: rules.release, useCache, ...(dtype !== undefined ? { dtype } : {}) };
   let build: () => ModuleLayer;
@@ -177,5 +256,6 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
     build = () => llamaFamily(shape, decoder);
   }
   if (r.issues.length > 0) throw new VramError(r.issues);
-  return build();
+  const model = build();
+  return quantized === undefined ? model : Object.freeze({ ...model, quantization: quantized.plan });
 }

@@ -44,7 +44,11 @@ export interface LlamaShape {
 
 /** Options shared by the decoder builders. */
 export interface DecoderOptions {
-  /** `eager` (default, materialised S×S scores), `sdpa` or `flash`. */
+  /**
+   * `eager` (materialised S×S scores), `sdpa` or `flash`. Default: what the release picks
+   * ({@link HFRules.defaultAttention}: sdpa, except GPT-2 before 4.42), as transformers does on
+   * PyTorch ≥ 2.1.1; on PyTorch 1.13 transformers runs `eager`, so ask for it.
+   */
   readonly attention?: AttentionImpl;
   /** Default parameter dtype (e.g. `bfloat16`, as checkpoints ship); estimate's dtype/precision override it. */
   readonly dtype?: DType;
@@ -106,7 +110,7 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  */
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
   const rules = transformersRules(options.transformers, ['transformers']);
-  const impl = options.attention ?? 'eager';
+  const impl = options.attention ?? rules.defaultAttention[shape.family];
   const cache = (options.useCache ?? true) ? rules.cache : false;
   const prefix = PREFIX[shape.family];
   const rotaryRules = rules.rotary[shape.family];

@@ -33,6 +33,9 @@ import {
   timelineSvg,
   type Dim,
   type EstimateOptions,
+  type HFConfigOptions,
+  isDType,
+  DEFAULT_TRANSFORMERS,
   type Framework,
   type Layer,
   type OptimizerName,
@@ -65,7 +68,11 @@ Options
   --precision P          fp32 (default), bf16, fp16, amp-bf16, amp-fp16
   --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks)
   --lora-rank R          LoRA adapters of rank R on the attention projections (--qlora: 4-bit base)
-  --attention A          eager (default), sdpa, flash (LLMs)
+  --attention A          eager, sdpa, flash (LLMs; default: what transformers picks, sdpa)
+  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow
+                         (default ${DEFAULT_TRANSFORMERS}; 4.40.0 – 4.57.6 and 5.17.0 – 5.18.0 were read)
+  --dtype D              parameter dtype of an LLM (default: the config's torch_dtype)
+  --no-cache             forward with use_cache=False (default: the config's use_cache, true)
   --device D             cuda (default) or cpu
   --framework F          torch-2 (default) or torch-1.13: autograd rules where versions differ
   --gpu NAME|SIZE        A800-80GB, H100, RTX-4090, 24GB, … : says whether it fits
@@ -97,9 +104,17 @@ function loadModel(name: string, values: Record<string, unknown>): { model: Laye
   const classes = intOption(values.classes as string | undefined, 'classes', 1000);
   if (key === 'mobilenet_v3_small') return { model: mobilenetV3Small({ numClasses: classes }), kind: 'cnn' };
   if (key === 'mobilenet_v3_large') return { model: mobilenetV3Large({ numClasses: classes }), kind: 'cnn' };
-  const attention = (values.attention as 'eager' | 'sdpa' | 'flash' | undefined) ?? 'eager';
-  if (!['eager', 'sdpa', 'flash'].includes(attention)) throw new UsageError(`--attention must be eager, sdpa or flash, got ${attention}`);
-  if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { model: llm(name, { attention }), kind: 'llm' };
+  const attention = values.attention as 'eager' | 'sdpa' | 'flash' | undefined;
+  if (attention !== undefined && !['eager', 'sdpa', 'flash'].includes(attention)) throw new UsageError(`--attention must be eager, sdpa or flash, got ${attention}`);
+  const dtype = values.dtype as string | undefined;
+  if (dtype !== undefined && !isDType(dtype)) throw new UsageError(`--dtype must be a dtype (float32, bfloat16, float16), got ${JSON.stringify(dtype)}`);
+  const decoder: HFConfigOptions = {
+    ...(attention !== undefined ? { attention } : {}),
+    ...(values.transformers !== undefined ? { transformers: values.transformers as string } : {}),
+    ...(dtype !== undefined && isDType(dtype) ? { dtype } : {}),
+    ...(values['no-cache'] ? { useCache: false } : {}),
+  };
+  if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { model: llm(name, decoder), kind: 'llm' };
   if (name.endsWith('.json') || name.includes('/')) {
     let text: string;
     try {
@@ -113,7 +128,7 @@ function loadModel(name: string, values: Record<string, unknown>): { model: Laye
     } catch {
       throw new UsageError(`${name} is not valid JSON`);
     }
-    return { model: fromHFConfig(config as Record<string, unknown>, { attention }), kind: 'llm' };
+    return { model: fromHFConfig(config as Record<string, unknown>, decoder), kind: 'llm' };
   }
   throw new UsageError(`unknown model ${JSON.stringify(name)}: use a catalog name (see --help) or a config.json path`);
 }
@@ -159,7 +174,7 @@ function korthikantiReport(values: Record<string, unknown>): string {
   const heads = intOption(values.heads as string | undefined, 'heads', 16);
   const paper = korthikanti({ seq, batch, hidden, heads }) as number;
   const layer = (layers: number) =>
-    estimate(fromHFConfig({ model_type: 'gpt2', n_embd: hidden, n_head: heads, n_layer: layers, n_positions: seq, vocab_size: 1024, attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 }), { input: [batch, seq], precision: 'bf16', timeline: false }).bytes.activations as number;
+    estimate(fromHFConfig({ model_type: 'gpt2', n_embd: hidden, n_head: heads, n_layer: layers, n_positions: seq, vocab_size: 1024, attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 }, { attention: 'eager' }), { input: [batch, seq], precision: 'bf16', timeline: false }).bytes.activations as number;
   const ours = layer(2) - layer(1);
   const sbh = seq * batch * hidden;
   return [
@@ -212,6 +227,9 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
         attention: { type: 'string' },
         device: { type: 'string' },
         framework: { type: 'string' },
+        transformers: { type: 'string' },
+        dtype: { type: 'string' },
+        'no-cache': { type: 'boolean' },
         gpu: { type: 'string' },
         check: { type: 'boolean' },
         format: { type: 'string' },
@@ -306,7 +324,8 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
     if (kind === 'llm' && options.mode === 'inference') {
       const [batch, seq] = options.input as number[];
       const cache = kvCache(model, { batch: batch!, seq: seq!, dtype: result.ir.settings.paramDtype });
-      out(`\nKV cache for ${batch} × ${seq} tokens (${result.ir.settings.paramDtype}, generating with a cache): ${formatCount(cache)} B (${formatBytes(cache)}), on top of the forward above.\n`);
+      const held = !values['no-cache'];
+      out(`\nKV cache for ${batch} × ${seq} tokens (${result.ir.settings.paramDtype}): ${formatCount(cache)} B (${formatBytes(cache)}), ${held ? 'included in the peak above (use_cache: the forward keeps every layer\'s keys and values)' : 'not included (--no-cache)'}.\n`);
     }
     if (values.gpu !== undefined) {
       const verdict = fits(model, { ...options, gpu: values.gpu });

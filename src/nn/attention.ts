@@ -5,11 +5,12 @@ import { matmulRule } from '../ops/matmul.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
 import { sdpaRule } from '../ops/attention.js';
+import { linearRule } from '../ops/linear.js';
 import type { Dim } from '../sym/expr.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
-import { module } from './module.js';
+import { opLayer } from './op.js';
 import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How attention runs: materialised scores (`eager`), PyTorch's fused `sdpa`, or FlashAttention-2 (`flash`). */
@@ -155,7 +156,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
     let v: TensorRef;
     let mask: TensorRef | undefined;
     if (style === 'gpt2') {
-      const fused = g.apply(module('c_attn', 'Conv1D', linear({ out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true })), h);
+      const fused = g.apply(opLayer(linearRule, 'Conv1D', { out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true }, { name: 'c_attn' }), h);
       const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
       q = heads(g, part(0), batch, seq, nh, d);
       k = heads(g, part(1), batch, seq, nh, d);
@@ -263,7 +264,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
     const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
     const out =
       style === 'gpt2'
-        ? g.apply(module('c_proj', 'Conv1D', linear({ out: options.hidden, transposedWeight: true, bias: options.outBias ?? true })), flat)
+        ? g.apply(opLayer(linearRule, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' }), flat)
         : g.apply(linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' }), flat);
     const result = style === 'gpt2' ? g.apply(dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' }), out) : out;
     if (weights === undefined) return result;

@@ -1,9 +1,10 @@
+import { linearRule } from '../ops/linear.js';
 import { mulRule } from '../ops/merge.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { hfActivation } from './hfActivation.js';
 import { linear } from './linear.js';
-import { module } from './module.js';
+import { opLayer } from './op.js';
 import type { Layer, LayerOptions, ModuleLayer } from './types.js';
 
 /** Options of {@link mlp}. */
@@ -36,7 +37,7 @@ export interface MlpOptions extends LayerOptions {
 /* @__NO_SIDE_EFFECTS__ */
 export function mlp(options: MlpOptions): ModuleLayer {
   const proj = (name: string, out: number): Layer =>
-    options.conv1d ? module(name, 'Conv1D', linear({ out, transposedWeight: true })) : linear({ out, name });
+    options.conv1d ? opLayer(linearRule, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
   const act = hfActivation(options.activation ?? 'gelu_new', 'act', [options.name ?? 'mlp', 'activation']);
   const body = graph((g, [x]) => {
     const up = g.apply(proj(options.conv1d ? 'c_fc' : 'fc1', options.inner), x!);

@@ -1,3 +1,4 @@
+import type { QuantScheme } from '../ops/quant.js';
 import type { OpRule } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
@@ -39,6 +40,20 @@ export interface ModuleLayer {
   readonly dtype?: DType;
   /** Facts about the model that reports and helpers read (decoder shape for the KV cache). */
   readonly meta?: ModelMeta;
+  /** Linear layers stored quantized (a Hugging Face `quantization_config`). */
+  readonly quantization?: QuantizationPlan;
+}
+
+/**
+ * Quantized Linear layers, as a Hugging Face quantizer converts them: every `nn.Linear` /
+ * `Conv1D` under one of the `within` key prefixes (default: the whole model; GPTQ: the decoder
+ * blocks) whose module key does not match a `skip` entry (transformers' rule: the entry equals
+ * the key or `entry + '.'` occurs in it; default `lm_head`, the output embedding).
+ */
+export interface QuantizationPlan {
+  readonly scheme: QuantScheme;
+  readonly within?: readonly string[];
+  readonly skip?: readonly string[];
 }
 
 /** What a decoder catalog entry records about itself. */

@@ -1,3 +1,4 @@
+import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { mul, product } from '../sym/ops.js';
 import { tensor } from '../tensor/spec.js';
@@ -17,7 +18,8 @@ export interface SdpaAttrs {
 export const sdpaRule: OpRule<SdpaAttrs> = {
   name: 'scaled_dot_product_attention',
   arity: 3,
-  apply([q, k, v], attrs) {
+  apply([q, k, v], attrs, ctx) {
+    if (ctx.framework === 'torch-1.13') fail('unsupported-op', 'scaled_dot_product_attention needs PyTorch 2 (transformers runs eager attention on 1.13)', { path: ctx.path, expected: "framework 'torch-2', or attention: 'eager'", received: ctx.framework });
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
     const out = tensor(q!.shape, q!.dtype);
     return {

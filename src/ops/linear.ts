@@ -2,7 +2,8 @@ import { fail } from '../errors.js';
 import { mul, product } from '../sym/ops.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim, expectRank, positiveInt } from './check.js';
-import type { OpRule, SavedRef } from './types.js';
+import { quantizedWeight, type QuantScheme } from './quant.js';
+import type { OpRule, OwnedTensor, SavedRef } from './types.js';
 
 /** Attributes of torch.nn.Linear. */
 export interface LinearAttrs {
@@ -15,16 +16,12 @@ export interface LinearAttrs {
   /** Hugging Face's Conv1D stores the weight as [in, out]. */
   readonly transposedWeight?: boolean;
   /**
-   * `nf4`: a bitsandbytes Linear4bit (QLoRA base layer): the weight packed two per byte with
-   * blockwise double-quantised constants, dequantised to the activations' dtype for each
-   * matmul, forward and backward.
+   * A quantized weight ({@link QuantScheme}): stored as that format stores it, frozen. `nf4`
+   * is bitsandbytes NF4 with double quantisation (QLoRA's usual base). bitsandbytes 4-bit
+   * dequantises the whole weight to the activations' dtype for each matmul, forward and backward.
    */
-  readonly quant?: 'nf4';
+  readonly quant?: QuantScheme | 'nf4';
 }
-
-/** bitsandbytes 4-bit blocks: one absmax per 64 weights, quantised to 8 bits, with a float32 constant per 256 of those. */
-export const NF4_BLOCK = 64;
-export const NF4_BLOCK2 = 256;
 
 /**
  * Linear: y = x·Wᵀ + b over the last dimension. It runs as addmm/mm/matmul, whose
@@ -42,28 +39,33 @@ export const linearRule: OpRule<LinearAttrs> = {
       fail('channel-mismatch', 'linear input features differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(features) });
     }
     const out = positiveInt(attrs.out, 'out', ctx);
-    const quantized = attrs.quant === 'nf4';
-    const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], quantized ? 'nf4' : ctx.paramDtype);
-    const params = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }];
-    if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     const lead = input!.shape.slice(0, -1);
-    if (quantized) {
-      const blocks = Math.ceil((out * features) / NF4_BLOCK);
-      const dequantized = specBytes(tensor([out, features], input!.dtype));
+    if (attrs.quant !== undefined) {
+      if (attrs.tiedWeight !== undefined) fail('bad-quantization', 'a tied weight is not quantized', { path: ctx.path, received: attrs.tiedWeight });
+      const scheme: QuantScheme = attrs.quant === 'nf4' ? { method: 'bnb-4bit', quantType: 'nf4', doubleQuant: true } : attrs.quant;
+      const { weight, constants } = quantizedWeight(scheme, features, out, ctx.paramDtype, ctx.path);
+      const params: OwnedTensor[] = [{ name: 'weight', spec: weight }];
+      if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
+      // bitsandbytes 4-bit dequantises the weight for every matmul; the other kernels' workspaces are not modelled.
+      const dequantized = scheme.method === 'bnb-4bit' ? specBytes(tensor([out, features], input!.dtype)) : 0;
       return {
         outputs: [tensor([...lead, out], input!.dtype)],
         params,
-        buffers: [
-          { name: 'absmax', spec: tensor([blocks], 'uint8') },
-          { name: 'absmax2', spec: tensor([Math.ceil(blocks / NF4_BLOCK2)], 'float32') },
-        ],
+        buffers: constants,
         // MatMul4Bit keeps only the packed weight: the input is not needed for a frozen weight.
         saves: () => [],
-        forwardSteps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'outputs' }, { free: 'dequantized weight' }],
-        backward: () => ({ steps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'inputGrads' }, { free: 'dequantized weight' }, { results: 'paramGrads' }] }),
+        ...(dequantized !== 0
+          ? {
+              forwardSteps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'outputs' }, { free: 'dequantized weight' }],
+              backward: () => ({ steps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'inputGrads' }, { free: 'dequantized weight' }, { results: 'paramGrads' }] }),
+            }
+          : {}),
         macs: mul(product(lead), out * features),
       };
     }
+    const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
+    const params = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }];
+    if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     return {
       outputs: [tensor([...lead, out], input!.dtype)],
       params,

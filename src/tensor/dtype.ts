@@ -16,9 +16,11 @@ export type DType =
   | 'uint8'
   | 'bool'
   | 'int4'
+  | 'int3'
+  | 'int2'
   | 'nf4';
 
-/** Bits of storage per element; sub-byte types are packed two to a byte. */
+/** Bits of storage per element; sub-byte types are packed densely (GPTQ's 2/3/4-bit, NF4). */
 export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
   float64: 64,
   float32: 32,
@@ -32,6 +34,8 @@ export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
   uint8: 8,
   bool: 8,
   int4: 4,
+  int3: 3,
+  int2: 2,
   nf4: 4,
 });
 

@@ -1,10 +1,11 @@
 import { VramError, fail } from '../errors.js';
-import type { Layer, OpLayer, TensorRef } from '../nn/types.js';
+import type { Layer, OpLayer, QuantizationPlan, TensorRef } from '../nn/types.js';
 import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
 import { castRule } from '../ops/cast.js';
 import { dropoutRule } from '../ops/dropout.js';
 import { linearRule, type LinearAttrs } from '../ops/linear.js';
+import type { QuantScheme } from '../ops/quant.js';
 import { mulScalarRule } from '../ops/pointwise.js';
 import { opLayer } from '../nn/op.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
@@ -35,16 +36,27 @@ export interface TraceOptions extends TraceSettings {
   readonly checkpoint?: CheckpointPlan;
   /** LoRA adapters on Linear layers (PEFT), optionally over a 4-bit base (QLoRA). */
   readonly lora?: LoraPlan;
+  /** Which Linear/Conv1D layers are stored quantized, and how (a `quantization_config`, or QLoRA's 4-bit base). */
+  readonly quantize?: QuantizationPlan;
 }
+
+
 
 /** PEFT LoRA: adapters lora_A [r, in] and lora_B [out, r] beside frozen Linear layers. */
 export interface LoraPlan {
   readonly rank: number;
-  /** Module names adapted (default the attention projections q_proj, k_proj, v_proj, o_proj); 'all-linear' for every Linear but the LM head. */
+  /**
+   * Module names adapted (default the attention projections q_proj, k_proj, v_proj, o_proj);
+   * `'all-linear'` as PEFT defines it: every `nn.Linear` and `Conv1D` (bitsandbytes' quantized
+   * Linear4bit/Linear8bitLt included, GPTQ/AWQ QuantLinear not) except the output embedding.
+   */
   readonly targets?: readonly string[] | 'all-linear';
   /** lora_dropout (default 0: PEFT uses nn.Identity). */
   readonly dropout?: number;
-  /** QLoRA: the adapted base layers are bitsandbytes 4-bit NF4 with double quantisation. */
+  /**
+   * QLoRA: the model is loaded in bitsandbytes 4-bit (NF4, double quantisation), which
+   * quantizes every Linear but the output embedding, whatever the adapters target.
+   */
   readonly quantizeBase?: boolean;
   /** dtype of the adapters (PEFT's autocast_adapter_dtype keeps them in float32 over a 16-bit base). */
   readonly adapterDtype?: DType;
@@ -332,7 +344,8 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
         continue;
       }
       checkShape(state, owned.spec, pathOf);
-      const trainable = role === 'param' && (options.trainable?.(key) ?? true);
+      // Integer and packed parameters (quantized weights, int8 tables) never get gradients.
+      const trainable = role === 'param' && isFloating(owned.spec.dtype) && (options.trainable?.(key) ?? true);
       const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
       const id = newTensor(state, { spec: owned.spec, storage, role, producer: null, requiresGrad: trainable && options.gradEnabled, key });
       if (role === 'param') {
@@ -450,12 +463,46 @@ function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsN
   return { inputGrads, steps: plan.steps ?? GRADS_ONLY, contiguousGradOutput: plan.contiguousGradOutput ?? false, stridedFactor: plan.stridedFactor ?? 1 };
 }
 
+/** The scheme a Linear/Conv1D with this module key is stored in, or undefined when it stays in the model's dtype. */
+function quantFor(state: State, key: string): QuantScheme | undefined {
+  const plan = state.options.quantize;
+  if (plan === undefined) return undefined;
+  const within = plan.within ?? [''];
+  if (!within.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`))) return undefined;
+  const skip = plan.skip ?? ['lm_head'];
+  if (skip.some((entry) => key === entry || `${key}.`.includes(`${entry}.`))) return undefined;
+  return plan.scheme;
+}
+
+function childKey(state: State, name: string): string {
+  const parent = state.stack.length === 0 ? '' : current(state).key;
+  return parent === '' ? name : `${parent}.${name}`;
+}
+
+function isLinear(layer: OpLayer<unknown>): boolean {
+  return layer.rule.name === 'linear' && (layer.className === 'Linear' || layer.className === 'Conv1D');
+}
+
 function loraTarget(state: State, layer: OpLayer<unknown>, name: string): boolean {
   const plan = state.options.lora;
-  if (plan === undefined || state.adapting || layer.rule.name !== 'linear' || layer.className !== 'Linear') return false;
-  if (plan.targets === 'all-linear') return name !== 'lm_head';
+  if (plan === undefined || state.adapting || !isLinear(layer)) return false;
+  if (plan.targets === 'all-linear') {
+    // PEFT matches nn.Linear and Conv1D subclasses: bitsandbytes layers are, GPTQ/AWQ QuantLinear are not.
+    const scheme = quantFor(state, childKey(state, name));
+    return name !== 'lm_head' && (scheme === undefined || scheme.method === 'bnb-4bit' || scheme.method === 'bnb-8bit');
+  }
   return (plan.targets ?? ATTENTION_PROJECTIONS).includes(name);
 }
+
+/** The class a quantized layer becomes (bitsandbytes, GPTQ, AWQ, FP8 modules). */
+const QUANT_CLASS: Readonly<Record<QuantScheme['method'], string>> = {
+  'bnb-4bit': 'Linear4bit',
+  'bnb-8bit': 'Linear8bitLt',
+  gptq: 'QuantLinear',
+  awq: 'WQLinear_GEMM',
+  fp8: 'FP8Linear',
+  'fbgemm-fp8': 'FbgemmFp8Linear',
+};
 
 /**
  * PEFT's lora.Linear: `base_layer(x) + lora_B(lora_A(dropout(x))) * scaling`, the input cast
@@ -466,8 +513,9 @@ function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonly Tenso
   const attrs = layer.attrs as LinearAttrs;
   const module = openModule(state, name, 'Linear', inputs);
   state.adapting = true;
-  const baseAttrs: LinearAttrs = plan.quantizeBase ? { ...attrs, quant: 'nf4' } : attrs;
-  const base = first(traceLayer(state, opLayer(linearRule, plan.quantizeBase ? 'Linear4bit' : 'Linear', baseAttrs, { name: 'base_layer' }), inputs, undefined), module.path);
+  const scheme = quantFor(state, module.key);
+  const baseAttrs: LinearAttrs = scheme !== undefined ? { ...attrs, quant: scheme } : attrs;
+  const base = first(traceLayer(state, opLayer(linearRule, scheme !== undefined ? QUANT_CLASS[scheme.method] : layer.className ?? 'Linear', baseAttrs, { name: 'base_layer' }), inputs, undefined), module.path);
   let x = first(inputs, module.path);
   const adapterDtype = plan.adapterDtype ?? state.options.paramDtype;
   if ((plan.dropout ?? 0) > 0) x = first(traceLayer(state, opLayer(dropoutRule, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x], undefined), module.path);
@@ -485,10 +533,19 @@ function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonly Tenso
   return outputs;
 }
 
-function traceOp(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
-  if (layer.className === null) return runOp(state, layer.rule, layer.attrs, inputs);
-  if (loraTarget(state, layer, name)) return traceLora(state, layer, inputs, name);
-  const module = openShared(state, layer, name, layer.className, inputs, false);
+function traceOp(state: State, given: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
+  if (given.className === null) return runOp(state, given.rule, given.attrs, inputs);
+  if (loraTarget(state, given, name)) return traceLora(state, given, inputs, name);
+  let layer = given;
+  let className = given.className;
+  if (!state.adapting && state.options.quantize !== undefined && isLinear(given)) {
+    const scheme = quantFor(state, childKey(state, name));
+    if (scheme !== undefined) {
+      className = QUANT_CLASS[scheme.method];
+      layer = opLayer(linearRule, className, { ...(given.attrs as LinearAttrs), quant: scheme }, { name });
+    }
+  }
+  const module = openShared(state, layer, name, className, inputs, false);
   const outputs = runOp(state, layer.rule, layer.attrs, inputs, state.seenLayers.get(layer)!.params);
   closeModule(state, module, outputs);
   return outputs;

@@ -75,7 +75,7 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
     case 'gpt2':
       // tools/oracle/ref_transformers.py, a mirror written here, runs without a cache and follows
       // one release per family (see tools/oracle/README.md, "Reference transformers").
-      return { layer: fromHFConfig(c.config ?? {}, { transformers: MIRROR_RELEASE[c.model], useCache: false }) };
+      return { layer: fromHFConfig(c.config ?? {}, { transformers: MIRROR_RELEASE[c.model]!, useCache: false, attention: 'eager' }) };
     case 'hf':
       return { layer: fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager' }) };
     default:

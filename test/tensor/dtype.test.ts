@@ -11,12 +11,12 @@ describe('dtypes', () => {
     expect(isDType('float12')).toBe(false);
   });
 
-  it('counts bytes exactly: whole bytes per element, sub-byte types packed two to a byte', () => {
+  it('counts bytes exactly: whole bytes per element, sub-byte types packed densely and rounded up to a byte', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 2 ** 40 }), fc.constantFrom(...DTYPES), (n, dtype) => {
         const bytes = bytesOf(n, dtype) as number;
         expect(Number.isSafeInteger(bytes)).toBe(true);
-        expect(bytes).toBe(DTYPE_BITS[dtype] >= 8 ? (n * DTYPE_BITS[dtype]) / 8 : Math.ceil(n / 2));
+        expect(bytes).toBe(DTYPE_BITS[dtype] >= 8 ? (n * DTYPE_BITS[dtype]) / 8 : Math.ceil((n * DTYPE_BITS[dtype]) / 8));
       }),
     );
   });
