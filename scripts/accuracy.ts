@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { mobilenetV3Small, estimate } from '../src/index.js';
-import { compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
+import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
 export function renderAccuracy(): { text: string; summary: string[]; rows: number; pending: number } {
@@ -41,6 +41,41 @@ const summarize = (list: readonly Comparison[]) => {
   });
 };
 const summary = summarize(rows);
+
+// Real Hugging Face code, one section per transformers release measured.
+const hfSections = loadHFFixtures().map(({ release, fixtures: measured }) => {
+  const hfRows: Comparison[] = [];
+  for (const fixture of measured) {
+    const built = modelFor(fixture);
+    if ('pending' in built) {
+      pending.push(`| ${fixture.id} | ${built.pending} |`);
+      continue;
+    }
+    hfRows.push(...compareFixture(fixture, built.layer).comparisons);
+  }
+  const env = (measured[0] as unknown as { env?: { torch?: string } } | undefined)?.env;
+  return {
+    release,
+    rows: hfRows,
+    text: `### transformers ${release}
+
+${measured.length} cases built by the real, unmodified modeling code of transformers ${release}
+(\`AutoModelForCausalLM.from_config\`, eager attention, random weights) on PyTorch ${env?.torch ?? '?'} CPU, fp32, one thread,
+measured by \`tools/oracle/oracle.py\` (cases in \`tools/oracle/cases/hf-${release}.json\`, fixtures in
+\`test/fixtures/hf-${release}/\`), next to \`fromHFConfig(config, { transformers: '${release}', attention: 'eager' })\` with
+\`device: 'cpu', framework: 'torch-1.13'\`. Training runs \`model(ids, labels=ids)\` with the config's \`use_cache\` (true),
+then backward and the optimizer; inference is a no-grad forward with the config's \`use_cache\` and again with \`use_cache=False\`.
+
+| category | figure | rows | mean error | max error | tolerance | all within |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+${summarize(hfRows).join('\n')}
+
+| case | figure | PyTorch | vram-ts | error |
+| --- | --- | ---: | ---: | ---: |
+${hfRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`,
+  };
+});
+const hfText = hfSections.length === 0 ? 'No real-code fixtures are committed.' : hfSections.map((section) => section.text).join('\n\n');
 
 // The same cases on a CUDA GPU with PyTorch 2.x (tools/measure_cuda.py), when committed.
 const cudaFixtures = loadCudaFixtures();
@@ -111,6 +146,15 @@ PyTorch 2.x on CUDA has its own section below: where autograd rules changed betw
 | --- | --- | ---: | ---: | ---: | ---: | --- |
 ${summary.join('\n')}
 
+The \`transformer\` rows are the oracle's own mirror of Hugging Face's code paths
+(\`tools/oracle/ref_transformers.py\`, written here, run without a KV cache), compared with vram-ts following
+the release each family mirrors (Llama/Qwen2 ${MIRROR_RELEASE.llama}, GPT-2 ${MIRROR_RELEASE.gpt2}). The real code is measured in
+the next section.
+
+## Real Hugging Face transformers, release by release
+
+${hfText}
+
 ## The seed's question: what torchsummary says and what PyTorch keeps
 
 | input (MobileNetV3-small, 3 classes) | PyTorch saved bytes | vram-ts | torchsummary "Forward/backward pass size" |
@@ -131,7 +175,12 @@ ${cudaSection}
 
 ${pending.length === 0 ? 'None.' : `| case | reason |\n| --- | --- |\n${pending.join('\n')}`}
 `;
-return { text: body, summary: [...summary, ...summarize(cudaRows).map((line) => `cuda ${line}`)], rows: rows.length + cudaRows.length, pending: pending.length };
+return {
+  text: body,
+  summary: [...summary, ...hfSections.flatMap((section) => summarize(section.rows).map((line) => `transformers ${section.release} ${line}`)), ...summarize(cudaRows).map((line) => `cuda ${line}`)],
+  rows: rows.length + cudaRows.length + hfSections.reduce((a, section) => a + section.rows.length, 0),
+  pending: pending.length,
+};
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

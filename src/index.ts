@@ -45,7 +45,7 @@ export { tanh } from './nn/tanh.js';
 
 export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
 export { trace, type TraceOptions } from './trace/trace.js';
-export { tensorUses, type TensorUses } from './trace/uses.js';
+export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
 export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';

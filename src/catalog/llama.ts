@@ -139,10 +139,13 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       ...(leftover !== undefined ? { unusedModule: leftover } : {}),
     });
     const mlp = gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: shape.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu' });
-    return module(
-      `layers.${i}`,
-      `${prefix}DecoderLayer`,
-      graph((g, [h, ...rest]) => {
+    const layer: ModuleLayer = Object.freeze({
+      kind: 'module',
+      name: `layers.${i}`,
+      className: `${prefix}DecoderLayer`,
+      // __init__ registers self_attn, mlp, then the norms: model.parameters() follows that order.
+      childOrder: ['self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm'],
+      body: graph((g, [h, ...rest]) => {
         const normed = g.apply(rmsNorm({ size: shape.hidden, name: 'input_layernorm', className: `${prefix}RMSNorm` }), h!);
         const [out, weights] = g.applyAll(attn, normed, ...rest);
         // `hidden_states, _ = self.self_attn(...)`: the eager attention weights live until the layer returns.
@@ -151,7 +154,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
         const normed2 = g.apply(rmsNorm({ size: shape.hidden, name: 'post_attention_layernorm', className: `${prefix}RMSNorm` }), mid);
         return g.call(addRule, [mid, g.apply(mlp, normed2)], {})[0]!;
       }),
-    );
+    });
+    return layer;
   });
   const model = module(
     'model',

@@ -68,12 +68,10 @@ export interface HFRules {
   readonly defaultDtype: 'float32' | 'config';
 }
 
-/** One variant of a rule: the releases it holds for and where it was read. */
+/** One variant of a rule: the first release it holds for (until the next variant's) and where it was read. */
 export interface ReleaseVariant {
-  /** First release it holds for, inclusive. */
+  /** First release it holds for; it holds until the next variant's `from`. */
   readonly from: string;
-  /** Last release it holds for, inclusive (open: up to the newest release read). */
-  readonly to?: string;
   readonly value: unknown;
   /** File(s) of transformers it was read from, relative to src/transformers. */
   readonly source: string;
@@ -81,7 +79,7 @@ export interface ReleaseVariant {
   readonly says: string;
 }
 
-/** A behaviour that differs between releases: a named rule, the HFRules field it sets, its variants. */
+/** A behaviour that differs between releases: a named rule, the HFRules field it sets, its variants in release order. */
 export interface ReleaseRule {
   readonly name: string;
   /** Dotted path in {@link HFRules} (`rotary.llama`). */
@@ -110,7 +108,7 @@ const MISTRAL = 'models/mistral/modeling_mistral.py';
 const QWEN2 = 'models/qwen2/modeling_qwen2.py';
 const GPT2 = 'models/gpt2/modeling_gpt2.py';
 
-const v = (from: string, to: string | undefined, value: unknown, source: string, says: string): ReleaseVariant => ({ from, ...(to !== undefined ? { to } : {}), value, source, says });
+const v = (from: string, value: unknown, source: string, says: string): ReleaseVariant => ({ from, value, source, says });
 
 /**
  * Every behaviour of Hugging Face's causal LMs that changes memory and changed between the
@@ -123,174 +121,174 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = [
     name: 'Llama rotary placement and buffers',
     field: 'rotary.llama',
     variants: [
-      v('4.40.0', '4.40.2', { placement: 'attention', unusedTables: true }, LLAMA, 'each LlamaAttention computes cos/sin from inv_freq; its rotary module also registers _cos_cached/_sin_cached [max_position_embeddings, head_dim] (never read)'),
-      v('4.41.0', '4.42.4', { placement: 'attention' }, LLAMA, 'per-layer rotary, the cached tables removed'),
-      v('4.43.0', '4.47.1', { placement: 'model', layerModule: true }, LLAMA, 'LlamaModel.rotary_emb once per forward; every attention still builds a rotary module (inv_freq) for backward compatibility'),
-      v('4.48.0', '4.57.6', { placement: 'model' }, LLAMA, 'once per forward in the model only'),
-      v('5.17.0', undefined, { placement: 'model', originalInvFreq: true }, LLAMA, 'once per forward; the module also keeps original_inv_freq'),
+      v('4.40.0', { placement: 'attention', unusedTables: true }, LLAMA, 'each LlamaAttention computes cos/sin from inv_freq; its rotary module also registers _cos_cached/_sin_cached [max_position_embeddings, head_dim] (never read)'),
+      v('4.41.0', { placement: 'attention' }, LLAMA, 'per-layer rotary, the cached tables removed'),
+      v('4.43.0', { placement: 'model', layerModule: true }, LLAMA, 'LlamaModel.rotary_emb once per forward; every attention still builds a rotary module (inv_freq) for backward compatibility'),
+      v('4.48.0', { placement: 'model' }, LLAMA, 'once per forward in the model only'),
+      v('5.17.0', { placement: 'model', originalInvFreq: true }, LLAMA, 'once per forward; the module also keeps original_inv_freq'),
     ],
   },
   {
     name: 'Qwen2 rotary placement and buffers',
     field: 'rotary.qwen2',
     variants: [
-      v('4.40.0', '4.44.2', { placement: 'attention-cached' }, QWEN2, 'every attention slices cos_cached/sin_cached [max_position_embeddings, head_dim] and gathers them at position_ids'),
-      v('4.45.0', '4.47.1', { placement: 'model', layerModule: true }, QWEN2, 'Qwen2Model.rotary_emb once per forward; a leftover rotary module per attention'),
-      v('4.48.0', '4.57.6', { placement: 'model' }, QWEN2, 'once per forward in the model only'),
-      v('5.17.0', undefined, { placement: 'model', originalInvFreq: true }, QWEN2, 'once per forward; original_inv_freq kept'),
+      v('4.40.0', { placement: 'attention-cached' }, QWEN2, 'every attention slices cos_cached/sin_cached [max_position_embeddings, head_dim] and gathers them at position_ids'),
+      v('4.45.0', { placement: 'model', layerModule: true }, QWEN2, 'Qwen2Model.rotary_emb once per forward; a leftover rotary module per attention'),
+      v('4.48.0', { placement: 'model' }, QWEN2, 'once per forward in the model only'),
+      v('5.17.0', { placement: 'model', originalInvFreq: true }, QWEN2, 'once per forward; original_inv_freq kept'),
     ],
   },
   {
     name: 'Mistral rotary placement and buffers',
     field: 'rotary.mistral',
     variants: [
-      v('4.40.0', '4.41.2', { placement: 'attention-cached' }, MISTRAL, 'every attention slices cos_cached/sin_cached and gathers them at position_ids'),
-      v('4.42.0', '4.47.1', { placement: 'attention' }, MISTRAL, 'every attention computes cos/sin from inv_freq'),
-      v('4.48.0', '4.57.6', { placement: 'model' }, MISTRAL, 'once per forward in the model'),
-      v('5.17.0', undefined, { placement: 'model', originalInvFreq: true }, MISTRAL, 'once per forward; original_inv_freq kept'),
+      v('4.40.0', { placement: 'attention-cached' }, MISTRAL, 'every attention slices cos_cached/sin_cached and gathers them at position_ids'),
+      v('4.42.0', { placement: 'attention' }, MISTRAL, 'every attention computes cos/sin from inv_freq'),
+      v('4.48.0', { placement: 'model' }, MISTRAL, 'once per forward in the model'),
+      v('5.17.0', { placement: 'model', originalInvFreq: true }, MISTRAL, 'once per forward; original_inv_freq kept'),
     ],
   },
   {
     name: 'Llama eager causal mask',
     field: 'mask.llama',
     variants: [
-      v('4.40.0', '4.52.4', 'update-causal-mask', `${LLAMA} (_update_causal_mask)`, 'one [S, S+1] mask in the activations dtype (torch.full, triu, *=), expanded over the batch'),
-      v('4.53.0', undefined, 'masking-utils', 'masking_utils.py (create_causal_mask, eager_mask)', 'torch.where materialises a float [B, 1, S, S]'),
+      v('4.40.0', 'update-causal-mask', `${LLAMA} (_update_causal_mask)`, 'one [S, S+1] mask in the activations dtype (torch.full, triu, *=), expanded over the batch'),
+      v('4.53.0', 'masking-utils', 'masking_utils.py (create_causal_mask, eager_mask)', 'torch.where materialises a float [B, 1, S, S]'),
     ],
   },
   {
     name: 'Qwen2 eager causal mask',
     field: 'mask.qwen2',
     variants: [
-      v('4.40.0', '4.41.2', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask (sliding window applied in place) cast to the dtype, expanded'),
-      v('4.42.0', '4.52.4', 'update-causal-mask', `${QWEN2} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
-      v('4.53.0', undefined, 'masking-utils', 'masking_utils.py', 'a float [B, 1, S, S]'),
+      v('4.40.0', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask (sliding window applied in place) cast to the dtype, expanded'),
+      v('4.42.0', 'update-causal-mask', `${QWEN2} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
+      v('4.53.0', 'masking-utils', 'masking_utils.py', 'a float [B, 1, S, S]'),
     ],
   },
   {
     name: 'Mistral eager causal mask',
     field: 'mask.mistral',
     variants: [
-      v('4.40.0', '4.41.2', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask with the sliding window, cast to the dtype, expanded'),
-      v('4.42.0', '4.52.4', 'update-causal-mask', `${MISTRAL} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
-      v('4.53.0', undefined, 'masking-utils', 'masking_utils.py (create_sliding_window_causal_mask)', 'a float [B, 1, S, S]'),
+      v('4.40.0', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask with the sliding window, cast to the dtype, expanded'),
+      v('4.42.0', 'update-causal-mask', `${MISTRAL} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
+      v('4.53.0', 'masking-utils', 'masking_utils.py (create_sliding_window_causal_mask)', 'a float [B, 1, S, S]'),
     ],
   },
   {
     name: 'GPT-2 causal mask',
     field: 'mask.gpt2',
     variants: [
-      v('4.40.0', '4.54.1', 'none', GPT2, 'the bool bias buffer and torch.where only'),
-      v('4.55.0', undefined, 'masking-utils', `${GPT2}, masking_utils.py`, 'create_causal_mask adds a float [B, 1, S, S] in eager attention'),
+      v('4.40.0', 'none', GPT2, 'the bool bias buffer and torch.where only'),
+      v('4.55.0', 'masking-utils', `${GPT2}, masking_utils.py`, 'create_causal_mask adds a float [B, 1, S, S] in eager attention'),
     ],
   },
   {
     name: 'GPT-2 mask buffers',
     field: 'gpt2MaskBuffers',
     variants: [
-      v('4.40.0', '4.57.6', true, GPT2, 'every GPT2Attention registers bool bias [1, 1, n_positions, n_positions] and masked_bias (non-persistent)'),
-      v('5.17.0', undefined, false, GPT2, 'no bias/masked_bias buffers; scaling precomputed'),
+      v('4.40.0', true, GPT2, 'every GPT2Attention registers bool bias [1, 1, n_positions, n_positions] and masked_bias (non-persistent)'),
+      v('5.17.0', false, GPT2, 'no bias/masked_bias buffers; scaling precomputed'),
     ],
   },
   {
     name: 'Attention code and the lifetime of its tensors',
     field: 'attentionCode',
     variants: [
-      v('4.40.0', '4.47.1', 'inline', LLAMA, 'attention computed in LlamaAttention.forward: q, k, v (repeated) and the weights are locals until it returns; attn_weights = None after o_proj'),
-      v('4.48.0', undefined, 'function', `${LLAMA} (eager_attention_forward)`, 'the repeated k/v are locals of eager_attention_forward; the weights are returned and held by the decoder layer until it returns'),
+      v('4.40.0', 'inline', LLAMA, 'attention computed in LlamaAttention.forward: q, k, v (repeated) and the weights are locals until it returns; attn_weights = None after o_proj'),
+      v('4.48.0', 'function', `${LLAMA} (eager_attention_forward)`, 'the repeated k/v are locals of eager_attention_forward; the weights are returned and held by the decoder layer until it returns'),
     ],
   },
   {
     name: 'GPT-2 attention weights',
     field: 'gpt2Weights',
     variants: [
-      v('4.40.0', '4.51.3', 'attention', GPT2, 'attn_weights is a local of GPT2Attention.forward'),
-      v('4.52.0', undefined, 'block', GPT2, 'attn_output, self_attn_weights = self.attn(...): held until the block returns'),
+      v('4.40.0', 'attention', GPT2, 'attn_weights is a local of GPT2Attention.forward'),
+      v('4.52.0', 'block', GPT2, 'attn_output, self_attn_weights = self.attn(...): held until the block returns'),
     ],
   },
   {
     name: 'Logits upcast to float32',
     field: 'logitsUpcast',
     variants: [
-      v('4.40.0', '4.45.2', { llama: 'always', qwen2: 'always', mistral: 'always', gpt2: 'never' }, `${LLAMA}, ${GPT2}`, 'logits = logits.float() on every forward (Llama family); GPT-2 never'),
-      v('4.46.0', '4.47.1', { llama: 'loss', qwen2: 'loss', mistral: 'labels', gpt2: 'never' }, `${LLAMA}, ${MISTRAL}, loss/loss_utils.py`, 'Llama/Qwen2: inside ForCausalLMLoss; Mistral: in the model when labels are given'),
-      v('4.48.0', '4.48.3', { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'never' }, 'loss/loss_utils.py', 'inside ForCausalLMLoss; GPT-2 never'),
-      v('4.49.0', undefined, { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'loss' }, `loss/loss_utils.py, ${GPT2}`, 'inside ForCausalLMLoss, GPT-2 too (self.loss_function)'),
+      v('4.40.0', { llama: 'always', qwen2: 'always', mistral: 'always', gpt2: 'never' }, `${LLAMA}, ${GPT2}`, 'logits = logits.float() on every forward (Llama family); GPT-2 never'),
+      v('4.46.0', { llama: 'loss', qwen2: 'loss', mistral: 'labels', gpt2: 'never' }, `${LLAMA}, ${MISTRAL}, loss/loss_utils.py`, 'Llama/Qwen2: inside ForCausalLMLoss; Mistral: in the model when labels are given'),
+      v('4.48.0', { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'never' }, 'loss/loss_utils.py', 'inside ForCausalLMLoss; GPT-2 never'),
+      v('4.49.0', { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'loss' }, `loss/loss_utils.py, ${GPT2}`, 'inside ForCausalLMLoss, GPT-2 too (self.loss_function)'),
     ],
   },
   {
     name: 'Causal-LM loss',
     field: 'loss',
     variants: [
-      v('4.40.0', '4.48.3', { llama: 'shift', qwen2: 'shift', mistral: 'shift', gpt2: 'shift' }, 'models/*/modeling_*.py, loss/loss_utils.py (4.46+)', 'shift_logits = logits[..., :-1, :].contiguous(); shift_labels = labels[..., 1:].contiguous(); cross-entropy'),
-      v('4.49.0', undefined, { llama: 'pad-shift', qwen2: 'pad-shift', mistral: 'pad-shift', gpt2: 'pad-shift' }, 'loss/loss_utils.py (ForCausalLMLoss)', 'labels = F.pad(labels, (0, 1), value=-100); shift_labels = labels[..., 1:].contiguous(); logits.view(-1, V): no copy of the logits'),
+      v('4.40.0', { llama: 'shift', qwen2: 'shift', mistral: 'shift', gpt2: 'shift' }, 'models/*/modeling_*.py, loss/loss_utils.py (4.46+)', 'shift_logits = logits[..., :-1, :].contiguous(); shift_labels = labels[..., 1:].contiguous(); cross-entropy'),
+      v('4.49.0', { llama: 'pad-shift', qwen2: 'pad-shift', mistral: 'pad-shift', gpt2: 'pad-shift' }, 'loss/loss_utils.py (ForCausalLMLoss)', 'labels = F.pad(labels, (0, 1), value=-100); shift_labels = labels[..., 1:].contiguous(); logits.view(-1, V): no copy of the logits'),
     ],
   },
   {
     name: 'KV cache update',
     field: 'cache',
     variants: [
-      v('4.40.0', '4.55.4', 'alias', 'cache_utils.py (DynamicCache.update)', 'the first update appends the key/value tensors themselves (GPT-2: views of c_attn\'s output)'),
-      v('4.56.0', undefined, 'copy', 'cache_utils.py (DynamicLayer.update)', 'torch.cat onto an empty tensor: the cache holds copies'),
+      v('4.40.0', 'alias', 'cache_utils.py (DynamicCache.update)', 'the first update appends the key/value tensors themselves (GPT-2: views of c_attn\'s output)'),
+      v('4.56.0', 'copy', 'cache_utils.py (DynamicLayer.update)', 'torch.cat onto an empty tensor: the cache holds copies'),
     ],
   },
   {
     name: 'sdpa with grouped-query attention',
     field: 'sdpaGqa',
     variants: [
-      v('4.40.0', '4.53.3', 'repeat', `${LLAMA}, integrations/sdpa_attention.py`, 'repeat_kv materialises k/v for every head before SDPA'),
-      v('4.54.0', undefined, 'enable-gqa', 'integrations/sdpa_attention.py (use_gqa_in_sdpa)', 'enable_gqa=True without a mask (PyTorch ≥ 2.5): no repeat'),
+      v('4.40.0', 'repeat', `${LLAMA}, integrations/sdpa_attention.py`, 'repeat_kv materialises k/v for every head before SDPA'),
+      v('4.54.0', 'enable-gqa', 'integrations/sdpa_attention.py (use_gqa_in_sdpa)', 'enable_gqa=True without a mask (PyTorch ≥ 2.5): no repeat'),
     ],
   },
   {
     name: 'sdpa GQA head_dim limit',
     field: 'gqaHeadDimMax',
     variants: [
-      v('4.40.0', '4.57.6', undefined, 'integrations/sdpa_attention.py', 'no head_dim condition'),
-      v('5.17.0', undefined, 256, 'integrations/sdpa_attention.py', 'enable_gqa only when head_dim ≤ 256'),
+      v('4.40.0', undefined, 'integrations/sdpa_attention.py', 'no head_dim condition'),
+      v('5.17.0', 256, 'integrations/sdpa_attention.py', 'enable_gqa only when head_dim ≤ 256'),
     ],
   },
   {
     name: 'sdpa contiguous inputs',
     field: 'sdpaContiguous',
     variants: [
-      v('4.40.0', '4.47.1', 'cuda-with-mask', LLAMA, 'q/k/v.contiguous() only on CUDA with a mask'),
-      v('4.48.0', '4.55.4', 'always', 'integrations/sdpa_attention.py', 'q/k/v.contiguous() always'),
-      v('4.56.0', undefined, 'never', 'integrations/sdpa_attention.py', 'no .contiguous()'),
+      v('4.40.0', 'cuda-with-mask', LLAMA, 'q/k/v.contiguous() only on CUDA with a mask'),
+      v('4.48.0', 'always', 'integrations/sdpa_attention.py', 'q/k/v.contiguous() always'),
+      v('4.56.0', 'never', 'integrations/sdpa_attention.py', 'no .contiguous()'),
     ],
   },
   {
     name: 'head_dim read from the config',
     field: 'readsHeadDim',
     variants: [
-      v('4.40.0', '4.42.4', [], 'models/*/modeling_*.py', 'head_dim = hidden_size // num_attention_heads'),
-      v('4.43.0', '4.44.2', ['mistral'], MISTRAL, 'Mistral reads head_dim'),
-      v('4.45.0', '4.47.1', ['llama', 'mistral'], LLAMA, 'Llama reads head_dim too'),
-      v('4.48.0', undefined, ['llama', 'mistral', 'qwen2'], QWEN2, 'Qwen2 reads head_dim too'),
+      v('4.40.0', [], 'models/*/modeling_*.py', 'head_dim = hidden_size // num_attention_heads'),
+      v('4.43.0', ['mistral'], MISTRAL, 'Mistral reads head_dim'),
+      v('4.45.0', ['llama', 'mistral'], LLAMA, 'Llama reads head_dim too'),
+      v('4.48.0', ['llama', 'mistral', 'qwen2'], QWEN2, 'Qwen2 reads head_dim too'),
     ],
   },
   {
     name: 'mlp_bias read from the config',
     field: 'readsMlpBias',
     variants: [
-      v('4.40.0', '4.40.2', [], LLAMA, 'LlamaMLP without bias whatever the config says'),
-      v('4.41.0', undefined, ['llama'], LLAMA, 'bias=config.mlp_bias'),
+      v('4.40.0', [], LLAMA, 'LlamaMLP without bias whatever the config says'),
+      v('4.41.0', ['llama'], LLAMA, 'bias=config.mlp_bias'),
     ],
   },
   {
     name: 'Default attention implementation',
     field: 'defaultAttention',
     variants: [
-      v('4.40.0', '4.41.2', { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'eager' }, 'modeling_utils.py (_check_and_enable_sdpa)', 'sdpa when PyTorch ≥ 2.1.1 and the class supports it; GPT-2 has no sdpa class'),
-      v('4.42.0', undefined, { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'sdpa' }, 'modeling_utils.py', 'sdpa for all four'),
+      v('4.40.0', { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'eager' }, 'modeling_utils.py (_check_and_enable_sdpa)', 'sdpa when PyTorch ≥ 2.1.1 and the class supports it; GPT-2 has no sdpa class'),
+      v('4.42.0', { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'sdpa' }, 'modeling_utils.py', 'sdpa for all four'),
     ],
   },
   {
     name: 'Default dtype of from_pretrained',
     field: 'defaultDtype',
     variants: [
-      v('4.40.0', '4.57.6', 'float32', 'modeling_utils.py', 'float32 unless torch_dtype (4.56+: dtype) is given; "auto" reads the config'),
-      v('5.17.0', undefined, 'config', 'modeling_utils.py', 'dtype="auto" by default: the config\'s dtype'),
+      v('4.40.0', 'float32', 'modeling_utils.py', 'float32 unless torch_dtype (4.56+: dtype) is given; "auto" reads the config'),
+      v('5.17.0', 'config', 'modeling_utils.py', 'dtype="auto" by default: the config\'s dtype'),
     ],
   },
 ];
@@ -328,7 +326,7 @@ export function transformersRules(version: string = DEFAULT_TRANSFORMERS, path: 
   }
   const rules: Record<string, unknown> = { release: version };
   for (const rule of TRANSFORMERS_RULES) {
-    const variant = rule.variants.find((x) => within(version, x.from, x.to));
+    const variant = [...rule.variants].reverse().find((x) => compare(version, x.from) >= 0);
     if (variant === undefined) fail('internal', `no variant of ${rule.name} for ${version}`, { path });
     const [head, key] = rule.field.split('.') as [string, string | undefined];
     if (key === undefined) {

@@ -3,6 +3,7 @@ import { mul, sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
+import { parameterOrder } from '../trace/uses.js';
 import type { KernelStep } from '../ops/types.js';
 import { MARK, createLedger, liveAtEvent, programPeak, programTimeline, sweepConcrete, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
@@ -90,8 +91,8 @@ function planOf(ir: IR): Plan {
   }
   for (const region of ir.regions) for (const id of region.inputs) savers[ir.tensors[id]!.storage]! += 1;
   for (const hold of ir.holds) if (lastUse[hold.storage]! < hold.until) lastUse[hold.storage] = hold.until;
-  const trainable: number[] = [];
-  for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) trainable.push(t.id);
+  // The optimizer walks model.parameters(): registration order.
+  const trainable = parameterOrder(ir).filter((id) => ir.storages[ir.tensors[id]!.storage]!.trainable);
   const dies: number[][] = ir.ops.map(() => []);
   lastUse.forEach((index, storage) => {
     if (index >= 0) dies[index]!.push(storage);

@@ -42,6 +42,11 @@ export interface ModuleLayer {
   readonly meta?: ModelMeta;
   /** Linear layers stored quantized (a Hugging Face `quantization_config`). */
   readonly quantization?: QuantizationPlan;
+  /**
+   * Child names in the order `__init__` registers them, where forward runs them in another
+   * order: `model.parameters()` (and so a for-loop optimizer) follows registration.
+   */
+  readonly childOrder?: readonly string[];
 }
 
 /**

@@ -105,6 +105,8 @@ export interface IRModule {
   readonly finishOrder: number;
   /** When the same layer object ran before (a shared module, weights shared): that first module's index. */
   readonly sharedWith: number | null;
+  /** Child names in registration order when it differs from the order they ran (see ModuleLayer.childOrder). */
+  readonly childOrder?: readonly string[];
 }
 
 /** The options the trace was made under. */

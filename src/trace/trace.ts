@@ -97,6 +97,7 @@ interface MutableModule {
   regionRole?: 'whole' | 'group';
   /** Storages its forward keeps referenced until it returns. */
   held: number[];
+  childOrder?: readonly string[];
 }
 
 interface State {
@@ -582,6 +583,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
     }
     case 'module': {
       const module = openShared(state, layer, name, layer.className, inputs, false);
+      if (layer.childOrder !== undefined) module.childOrder = layer.childOrder;
       const outputs = traceLayer(state, layer.body, inputs, undefined);
       closeModule(state, module, outputs);
       return outputs;

@@ -33,3 +33,38 @@ export function tensorUses(ir: IR): TensorUses {
   }
   return { consumers, savedBy };
 }
+
+/**
+ * Parameter tensor ids in `model.parameters()` order: the module tree depth first, each
+ * module's own parameters before its children, children in registration order (the order they
+ * ran unless the module says otherwise); a tied or shared parameter once, where first met.
+ *
+ * @example
+ * ```ts
+ * import { linear, parameterOrder, seq, traceModel } from 'vram-ts';
+ * const ir = traceModel(seq(linear({ out: 4 }), linear({ out: 2 })), { input: [1, 3] });
+ * console.log(parameterOrder(ir).map((id) => ir.tensors[id]!.key).join(' ')); // 0.weight 0.bias 1.weight 1.bias
+ * ```
+ */
+export function parameterOrder(ir: IR): number[] {
+  const out: number[] = [];
+  const seen = new Uint8Array(ir.tensors.length);
+  const visit = (index: number): void => {
+    const module = ir.modules[index]!;
+    for (const id of module.params) {
+      if (seen[id]) continue;
+      seen[id] = 1;
+      out.push(id);
+    }
+    const children = module.childOrder === undefined ? module.children : [...module.children].sort((a, b) => rank(module.childOrder!, ir.modules[a]!.name) - rank(module.childOrder!, ir.modules[b]!.name));
+    for (const child of children) visit(child);
+  };
+  if (ir.modules.length > 0) visit(0);
+  return out;
+}
+
+/** Position of a child name in a registration order; names not listed keep their place after the listed ones. */
+function rank(order: readonly string[], name: string): number {
+  const i = order.indexOf(name);
+  return i === -1 ? order.length : i;
+}

@@ -20,6 +20,8 @@ export interface OracleFixture {
     /** Real Hugging Face cases: the transformers release measured and the attention implementation. */
     readonly transformers?: string;
     readonly attention?: 'eager' | 'sdpa';
+    /** Real Hugging Face cases: `use_cache` of the training forward (absent: the config's). */
+    readonly trainUseCache?: boolean;
   };
   readonly params: { readonly total: number; readonly trainable: number };
   readonly modules: readonly { readonly path: string; readonly className: string; readonly params: number; readonly outputShape: readonly number[] | null }[];
@@ -62,6 +64,12 @@ export function categoryOf(fixture: OracleFixture): Category {
 /** The release whose code ref_transformers.py mirrors, per family (its README's table). */
 export const MIRROR_RELEASE: Readonly<Record<string, string>> = { llama: '4.53.0', gpt2: '4.44.2' };
 
+/** A real-code case as vram-ts builds it; `useCache` as the measured forward ran (the config's default unless given). */
+function hfModel(fixture: OracleFixture, useCache?: boolean): Layer {
+  const c = fixture.case;
+  return fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager', ...(useCache !== undefined ? { useCache } : {}) });
+}
+
 /** The same model built with vram-ts, or the reason it cannot be yet. */
 export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: string } {
   const c = fixture.case;
@@ -77,7 +85,7 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
       // one release per family (see tools/oracle/README.md, "Reference transformers").
       return { layer: fromHFConfig(c.config ?? {}, { transformers: MIRROR_RELEASE[c.model]!, useCache: false, attention: 'eager' }) };
     case 'hf':
-      return { layer: fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager' }) };
+      return { layer: hfModel(fixture) };
     default:
       return { pending: `no vram-ts model for ${c.model}` };
   }
@@ -119,7 +127,10 @@ const compare = (fixture: OracleFixture, figure: string, pytorch: number, ours: 
 /** Every figure of one fixture next to vram-ts's. */
 export function compareFixture(fixture: OracleFixture, layer: Layer): { comparisons: Comparison[]; estimate: Estimate } {
   const base = oracleOptions(fixture);
-  const saved = estimate(layer, { ...base, optimizer: null });
+  // Real-code training forwards ran with the case's `trainUseCache` when it sets one.
+  const trainUseCache = fixture.case.trainUseCache;
+  const trained = trainUseCache === undefined ? layer : hfModel(fixture, trainUseCache);
+  const saved = estimate(trained, { ...base, optimizer: null });
   const out: Comparison[] = [
     compare(fixture, 'parameters', fixture.params.total, saved.params.total),
     compare(fixture, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number),
@@ -127,7 +138,7 @@ export function compareFixture(fixture: OracleFixture, layer: Layer): { comparis
   for (const [name, train] of Object.entries(fixture.train ?? {})) {
     const optimizer = OPTIMIZERS[name];
     if (optimizer === undefined) continue;
-    const r = estimate(layer, { ...base, optimizer });
+    const r = estimate(trained, { ...base, optimizer });
     out.push(compare(fixture, `train peak (${name})`, train.livePeakBytes, r.bytes.peak as number));
     out.push(compare(fixture, `optimizer state (${name})`, train.optimizerStateBytes, r.bytes.optimizer as number));
   }
@@ -135,9 +146,8 @@ export function compareFixture(fixture: OracleFixture, layer: Layer): { comparis
     const r = estimate(layer, { ...base, mode: 'inference' });
     out.push(compare(fixture, 'inference peak', fixture.inference.peakBytes, r.bytes.peak as number));
   }
-  if (fixture.inferenceNoCache !== undefined && fixture.case.config !== undefined) {
-    const noCache = fromHFConfig(fixture.case.config, { transformers: fixture.case.transformers!, attention: fixture.case.attention ?? 'eager', useCache: false });
-    const r = estimate(noCache, { ...base, mode: 'inference' });
+  if (fixture.inferenceNoCache !== undefined) {
+    const r = estimate(hfModel(fixture, false), { ...base, mode: 'inference' });
     out.push(compare(fixture, 'inference peak (use_cache=False)', fixture.inferenceNoCache.peakBytes, r.bytes.peak as number));
   }
   return { comparisons: out, estimate: saved };
