@@ -1,6 +1,6 @@
 import { castRule } from '../ops/cast.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
-import { copyRule, sliceRule, viewRule } from '../ops/view.js';
+import { copyRule, copyUnlessOne, sliceRule, viewRule } from '../ops/view.js';
 import type { GraphBuilder, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import { add, mul, sub } from '../sym/ops.js';
@@ -27,7 +27,7 @@ export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef,
   if (style === 'shift') {
     const kept = sub(seq, 1);
     // At batch 1 a slice along the sequence is contiguous already: .contiguous() returns it.
-    const contiguous = (t: TensorRef) => (batch === 1 ? t : g.call(copyRule, [t], {})[0]!);
+    const contiguous = (t: TensorRef) => g.call(copyRule, [t], { when: copyUnlessOne(batch) })[0]!;
     scores = contiguous(g.call(sliceRule, [scores], { dim: 1, start: 0, end: kept })[0]!);
     labels = contiguous(g.call(sliceRule, [ids], { dim: 1, start: 1, end: seq })[0]!);
     rows = mul(batch, kept);
@@ -36,7 +36,7 @@ export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef,
     const padded = g.call(copyRule, [ids], { shape: [batch, add(seq, 1)] })[0]!;
     g.hold(padded);
     const shifted = g.call(sliceRule, [padded], { dim: 1, start: 1, end: add(seq, 1) })[0]!;
-    labels = batch === 1 ? shifted : g.call(copyRule, [shifted], {})[0]!;
+    labels = g.call(copyRule, [shifted], { when: copyUnlessOne(batch) })[0]!;
   }
   const flat = g.call(viewRule, [scores], { shape: [rows, vocab] })[0]!;
   const target = g.call(viewRule, [labels], { shape: [rows] })[0]!;

@@ -1,4 +1,4 @@
-import { add, sum } from '../sym/ops.js';
+import { add, mul, sub, sum } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import type { IR } from '../trace/ir.js';
 
@@ -6,6 +6,11 @@ import type { IR } from '../trace/ir.js';
 export interface SavedStorages {
   /** storage id → index of the first op that saved it. */
   readonly firstSaver: ReadonlyMap<number, number>;
+  /**
+   * Storages kept only where a saved conditional copy is a view of them (storage id → the
+   * copy's first saver and the bytes with the view's factor).
+   */
+  readonly views: ReadonlyMap<number, { readonly op: number; readonly bytes: Dim }>;
   /** Bytes of all of them. */
   readonly bytes: Dim;
 }
@@ -38,12 +43,21 @@ export function savedStorages(ir: IR): SavedStorages {
       if (!firstSaver.has(tensor.storage)) firstSaver.set(tensor.storage, op.index);
     }
   }
-  return { firstSaver, bytes: sum([...firstSaver.keys()].map((s) => ir.storages[s]!.bytes)) };
+  // A conditional copy that is saved keeps, where it is a view, the storage it views: counted
+  // once, with the complementary factor, unless that storage is saved anyway.
+  const views = new Map<number, { readonly op: number; readonly bytes: Dim }>();
+  for (const [storage, op] of firstSaver) {
+    const conditional = ir.storages[storage]!.conditional;
+    if (conditional === undefined || firstSaver.has(conditional.viewOf) || views.has(conditional.viewOf) || ir.storages[conditional.viewOf]!.role === 'param') continue;
+    views.set(conditional.viewOf, { op, bytes: mul(ir.storages[conditional.viewOf]!.bytes, sub(1, conditional.copyWhen)) });
+  }
+  return { firstSaver, views, bytes: sum([...[...firstSaver.keys()].map((s) => ir.storages[s]!.bytes), ...[...views.values()].map((v) => v.bytes)]) };
 }
 
 /** Saved bytes attributed to each op (by first saver). */
 export function savedBytesByOp(ir: IR, saved: SavedStorages): Dim[] {
   const byOp: Dim[] = ir.ops.map(() => 0);
   for (const [storage, op] of saved.firstSaver) byOp[op] = add(byOp[op]!, ir.storages[storage]!.bytes);
+  for (const { op, bytes } of saved.views.values()) byOp[op] = add(byOp[op]!, bytes);
   return byOp;
 }

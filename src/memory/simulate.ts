@@ -1,5 +1,5 @@
 import type { Dim } from '../sym/expr.js';
-import { mul, sum } from '../sym/ops.js';
+import { mul, sub, sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
@@ -100,6 +100,42 @@ function planOf(ir: IR): Plan {
   return { lastUse, savers, pinned, trainable, dies };
 }
 
+/**
+ * Conditional copies (IRStorage.conditional): where the copy is a view, the storage it views
+ * lives until the copy goes. When that storage is dropped while a copy of it is still live, a
+ * block of its bytes times (1 − copyWhen) stands in for it until the last such copy is dropped.
+ * Returns the hook to call on every drop, before the storage's own block is released.
+ */
+function viewKeeper(ir: IR, ledger: Ledger, live: (storage: number) => boolean): (storage: number) => void {
+  const viewers = new Map<number, number[]>();
+  for (const storage of ir.storages) {
+    const c = storage.conditional;
+    if (c !== undefined) viewers.set(c.viewOf, [...(viewers.get(c.viewOf) ?? []), storage.id]);
+  }
+  if (viewers.size === 0) return () => undefined;
+  const standIn = new Map<number, number>();
+  return (storage) => {
+    const copies = viewers.get(storage);
+    if (copies !== undefined) {
+      const alive = copies.filter(live);
+      if (alive.length > 0) {
+        const when = ir.storages[alive[0]!]!.conditional!.copyWhen;
+        standIn.set(storage, ledger.alloc(mul(ir.storages[storage]!.bytes, sub(1, when)), categoryOf(ir.storages[storage]!.role), alive.length));
+      }
+    }
+    const c = ir.storages[storage]!.conditional;
+    const block = c === undefined ? undefined : standIn.get(c.viewOf);
+    if (block !== undefined) {
+      ledger.release(block);
+      if (ledger.refs(block) === 0) standIn.delete(c!.viewOf);
+    }
+  };
+}
+
+function categoryOf(role: IR['storages'][number]['role']): Category {
+  return role === 'param' ? 'parameters' : role === 'buffer' ? 'buffers' : role === 'input' ? 'input' : 'activations';
+}
+
 function tensorBytes(ir: IR, id: number): Dim {
   const spec = ir.tensors[id]!.spec;
   return bytesOf(numel(spec), spec.dtype);
@@ -114,10 +150,12 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
   const ensure = (storage: number, category: Category) => {
     if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, category));
   };
+  const keepViews = viewKeeper(ir, ledger, (storage) => storageBlock.has(storage));
   const dropStorage = (storage: number) => {
     const block = storageBlock.get(storage);
     if (block === undefined) return;
     storageBlock.delete(storage);
+    keepViews(storage);
     ledger.release(block);
   };
   const lossStorage = ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
@@ -458,6 +496,7 @@ export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true,
   ledger.record('start', 'before the forward');
   const baseline = ledger.live();
   const outputs = new Set(ir.outputs.map((o) => ir.tensors[o]!.storage));
+  const keepViews = viewKeeper(ir, ledger, (storage) => storageBlock.has(storage));
   for (const op of ir.ops) {
     runKernel(ledger, op.forwardSteps, 'forward', opLabel(ir, op), {
       outputs: () => {
@@ -472,6 +511,7 @@ export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true,
       const block = storageBlock.get(storage);
       if (block === undefined || plan.pinned[storage] || outputs.has(storage)) continue;
       storageBlock.delete(storage);
+      keepViews(storage);
       ledger.release(block);
     }
   }

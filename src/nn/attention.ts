@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import { castRule } from '../ops/cast.js';
-import { causalWhereRule, copyRule, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import { causalWhereRule, copyRule, copyUnlessOne, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
 import { matmulRule } from '../ops/matmul.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
@@ -83,9 +83,9 @@ export interface AttentionOptions extends LayerOptions {
   readonly sdpaContiguous?: boolean;
 }
 
-/** A reshape across batch and heads copies unless the batch is 1 (then a view suffices). */
-function mergesAsView(batch: Dim): boolean {
-  return batch === 1;
+/** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
+function bmmOperand(g: GraphBuilder, t: TensorRef, batch: Dim): TensorRef {
+  return g.call(copyRule, [t], { when: copyUnlessOne(batch) })[0]!;
 }
 
 function heads(g: GraphBuilder, x: TensorRef, batch: Dim, seq: Dim, count: number, dim: number): TensorRef {
@@ -225,9 +225,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
       // contiguous repeat_kv copy (or cache copy), a copy otherwise (q, k and v are transposed
       // views, and an expanded kv head has stride 0).
       const contiguousKv = (repeats && !repeatIsView) || (!repeats && options.cache === 'copy');
-      const qm = mergesAsView(batch) ? q : g.call(copyRule, [q], {})[0]!;
+      const qm = bmmOperand(g, q, batch);
       const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
-      const km = mergesAsView(batch) || contiguousKv ? kt : g.call(copyRule, [kt], {})[0]!;
+      const km = contiguousKv ? kt : bmmOperand(g, kt, batch);
       let scores = g.call(matmulRule, [qm, km], {})[0]!;
       if (style === 'gpt2') {
         const buffer = options.maskBuffer ?? true;
@@ -243,7 +243,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
       }
       const probs = g.apply(dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' }), scores);
       weights = probs;
-      const vm = mergesAsView(batch) || contiguousKv ? v : g.call(copyRule, [v], {})[0]!;
+      const vm = contiguousKv ? v : bmmOperand(g, v, batch);
       context = g.call(matmulRule, [probs, vm], {})[0]!;
     } else {
       let [qs, ks, vs] = [q, k, v];

@@ -108,6 +108,12 @@ export interface OpResult {
   readonly buffers?: readonly OwnedTensor[];
   /** `inplace`: output 0 writes into input 0; `view`: output 0 shares input 0's storage. */
   readonly alias?: 'inplace' | 'view';
+  /**
+   * Output 0 is a new copy only where this 0/1 factor is 1 and a view of input 0 where it is
+   * 0 (`.contiguous()` / `reshape` of a tensor that is contiguous only at batch 1). A number
+   * decides at trace time; an expression keeps both cases exact for symbolic sizes.
+   */
+  readonly copyWhen?: Dim;
   /** Outputs that carry no gradient (indices, masks), by index. */
   readonly nonDifferentiableOutputs?: readonly number[];
   /** What autograd saves when the op is recorded, given which inputs need gradients. */

@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { dimKey } from '../sym/expr.js';
-import { product, sub } from '../sym/ops.js';
+import { max, product, sub } from '../sym/ops.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { dimIndex } from './check.js';
 import type { OpRule } from './types.js';
@@ -59,15 +59,42 @@ export const transposeRule: OpRule<TransposeAttrs> = {
   },
 };
 
+/** Attributes of {@link copyRule}. */
+export interface CopyAttrs {
+  /** The result's shape (default the input's; same element count unless `torch.cat`/`pad` grows it). */
+  readonly shape?: readonly Dim[];
+  /**
+   * A 0/1 factor: 1 where the input is not contiguous and the copy happens, 0 where
+   * `.contiguous()` returns the input itself (see {@link copyUnlessOne}). Default 1.
+   */
+  readonly when?: Dim;
+}
+
 /** `x.contiguous()` / a reshape that must copy: a new tensor, nothing saved; the gradient passes through. */
-export const copyRule: OpRule<ViewAttrs | Record<string, never>> = {
+export const copyRule: OpRule<CopyAttrs> = {
   name: 'copy',
   arity: 1,
   apply([x], attrs) {
-    const shape = 'shape' in attrs ? attrs.shape : x!.shape;
-    return { outputs: [tensor(shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+    const shape = attrs.shape ?? x!.shape;
+    return { outputs: [tensor(shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }), ...(attrs.when !== undefined && attrs.when !== 1 ? { copyWhen: attrs.when } : {}) };
   },
 };
+
+/**
+ * The 0/1 factor [d > 1] for an extent d ≥ 1, exact for symbols: `d - max(1, d - 1)`. A
+ * `.contiguous()` after slicing or transposing along a dimension behind a batch of size d is a
+ * copy unless d is 1.
+ *
+ * @example
+ * ```ts
+ * import { copyUnlessOne, evaluate, sym } from 'vram-ts';
+ * const f = copyUnlessOne(sym('B'));
+ * console.log(copyUnlessOne(1), copyUnlessOne(4), evaluate(f, { B: 1 }), evaluate(f, { B: 3 })); // 0 1 0 1
+ * ```
+ */
+export function copyUnlessOne(d: Dim): Dim {
+  return sub(d, max(1, sub(d, 1)));
+}
 
 /** Attributes of a slice along one dimension. */
 export interface SliceAttrs {

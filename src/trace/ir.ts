@@ -31,6 +31,12 @@ export interface IRStorage {
   readonly role: TensorRole;
   /** Parameters: whether the optimizer trains it. */
   readonly trainable: boolean;
+  /**
+   * A copy that happens only where `copyWhen` (a 0/1 expression) is 1: `bytes` already carries
+   * the factor; where it is 0 the tensor is a view of storage `viewOf`, which then lives as
+   * long as this one does.
+   */
+  readonly conditional?: { readonly copyWhen: Dim; readonly viewOf: number };
 }
 
 /** One primitive op, in execution order. */

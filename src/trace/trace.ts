@@ -12,6 +12,7 @@ import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
 import { isExpr, type Dim } from '../sym/expr.js';
+import { mul } from '../sym/ops.js';
 import { formatDim } from '../sym/format.js';
 import { checkDType, isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
@@ -393,12 +394,18 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
   for (const id of params.values()) if (state.tensors[id]!.requiresGrad) paramsNeed = true;
   const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
   const nonDiff = result.nonDifferentiableOutputs ?? NO_INDICES;
+  const copyWhen = result.copyWhen;
   const outputs = result.outputs.map((spec, i) => {
     checkShape(state, spec, pathOf);
-    const aliased = i === 0 && result.alias !== undefined;
-    const storage = aliased
-      ? inputTensors[0]!.storage
-      : newStorage(state, specBytes(spec), spec.dtype, 'activation');
+    const aliased = i === 0 && (result.alias !== undefined || copyWhen === 0);
+    let storage: number;
+    if (aliased) storage = inputTensors[0]!.storage;
+    else if (i === 0 && copyWhen !== undefined && copyWhen !== 1) {
+      const viewOf = inputTensors[0]!.storage;
+      if (state.storages[viewOf]!.conditional !== undefined) fail('internal', 'a conditional copy of a conditional copy', { path: pathOf() });
+      storage = newStorage(state, mul(specBytes(spec), copyWhen), spec.dtype, 'activation');
+      state.storages[storage] = { ...state.storages[storage]!, conditional: { copyWhen, viewOf } };
+    } else storage = newStorage(state, specBytes(spec), spec.dtype, 'activation');
     return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.includes(i) });
   });
 
@@ -438,7 +445,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     buffers: buffers === NO_IDS ? NO_INDICES : [...buffers.values()],
     extras,
     saved,
-    alias: result.alias ?? null,
+    alias: result.alias ?? (copyWhen === 0 ? 'view' : null),
     recorded,
     macs: result.macs ?? 0,
     attrs,

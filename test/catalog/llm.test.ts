@@ -143,6 +143,30 @@ describe('LLM laws (property-based)', () => {
     );
   });
 
+  it('symbolic B and S give the concrete saved bytes and peaks at every batch, 1 included (copies that are views at batch 1)', () => {
+    fc.assert(
+      fc.property(
+        tinyConfig,
+        fc.constantFrom('eager', 'sdpa') as fc.Arbitrary<'eager' | 'sdpa'>,
+        fc.constantFrom('train', 'inference') as fc.Arbitrary<'train' | 'inference'>,
+        fc.constantFrom('cuda', 'cpu') as fc.Arbitrary<'cuda' | 'cpu'>,
+        fc.constantFrom('4.40.2', '4.46.0', '5.18.0'),
+        fc.integer({ min: 2, max: 40 }),
+        (c, attention, mode, device, transformers, s) => {
+          const model = fromHFConfig(llamaConfig(c), { attention, transformers });
+          const options = { mode, device, timeline: false } as const;
+          const symbolic = estimate(model, { ...options, input: [sym('B'), sym('S')] });
+          for (const b of [1, 2, 3]) {
+            const concrete = estimate(model, { ...options, input: [b, s] });
+            expect(evaluate(symbolic.bytes.activations, { B: b, S: s })).toBe(concrete.bytes.activations);
+            expect(evaluate(symbolic.bytes.peak, { B: b, S: s })).toBe(concrete.bytes.peak);
+          }
+        },
+      ),
+      { numRuns: 12 },
+    );
+  });
+
   it('symbolic B and S evaluate to the concrete training estimate', () => {
     const model = llm('gpt2');
     const symbolic = estimate(model, { input: [sym('B'), sym('S')], timeline: false, peakExpression: false }).bytes.activations;
