@@ -11,6 +11,7 @@ export { BNB4_BLOCK, BNB4_NESTED_BLOCK, quantizedWeight, type QuantizedWeight, t
 export { activationRule, type ActivationAttrs, type ActivationKind } from './ops/activation.js';
 export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
 export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
+export { copyUnlessOne } from './ops/view.js';
 export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
 export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
 export type { EmbeddingAttrs } from './ops/embedding.js';

@@ -13,50 +13,50 @@ export interface LlmEntry {
 }
 
 /**
- * Catalog LLMs with their configs as data (from each repository's config.json) and their
- * published parameter totals.
+ * Catalog LLMs with their configs as data (the memory-relevant fields of each repository's
+ * config.json, `torch_dtype` included) and their published parameter totals.
  */
 export const LLMS: readonly LlmEntry[] = [
   {
     id: 'qwen2.5-0.5b',
     repo: 'Qwen/Qwen2.5-0.5B',
-    config: { model_type: 'qwen2', hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 32768, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
+    config: { model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 32768, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
     params: 494_032_768,
   },
   {
     id: 'qwen2.5-1.5b',
     repo: 'Qwen/Qwen2.5-1.5B',
-    config: { model_type: 'qwen2', hidden_size: 1536, intermediate_size: 8960, num_hidden_layers: 28, num_attention_heads: 12, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 131072, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
+    config: { model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 1536, intermediate_size: 8960, num_hidden_layers: 28, num_attention_heads: 12, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 131072, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
     params: 1_543_714_304,
   },
   {
     id: 'qwen2.5-3b',
     repo: 'Qwen/Qwen2.5-3B',
-    config: { model_type: 'qwen2', hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 32768, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
+    config: { model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 2048, intermediate_size: 11008, num_hidden_layers: 36, num_attention_heads: 16, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 32768, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
     params: 3_085_938_688,
   },
   {
     id: 'qwen2.5-7b',
     repo: 'Qwen/Qwen2.5-7B',
-    config: { model_type: 'qwen2', hidden_size: 3584, intermediate_size: 18944, num_hidden_layers: 28, num_attention_heads: 28, num_key_value_heads: 4, vocab_size: 152064, tie_word_embeddings: false, max_position_embeddings: 131072, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
+    config: { model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 3584, intermediate_size: 18944, num_hidden_layers: 28, num_attention_heads: 28, num_key_value_heads: 4, vocab_size: 152064, tie_word_embeddings: false, max_position_embeddings: 131072, rope_theta: 1000000.0, rms_norm_eps: 1e-6 },
     params: 7_615_616_512,
   },
   {
     id: 'llama-2-7b',
     repo: 'meta-llama/Llama-2-7b-hf',
-    config: { model_type: 'llama', hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32000, tie_word_embeddings: false, max_position_embeddings: 4096, rms_norm_eps: 1e-5 },
+    config: { model_type: 'llama', torch_dtype: 'float16', hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, vocab_size: 32000, tie_word_embeddings: false, max_position_embeddings: 4096, rms_norm_eps: 1e-5 },
     params: 6_738_415_616,
   },
   {
     id: 'llama-3-8b',
     repo: 'meta-llama/Meta-Llama-3-8B',
-    config: { model_type: 'llama', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, tie_word_embeddings: false, max_position_embeddings: 8192, rope_theta: 500000.0, rms_norm_eps: 1e-5 },
+    config: { model_type: 'llama', torch_dtype: 'bfloat16', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256, tie_word_embeddings: false, max_position_embeddings: 8192, rope_theta: 500000.0, rms_norm_eps: 1e-5 },
     params: 8_030_261_248,
   },
   {
     id: 'mistral-7b',
     repo: 'mistralai/Mistral-7B-v0.1',
-    config: { model_type: 'mistral', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, tie_word_embeddings: false, max_position_embeddings: 32768, sliding_window: 4096, rope_theta: 10000.0, rms_norm_eps: 1e-5 },
+    config: { model_type: 'mistral', torch_dtype: 'bfloat16', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 32000, tie_word_embeddings: false, max_position_embeddings: 32768, sliding_window: 4096, rope_theta: 10000.0, rms_norm_eps: 1e-5 },
     params: 7_241_732_096,
   },
   {

@@ -33,6 +33,27 @@ describe('vram-ts command', () => {
     expect(cli('mobilenet_v3_small', '--classes', '3', '--format', 'torchinfo').out).toContain('Total mult-adds (M): 55.51');
   });
 
+  it('counts the KV cache of the asked batch and context in an inference verdict', () => {
+    // 32 × 8192 tokens of Llama-3-8B keep 32 GiB of keys and values: with the weights that no longer fits 80 GB.
+    const r = cli('llama-3-8b', '--infer', '--batch', '32', '--seq', '8192', '--precision', 'bf16', '--attention', 'sdpa', '--gpu', 'H100', '--check');
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('KV cache for 32 × 8192 tokens (bfloat16): 34,359,738,368 B (32.00 GiB), included in the peak above');
+    expect(cli('fit', 'llama-3-8b', '--infer', '--seq', '8192', '--precision', 'bf16', '--gpu', 'H100', '--solve', 'batch').out.trim()).not.toBe('32');
+    expect(cli('llama-3-8b', '--infer', '--batch', '32', '--seq', '8192', '--precision', 'bf16', '--gpu', 'H100', '--check', '--no-cache').code).toBe(0);
+  });
+
+  it('follows a named transformers release and picks its default attention', () => {
+    const eager = cli('gpt2', '--infer', '--seq', '64', '--transformers', '4.40.2', '--format', 'json');
+    const sdpa = cli('gpt2', '--infer', '--seq', '64', '--transformers', '4.42.0', '--format', 'json');
+    expect(eager.code).toBe(0);
+    // GPT-2 had no sdpa class before 4.42: transformers 4.40 runs it eager, 4.42 picks sdpa.
+    expect(cli('gpt2', '--infer', '--seq', '64', '--transformers', '4.42.0', '--attention', 'eager', '--format', 'json').out).toBe(eager.out);
+    expect(sdpa.out).not.toBe(eager.out);
+    const bad = cli('gpt2', '--transformers', '5.3.0');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('transformers');
+  });
+
   it('solves the longest context that fits (fit … --solve seq) and exits 0', () => {
     const r = cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--train', '--solve', 'seq');
     expect(r.code).toBe(0);
