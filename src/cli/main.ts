@@ -17,6 +17,7 @@ import {
   formatCount,
   formatExplain,
   korthikanti,
+  decoderMeta,
   kvCache,
   fromHFConfig,
   grpoStep,
@@ -133,7 +134,7 @@ function loadModel(name: string, values: Record<string, unknown>): { model: Laye
   throw new UsageError(`unknown model ${JSON.stringify(name)}: use a catalog name (see --help) or a config.json path`);
 }
 
-function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', solve?: string): EstimateOptions {
+function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', model: Layer, solve?: string): EstimateOptions {
   const batch: Dim = solve === 'batch' ? sym('B') : intOption(values.batch as string | undefined, 'batch', 1);
   let input: Dim[];
   if (kind === 'llm') {
@@ -156,9 +157,15 @@ function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', s
     ...(values.optimizer !== undefined ? { optimizer: values.optimizer as OptimizerName } : {}),
     ...(values.device !== undefined ? { device: values.device as 'cuda' | 'cpu' } : {}),
     ...(values.framework !== undefined ? { framework: frameworkOption(values.framework as string) } : {}),
-    ...(values.checkpointing ? { checkpoint: kind === 'llm' ? { within: 'model', every: 1 } : { within: 'features', every: 1 } } : {}),
+    ...(values.checkpointing ? { checkpoint: kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
   };
+}
+
+/** Gradient checkpointing as transformers applies it: every decoder layer is one region. */
+function decoderLayers(model: Layer): { modules: string[] } {
+  const meta = decoderMeta(model);
+  return { modules: Array.from({ length: meta.layers }, (_, i) => (meta.family === 'gpt2' ? `transformer.h.${i}` : `model.layers.${i}`)) };
 }
 
 function frameworkOption(value: string): Framework {
@@ -270,13 +277,13 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
       if (solve === 'seq' && kind !== 'llm') throw new UsageError('--solve seq needs an LLM');
       if (solve === 'resolution' && kind !== 'cnn') throw new UsageError('--solve resolution needs a CNN');
       const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
-      const best = maxFitting(model, symbol, { ...estimateOptions(values, kind, solve), gpu: values.gpu });
+      const best = maxFitting(model, symbol, { ...estimateOptions(values, kind, model, solve), gpu: values.gpu });
       out(`${best}\n`);
       return best > 0 ? 0 : 1;
     }
     if (grpo) {
       if (kind !== 'llm') throw new UsageError('grpo needs an LLM');
-      const { input, mode, ...common } = estimateOptions(values, kind);
+      const { input, mode, ...common } = estimateOptions(values, kind, model);
       const g = grpoStep(model, {
         ...common,
         prompts: intOption(values.prompts, 'prompts', 1),
@@ -294,7 +301,7 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
       }
       return 0;
     }
-    const options = estimateOptions(values, kind);
+    const options = estimateOptions(values, kind, model);
     const format = values.format ?? 'table';
     if (format === 'torchsummary' || format === 'torchinfo') {
       out(summary(model, { ...options, format }));

@@ -148,6 +148,8 @@ export function attention(options: AttentionOptions): ModuleLayer {
   const repeatIsView = nkv === 1;
 
   const body = graph((g, inputs) => {
+    // Gradient checkpointing in train mode: transformers sets use_cache=False.
+    const cache = g.training && g.checkpointing ? false : options.cache ?? false;
     const h = inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
@@ -196,12 +198,12 @@ export function attention(options: AttentionOptions): ModuleLayer {
       for (const t of gathered ? [q0, k0, cosIn, sinIn] : [q0, k0]) g.touch(t);
       g.hold(q);
     }
-    if (options.cache === 'copy') {
+    if (cache === 'copy') {
       // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
       k = g.call(copyRule, [k], {})[0]!;
       v = g.call(copyRule, [v], {})[0]!;
     }
-    if (options.cache === 'alias' || options.cache === 'copy') {
+    if (cache === 'alias' || cache === 'copy') {
       g.hold(k, 'forward');
       g.hold(v, 'forward');
     }
@@ -224,7 +226,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
       // matmul reshapes [B, heads, ...] to [B·heads, ...]: a view at batch 1 or for a
       // contiguous repeat_kv copy (or cache copy), a copy otherwise (q, k and v are transposed
       // views, and an expanded kv head has stride 0).
-      const contiguousKv = (repeats && !repeatIsView) || (!repeats && options.cache === 'copy');
+      const contiguousKv = (repeats && !repeatIsView) || (!repeats && cache === 'copy');
       const qm = bmmOperand(g, q, batch);
       const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
       const km = contiguousKv ? kt : bmmOperand(g, kt, batch);

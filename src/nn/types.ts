@@ -115,6 +115,8 @@ export interface GraphBuilder {
   readonly training: boolean;
   /** Whether autograd records (a training step) or not (inference, no_grad). */
   readonly gradEnabled: boolean;
+  /** Whether activation checkpointing is on for this step (Hugging Face then turns `use_cache` off in training). */
+  readonly checkpointing: boolean;
   /**
    * Keeps a tensor referenced until the enclosing module returns (a Python local that
    * outlives its last use), or with `'forward'` until the model's forward returns (what the

@@ -624,6 +624,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
           call: (rule, args, attrs) => runOp(state, rule, attrs, args),
           training: state.options.training,
           gradEnabled: state.options.gradEnabled,
+          checkpointing: state.options.gradEnabled && state.options.checkpoint !== undefined,
           hold: (t, until = 'module') => {
             const storage = state.tensors[t.id]!.storage;
             if (until === 'forward') state.holdsToEnd.add(storage);
