@@ -1,4 +1,6 @@
 import { fail } from './errors.js';
+import { estimateOptions } from './options.js';
+import { show, validate } from './validate.js';
 import { prunedMax, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
@@ -159,6 +161,14 @@ export interface Estimate<D extends Dim = Dim> {
   readonly ir: IR;
 }
 
+const LAYER_KINDS = ['op', 'seq', 'module', 'residual', 'branch', 'graph'];
+
+/** A VramError unless the value is a vram-ts layer (plain data made by this package's builders). */
+export function checkModel(model: unknown): asserts model is Layer {
+  const kind = typeof model === 'object' && model !== null ? (model as { kind?: unknown }).kind : undefined;
+  if (typeof kind !== 'string' || !LAYER_KINDS.includes(kind)) fail('bad-model', 'not a vram-ts model: build one with the layer builders, a catalog function or fromHFConfig', { path: ['model'], expected: 'a layer', received: show(model) });
+}
+
 /** Normalises estimate's `input` option to tensor specs. */
 export function inputSpecs(input: EstimateOptions['input'], dtype: DType): TensorSpec[] {
   if (Array.isArray(input) && input.length > 0 && typeof input[0] === 'object' && input[0] !== null && 'shape' in (input[0] as object)) {
@@ -189,6 +199,8 @@ export function trainableBy(prefixes: readonly string[], loraOnly: boolean): (ke
  * ```
  */
 export function traceModel(model: Layer, options: EstimateOptions): IR {
+  checkModel(model);
+  validate(options, estimateOptions);
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];

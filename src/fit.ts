@@ -1,4 +1,6 @@
 import { estimate, type Estimate, type EstimateOptions } from './estimate.js';
+import { fitOptions } from './options.js';
+import { show, validate } from './validate.js';
 import { VramError, fail } from './errors.js';
 import { gpu as gpuByName, memoryBudget, type GpuFamily } from './gpus/catalog.js';
 import { programPeakAt } from './memory/ledger.js';
@@ -60,7 +62,9 @@ function runtimeTotal(options: FitOptions): { lines: RuntimeLine[]; total: numbe
  * ```
  */
 export function fits(model: Layer, options: FitOptions): FitResult {
-  const result = estimate(model, { ...options, timeline: options.timeline ?? false });
+  validate(options, fitOptions);
+  const { gpu: _gpu, runtime: _runtime, env: _env, ...estimateOnly } = options;
+  const result = estimate(model, { ...estimateOnly, timeline: options.timeline ?? false });
   if (typeof result.bytes.peak !== 'number') fail('symbolic-input', 'fits needs a concrete input; use maxFitting to solve for a dimension', { path: ['input'] });
   const budget = memoryBudget(options.gpu);
   const { lines, total } = runtimeTotal(options);
@@ -89,11 +93,14 @@ function symbolNamed(dim: Dim, name: string): SymAtom | undefined {
  * ```
  */
 export function maxFitting(model: Layer, name: string, options: FitOptions): number {
+  validate(options, fitOptions);
+  if (typeof name !== 'string') fail('bad-option', 'the symbol to solve for is a name', { path: ['name'], expected: 'string', received: show(name) });
   const inputs = Array.isArray(options.input) ? (options.input as readonly unknown[]) : [options.input];
   const dims = inputs.flatMap((x) => (typeof x === 'object' && x !== null && 'shape' in (x as object) ? [...(x as { shape: readonly Dim[] }).shape] : [x as Dim]));
   const atom = dims.map((d) => symbolNamed(d, name)).find((a) => a !== undefined);
   if (atom === undefined) fail('bad-option', `the input has no symbol ${name} to solve for`, { path: ['input'], expected: `a dimension sym('${name}')` });
-  const result = estimate(model, { ...options, timeline: false, peakExpression: false });
+  const { gpu: _gpu, runtime: _runtime, env: _env, ...estimateOnly } = options;
+  const result = estimate(model, { ...estimateOnly, timeline: false, peakExpression: false });
   const budget = memoryBudget(options.gpu);
   const { total: runtime } = runtimeTotal(options);
   // The symbolic step, replayed at each probe (exact, and far cheaper than a max of expressions).

@@ -11,6 +11,7 @@ import { module } from '../nn/module.js';
 import type { Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
 import type { DecoderOptions } from './llama.js';
 import { causalLmLoss } from './lm-loss.js';
+import { sub } from '../sym/ops.js';
 import { transformersRules } from './transformers.js';
 
 /** The shape of a GPT-2 model. */
@@ -89,6 +90,8 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     'transformer',
     'GPT2Model',
     graph((g, [ids]) => {
+      // wpe has n_positions rows: a longer input is an index error in PyTorch.
+      g.require(sub(shape.positions + 1, ids!.shape[1]!), `GPT-2 reads at most n_positions = ${shape.positions} positions`);
       // position_ids = arange(0, S).unsqueeze(0): a new int64 [1, S].
       const positionIds = g.call(positionsRule, [ids!], {})[0]!;
       const tokens = g.apply(embedding({ num: shape.vocab, dim: shape.hidden, name: 'wte' }), ids!);

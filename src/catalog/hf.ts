@@ -1,4 +1,6 @@
 import { fail, VramError, type VramIssue } from '../errors.js';
+import { LIMITS, decoderOptions } from '../options.js';
+import { validate } from '../validate.js';
 import { HF_ACTIVATIONS } from '../nn/hfActivation.js';
 import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
 import type { QuantScheme } from '../ops/quant.js';
@@ -44,10 +46,11 @@ class Reader {
     return Object.hasOwn(this.config, field) ? this.config[field] : this.defaults[field];
   }
 
-  integer(field: string, min = 1): number {
+  integer(field: string, min = 1, max = Number.MAX_SAFE_INTEGER): number {
     const value = this.value(field);
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer >= ${min}`, expected: `integer >= ${min}`, received: value === undefined ? 'missing' : JSON.stringify(value) });
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+      const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer ${range}`, expected: `integer ${range}`, received: value === undefined ? 'missing' : JSON.stringify(value) });
       return min;
     }
     return value;
@@ -92,6 +95,29 @@ class Reader {
     const dtype = typeof value === 'string' ? DTYPES[value.replace(/^torch\./, '')] : undefined;
     if (dtype === undefined) this.issues.push({ path: [Object.hasOwn(this.config, 'torch_dtype') ? 'torch_dtype' : 'dtype'], code: 'bad-config', message: 'unknown torch_dtype', expected: Object.keys(DTYPES).join(' | '), received: JSON.stringify(value) });
     return dtype;
+  }
+}
+
+/** The class transformers builds for each family's causal LM. */
+const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gpt2: 'GPT2LMHeadModel' };
+
+/**
+ * Fields that would change the architecture vram-ts builds are honoured or refused, never
+ * ignored: a mixture of experts, a vision tower, another head class.
+ */
+function architecture(config: HFConfig, family: (typeof FAMILIES)[number], issues: VramIssue[]): void {
+  for (const field of ['num_local_experts', 'num_experts', 'n_routed_experts']) {
+    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a mixture-of-experts config: its experts are not modelled (model_type mixtral, qwen2_moe, deepseek are not supported yet)', expected: 'a dense llama, qwen2, mistral or gpt2 config', received: JSON.stringify(config[field]) });
+  }
+  for (const field of ['vision_config', 'text_config', 'audio_config']) {
+    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a multimodal config: only decoder-only text models are read', expected: 'a llama, qwen2, mistral or gpt2 config', received: 'an object' });
+  }
+  const classes = config.architectures;
+  if (classes === undefined || classes === null) return;
+  if (!Array.isArray(classes) || !classes.every((c) => typeof c === 'string')) {
+    issues.push({ path: ['architectures'], code: 'bad-config', message: 'architectures must be a list of class names', expected: `[${JSON.stringify(CAUSAL_LM[family])}]`, received: JSON.stringify(classes) });
+  } else if (classes.length > 0 && !classes.includes(CAUSAL_LM[family])) {
+    issues.push({ path: ['architectures'], code: 'unsupported-model', message: `model_type ${family} is modelled as ${CAUSAL_LM[family]}`, expected: `[${JSON.stringify(CAUSAL_LM[family])}]`, received: JSON.stringify(classes) });
   }
 }
 
@@ -185,7 +211,7 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
     family,
     hidden,
     intermediate: r.integer('intermediate_size'),
-    layers: r.integer('num_hidden_layers'),
+    layers: r.integer('num_hidden_layers', 1, LIMITS.layers),
     heads,
     kvHeads,
     headDim,
@@ -220,6 +246,7 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
  */
 export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): ModuleLayer {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) fail('bad-config', 'a config must be an object', { received: config === null ? 'null' : typeof config });
+  validate(options, decoderOptions, ['options']);
   const type = config.model_type;
   if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
     fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: FAMILIES.join(' | '), received: JSON.stringify(type) });
@@ -227,6 +254,7 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   const family = type as (typeof FAMILIES)[number];
   const rules = transformersRules(options.transformers, ['transformers']);
   const r = new Reader(config, DEFAULTS[family]);
+  architecture(config, family, r.issues);
   const quantized = quantization(config, family, r.issues);
   // The quantizers' default dtype for what stays unquantized applies when the config names none.
   const dtype = options.dtype ?? r.dtype() ?? quantized?.dtype;
@@ -239,7 +267,7 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
     if (hidden % heads !== 0) r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
     const shape = {
       hidden,
-      layers: r.integer('n_layer'),
+      layers: r.integer('n_layer', 1, LIMITS.layers),
       heads,
       inner: r.optionalInteger('n_inner') ?? 4 * hidden,
       vocab: r.integer('vocab_size'),

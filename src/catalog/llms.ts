@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import type { ModuleLayer } from '../nn/types.js';
 import type { DecoderOptions } from './llama.js';
 import { fromHFConfig, type HFConfig } from './hf.js';
@@ -16,7 +17,7 @@ export interface LlmEntry {
  * Catalog LLMs with their configs as data (the memory-relevant fields of each repository's
  * config.json, `torch_dtype` included) and their published parameter totals.
  */
-export const LLMS: readonly LlmEntry[] = [
+export const LLMS: readonly LlmEntry[] = deepFreeze([
   {
     id: 'qwen2.5-0.5b',
     repo: 'Qwen/Qwen2.5-0.5B',
@@ -65,7 +66,7 @@ export const LLMS: readonly LlmEntry[] = [
     config: { model_type: 'gpt2', n_embd: 768, n_layer: 12, n_head: 12, n_positions: 1024, vocab_size: 50257, activation_function: 'gelu_new', attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 },
     params: 124_439_808,
   },
-];
+]);
 
 function normalise(name: string): string {
   return name.trim().toLowerCase().replace(/_/g, '-');
@@ -81,6 +82,7 @@ function normalise(name: string): string {
  * ```
  */
 export function llm(name: string, options: DecoderOptions = {}): ModuleLayer {
+  if (typeof name !== 'string') fail('unknown-model', 'a catalog LLM is named by a string', { path: ['model'], expected: LLMS.map((e) => e.id).join(' | '), received: String(name) });
   const key = normalise(name);
   const entry = LLMS.find((e) => e.id === key || normalise(e.repo) === key);
   if (entry === undefined) fail('unknown-model', 'unknown catalog LLM', { path: ['model'], expected: LLMS.map((e) => e.id).join(' | '), received: name });

@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 
 /** Decoder families whose Hugging Face modeling code vram-ts follows. */
 export type HFFamily = 'llama' | 'qwen2' | 'mistral' | 'gpt2';
@@ -92,13 +93,13 @@ export interface ReleaseRule {
  * 4.41 – 4.56 release branch points of upstream's history, the 4.57.6 wheel) and 5.17.0 –
  * 5.18.0 (wheels). 5.0 – 5.16 were not readable and are refused.
  */
-export const TRANSFORMERS_RANGES: readonly (readonly [string, string])[] = [
+export const TRANSFORMERS_RANGES: readonly (readonly [string, string])[] = deepFreeze([
   ['4.40.0', '4.57.6'],
   ['5.17.0', '5.18.0'],
-];
+]);
 
 /** Releases whose modeling code was read or measured; the last is the default. */
-export const TRANSFORMERS_RELEASES = ['4.40.2', '4.57.6', '5.17.0', '5.18.0'] as const;
+export const TRANSFORMERS_RELEASES = deepFreeze(['4.40.2', '4.57.6', '5.17.0', '5.18.0'] as const);
 
 /** The release vram-ts follows when none is asked for: the newest whose code was read. */
 export const DEFAULT_TRANSFORMERS = '5.18.0';
@@ -116,7 +117,7 @@ const v = (from: string, value: unknown, source: string, says: string): ReleaseV
  * (docs/transformers-releases.md is generated from this table). Ranges follow upstream's
  * release branch points; patch releases between 4.41 and 4.56 were not read one by one.
  */
-export const TRANSFORMERS_RULES: readonly ReleaseRule[] = [
+export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
   {
     name: 'Llama rotary placement and buffers',
     field: 'rotary.llama',
@@ -291,7 +292,7 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = [
       v('5.17.0', 'config', 'modeling_utils.py', 'dtype="auto" by default: the config\'s dtype'),
     ],
   },
-];
+]);
 
 /** A release as [major, minor, patch]. */
 function parse(version: string): [number, number, number] | null {

@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 
 /** GPU architecture families (they decide default runtime overheads). */
 export type GpuFamily = 'volta' | 'turing' | 'ampere' | 'ada' | 'hopper' | 'cdna3';
@@ -21,7 +22,7 @@ const MiB = 2 ** 20;
  * the marketing "GB" differs (an 80 GB card reports 81,920 MiB on A100/A800, 81,559 MiB on
  * H100 SXM). Usable memory is lower by the CUDA context: see the runtime lines.
  */
-export const GPUS: readonly GpuSpec[] = [
+export const GPUS: readonly GpuSpec[] = deepFreeze([
   { name: 'V100-16GB', memoryBytes: 16_160 * MiB, family: 'volta', aliases: ['v100', 'tesla-v100-16gb'] },
   { name: 'V100-32GB', memoryBytes: 32_510 * MiB, family: 'volta', aliases: ['tesla-v100-32gb'] },
   { name: 'T4', memoryBytes: 15_360 * MiB, family: 'turing', aliases: ['tesla-t4'] },
@@ -36,7 +37,7 @@ export const GPUS: readonly GpuSpec[] = [
   { name: 'H100-80GB', memoryBytes: 81_559 * MiB, family: 'hopper', aliases: ['h100', 'h100-sxm', 'h100-80', 'h100-sxm5-80gb'] },
   { name: 'H200-141GB', memoryBytes: 143_771 * MiB, family: 'hopper', aliases: ['h200', 'h200-sxm'] },
   { name: 'MI300X', memoryBytes: 196_592 * MiB, family: 'cdna3', aliases: ['mi300x', 'instinct-mi300x'] },
-];
+]);
 
 function normalise(name: string): string {
   return name.trim().toLowerCase().replace(/[\s_]+/g, '-');
@@ -52,6 +53,7 @@ function normalise(name: string): string {
  * ```
  */
 export function gpu(name: string): GpuSpec {
+  if (typeof name !== 'string') fail('unknown-gpu', 'a GPU is named by a string', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: String(name) });
   const key = normalise(name);
   const found = GPUS.find((g) => normalise(g.name) === key || g.aliases.includes(key));
   if (found === undefined) fail('unknown-gpu', 'unknown GPU', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: name });
@@ -76,7 +78,10 @@ export function memoryBudget(value: string | number): number {
   const size = /^\s*(\d+(?:\.\d+)?)\s*(k|m|g|t)i?b?\s*$/i.exec(value);
   if (size !== null) {
     const scale = { k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 }[size[2]!.toLowerCase() as 'k' | 'm' | 'g' | 't'];
-    return Math.floor(Number(size[1]) * scale);
+    const bytes = Math.floor(Number(size[1]) * scale);
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) fail('bad-option', 'a memory budget must be positive and below 2^53 bytes', { path: ['gpu'], expected: 'a size such as 24GB', received: JSON.stringify(value) });
+    return bytes;
   }
+  if (typeof value !== 'string') fail('bad-option', 'a memory budget is a GPU name, a size or a byte count', { path: ['gpu'], expected: 'string | number', received: String(value) });
   return gpu(value).memoryBytes;
 }

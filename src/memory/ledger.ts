@@ -1,3 +1,4 @@
+import { deepFreeze } from '../freeze.js';
 import type { Dim } from '../sym/expr.js';
 import { compile } from '../sym/evaluate.js';
 import { add, ceilDiv, maxAtom, mul, sub, sum } from '../sym/ops.js';
@@ -15,7 +16,7 @@ export type Category =
   | 'temporaries';
 
 /** Every category, in report order. */
-export const CATEGORIES: readonly Category[] = ['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries'];
+export const CATEGORIES: readonly Category[] = deepFreeze(['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries']);
 
 /** Phases of a training step (inference has only `forward`). */
 export type Phase = 'start' | 'zero_grad' | 'forward' | 'loss' | 'backward' | 'step' | 'end';

@@ -1,4 +1,6 @@
 import { estimate, type EstimateOptions } from '../estimate.js';
+import { generationOptions, grpoOptions, korthikantiOptions, kvCacheOptions } from '../options.js';
+import { validate } from '../validate.js';
 import { fail } from '../errors.js';
 import type { Layer, ModelMeta } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
@@ -47,6 +49,7 @@ function min(a: Dim, b: Dim): Dim {
 export function kvCache(model: Layer, options: KvCacheOptions & { readonly batch: number; readonly seq: number }): number;
 export function kvCache(model: Layer, options: KvCacheOptions): Dim;
 export function kvCache(model: Layer, options: KvCacheOptions): Dim {
+  validate(options, kvCacheOptions);
   const meta = decoderMeta(model);
   const dtype = checkDType(options.dtype ?? 'bfloat16', ['dtype']);
   const positions = meta.slidingWindow === undefined ? options.seq : min(options.seq, meta.slidingWindow);
@@ -96,6 +99,7 @@ export interface GenerationEstimate {
  * ```
  */
 export function generation(model: Layer, options: GenerationOptions): GenerationEstimate {
+  validate(options, generationOptions);
   const meta = decoderMeta(model);
   const { batch, prompt, generate, kvDtype, ...rest } = options;
   const base = { ...rest, mode: 'inference' as const, timeline: false };
@@ -147,6 +151,7 @@ export interface KorthikantiOptions {
  * ```
  */
 export function korthikanti(options: KorthikantiOptions): Dim {
+  validate(options, korthikantiOptions);
   const t = options.tensorParallel ?? 1;
   const sp = options.sequenceParallel ?? false;
   const { hidden: h, heads: a } = options;
@@ -215,6 +220,7 @@ export interface GrpoEstimate {
  * ```
  */
 export function grpoStep(model: Layer, options: GrpoOptions): GrpoEstimate {
+  validate(options, grpoOptions);
   const { prompts, group, prompt, completion, reference = true, kvDtype, microBatch, ...rest } = options;
   const sequences = prompts * group;
   const length = prompt + completion;

@@ -1,3 +1,4 @@
+import { deepFreeze } from '../freeze.js';
 import type { GpuFamily } from '../gpus/catalog.js';
 
 /** Opt-in runtime lines: memory the CUDA runtime and libraries take beside tensors. */
@@ -47,14 +48,14 @@ export function cublasWorkspace(family: GpuFamily): number {
  * lazy module loading, not measured. The real figure depends on the driver, the CUDA version
  * and which kernels load: measure yours and pass it.
  */
-export const CONTEXT_DEFAULTS: Readonly<Record<GpuFamily, number>> = {
+export const CONTEXT_DEFAULTS: Readonly<Record<GpuFamily, number>> = deepFreeze({
   volta: 300 * MiB,
   turing: 300 * MiB,
   ampere: 400 * MiB,
   ada: 400 * MiB,
   hopper: 648_871_936,
   cdna3: 500 * MiB,
-};
+});
 
 const MEASURED_CONTEXT: ReadonlySet<GpuFamily> = new Set(['hopper']);
 

@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import { activationRule, type ActivationKind } from '../ops/activation.js';
 import { addRule, mulRule } from '../ops/merge.js';
 import { addScalarRule, mulScalarRule, powRule } from '../ops/pointwise.js';
@@ -8,7 +9,7 @@ import { opLayer } from './op.js';
 import type { Layer } from './types.js';
 
 /** Activation names of Hugging Face's `ACT2FN` that vram-ts models (config `hidden_act` / `activation_function`). */
-export const HF_ACTIVATIONS = ['silu', 'swish', 'gelu', 'gelu_new', 'gelu_pytorch_tanh', 'quick_gelu', 'relu', 'relu6', 'sigmoid', 'tanh'] as const;
+export const HF_ACTIVATIONS = deepFreeze(['silu', 'swish', 'gelu', 'gelu_new', 'gelu_pytorch_tanh', 'quick_gelu', 'relu', 'relu6', 'sigmoid', 'tanh'] as const);
 
 /** One of {@link HF_ACTIVATIONS}. */
 export type HFActivation = (typeof HF_ACTIVATIONS)[number];

@@ -125,6 +125,11 @@ export interface GraphBuilder {
   readonly hold: (tensor: TensorRef, until?: 'module' | 'forward') => void;
   /** Keeps a tensor referenced up to the ops traced so far (a Python variable reassigned only now). */
   readonly touch: (tensor: TensorRef) => void;
+  /**
+   * A condition the input must meet for the model to run: `value` >= 1. Concrete inputs that
+   * break it are a VramError with `message`; symbolic ones carry it as a constraint.
+   */
+  readonly require: (value: Dim, message: string) => void;
 }
 
 /** Custom data flow (attention, gated MLPs): a function of the builder and the inputs. */

@@ -4,7 +4,7 @@
  * `fp32` ops run in float32 (inputs cast up); every other op runs in its inputs' dtype
  * (elementwise ops promote mixed inputs to the wider type).
  */
-export const AUTOCAST_POLICY: Readonly<Record<string, 'lower' | 'fp32'>> = {
+export const AUTOCAST_POLICY: Readonly<Record<string, 'lower' | 'fp32'>> = Object.freeze({
   conv2d: 'lower',
   linear: 'lower',
   matmul: 'lower',
@@ -25,4 +25,4 @@ export const AUTOCAST_POLICY: Readonly<Record<string, 'lower' | 'fp32'>> = {
   exp: 'fp32',
   sum: 'fp32',
   cumsum: 'fp32',
-};
+});

@@ -1,5 +1,7 @@
 import { estimate, type EstimateOptions } from '../estimate.js';
 import { fail } from '../errors.js';
+import { summaryOptions } from '../options.js';
+import { validate } from '../validate.js';
 import type { Layer } from '../nn/types.js';
 import { formatBreakdown } from './breakdown.js';
 import { formatTorchinfo, type TorchinfoOptions } from './torchinfo.js';
@@ -28,15 +30,16 @@ export interface SummaryOptions extends EstimateOptions {
  * ```
  */
 export function summary(model: Layer, options: SummaryOptions): string {
-  const format = options.format ?? 'breakdown';
-  const result = estimate(model, options);
+  validate(options, summaryOptions);
+  const { format = 'breakdown', torchsummary, torchinfo, ...estimateOnly } = options;
+  const result = estimate(model, estimateOnly);
   switch (format) {
     case 'breakdown':
       return formatBreakdown(result);
     case 'torchsummary':
-      return formatTorchsummary(result.ir, options.torchsummary);
+      return formatTorchsummary(result.ir, torchsummary);
     case 'torchinfo':
-      return formatTorchinfo(result.ir, options.torchinfo);
+      return formatTorchinfo(result.ir, torchinfo);
     default:
       return fail('bad-option', 'unknown summary format', { path: ['format'], expected: 'breakdown | torchsummary | torchinfo', received: String(format) });
   }

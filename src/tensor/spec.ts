@@ -27,7 +27,9 @@ export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorS
       fail('bad-dimension', 'a dimension must be a non-negative integer', { path: ['shape', i], expected: 'integer >= 0', received: String(dim) });
     }
   }
-  return { shape, dtype: checkDType(dtype, ['dtype']) };
+  if (!Array.isArray(shape)) fail('bad-dimension', 'a shape must be a list of dimensions', { path: ['shape'], expected: 'array', received: typeof shape });
+  // The spec owns its shape: a caller's array changed later changes nothing here.
+  return { shape: Object.freeze([...shape]), dtype: checkDType(dtype, ['dtype']) };
 }
 
 /**

@@ -633,6 +633,10 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
           touch: (t) => {
             state.holds.push({ storage: state.tensors[t.id]!.storage, until: state.ops.length - 1 });
           },
+          require: (value, message) => {
+            if (typeof value === 'number' ? value < 1 : bounds(value).max < 1) fail('bad-input', message, { path: modulePath(state), expected: '>= 1', received: formatDim(value) });
+            if (typeof value !== 'number' && bounds(value).min < 1) state.constraints.set(value.key, value);
+          },
         },
         inputs,
       );
