@@ -13,6 +13,9 @@ import type { DecoderOptions } from './llama.js';
 import { causalLmLoss } from './lm-loss.js';
 import { sub } from '../sym/ops.js';
 import { transformersRules } from './transformers.js';
+import { checkKeys } from '../nn/op.js';
+import { decoderOptions } from '../options.js';
+import { validate } from '../validate.js';
 
 /** The shape of a GPT-2 model. */
 export interface Gpt2Shape {
@@ -47,6 +50,8 @@ export interface Gpt2Shape {
  * ```
  */
 export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
+  checkKeys(shape, ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout', 'tied', 'activation'], 'gpt2Model');
+  validate(options, decoderOptions, ['options']);
   const rules = transformersRules(options.transformers, ['transformers']);
   const impl = options.attention ?? rules.defaultAttention['gpt2'];
   const cache = (options.useCache ?? true) ? rules.cache : false;

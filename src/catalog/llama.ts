@@ -16,6 +16,9 @@ import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
 import { transformersRules, type HFRules } from './transformers.js';
+import { checkKeys } from '../nn/op.js';
+import { decoderOptions } from '../options.js';
+import { validate } from '../validate.js';
 
 /** The shape of a Llama-family decoder (Llama, Qwen2, Mistral). */
 export interface LlamaShape {
@@ -109,6 +112,8 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  * ```
  */
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
+  checkKeys(shape, ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout', 'slidingWindow', 'maxPositions', 'activation', 'maskWindow'], 'llamaFamily');
+  validate(options, decoderOptions, ['options']);
   const rules = transformersRules(options.transformers, ['transformers']);
   const impl = options.attention ?? rules.defaultAttention[shape.family];
   const cache = (options.useCache ?? true) ? rules.cache : false;

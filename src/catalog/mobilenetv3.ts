@@ -13,6 +13,9 @@ import { residual } from '../nn/residual.js';
 import { sequential } from '../nn/seq.js';
 import { squeezeExcitation } from '../nn/squeezeExcitation.js';
 import type { Layer, SeqLayer } from '../nn/types.js';
+import { checkKeys } from '../nn/op.js';
+
+const MOBILENET_KEYS = ['numClasses', 'widthMult', 'dropout', 'reducedTail', 'dilated'];
 
 /** Options of the MobileNetV3 builders, as torchvision's constructors take them. */
 export interface MobileNetV3Options {
@@ -149,6 +152,7 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mobilenetV3Small(options: MobileNetV3Options = {}): SeqLayer {
+  checkKeys(options, MOBILENET_KEYS, 'mobilenetV3Small');
   const d = options.reducedTail ? 2 : 1;
   const dil = options.dilated ? 2 : 1;
   const rows: Row[] = [
@@ -178,6 +182,7 @@ export function mobilenetV3Small(options: MobileNetV3Options = {}): SeqLayer {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mobilenetV3Large(options: MobileNetV3Options = {}): SeqLayer {
+  checkKeys(options, MOBILENET_KEYS, 'mobilenetV3Large');
   const d = options.reducedTail ? 2 : 1;
   const dil = options.dilated ? 2 : 1;
   const rows: Row[] = [

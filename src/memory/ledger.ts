@@ -1,3 +1,4 @@
+import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { Dim } from '../sym/expr.js';
 import { compile } from '../sym/evaluate.js';
@@ -92,6 +93,10 @@ export function zeroTotals(): Record<Category, number> {
   return { parameters: 0, buffers: 0, gradients: 0, optimizer: 0, input: 0, activations: 0, activationGrads: 0, temporaries: 0 };
 }
 
+function overflow(what: string): never {
+  return fail('overflow', `${what} is not an exact integer (past 2^53 bytes)`, { expected: 'at most 2^53 - 1 bytes' });
+}
+
 /** A new, empty ledger; `rounded` counts every allocation in CUDA's 512-byte blocks. */
 export function createLedger(rounded: boolean, keepTimeline = true): Ledger {
   const sizes: Dim[] = [];
@@ -116,6 +121,8 @@ export function createLedger(rounded: boolean, keepTimeline = true): Ledger {
         const size = roundNumber(bytes, rounded);
         totals[category] += size;
         live += size;
+        // The running total must stay an exact integer: past 2^53 it would round silently.
+        if (live > Number.MAX_SAFE_INTEGER) overflow('the live total of the step');
       } else {
         concrete = false;
       }
@@ -186,6 +193,7 @@ export function programPeakAt(program: StepProgram): (env: Readonly<Record<strin
     for (const entry of program.log) {
       if (entry === MARK) {
         if (live > peak) peak = live;
+        if (live > Number.MAX_SAFE_INTEGER) overflow('the live total of the step');
       } else if (entry >= 0) live += roundNumber(values[slot[entry]!]!, program.rounded);
       else live -= roundNumber(values[slot[-1 - entry]!]!, program.rounded);
     }

@@ -13,6 +13,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function adaptiveAvgPool2d(options: AdaptiveAvgPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveAvgPool2dAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['output'], 'adaptiveAvgPool2d');
   return opLayer(adaptiveAvgPool2dRule, 'AdaptiveAvgPool2d', attrs, layer);
 }

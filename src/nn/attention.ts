@@ -10,7 +10,7 @@ import type { Dim } from '../sym/expr.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
-import { opLayer } from './op.js';
+import { checkKeys, opLayer } from './op.js';
 import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How attention runs: materialised scores (`eager`), PyTorch's fused `sdpa`, or FlashAttention-2 (`flash`). */
@@ -133,6 +133,7 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
+  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous'], 'attention');
   const nh = options.heads;
   const nkv = options.kvHeads ?? nh;
   const d = options.headDim ?? options.hidden / nh;

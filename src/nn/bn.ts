@@ -17,6 +17,6 @@ export type BatchNorm2dOptions = BatchNorm2dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function bn(options: BatchNorm2dOptions = {}): OpLayer<BatchNorm2dAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['eps', 'momentum', 'affine', 'trackRunningStats', 'channels'], 'bn');
   return opLayer(batchNorm2dRule, 'BatchNorm2d', attrs, layer);
 }

@@ -1,4 +1,5 @@
 import type { BranchLayer, Layer, LayerOptions, Merge } from './types.js';
+import { checkKeys } from './op.js';
 
 /** Options of {@link branch}. */
 export interface BranchOptions extends LayerOptions {
@@ -21,6 +22,7 @@ export interface BranchOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function branch(paths: readonly Layer[], options: BranchOptions): BranchLayer {
+  checkKeys(options, ['merge', 'className'], 'branch');
   return Object.freeze({
     kind: 'branch',
     className: options.className ?? 'Branch',

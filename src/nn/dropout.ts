@@ -15,6 +15,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function dropout(options: DropoutAttrs & LayerOptions = {}): OpLayer<DropoutAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['p', 'inplace'], 'dropout');
   return opLayer(dropoutRule, 'Dropout', attrs, layer);
 }

@@ -14,6 +14,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function embedding(options: EmbeddingAttrs & LayerOptions): OpLayer<EmbeddingAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['num', 'dim', 'tiedWeight'], 'embedding');
   return opLayer(embeddingRule, 'Embedding', attrs, layer);
 }

@@ -14,6 +14,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function flatten(options: FlattenAttrs & LayerOptions = {}): OpLayer<FlattenAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['startDim', 'endDim'], 'flatten');
   return opLayer(flattenRule, 'Flatten', attrs, layer);
 }

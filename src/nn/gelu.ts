@@ -15,6 +15,6 @@ const rule = activationRule('gelu');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gelu(options: { readonly approximate?: 'none' | 'tanh' } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['approximate'], 'gelu');
   return opLayer(rule, 'GELU', attrs, layer);
 }

@@ -16,6 +16,6 @@ const rule = activationRule('hardsigmoid');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function hardsigmoid(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['inplace'], 'hardsigmoid');
   return opLayer(rule, 'Hardsigmoid', attrs, layer);
 }

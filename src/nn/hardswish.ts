@@ -16,6 +16,6 @@ const rule = activationRule('hardswish');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function hardswish(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['inplace'], 'hardswish');
   return opLayer(rule, 'Hardswish', attrs, layer);
 }

@@ -1,5 +1,5 @@
 import { identityRule } from '../ops/shape.js';
-import { opLayer } from './op.js';
+import { checkKeys, opLayer } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
 /**
@@ -13,5 +13,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function identity(options: LayerOptions = {}): OpLayer<Record<string, never>> {
+  checkKeys(options, [], 'identity');
   return opLayer(identityRule, 'Identity', {}, options);
 }

@@ -15,6 +15,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm(options: LayerNormAttrs & LayerOptions = {}): OpLayer<LayerNormAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'bias', 'size'], 'layerNorm');
   return opLayer(layerNormRule, 'LayerNorm', attrs, layer);
 }

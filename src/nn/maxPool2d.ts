@@ -14,6 +14,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function maxPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation'], 'maxPool2d');
   return opLayer(maxPool2dRule, 'MaxPool2d', attrs, layer);
 }

@@ -4,7 +4,7 @@ import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { hfActivation } from './hfActivation.js';
 import { linear } from './linear.js';
-import { opLayer } from './op.js';
+import { checkKeys, opLayer } from './op.js';
 import type { Layer, LayerOptions, ModuleLayer } from './types.js';
 
 /** Options of {@link mlp}. */
@@ -36,6 +36,7 @@ export interface MlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mlp(options: MlpOptions): ModuleLayer {
+  checkKeys(options, ['hidden', 'inner', 'activation', 'dropout', 'conv1d', 'className'], 'mlp');
   const proj = (name: string, out: number): Layer =>
     options.conv1d ? opLayer(linearRule, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
   const act = hfActivation(options.activation ?? 'gelu_new', 'act', [options.name ?? 'mlp', 'activation']);
@@ -70,6 +71,7 @@ export interface GatedMlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
+  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className'], 'gatedMlp');
   const bias = options.bias ?? false;
   const activation = hfActivation(options.activation ?? 'silu', 'act_fn', [options.name ?? 'mlp', 'activation']);
   const body = graph((g, [x]) => {

@@ -1,4 +1,5 @@
 import type { OpRule } from '../ops/types.js';
+import { anything, object, string, validate } from '../validate.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
 /** Builds an op layer; shared by the one-line builders. */
@@ -7,8 +8,18 @@ export function opLayer<A>(rule: OpRule<A>, className: string | null, attrs: A, 
   return Object.freeze({ kind: 'op', rule, attrs, className, ...(options.name !== undefined ? { name: options.name } : {}) });
 }
 
-/** Splits the layer options (name) from an attribute object. */
-export function splitOptions<T extends LayerOptions>(input: T): [Omit<T, 'name'>, LayerOptions] {
+/**
+ * Splits the layer options (name) from an attribute object, after checking at run time that
+ * it is an object whose keys are all the builder's (a misspelt `stirde` is an error naming
+ * `stride`, not a silently ignored option). Values are checked by the op rule when traced.
+ */
+export function splitOptions<T extends LayerOptions>(input: T, keys: readonly string[], builder: string): [Omit<T, 'name'>, LayerOptions] {
+  checkKeys(input, keys, builder);
   const { name, ...attrs } = input;
   return [attrs, name !== undefined ? { name } : {}];
+}
+
+/** A VramError unless `options` is an object with only these keys (and `name`); the values are checked where they are used. */
+export function checkKeys(options: unknown, keys: readonly string[], builder: string): void {
+  validate(options, object({ fields: { name: string, ...Object.fromEntries(keys.map((key) => [key, anything])) } }), [builder]);
 }

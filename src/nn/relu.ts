@@ -16,6 +16,6 @@ const rule = activationRule('relu');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function relu(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['inplace'], 'relu');
   return opLayer(rule, 'ReLU', attrs, layer);
 }

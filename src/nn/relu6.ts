@@ -16,6 +16,6 @@ const rule = activationRule('relu6');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function relu6(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['inplace'], 'relu6');
   return opLayer(rule, 'ReLU6', attrs, layer);
 }

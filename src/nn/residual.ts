@@ -1,4 +1,5 @@
 import type { Layer, LayerOptions, ResidualLayer } from './types.js';
+import { checkKeys } from './op.js';
 
 /** Options of {@link residual}. */
 export interface ResidualOptions extends LayerOptions {
@@ -21,6 +22,7 @@ export interface ResidualOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function residual(body: Layer, options: ResidualOptions = {}): ResidualLayer {
+  checkKeys(options, ['inplace', 'shortcut'], 'residual');
   return Object.freeze({
     kind: 'residual',
     body,

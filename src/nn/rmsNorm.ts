@@ -4,6 +4,7 @@ import { mulRule } from '../ops/merge.js';
 import { addScalarRule, meanRule, powRule, rsqrtRule } from '../ops/pointwise.js';
 import { graph } from './graph.js';
 import type { LayerOptions, ModuleLayer } from './types.js';
+import { checkKeys } from './op.js';
 
 /** Options of {@link rmsNorm}. */
 export interface RmsNormOptions extends LayerOptions {
@@ -27,6 +28,7 @@ export interface RmsNormOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function rmsNorm(options: RmsNormOptions): ModuleLayer {
+  checkKeys(options, ['size', 'eps', 'className'], 'rmsNorm');
   const body = graph((g, [x]) => {
     const input = x!;
     const h = g.call(castRule, [input], { dtype: 'float32' })[0]!;

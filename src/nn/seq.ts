@@ -1,4 +1,5 @@
 import type { Layer, LayerOptions, SeqLayer } from './types.js';
+import { checkKeys } from './op.js';
 
 /**
  * Runs layers in order, like torch.nn.Sequential: children are named `0`, `1`, …
@@ -36,6 +37,7 @@ export interface SequentialOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function sequential(options: SequentialOptions, ...children: readonly Layer[]): SeqLayer {
+  checkKeys(options, ['className', 'isSequential'], 'sequential');
   return Object.freeze({
     kind: 'seq',
     className: options.className ?? 'Sequential',

@@ -16,6 +16,6 @@ const rule = activationRule('sigmoid');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function sigmoid(options: Record<never, never> & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, [], 'sigmoid');
   return opLayer(rule, 'Sigmoid', attrs, layer);
 }

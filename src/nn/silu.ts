@@ -16,6 +16,6 @@ const rule = activationRule('silu');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function silu(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, ['inplace'], 'silu');
   return opLayer(rule, 'SiLU', attrs, layer);
 }

@@ -6,6 +6,7 @@ import { hardsigmoid } from './hardsigmoid.js';
 import { relu } from './relu.js';
 import { sigmoid } from './sigmoid.js';
 import type { Layer, LayerOptions } from './types.js';
+import { checkKeys } from './op.js';
 
 /** Options of {@link squeezeExcitation}. */
 export interface SqueezeExcitationOptions extends LayerOptions {
@@ -28,6 +29,7 @@ export interface SqueezeExcitationOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
+  checkKeys(options, ['squeeze', 'scaleActivation'], 'squeezeExcitation');
   const gate = options.scaleActivation === 'hardsigmoid' ? hardsigmoid({ name: 'scale_activation' }) : sigmoid({ name: 'scale_activation' });
   const body = graph((g, [input]) => {
     const channels = input!.shape[1] as number;

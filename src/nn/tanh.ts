@@ -16,6 +16,6 @@ const rule = activationRule('tanh');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function tanh(options: Record<never, never> & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options);
+  const [attrs, layer] = splitOptions(options, [], 'tanh');
   return opLayer(rule, 'Tanh', attrs, layer);
 }

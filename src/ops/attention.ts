@@ -32,7 +32,7 @@ export const sdpaRule: OpRule<SdpaAttrs> = {
         { extra: tensor([b, h, s], 'float32' as DType), label: 'logsumexp' },
         ...((attrs.dropout ?? 0) > 0 ? [{ extra: tensor([2], 'int64'), label: 'philox seed/offset' }] : []),
       ],
-      macs: mul(product(q!.shape), mul(k!.shape[2]!, 2)),
+      macs: () => mul(product(q!.shape), mul(k!.shape[2]!, 2)),
     };
   },
 };

@@ -57,7 +57,7 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
         if (batchStats) saved.push({ extra: perChannel, label: 'save_mean' }, { extra: perChannel, label: 'save_invstd' });
         return saved;
       },
-      macs: numel(input!),
+      macs: () => numel(input!),
       // PyTorch 1.13's CPU batch_norm_backward computes through one more input-sized buffer.
       // Both backends' backward kernels take a contiguous grad_output.
       backward: () => ({

@@ -1,6 +1,6 @@
 import { bounds } from '../sym/bounds.js';
 import type { Dim } from '../sym/expr.js';
-import { mul, product } from '../sym/ops.js';
+import { add, max, mul, product, sub } from '../sym/ops.js';
 import type { KernelStep } from './types.js';
 
 /** The shapes a convolution kernel sees. */
@@ -23,21 +23,57 @@ export interface ConvGeometry {
 
 const pad16 = (c: number) => Math.ceil(c / 16) * 16;
 
-function atLeast(dim: Dim, value: number): boolean {
-  return typeof dim === 'number' ? dim >= value : bounds(dim).min >= value;
+/** [x >= k] for an integer x: 1 or 0, an exact 0/1 expression when x is symbolic. */
+function atLeast(x: Dim, k: number): Dim {
+  if (typeof x === 'number') return x >= k ? 1 : 0;
+  if (bounds(x).min >= k) return 1;
+  return min(1, max(0, sub(x, k - 1)));
+}
+
+function min(a: Dim, b: Dim): Dim {
+  return sub(add(a, b), max(a, b));
 }
 
 /**
  * PyTorch 1.13's CPU backend choice (ConvParams::use_mkldnn, one thread as the oracle runs):
  * oneDNN when (strided or dilated or batch >= 16 or not 1×1) and (grouped or kernel > 3×3 or
  * batch > 1 or the input has more than 20480 elements); the "slow" im2col path otherwise.
- * Undecidable symbolic sizes count as large (oneDNN).
+ * 1 for oneDNN, 0 for the slow path; for symbolic sizes the exact 0/1 expression of the same
+ * conditions, so a symbolic estimate takes the path the concrete one would at every size.
  */
-export function usesMkldnn(g: ConvGeometry): boolean {
-  const a = g.strided || g.dilated || atLeast(g.n, 16) || g.kw !== 1 || g.kh !== 1;
-  const numel = product([g.n, g.cIn, g.h, g.w]);
-  const b = g.groups > 1 || (g.kw > 3 && g.kh > 3) || atLeast(g.n, 2) || typeof numel !== 'number' || numel > 20480;
-  return a && b;
+export function mkldnnFactor(g: ConvGeometry): Dim {
+  const a = g.strided || g.dilated || g.kw !== 1 || g.kh !== 1 ? 1 : atLeast(g.n, 16);
+  const b = g.groups > 1 || (g.kw > 3 && g.kh > 3) ? 1 : max(atLeast(g.n, 2), atLeast(product([g.n, g.cIn, g.h, g.w]), 20481));
+  return min(a, b);
+}
+
+/**
+ * Both paths' kernel steps in one list, each allocation scaled by its path's 0/1 factor:
+ * where the factor is 1 only the first path allocates, where it is 0 only the second, and
+ * the live totals at every step are those of the path taken. The lists must make the same
+ * results in the same order.
+ */
+export function eitherSteps(factor: Dim, first: readonly KernelStep[], second: readonly KernelStep[]): KernelStep[] {
+  if (factor === 1) return [...first];
+  if (factor === 0) return [...second];
+  const segments = (steps: readonly KernelStep[], tag: string, scale: Dim) => {
+    const out: KernelStep[][] = [[]];
+    for (const step of steps) {
+      if ('results' in step) out.push([step], []);
+      else if ('alloc' in step) out[out.length - 1]!.push({ alloc: `${tag}${step.alloc}`, bytes: mul(step.bytes, scale) });
+      else if ('free' in step) out[out.length - 1]!.push({ free: `${tag}${step.free}` });
+      else out[out.length - 1]!.push(step);
+    }
+    return out;
+  };
+  const a = segments(first, '1:', factor);
+  const b = segments(second, '2:', sub(1, factor));
+  const merged: KernelStep[] = [];
+  for (let i = 0; i < Math.max(a.length, b.length); i += 1) {
+    if (i % 2 === 1) merged.push(...(a[i] ?? b[i] ?? []));
+    else merged.push(...(a[i] ?? []), ...(b[i] ?? []));
+  }
+  return merged;
 }
 
 const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementBytes);

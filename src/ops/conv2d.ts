@@ -3,7 +3,7 @@ import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
-import { mkldnnSteps, slowSteps, usesMkldnn, type ConvGeometry } from './conv2d-cpu.js';
+import { eitherSteps, mkldnnFactor, mkldnnSteps, slowSteps, type ConvGeometry } from './conv2d-cpu.js';
 import type { KernelStep, OpRule } from './types.js';
 
 /** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
@@ -84,7 +84,11 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
               dilated: dh !== 1 || dw !== 1,
               padded: pads.some((p) => p !== 0),
             };
-            return usesMkldnn(geometry) ? mkldnnSteps(geometry) : slowSteps(geometry);
+            const factor = mkldnnFactor(geometry);
+            if (factor === 1) return mkldnnSteps(geometry);
+            if (factor === 0) return slowSteps(geometry);
+            const [dnn, slow] = [mkldnnSteps(geometry), slowSteps(geometry)];
+            return { forward: eitherSteps(factor, dnn.forward, slow.forward), backward: (inputGrad: boolean, weightGrad: boolean) => eitherSteps(factor, dnn.backward(inputGrad, weightGrad), slow.backward(inputGrad, weightGrad)) };
           })()
         : null;
     // PyTorch pads (constant_pad_nd) and then convolves: two autograd nodes. The conv's
@@ -107,7 +111,7 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
       outputs: [tensor([n, out, ho, wo], dtype)],
       params,
       saves: () => [padded === null ? { input: 0 } : { extra: padded, label: 'padded input' }, { param: 'weight' }],
-      macs: mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
+      macs: () => mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
       // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
       ...(kernels ? { forwardSteps: kernels.forward } : {}),
       ...unrecorded(kernels?.forward ?? [{ results: 'outputs' }]),

@@ -60,7 +60,7 @@ export const linearRule: OpRule<LinearAttrs> = {
               backward: () => ({ steps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'inputGrads' }, { free: 'dequantized weight' }, { results: 'paramGrads' }] }),
             }
           : {}),
-        macs: mul(product(lead), out * features),
+        macs: () => mul(product(lead), out * features),
       };
     }
     const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
@@ -75,7 +75,7 @@ export const linearRule: OpRule<LinearAttrs> = {
         if (needs.inputs[0]) saved.push({ param: 'weight' });
         return saved;
       },
-      macs: mul(product(lead), out * features),
+      macs: () => mul(product(lead), out * features),
     };
   },
 };

@@ -28,7 +28,7 @@ export const matmulRule: OpRule<Record<string, never>> = {
         if (needs.inputs[0]) saved.push({ input: 1 });
         return saved;
       },
-      macs: mul(product([...batch, n, p]), k1),
+      macs: () => mul(product([...batch, n, p]), k1),
     };
   },
 };

@@ -78,7 +78,7 @@ export const adaptiveAvgPool2dRule: OpRule<AdaptiveAvgPool2dAttrs> = {
       saves: () => (oh === 1 && ow === 1 && ctx.framework !== 'torch-1.13' ? [] : [{ input: 0 }]),
       // The mean's backward expands any gradient; the pooling kernel wants it contiguous.
       backward: () => ({ contiguousGradOutput: oh !== 1 || ow !== 1 }),
-      macs: product(input!.shape),
+      macs: () => product(input!.shape),
     };
   },
 };

@@ -118,8 +118,11 @@ export interface OpResult {
   readonly nonDifferentiableOutputs?: readonly number[];
   /** What autograd saves when the op is recorded, given which inputs need gradients. */
   readonly saves: (needs: GradNeeds) => readonly SavedRef[];
-  /** Multiply-accumulate count of the forward (torchinfo's "mult-adds"). */
-  readonly macs?: Dim;
+  /**
+   * Multiply-accumulate count of the forward, computed only when asked: it is informational,
+   * and at long contexts it passes 2^53 where the memory figures do not.
+   */
+  readonly macs?: () => Dim;
   /** The forward kernel's allocations in order (default: just the outputs). */
   readonly forwardSteps?: readonly KernelStep[];
   /**

@@ -11,7 +11,9 @@ export interface SafetensorsSummary {
 
 /**
  * Counts parameters and dtypes from a safetensors header (the JSON after the file's 8-byte
- * length), without the weights: each entry's shape gives its elements, its data_offsets its bytes.
+ * length), without the weights: each entry's shape gives its elements, its dtype their bytes,
+ * which its data_offsets must span exactly. Unknown dtypes, bad offsets and totals past 2^53
+ * are a VramError with the entry's path.
  *
  * @example
  * ```ts
@@ -21,28 +23,63 @@ export interface SafetensorsSummary {
  * ```
  */
 export function safetensorsSummary(header: unknown): SafetensorsSummary {
-  if (typeof header !== 'object' || header === null) fail('bad-safetensors', 'the safetensors header must be a JSON object', { path: ['header'] });
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) fail('bad-safetensors', 'the safetensors header must be a JSON object', { path: ['header'] });
   let tensors = 0;
   let params = 0;
   let bytes = 0;
   const byDtype: Record<string, number> = {};
+  const exact = (value: number, what: string, path: readonly (string | number)[]) => {
+    if (!Number.isSafeInteger(value)) fail('overflow', `${what} is not an exact integer (past 2^53)`, { path });
+    return value;
+  };
   for (const [name, entry] of Object.entries(header as Record<string, unknown>)) {
     if (name === '__metadata__') continue;
+    const at = ['header', name];
     const e = entry as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (typeof e !== 'object' || e === null || typeof e.dtype !== 'string' || !Array.isArray(e.shape) || !Array.isArray(e.data_offsets) || e.data_offsets.length !== 2) {
-      fail('bad-safetensors', 'a tensor entry needs dtype, shape and data_offsets', { path: ['header', name] });
+      fail('bad-safetensors', 'a tensor entry needs dtype, shape and data_offsets', { path: at });
     }
+    const bits = Object.hasOwn(SAFETENSORS_BITS, e.dtype) ? SAFETENSORS_BITS[e.dtype] : undefined;
+    if (bits === undefined) fail('bad-safetensors', 'unknown safetensors dtype', { path: [...at, 'dtype'], expected: Object.keys(SAFETENSORS_BITS).join(' | '), received: JSON.stringify(e.dtype) });
     const shape = e.shape as unknown[];
-    if (!shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) fail('bad-safetensors', 'shape must be non-negative integers', { path: ['header', name, 'shape'] });
-    const [start, end] = e.data_offsets as [number, number];
-    const elements = (shape as number[]).reduce((a, b) => a * b, 1);
+    if (!shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) fail('bad-safetensors', 'shape must be non-negative integers', { path: [...at, 'shape'] });
+    const [begin, finish] = e.data_offsets as unknown[];
+    if (typeof begin !== 'number' || typeof finish !== 'number' || !Number.isSafeInteger(begin) || !Number.isSafeInteger(finish) || begin < 0 || finish < begin) {
+      fail('bad-safetensors', 'data_offsets must be two integers, 0 <= begin <= end', { path: [...at, 'data_offsets'], received: JSON.stringify(e.data_offsets) });
+    }
+    const elements = exact((shape as number[]).reduce((a, b) => a * b, 1), 'the element count', [...at, 'shape']);
+    const size = Math.ceil(exact(elements * bits, 'the bit count', [...at, 'shape']) / 8);
+    if (finish - begin !== size) fail('bad-safetensors', 'data_offsets do not span the tensor', { path: [...at, 'data_offsets'], expected: `${size} bytes for ${e.dtype} ${JSON.stringify(shape)}`, received: `${finish - begin} bytes` });
     tensors += 1;
-    params += elements;
-    bytes += end - start;
-    byDtype[e.dtype] = (byDtype[e.dtype] ?? 0) + elements;
+    params = exact(params + elements, 'the parameter total', at);
+    bytes = exact(bytes + size, 'the byte total', at);
+    byDtype[e.dtype] = exact((byDtype[e.dtype] ?? 0) + elements, 'a dtype total', at);
   }
   return { tensors, params, bytes, byDtype };
 }
+
+/** Bits per element of the dtypes a safetensors header may name (the format's spec; FP4/FP6 packed). */
+const SAFETENSORS_BITS: Readonly<Record<string, number>> = Object.freeze({
+  BOOL: 8,
+  U8: 8,
+  I8: 8,
+  F8_E5M2: 8,
+  F8_E4M3: 8,
+  F8_E8M0: 8,
+  I16: 16,
+  U16: 16,
+  F16: 16,
+  BF16: 16,
+  I32: 32,
+  U32: 32,
+  F32: 32,
+  F64: 64,
+  I64: 64,
+  U64: 64,
+  F4: 4,
+  F6_E2M3: 6,
+  F6_E3M2: 6,
+});
 
 /**
  * Reads the header length of a safetensors file from its first 8 bytes (little-endian u64).

@@ -57,7 +57,8 @@ export interface IROp {
   readonly alias: 'inplace' | 'view' | null;
   /** Whether autograd records a node for it. */
   readonly recorded: boolean;
-  readonly macs: Dim;
+  /** Multiply-accumulate count of the forward, computed when asked (a VramError past 2^53). */
+  readonly macs: () => Dim;
   readonly attrs: unknown;
   /** The forward kernel's allocations in order (outputs and saved extras at `results: outputs`). */
   readonly forwardSteps: readonly KernelStep[];

@@ -126,6 +126,9 @@ interface State {
   adapterDtype: DType | null;
   /** Inside a LoRA layer (its own Linear modules are not adapted again). */
   adapting: boolean;
+  /** LoRA layers made, and the names of the Linear/Conv1D layers seen (for the error when no target matches). */
+  adapted: number;
+  readonly linearNames: Set<string>;
   /** Checkpoint regions: the open one, and all. */
   region: MutableRegion | null;
   readonly regions: MutableRegion[];
@@ -447,7 +450,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     saved,
     alias: result.alias ?? (copyWhen === 0 ? 'view' : null),
     recorded,
-    macs: result.macs ?? 0,
+    macs: result.macs ?? NO_MACS,
     attrs,
     forwardSteps: (recorded ? undefined : result.forwardStepsUnrecorded) ?? result.forwardSteps ?? OUTPUTS_ONLY,
     backward: recorded ? backwardPlan(result, needsInputs, paramsNeed) : null,
@@ -460,6 +463,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
 }
 
 const NO_IDS: ReadonlyMap<string, number> = new Map();
+const NO_MACS = (): Dim => 0;
 const NO_COPIES: ReadonlyMap<number, number> = new Map();
 const NO_INDICES: readonly number[] = [];
 const OUTPUTS_ONLY: readonly KernelStep[] = [{ results: 'outputs' }];
@@ -543,7 +547,11 @@ function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonly Tenso
 
 function traceOp(state: State, given: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
   if (given.className === null) return runOp(state, given.rule, given.attrs, inputs);
-  if (loraTarget(state, given, name)) return traceLora(state, given, inputs, name);
+  if (state.options.lora !== undefined && !state.adapting && isLinear(given)) state.linearNames.add(name);
+  if (loraTarget(state, given, name)) {
+    state.adapted += 1;
+    return traceLora(state, given, inputs, name);
+  }
   let layer = given;
   let className = given.className;
   if (!state.adapting && state.options.quantize !== undefined && isLinear(given)) {
@@ -713,6 +721,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     regions: [],
     adapterDtype: null,
     adapting: false,
+    adapted: 0,
+    linearNames: new Set(),
   };
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = options.inputs.map((spec, i) => {
@@ -734,6 +744,10 @@ export function trace(model: Layer, options: TraceOptions): IR {
     closeModule(state, root, outputs);
   }
   closeRegion(state);
+  // PEFT refuses a config whose targets match no module; so does this.
+  if (options.lora !== undefined && state.adapted === 0) {
+    fail('no-lora-target', 'no Linear layer matches the LoRA targets', { path: ['lora', 'targets'], expected: [...state.linearNames].join(' | ') || 'a model with Linear layers', received: JSON.stringify(options.lora.targets ?? ATTENTION_PROJECTIONS) });
+  }
   const lastModelOp = state.ops.length - 1;
   const lossOutputs = addLoss(state, outputs);
   return {

@@ -138,20 +138,20 @@ describe('accounting laws (property-based)', () => {
     );
   });
 
-  it('symbolic B, H, W evaluate to the concrete estimate', () => {
+  it('symbolic B, H, W evaluate to the concrete estimate, on both devices and in both frameworks', () => {
     const B = sym('B');
     const H = sym('H');
     const W = sym('W');
     fc.assert(
-      fc.property(randomModel, fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 50 }), (m, b, dh, dw) => {
+      fc.property(randomModel, fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 50 }), fc.constantFrom('cuda', 'cpu') as fc.Arbitrary<'cuda' | 'cpu'>, fc.constantFrom('torch-2', 'torch-1.13') as fc.Arbitrary<'torch-2' | 'torch-1.13'>, (m, b, dh, dw, device, framework) => {
         const model = seqFromSpecs(m.layers);
         const [, c, h, w] = m.input;
-        const symbolic = estimate(model, { input: [B, c, H, W] }).bytes;
+        const symbolic = estimate(model, { input: [B, c, H, W], device, framework }).bytes;
         const env = { B: b, H: h + dh, W: w + dw };
-        const concrete = estimate(model, { input: [b, c, env.H, env.W] }).bytes;
-        for (const key of Object.keys(concrete) as (keyof typeof concrete)[]) expect(evaluate(symbolic[key], env)).toBe(concrete[key]);
+        const concrete = estimate(model, { input: [b, c, env.H, env.W], device, framework }).bytes;
+        for (const key of Object.keys(concrete) as (keyof typeof concrete)[]) expect(evaluate(symbolic[key], env), key).toBe(concrete[key]);
       }),
-      { numRuns: 60 },
+      { numRuns: 100 },
     );
   });
 
