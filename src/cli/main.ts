@@ -133,7 +133,7 @@ const COMMAND_NAMES: Readonly<Record<Command, string>> = {
   fit: 'fit',
   grpo: 'grpo',
   korthikanti: 'korthikanti',
-  safetensors: '--safetensors',
+  safetensors: 'vram-ts --safetensors FILE',
 };
 
 /** Why a flag does not apply to a command, where the scope alone does not say it. */
@@ -304,6 +304,7 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
     const why = WHY[`${command} ${flag}`];
     const where = listAnd(SCOPE[flag].map((c) => COMMAND_NAMES[c]));
     if (command === 'safetensors') usage(`--${flag}`, '--safetensors FILE takes no other option');
+    if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${COMMAND_NAMES[command]}`);
     usage(`--${flag}`, `applies to ${where} only, not to ${COMMAND_NAMES[command]}${why !== undefined ? `: ${why}` : ''}`);
   }
   const commands = ['fit', 'grpo', 'korthikanti'];
