@@ -1,12 +1,18 @@
 /**
- * The `vram-ts` command: a thin shell over the library. Exit codes: 0 fine, 1 does not fit
- * (with --check), 2 bad input (with a one-line reason on stderr).
+ * The `vram-ts` command: a thin shell over the library, for people and for scripts.
+ *
+ * Exit codes: 0 done (with --check: it fits); 1 does not fit (only with --check); 2 usage or
+ * input error, with exactly one line on stderr and nothing on stdout. stdout holds exactly the
+ * asked format (json always parses), written only once everything, --svg included, succeeded.
+ * An error nobody expected prints `vram-ts: internal error: …` and exits 2 (VRAM_TS_DEBUG
+ * rethrows it instead, for the stack).
  */
-import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { parseArgs } from 'node:util';
 import {
   VramError,
   breakdownSvg,
+  decoderMeta,
   estimate,
   estimateToJSON,
   explain,
@@ -16,150 +22,230 @@ import {
   formatBytes,
   formatCount,
   formatExplain,
-  korthikanti,
-  decoderMeta,
-  kvCache,
   fromHFConfig,
+  GPUS,
   grpoStep,
+  korthikanti,
+  kvCache,
   llm,
   LLMS,
   maxFitting,
   memoryBudget,
   mobilenetV3Large,
   mobilenetV3Small,
-  safetensorsHeaderLength,
-  safetensorsSummary,
   summary,
   sym,
   timelineSvg,
+  transformersRules,
   type Dim,
   type EstimateOptions,
+  type FitResult,
   type HFConfigOptions,
-  isDType,
-  DEFAULT_TRANSFORMERS,
-  type Framework,
   type Layer,
-  type OptimizerName,
-  type Precision,
 } from '../index.js';
+import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
+import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
+import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, FIT_HELP, FORMATS, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { readSafetensors } from './safetensors.js';
 
-const HELP = `vram-ts — how much GPU memory a model needs to train or run, and where it goes.
+export { HELP } from './help.js';
 
-Usage
-  vram-ts <model> [options]             estimate one configuration
-  vram-ts fit <model> --gpu <gpu> --solve batch|seq|resolution [options]
-                                        the largest batch / context / resolution that fits
-  vram-ts grpo <model> --group G --prompt P --completion L [--prompts N] [--micro-batch M]
-                                        a GRPO step: generation, reference scoring, training
-  vram-ts korthikanti --seq S --batch B --hidden H --heads A
-                                        Korthikanti et al.'s per-layer activations next to
-                                        vram-ts's op-level count for a GPT-2 layer of that shape
-  vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
+/** The command's modes: an estimate of one model, or a subcommand. */
+export type Command = 'estimate' | 'fit' | 'grpo' | 'korthikanti' | 'safetensors';
 
-<model>: a catalog name (mobilenet_v3_small, mobilenet_v3_large, ${LLMS.map((e) => e.id).join(', ')})
-         or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)
+const OPTIONS = {
+  input: { type: 'string' },
+  batch: { type: 'string' },
+  seq: { type: 'string' },
+  classes: { type: 'string' },
+  train: { type: 'boolean' },
+  infer: { type: 'boolean' },
+  optimizer: { type: 'string' },
+  precision: { type: 'string' },
+  checkpointing: { type: 'boolean' },
+  'lora-rank': { type: 'string' },
+  qlora: { type: 'boolean' },
+  attention: { type: 'string' },
+  device: { type: 'string' },
+  framework: { type: 'string' },
+  transformers: { type: 'string' },
+  dtype: { type: 'string' },
+  'no-cache': { type: 'boolean' },
+  gpu: { type: 'string' },
+  check: { type: 'boolean' },
+  format: { type: 'string' },
+  svg: { type: 'string' },
+  solve: { type: 'string' },
+  safetensors: { type: 'string' },
+  group: { type: 'string' },
+  prompt: { type: 'string' },
+  completion: { type: 'string' },
+  prompts: { type: 'string' },
+  'micro-batch': { type: 'string' },
+  hidden: { type: 'string' },
+  heads: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
-Options
-  --input CxHxW          image size for CNNs (default 3x224x224)
-  --batch N              batch size (default 1)
-  --seq N                sequence length for LLMs (default 512)
-  --classes N            classifier outputs for the CNN catalog (default 1000)
-  --train | --infer      a training step (default) or an inference forward
-  --optimizer NAME       sgd, sgd_momentum, adam (default), adamw, adafactor, lion, adam8bit
-  --precision P          fp32 (default), bf16, fp16, amp-bf16, amp-fp16
-  --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks)
-  --lora-rank R          LoRA adapters of rank R on the attention projections (--qlora: 4-bit base)
-  --attention A          eager, sdpa, flash (LLMs; default: what transformers picks, sdpa)
-  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow
-                         (default ${DEFAULT_TRANSFORMERS}; 4.40.0 – 4.57.6 and 5.17.0 – 5.18.0 were read)
-  --dtype D              parameter dtype of an LLM (default: the config's torch_dtype)
-  --no-cache             forward with use_cache=False (default: the config's use_cache, true)
-  --device D             cuda (default) or cpu
-  --framework F          torch-2 (default) or torch-1.13: autograd rules where versions differ
-  --gpu NAME|SIZE        A800-80GB, H100, RTX-4090, 24GB, … : says whether it fits
-  --check                exit 1 when it does not fit the --gpu
-  --format F             table (default), json, markdown, torchsummary, torchinfo, explain
-  --svg FILE             write the timeline chart (SVG) of the step to FILE
-  -h, --help             this help
+export type Flag = keyof typeof OPTIONS;
+type Values = { [F in Flag]?: (typeof OPTIONS)[F]['type'] extends 'string' ? string : boolean };
 
-Examples
-  vram-ts mobilenet_v3_small --input 3x4000x2672 --classes 3 --train
-  vram-ts qwen2.5-0.5b --seq 4096 --batch 8 --precision bf16 --gpu A800-80GB
-  vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
-  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --attention sdpa --micro-batch 1
-  vram-ts ./config.json --infer --seq 8192 --format json
-  vram-ts --safetensors model.safetensors
-`;
+const MODEL_COMMANDS = ['estimate', 'fit', 'grpo'] as const;
+const ALL: readonly Command[] = ['estimate', 'fit', 'grpo', 'korthikanti', 'safetensors'];
 
-class UsageError extends Error {}
+/** Which commands take each flag; any other use is an error. */
+export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
+  input: ['estimate', 'fit'],
+  batch: ['estimate', 'fit', 'korthikanti'],
+  seq: ['estimate', 'fit', 'korthikanti'],
+  classes: ['estimate', 'fit'],
+  train: ['estimate', 'fit'],
+  infer: ['estimate', 'fit'],
+  optimizer: MODEL_COMMANDS,
+  precision: MODEL_COMMANDS,
+  checkpointing: MODEL_COMMANDS,
+  'lora-rank': MODEL_COMMANDS,
+  qlora: MODEL_COMMANDS,
+  attention: MODEL_COMMANDS,
+  device: MODEL_COMMANDS,
+  framework: MODEL_COMMANDS,
+  transformers: MODEL_COMMANDS,
+  dtype: MODEL_COMMANDS,
+  'no-cache': MODEL_COMMANDS,
+  gpu: MODEL_COMMANDS,
+  check: MODEL_COMMANDS,
+  format: ['estimate', 'grpo'],
+  svg: ['estimate'],
+  solve: ['fit'],
+  safetensors: ['safetensors'],
+  group: ['grpo'],
+  prompt: ['grpo'],
+  completion: ['grpo'],
+  prompts: ['grpo'],
+  'micro-batch': ['grpo'],
+  hidden: ['korthikanti'],
+  heads: ['korthikanti'],
+  help: ALL,
+};
 
-function intOption(value: string | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  return n;
+const COMMAND_NAMES: Readonly<Record<Command, string>> = {
+  estimate: 'an estimate',
+  fit: 'fit',
+  grpo: 'grpo',
+  korthikanti: 'korthikanti',
+  safetensors: 'vram-ts --safetensors FILE',
+};
+
+/** Why a flag does not apply to a command, where the scope alone does not say it. */
+const WHY: Partial<Record<`${Command} ${Flag}`, string>> = {
+  'fit format': 'fit prints one number',
+  'fit svg': 'it charts the step of one estimate',
+  'grpo svg': 'it charts the step of one estimate',
+  'grpo batch': 'a GRPO step is sized by --prompts, --group and --micro-batch',
+  'grpo seq': 'a GRPO step is --prompt plus --completion tokens long',
+  'grpo input': 'grpo needs an LLM',
+  'grpo classes': 'grpo needs an LLM',
+  'grpo train': 'a GRPO step always generates, scores and trains',
+  'grpo infer': 'a GRPO step always generates, scores and trains',
+  'korthikanti check': 'it compares two counts of one layer and fits nothing',
+  'korthikanti gpu': 'it compares two counts of one layer and fits nothing',
+};
+
+/** Largest accepted value of each numeric flag (the smallest is 1). */
+const LIMITS = {
+  batch: 1_000_000_000,
+  seq: 1_000_000_000,
+  classes: 1_000_000_000,
+  'lora-rank': 1_000_000,
+  group: 1_000_000,
+  prompt: 1_000_000_000,
+  completion: 1_000_000_000,
+  prompts: 1_000_000,
+  'micro-batch': 1_000_000_000,
+  hidden: 1_000_000,
+  heads: 1_000_000,
+} as const;
+
+const LLM_ONLY = ['seq', 'attention', 'transformers', 'dtype', 'no-cache', 'lora-rank', 'qlora'] as const;
+const CNN_ONLY = ['input', 'classes'] as const;
+/** Formats with no room for a fit verdict: there --gpu only makes sense with --check. */
+const NO_VERDICT_FORMATS = ['torchsummary', 'torchinfo', 'explain', 'svg'];
+
+function count(values: Values, flag: keyof typeof LIMITS, fallback: number): number {
+  const value = values[flag];
+  return value === undefined ? fallback : wholeNumber(value, `--${flag}`, 1, LIMITS[flag]);
 }
 
-function loadModel(name: string, values: Record<string, unknown>): { model: Layer; kind: 'cnn' | 'llm' } {
+interface ModelRef {
+  readonly name: string;
+  readonly kind: 'cnn' | 'llm';
+  readonly cnn?: (typeof CNNS)[number];
+  readonly file?: string;
+}
+
+const MODEL_NAMES = [...CNNS, ...LLMS.map((e) => e.id)];
+
+function resolveModel(name: string): ModelRef {
   const key = name.toLowerCase().replace(/-/g, '_');
-  const classes = intOption(values.classes as string | undefined, 'classes', 1000);
-  if (key === 'mobilenet_v3_small') return { model: mobilenetV3Small({ numClasses: classes }), kind: 'cnn' };
-  if (key === 'mobilenet_v3_large') return { model: mobilenetV3Large({ numClasses: classes }), kind: 'cnn' };
-  const attention = values.attention as 'eager' | 'sdpa' | 'flash' | undefined;
-  if (attention !== undefined && !['eager', 'sdpa', 'flash'].includes(attention)) throw new UsageError(`--attention must be eager, sdpa or flash, got ${attention}`);
-  const dtype = values.dtype as string | undefined;
-  if (dtype !== undefined && !isDType(dtype)) throw new UsageError(`--dtype must be a dtype (float32, bfloat16, float16), got ${JSON.stringify(dtype)}`);
+  const cnn = CNNS.find((c) => c === key);
+  if (cnn !== undefined) return { name, kind: 'cnn', cnn };
+  if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { name, kind: 'llm' };
+  if (name.endsWith('.json') || name.includes('/')) return { name, kind: 'llm', file: name };
+  const near = nearest(name, MODEL_NAMES);
+  return usage('model', `unknown model${near !== undefined ? `; did you mean ${near}?` : ''}`, { expected: `${MODEL_NAMES.join(', ')} or the path of a config.json`, received: JSON.stringify(name) });
+}
+
+function readConfig(file: string): Record<string, unknown> {
+  let stat: Stats;
+  try {
+    stat = statSync(file);
+  } catch (error) {
+    return usage(file, `cannot read (${fsReason(error)})`);
+  }
+  if (stat.isDirectory()) usage(file, 'is a directory, not a config.json');
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    return usage(file, `cannot read (${fsReason(error)})`);
+  }
+  let config: unknown;
+  try {
+    config = JSON.parse(text);
+  } catch (error) {
+    return usage(file, 'is not valid JSON', { received: error instanceof Error ? error.message : undefined });
+  }
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+    usage(file, 'a config.json holds one JSON object', { received: Array.isArray(config) ? 'an array' : config === null ? 'null' : `a ${typeof config}` });
+  }
+  return config as Record<string, unknown>;
+}
+
+function buildModel(ref: ModelRef, values: Values): Layer {
+  if (ref.cnn !== undefined) {
+    const numClasses = count(values, 'classes', DEFAULTS.classes);
+    return ref.cnn === 'mobilenet_v3_small' ? mobilenetV3Small({ numClasses }) : mobilenetV3Large({ numClasses });
+  }
   const decoder: HFConfigOptions = {
-    ...(attention !== undefined ? { attention } : {}),
-    ...(values.transformers !== undefined ? { transformers: values.transformers as string } : {}),
-    ...(dtype !== undefined && isDType(dtype) ? { dtype } : {}),
+    ...(values.attention !== undefined ? { attention: oneOf(values.attention, '--attention', ATTENTIONS) } : {}),
+    ...(values.transformers !== undefined ? { transformers: values.transformers } : {}),
+    ...(values.dtype !== undefined ? { dtype: oneOf(values.dtype, '--dtype', DTYPES) } : {}),
     ...(values['no-cache'] ? { useCache: false } : {}),
   };
-  if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { model: llm(name, decoder), kind: 'llm' };
-  if (name.endsWith('.json') || name.includes('/')) {
-    let text: string;
-    try {
-      text = readFileSync(name, 'utf8');
-    } catch {
-      throw new UsageError(`cannot read ${name}`);
-    }
-    let config: unknown;
-    try {
-      config = JSON.parse(text);
-    } catch {
-      throw new UsageError(`${name} is not valid JSON`);
-    }
-    return { model: fromHFConfig(config as Record<string, unknown>, decoder), kind: 'llm' };
+  if (ref.file === undefined) return llm(ref.name, decoder);
+  const config = readConfig(ref.file);
+  try {
+    return fromHFConfig(config, decoder);
+  } catch (error) {
+    // The config's own problems are named by their keys, as in the file.
+    if (error instanceof VramError) throw fromVramError(error);
+    throw error;
   }
-  throw new UsageError(`unknown model ${JSON.stringify(name)}: use a catalog name (see --help) or a config.json path`);
 }
 
-function estimateOptions(values: Record<string, unknown>, kind: 'cnn' | 'llm', model: Layer, solve?: string): EstimateOptions {
-  const batch: Dim = solve === 'batch' ? sym('B') : intOption(values.batch as string | undefined, 'batch', 1);
-  let input: Dim[];
-  if (kind === 'llm') {
-    const seq: Dim = solve === 'seq' ? sym('S') : intOption(values.seq as string | undefined, 'seq', 512);
-    input = [batch, seq];
-  } else {
-    const text = (values.input as string | undefined) ?? '3x224x224';
-    const parts = text.split(/[x×,]/).map((p) => Number(p));
-    if (parts.length !== 3 || parts.some((p) => !Number.isSafeInteger(p) || p < 1)) throw new UsageError(`--input must look like 3x224x224, got ${JSON.stringify(text)}`);
-    const side = sym('R');
-    input = solve === 'resolution' ? [batch, parts[0]!, side, side] : [batch, ...parts];
-  }
-  const train = !values.infer;
-  const precision = values.precision as Precision | undefined;
-  const rank = values['lora-rank'] === undefined ? undefined : intOption(values['lora-rank'] as string, 'lora-rank', 8);
-  return {
-    input,
-    mode: train ? 'train' : 'inference',
-    ...(precision !== undefined ? { precision } : {}),
-    ...(values.optimizer !== undefined ? { optimizer: values.optimizer as OptimizerName } : {}),
-    ...(values.device !== undefined ? { device: values.device as 'cuda' | 'cpu' } : {}),
-    ...(values.framework !== undefined ? { framework: frameworkOption(values.framework as string) } : {}),
-    ...(values.checkpointing ? { checkpoint: kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
-    ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
-  };
+/** PEFT's default LoRA targets: the attention projections; GPT-2's fused c_attn. */
+function loraTargets(model: Layer): string[] | undefined {
+  return decoderMeta(model).family === 'gpt2' ? ['c_attn'] : undefined;
 }
 
 /** Gradient checkpointing as transformers applies it: every decoder layer is one region. */
@@ -168,186 +254,326 @@ function decoderLayers(model: Layer): { modules: string[] } {
   return { modules: Array.from({ length: meta.layers }, (_, i) => (meta.family === 'gpt2' ? `transformer.h.${i}` : `model.layers.${i}`)) };
 }
 
-function frameworkOption(value: string): Framework {
-  if (value !== 'torch-2' && value !== 'torch-1.13') throw new UsageError(`--framework must be torch-2 or torch-1.13, got ${JSON.stringify(value)}`);
-  return value;
+function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (typeof SOLVES)[number]): EstimateOptions {
+  const batch: Dim = solve === 'batch' ? sym('B') : count(values, 'batch', DEFAULTS.batch);
+  let input: Dim[];
+  if (ref.kind === 'llm') {
+    input = [batch, solve === 'seq' ? sym('S') : count(values, 'seq', DEFAULTS.seq)];
+  } else {
+    const [c, h, w] = imageSize(values.input ?? DEFAULTS.input);
+    const side = sym('R');
+    input = solve === 'resolution' ? [batch, c, side, side] : [batch, c, h, w];
+  }
+  const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
+  const targets = rank !== undefined ? loraTargets(model) : undefined;
+  return {
+    input,
+    mode: values.infer ? 'inference' : 'train',
+    ...(values.precision !== undefined ? { precision: oneOf(values.precision, '--precision', PRECISIONS) } : {}),
+    ...(values.optimizer !== undefined ? { optimizer: oneOf(values.optimizer, '--optimizer', OPTIMIZERS) } : {}),
+    ...(values.device !== undefined ? { device: oneOf(values.device, '--device', DEVICES) } : {}),
+    ...(values.framework !== undefined ? { framework: oneOf(values.framework, '--framework', FRAMEWORKS) } : {}),
+    ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
+    ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora), ...(targets !== undefined ? { targets } : {}) } } : {}),
+  };
+}
+
+/** The --gpu budget, refusing unknown names with the list of known ones. */
+function gpuBudget(value: string): number {
+  let budget: number;
+  try {
+    budget = memoryBudget(value);
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    return usage('--gpu', 'unknown GPU', { expected: `a size like 24GB or one of ${GPUS.map((g) => g.name).join(', ')}`, received: JSON.stringify(value) });
+  }
+  if (!Number.isSafeInteger(budget) || budget < 1) usage('--gpu', 'a memory size must be at least 1 byte', { received: JSON.stringify(value) });
+  return budget;
+}
+
+function commandOf(positionals: readonly string[], values: Values): Command {
+  const first = positionals[0];
+  if (first === 'fit' || first === 'grpo' || first === 'korthikanti') return first;
+  return values.safetensors !== undefined ? 'safetensors' : 'estimate';
+}
+
+/** Refuses flags the command does not take, extra or missing arguments, and flags that contradict each other. */
+function checkUsage(command: Command, values: Values, positionals: readonly string[]): void {
+  for (const flag of Object.keys(values) as Flag[]) {
+    if (values[flag] === undefined || SCOPE[flag].includes(command)) continue;
+    const why = WHY[`${command} ${flag}`];
+    const where = listAnd(SCOPE[flag].map((c) => COMMAND_NAMES[c]));
+    if (command === 'safetensors') usage(`--${flag}`, '--safetensors FILE takes no other option');
+    if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${COMMAND_NAMES[command]}`);
+    usage(`--${flag}`, `applies to ${where} only, not to ${COMMAND_NAMES[command]}${why !== undefined ? `: ${why}` : ''}`);
+  }
+  const commands = ['fit', 'grpo', 'korthikanti'];
+  const args = command === 'estimate' || command === 'safetensors' ? positionals : positionals.slice(1);
+  const wanted = command === 'korthikanti' || command === 'safetensors' ? 0 : 1;
+  if (args.length > wanted) {
+    const near = command === 'estimate' ? nearest(args[0]!, commands) : undefined;
+    if (near !== undefined) usage(args[0]!, `unknown command; did you mean ${near}?`, { expected: commands.join(', ') });
+    if (wanted === 0) usage(args[0]!, `unexpected argument: ${COMMAND_NAMES[command]} takes no <model>`);
+    usage(args[1]!, 'unexpected argument', { expected: 'one <model>' });
+  }
+  if (args.length < wanted) usage('model', 'no model given', { expected: `${MODEL_NAMES.join(', ')} or the path of a config.json` });
+  if (values.train && values.infer) usage('--train, --infer', 'pick one: a training step (--train, the default) or an inference forward (--infer)');
+  if (values.infer && values.optimizer !== undefined) usage('--optimizer', 'applies to training; --infer runs no optimizer');
+  if (values.infer && values.checkpointing) usage('--checkpointing', 'applies to training; --infer keeps nothing for backward');
+  if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
+  if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
+  if (command === 'fit' && values.gpu === undefined) usage('--gpu', 'fit needs the GPU to fit', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });
+  if (values.check && values.gpu === undefined && command !== 'fit') usage('--check', 'needs --gpu, the GPU to check against');
+}
+
+/** Model-kind rules: LLM flags on a CNN, CNN flags on an LLM. */
+function checkKind(command: Command, ref: ModelRef, values: Values): void {
+  if (ref.kind === 'cnn') {
+    if (command === 'grpo') usage('model', `grpo needs an LLM; ${ref.name} is a CNN`);
+    for (const flag of LLM_ONLY) {
+      if (values[flag] === undefined) continue;
+      const hint = flag === 'seq' ? ': use --input' : flag === 'lora-rank' || flag === 'qlora' ? ' (adapters on the attention projections)' : '';
+      usage(`--${flag}`, `applies to LLMs; ${ref.name} is a CNN${hint}`);
+    }
+  } else {
+    for (const flag of CNN_ONLY) {
+      if (values[flag] === undefined) continue;
+      usage(`--${flag}`, flag === 'input' ? `applies to CNNs; ${ref.name} is an LLM: use --seq` : `applies to the CNN catalog; ${ref.name} is an LLM`);
+    }
+  }
+}
+
+/** Values that need no model: enumerations, the release, the GPU. */
+function checkValues(values: Values): void {
+  if (values.optimizer !== undefined) oneOf(values.optimizer, '--optimizer', OPTIMIZERS);
+  if (values.precision !== undefined) oneOf(values.precision, '--precision', PRECISIONS);
+  if (values.device !== undefined) oneOf(values.device, '--device', DEVICES);
+  if (values.framework !== undefined) oneOf(values.framework, '--framework', FRAMEWORKS);
+  if (values.attention !== undefined) oneOf(values.attention, '--attention', ATTENTIONS);
+  if (values.dtype !== undefined) oneOf(values.dtype, '--dtype', DTYPES);
+  if (values.transformers !== undefined) {
+    try {
+      transformersRules(values.transformers);
+    } catch (error) {
+      if (!(error instanceof VramError)) throw error;
+      const issue = error.issues[0];
+      usage('--transformers', issue?.message ?? 'unknown release', { expected: issue?.expected, received: issue?.received });
+    }
+  }
+  if (values.gpu !== undefined) gpuBudget(values.gpu);
+}
+
+interface Outcome {
+  readonly stdout: string;
+  readonly code: number;
+}
+
+function fitVerdictLine(gpu: string, verdict: FitResult): string {
+  return `${verdict.fits ? 'Fits' : 'Does not fit'} ${gpu} (${formatBytes(verdict.budget)}): needs ${formatBytes(verdict.needed)}, ${verdict.fits ? 'leaves' : 'short by'} ${formatBytes(Math.abs(verdict.headroom))} (CUDA context and library workspaces not included).\n`;
+}
+
+function runEstimate(ref: ModelRef, values: Values): Outcome {
+  const format = oneOf(values.format ?? DEFAULTS.format, '--format', FORMATS);
+  if (values.gpu !== undefined && !values.check && NO_VERDICT_FORMATS.includes(format)) {
+    usage('--gpu', `--format ${format} has no room for a fit verdict: add --check (exit 1 when it does not fit) or use --format table, markdown or json`);
+  }
+  const model = buildModel(ref, values);
+  const options = estimateOptions(values, ref, model);
+  const gpu = values.gpu;
+  const verdict = gpu !== undefined ? fits(model, { ...options, gpu }) : undefined;
+  const code = values.check && verdict !== undefined && !verdict.fits ? 1 : 0;
+  const needsEstimate = (format !== 'torchsummary' && format !== 'torchinfo') || values.svg !== undefined;
+  const result = needsEstimate ? estimate(model, options) : undefined;
+  let text: string;
+  if (format === 'torchsummary' || format === 'torchinfo') text = summary(model, { ...options, format });
+  else {
+    const r = result!;
+    let kv: { batch: number; seq: number; dtype: string; bytes: number; inPeak: boolean } | undefined;
+    if (ref.kind === 'llm' && options.mode === 'inference') {
+      const [batch, seq] = options.input as [number, number];
+      const dtype = r.ir.settings.paramDtype;
+      kv = { batch, seq, dtype, bytes: kvCache(model, { batch, seq, dtype }), inPeak: !values['no-cache'] };
+    }
+    const notes =
+      (kv !== undefined
+        ? `\nKV cache for ${kv.batch} × ${kv.seq} tokens (${kv.dtype}): ${formatCount(kv.bytes)} B (${formatBytes(kv.bytes)}), ${kv.inPeak ? "included in the peak above (use_cache: the forward keeps every layer's keys and values)" : 'not included (--no-cache)'}.\n`
+        : '') + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
+    switch (format) {
+      case 'table':
+        text = formatBreakdown(r) + notes;
+        break;
+      case 'markdown':
+        text = formatBreakdownMarkdown(r) + notes;
+        break;
+      case 'json': {
+        const json = {
+          ...estimateToJSON(r),
+          ...(kv !== undefined ? { kvCache: kv } : {}),
+          ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
+        };
+        text = `${JSON.stringify(json, null, 2)}\n`;
+        break;
+      }
+      case 'explain':
+        text = formatExplain(explain(r));
+        break;
+      case 'svg':
+        text = breakdownSvg(r);
+        break;
+    }
+  }
+  if (values.svg !== undefined) {
+    try {
+      writeFileSync(values.svg, timelineSvg(result!));
+    } catch (error) {
+      usage('--svg', `cannot write ${values.svg} (${fsReason(error)})`);
+    }
+  }
+  return { stdout: text, code };
+}
+
+function runFit(ref: ModelRef, values: Values): Outcome {
+  const solve = oneOf(values.solve ?? DEFAULTS.solve, '--solve', SOLVES);
+  if (solve === 'seq' && ref.kind !== 'llm') usage('--solve', `seq needs an LLM; ${ref.name} is a CNN`, { expected: 'batch or resolution', received: 'seq' });
+  if (solve === 'resolution' && ref.kind !== 'cnn') usage('--solve', `resolution needs a CNN; ${ref.name} is an LLM`, { expected: 'batch or seq', received: 'resolution' });
+  if (solve === 'batch' && values.batch !== undefined) usage('--batch', 'is what --solve batch solves for: leave it out');
+  if (solve === 'seq' && values.seq !== undefined) usage('--seq', 'is what --solve seq solves for: leave it out');
+  const model = buildModel(ref, values);
+  const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
+  const best = maxFitting(model, symbol, { ...estimateOptions(values, ref, model, solve), gpu: values.gpu! });
+  return { stdout: `${best}\n`, code: values.check && best < 1 ? 1 : 0 };
+}
+
+function runGrpo(ref: ModelRef, values: Values): Outcome {
+  const format = oneOf(values.format ?? DEFAULTS.format, '--format', GRPO_FORMATS);
+  const d = DEFAULTS.grpo;
+  const prompts = count(values, 'prompts', d.prompts);
+  const group = count(values, 'group', d.group);
+  const prompt = count(values, 'prompt', d.prompt);
+  const completion = count(values, 'completion', d.completion);
+  const micro = values['micro-batch'] === undefined ? undefined : count(values, 'micro-batch', 1);
+  if (micro !== undefined && micro > prompts * group) {
+    usage('--micro-batch', 'larger than the step', { expected: `at most prompts × group = ${prompts * group}`, received: String(micro) });
+  }
+  const model = buildModel(ref, values);
+  const { input: _input, mode: _mode, ...common } = estimateOptions(values, ref, model);
+  const g = grpoStep(model, { ...common, prompts, group, prompt, completion, ...(micro !== undefined ? { microBatch: micro } : {}) });
+  const budget = values.gpu !== undefined ? gpuBudget(values.gpu) : undefined;
+  const fitsGpu = budget !== undefined ? g.peak <= budget : undefined;
+  const code = values.check && fitsGpu === false ? 1 : 0;
+  if (format === 'json') {
+    const json = { ...g, ...(budget !== undefined ? { fit: { gpu: values.gpu, fits: fitsGpu, needed: g.peak, budget, headroom: budget - g.peak } } : {}) };
+    return { stdout: `${JSON.stringify(json, null, 2)}\n`, code };
+  }
+  const line = (label: string, phase: { peak: number; detail: string }) => `  ${label.padEnd(11)} ${formatBytes(phase.peak).padStart(11)}  ${phase.detail}\n`;
+  let text = `GRPO step: ${g.sequences} sequences\n${line('generation', g.generation)}${line('reference', g.reference)}${line('training', g.training)}  peak        ${formatBytes(g.peak).padStart(11)}\n`;
+  if (budget !== undefined) text += `${fitsGpu ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}).\n`;
+  return { stdout: text, code };
 }
 
 /** Korthikanti et al.'s formula beside vram-ts's count for one GPT-2 layer (16-bit, dropout 0.1). */
-function korthikantiReport(values: Record<string, unknown>): string {
-  const seq = intOption(values.seq as string | undefined, 'seq', 2048);
-  const batch = intOption(values.batch as string | undefined, 'batch', 1);
-  const hidden = intOption(values.hidden as string | undefined, 'hidden', 1024);
-  const heads = intOption(values.heads as string | undefined, 'heads', 16);
+function runKorthikanti(values: Values): Outcome {
+  const d = DEFAULTS.korthikanti;
+  const seq = count(values, 'seq', d.seq);
+  const batch = count(values, 'batch', d.batch);
+  const hidden = count(values, 'hidden', d.hidden);
+  const heads = count(values, 'heads', d.heads);
+  if (hidden % heads !== 0) usage('--heads', `must divide --hidden ${hidden}`, { expected: 'a divisor of the hidden size', received: String(heads) });
   const paper = korthikanti({ seq, batch, hidden, heads }) as number;
   const layer = (layers: number) =>
     estimate(fromHFConfig({ model_type: 'gpt2', n_embd: hidden, n_head: heads, n_layer: layers, n_positions: seq, vocab_size: 1024, attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 }, { attention: 'eager' }), { input: [batch, seq], precision: 'bf16', timeline: false }).bytes.activations as number;
   const ours = layer(2) - layer(1);
   const sbh = seq * batch * hidden;
-  return [
+  const stdout = [
     `One transformer layer, s=${seq} b=${batch} h=${hidden} a=${heads}, 16-bit activations:`,
     `  Korthikanti et al. 2022, sbh(34 + 5as/h):      ${formatCount(paper)} B (${formatBytes(paper)}) = sbh × ${(paper / sbh).toFixed(2)}`,
     `  vram-ts, Hugging Face GPT-2 layer op by op:  ${formatCount(ours)} B (${formatBytes(ours)}) = sbh × ${(ours / sbh).toFixed(2)}`,
     '',
   ].join('\n');
+  return { stdout, code: 0 };
 }
 
-function readSafetensors(file: string): string {
-  let fd: number;
-  try {
-    fd = openSync(file, 'r');
-  } catch {
-    throw new UsageError(`cannot read ${file}`);
-  }
-  try {
-    const first = new Uint8Array(8);
-    readSync(fd, first, 0, 8, 0);
-    const length = safetensorsHeaderLength(first);
-    const header = new Uint8Array(length);
-    readSync(fd, header, 0, length, 8);
-    const s = safetensorsSummary(JSON.parse(new TextDecoder().decode(header)));
-    const dtypes = Object.entries(s.byDtype).map(([d, n]) => `${d} ${n.toLocaleString('en-US')}`).join(', ');
-    return `${file}: ${s.tensors} tensors, ${s.params.toLocaleString('en-US')} parameters (${dtypes}), ${formatBytes(s.bytes)} of weights\n`;
-  } finally {
-    closeSync(fd);
-  }
+function listAnd(items: readonly string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
 }
 
-/** Runs the command; returns the exit code. Output goes to the given writers. */
+const FLAG_NAMES = Object.keys(OPTIONS).map((f) => `--${f}`);
+
+/** node:util parseArgs errors as one line naming the flag (and the nearest valid one). */
+function parseError(error: unknown, argv: readonly string[]): CliError | undefined {
+  if (!(error instanceof TypeError) || !('code' in error) || !String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')) return undefined;
+  const code = String((error as { code: unknown }).code);
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const flag = /Unknown option '([^']+)'/.exec(error.message)?.[1] ?? '';
+    const near = flag.startsWith('--') ? nearest(flag, FLAG_NAMES) : undefined;
+    return new CliError(flag, near !== undefined ? `unknown option; did you mean ${near}?` : 'unknown option (see vram-ts --help)');
+  }
+  const flag = /'(?:-\w, )?(--[\w-]+)/.exec(error.message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && flag !== undefined) {
+    if (/does not take an argument/.test(error.message)) return new CliError(flag, 'takes no value', { received: JSON.stringify(argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1) ?? '') });
+    if (/argument missing/.test(error.message)) return new CliError(flag, 'needs a value');
+    if (/ambiguous/.test(error.message)) {
+      const next = argv[argv.indexOf(flag) + 1];
+      return new CliError(flag, `needs a value; write ${flag}=VALUE for a value that starts with a dash`, { received: next !== undefined ? JSON.stringify(next) : undefined });
+    }
+  }
+  return new CliError(flag ?? '', oneLine(error.message));
+}
+
+function execute(argv: readonly string[]): Outcome {
+  let parsed: { values: Values; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS }) as { values: Values; positionals: string[] };
+  } catch (error) {
+    throw parseError(error, argv) ?? error;
+  }
+  const { values, positionals } = parsed;
+  const command = commandOf(positionals, values);
+  if (values.help) {
+    const help = { fit: FIT_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP } as Partial<Record<Command, string>>;
+    return { stdout: help[command] ?? HELP, code: 0 };
+  }
+  checkUsage(command, values, positionals);
+  if (command === 'safetensors') return { stdout: readSafetensors(values.safetensors!), code: 0 };
+  if (command === 'korthikanti') return runKorthikanti(values);
+  const ref = resolveModel(command === 'estimate' ? positionals[0]! : positionals[1]!);
+  checkKind(command, ref, values);
+  checkValues(values);
+  if (command === 'fit') return runFit(ref, values);
+  if (command === 'grpo') return runGrpo(ref, values);
+  return runEstimate(ref, values);
+}
+
+/** Whether VRAM_TS_DEBUG asks for internal errors to propagate (with their stack). */
+function debugging(): boolean {
+  return typeof process !== 'undefined' && process.env.VRAM_TS_DEBUG !== undefined;
+}
+
+/**
+ * Runs the command; returns the exit code (0 done or fits, 1 does not fit with --check, 2 usage
+ * or input error). stdout text goes to `out` in one piece once everything succeeded; an error
+ * is one line to `err` and nothing to `out`.
+ */
 export function run(argv: readonly string[], out: (text: string) => void, err: (text: string) => void): number {
   try {
-    const { values, positionals } = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      options: {
-        input: { type: 'string' },
-        batch: { type: 'string' },
-        seq: { type: 'string' },
-        classes: { type: 'string' },
-        train: { type: 'boolean' },
-        infer: { type: 'boolean' },
-        optimizer: { type: 'string' },
-        precision: { type: 'string' },
-        checkpointing: { type: 'boolean' },
-        'lora-rank': { type: 'string' },
-        qlora: { type: 'boolean' },
-        attention: { type: 'string' },
-        device: { type: 'string' },
-        framework: { type: 'string' },
-        transformers: { type: 'string' },
-        dtype: { type: 'string' },
-        'no-cache': { type: 'boolean' },
-        gpu: { type: 'string' },
-        check: { type: 'boolean' },
-        format: { type: 'string' },
-        svg: { type: 'string' },
-        solve: { type: 'string' },
-        safetensors: { type: 'string' },
-        group: { type: 'string' },
-        prompt: { type: 'string' },
-        completion: { type: 'string' },
-        prompts: { type: 'string' },
-        'micro-batch': { type: 'string' },
-        hidden: { type: 'string' },
-        heads: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-    if (values.help) {
-      out(HELP);
-      return 0;
-    }
-    if (values.safetensors !== undefined) {
-      out(readSafetensors(values.safetensors));
-      return 0;
-    }
-    if (positionals[0] === 'korthikanti') {
-      out(korthikantiReport(values));
-      return 0;
-    }
-    const fit = positionals[0] === 'fit';
-    const grpo = positionals[0] === 'grpo';
-    const name = fit || grpo ? positionals[1] : positionals[0];
-    if (name === undefined) throw new UsageError('no model given (see --help)');
-    const { model, kind } = loadModel(name, values);
-    if (fit) {
-      if (values.gpu === undefined) throw new UsageError('fit needs --gpu');
-      const solve = values.solve ?? 'batch';
-      if (!['batch', 'seq', 'resolution'].includes(solve)) throw new UsageError(`--solve must be batch, seq or resolution, got ${solve}`);
-      if (solve === 'seq' && kind !== 'llm') throw new UsageError('--solve seq needs an LLM');
-      if (solve === 'resolution' && kind !== 'cnn') throw new UsageError('--solve resolution needs a CNN');
-      const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
-      const best = maxFitting(model, symbol, { ...estimateOptions(values, kind, model, solve), gpu: values.gpu });
-      out(`${best}\n`);
-      return best > 0 ? 0 : 1;
-    }
-    if (grpo) {
-      if (kind !== 'llm') throw new UsageError('grpo needs an LLM');
-      const { input, mode, ...common } = estimateOptions(values, kind, model);
-      const g = grpoStep(model, {
-        ...common,
-        prompts: intOption(values.prompts, 'prompts', 1),
-        group: intOption(values.group, 'group', 8),
-        prompt: intOption(values.prompt, 'prompt', 512),
-        completion: intOption(values.completion, 'completion', 1024),
-        ...(values['micro-batch'] !== undefined ? { microBatch: intOption(values['micro-batch'], 'micro-batch', 1) } : {}),
-      });
-      const line = (label: string, phase: { peak: number; detail: string }) => `  ${label.padEnd(11)} ${formatBytes(phase.peak).padStart(11)}  ${phase.detail}\n`;
-      out(`GRPO step: ${g.sequences} sequences\n${line('generation', g.generation)}${line('reference', g.reference)}${line('training', g.training)}  peak        ${formatBytes(g.peak).padStart(11)}\n`);
-      if (values.gpu !== undefined) {
-        const budget = memoryBudget(values.gpu);
-        out(`${g.peak <= budget ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}).\n`);
-        if (values.check && g.peak > budget) return 1;
-      }
-      return 0;
-    }
-    const options = estimateOptions(values, kind, model);
-    const format = values.format ?? 'table';
-    if (format === 'torchsummary' || format === 'torchinfo') {
-      out(summary(model, { ...options, format }));
-      return 0;
-    }
-    const result = estimate(model, options);
-    if (values.svg !== undefined) writeFileSync(values.svg, timelineSvg(result));
-    switch (format) {
-      case 'table':
-        out(formatBreakdown(result));
-        break;
-      case 'markdown':
-        out(formatBreakdownMarkdown(result));
-        break;
-      case 'json':
-        out(`${JSON.stringify(estimateToJSON(result), null, 2)}\n`);
-        break;
-      case 'explain':
-        out(formatExplain(explain(result)));
-        break;
-      case 'svg':
-        out(breakdownSvg(result));
-        break;
-      default:
-        throw new UsageError(`--format must be table, json, markdown, torchsummary, torchinfo or explain, got ${format}`);
-    }
-    if (kind === 'llm' && options.mode === 'inference') {
-      const [batch, seq] = options.input as number[];
-      const cache = kvCache(model, { batch: batch!, seq: seq!, dtype: result.ir.settings.paramDtype });
-      const held = !values['no-cache'];
-      out(`\nKV cache for ${batch} × ${seq} tokens (${result.ir.settings.paramDtype}): ${formatCount(cache)} B (${formatBytes(cache)}), ${held ? 'included in the peak above (use_cache: the forward keeps every layer\'s keys and values)' : 'not included (--no-cache)'}.\n`);
-    }
-    if (values.gpu !== undefined) {
-      const verdict = fits(model, { ...options, gpu: values.gpu });
-      const budget = memoryBudget(values.gpu);
-      out(`\n${verdict.fits ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}): needs ${formatBytes(verdict.needed)}, ${verdict.fits ? 'leaves' : 'short by'} ${formatBytes(Math.abs(verdict.headroom))} (CUDA context and library workspaces not included).\n`);
-      if (values.check && !verdict.fits) return 1;
-    }
-    return 0;
+    const { stdout, code } = execute(argv);
+    out(stdout);
+    return code;
   } catch (error) {
-    if (error instanceof UsageError) err(`vram-ts: ${error.message}\n`);
-    else if (error instanceof VramError) {
-      const issue = error.issues[0]!;
-      err(`vram-ts: ${issue.path.length > 0 ? `${issue.path.join('.')}: ` : ''}${issue.message}${issue.received !== undefined ? ` (got ${issue.received})` : ''}\n`);
-    } else if (error instanceof TypeError && 'code' in error && String((error as { code: unknown }).code).startsWith('ERR_PARSE_ARGS')) err(`vram-ts: ${error.message}\n`);
-    else throw error;
+    if (error instanceof CliError) err(errorLine(error));
+    else if (error instanceof VramError) err(errorLine(fromVramError(error)));
+    else if (debugging()) throw error;
+    else err(internalErrorLine(error));
     return 2;
   }
+}
+
+/**
+ * What the bin does when writing to stdout fails: a reader that went away (`| head -1`, EPIPE)
+ * ends the command quietly with the exit code it already has; any other failure is one line and 2.
+ */
+export function stdoutFailure(error: unknown, exitCode: number): { exitCode: number; line: string | undefined } {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : '';
+  if (code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED') return { exitCode, line: undefined };
+  return { exitCode: 2, line: `vram-ts: stdout: cannot write (${fsReason(error)})\n` };
 }

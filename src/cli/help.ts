@@ -1,0 +1,185 @@
+/**
+ * The command's help texts. Every default shown is read from the constants the command uses
+ * (or the library's own), and test/cli checks that passing a shown default changes nothing.
+ */
+import { DEFAULT_TRANSFORMERS, GPUS, LLMS, TRANSFORMERS_RANGES } from '../index.js';
+
+/** What the command assumes when a flag is left out. */
+export const DEFAULTS = {
+  input: '3x224x224',
+  batch: 1,
+  seq: 512,
+  classes: 1000,
+  optimizer: 'adam',
+  device: 'cuda',
+  framework: 'torch-2',
+  format: 'table',
+  solve: 'batch',
+  grpo: { group: 8, prompt: 512, completion: 1024, prompts: 1 },
+  korthikanti: { seq: 2048, batch: 1, hidden: 1024, heads: 16 },
+} as const;
+
+export const OPTIMIZERS = ['sgd', 'sgd_momentum', 'adam', 'adamw', 'adafactor', 'lion', 'adam8bit'] as const;
+export const PRECISIONS = ['fp32', 'bf16', 'fp16', 'amp-bf16', 'amp-fp16'] as const;
+export const ATTENTIONS = ['eager', 'sdpa', 'flash'] as const;
+export const DTYPES = ['float32', 'bfloat16', 'float16', 'float64'] as const;
+export const DEVICES = ['cuda', 'cpu'] as const;
+export const FRAMEWORKS = ['torch-2', 'torch-1.13'] as const;
+export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
+export const GRPO_FORMATS = ['table', 'json'] as const;
+export const SOLVES = ['batch', 'seq', 'resolution'] as const;
+export const CNNS = ['mobilenet_v3_small', 'mobilenet_v3_large'] as const;
+
+const releases = TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' and ');
+const gpus = GPUS.map((g) => g.name).join(', ');
+const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}`;
+const g = DEFAULTS.grpo;
+const k = DEFAULTS.korthikanti;
+
+const MODEL = `<model>: a catalog name (${models})
+         or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)`;
+
+const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on the attention projections
+                         (q_proj, k_proj, v_proj, o_proj; GPT-2: c_attn); LLMs only
+  --qlora                with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it
+  --attention A          ${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)
+  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});
+                         ${releases} were read
+  --dtype D              parameter dtype of an LLM: ${DTYPES.join(', ')}
+                         (default: the config's torch_dtype); not with --precision, which sets it too
+  --no-cache             forward with use_cache=False (LLMs; default: the config's use_cache, true)`;
+
+const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer}); training only
+  --precision P          ${PRECISIONS.join(', ')} (default: none, the weights
+                         keep the model's dtype: float32 for the CNNs, the config's torch_dtype for LLMs)
+  --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks);
+                         training only`;
+
+const RUNTIME_OPTIONS = `  --device D             ${DEVICES.join(' or ')} (default ${DEFAULTS.device})
+  --framework F          ${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`;
+
+const gpu = (what: string) => `  --gpu NAME|SIZE        ${what}: a size (24GB, 80GiB; GB is read as GiB) or
+                         ${gpus}`;
+
+const EXIT = `Exit codes
+  0  done (with --check: it fits)
+  1  it does not fit the --gpu (only with --check)
+  2  bad usage or input: one line on stderr, nothing on stdout
+Set VRAM_TS_DEBUG to see the stack trace of an internal error.`;
+
+export const HELP = `vram-ts — how much GPU memory a model needs to train or run, and where it goes.
+
+Usage
+  vram-ts <model> [options]             estimate one configuration
+  vram-ts fit <model> --gpu <gpu> [--solve batch|seq|resolution] [options]
+                                        the largest batch / context / resolution that fits
+  vram-ts grpo <model> [--group G] [--prompt P] [--completion L] [options]
+                                        a GRPO step: generation, reference scoring, training
+  vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
+                                        Korthikanti et al.'s per-layer activations next to
+                                        vram-ts's op-level count for a GPT-2 layer of that shape
+  vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
+  vram-ts fit|grpo|korthikanti --help   the options of each command
+
+${MODEL}
+
+Options of an estimate (an option that does not apply is an error)
+  --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
+  --batch N              batch size (default ${DEFAULTS.batch})
+  --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
+  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
+  --train | --infer      a training step (the default) or an inference forward
+${TRAINING_OPTIONS}
+${LLM_OPTIONS}
+${RUNTIME_OPTIONS}
+${gpu('says whether it fits (default: none)')}
+  --check                with --gpu: exit 1 when it does not fit
+  --format F             ${FORMATS.join(', ')} (default ${DEFAULTS.format});
+                         json carries the fit verdict and the KV cache as fields
+  --svg FILE             write the timeline chart (SVG) of the step to FILE
+  -h, --help             this help
+
+${EXIT}
+
+Examples
+  vram-ts mobilenet_v3_small --input 3x4000x2672 --classes 3 --train
+  vram-ts qwen2.5-0.5b --seq 4096 --batch 8 --precision bf16 --gpu A800-80GB
+  vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
+  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --attention sdpa --micro-batch 1
+  vram-ts ./config.json --infer --seq 8192 --format json
+  vram-ts --safetensors model.safetensors
+`;
+
+export const FIT_HELP = `vram-ts fit <model> --gpu <gpu> [options]
+
+Prints one number: the largest batch, sequence length or image side whose step fits the GPU
+(0 when not even 1 fits).
+
+${MODEL}
+
+Options
+${gpu('the GPU to fit (required)')}
+  --solve WHAT           ${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN
+  --check                exit 1 when nothing fits (the number is 0)
+  --input CxHxW          image size for CNNs (default ${DEFAULTS.input}); with --solve resolution
+                         only C is used and H = W is solved for
+  --batch N              batch size (default ${DEFAULTS.batch}); not with --solve batch
+  --seq N                sequence length for LLMs (default ${DEFAULTS.seq}); not with --solve seq
+  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
+  --train | --infer      a training step (the default) or an inference forward
+${TRAINING_OPTIONS}
+${LLM_OPTIONS}
+${RUNTIME_OPTIONS}
+  -h, --help             this help
+
+${EXIT}
+
+Examples
+  vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
+  vram-ts fit mobilenet_v3_small --input 3x224x224 --gpu RTX-4090 --solve resolution
+`;
+
+export const GRPO_HELP = `vram-ts grpo <model> [options]
+
+A GRPO step on one GPU (TRL's GRPOTrainer without vLLM): generate --group completions per
+prompt with a KV cache, score them with a frozen reference model, then train on them.
+<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')} or a config.json path.
+
+Options
+  --group G              completions per prompt (default ${g.group})
+  --prompt P             prompt tokens (default ${g.prompt})
+  --completion L         completion tokens (default ${g.completion})
+  --prompts N            prompts per step (default ${g.prompts})
+  --micro-batch M        sequences per training and reference forward, at most prompts × group
+                         (default: all of them)
+${TRAINING_OPTIONS}
+${LLM_OPTIONS}
+${RUNTIME_OPTIONS}
+${gpu('says whether the step fits (default: none)')}
+  --check                with --gpu: exit 1 when it does not fit
+  --format F             ${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})
+  -h, --help             this help
+
+${EXIT}
+
+Example
+  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --micro-batch 1 --gpu A800-80GB
+`;
+
+export const KORTHIKANTI_HELP = `vram-ts korthikanti [options]
+
+Korthikanti et al. 2022's activations per transformer layer, sbh(34 + 5as/h) bytes, next to
+vram-ts's op-by-op count for one Hugging Face GPT-2 layer of that shape (16-bit, dropout 0.1,
+eager attention).
+
+Options
+  --seq S                sequence length s (default ${k.seq})
+  --batch B              batch size b (default ${k.batch})
+  --hidden H             hidden size h (default ${k.hidden})
+  --heads A              attention heads a, a divisor of h (default ${k.heads})
+  -h, --help             this help
+
+Exit codes
+  0  done
+  2  bad usage or input: one line on stderr, nothing on stdout
+`;
