@@ -63,6 +63,18 @@ export interface EstimateOptions {
 /** QLoRA's base: `BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`, every Linear but the output embedding. */
 const QLORA_BASE: QuantizationPlan = { scheme: { method: 'bnb-4bit', quantType: 'nf4', doubleQuant: true }, skip: ['lm_head'] };
 
+/**
+ * PEFT's targets when `target_modules` is None (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING):
+ * q_proj and v_proj for the Llama family, GPT-2's fused c_attn; the four attention projections
+ * for models vram-ts does not know the family of.
+ */
+function defaultLoraTargets(model: Layer): readonly string[] {
+  const family = model.kind === 'module' ? model.meta?.family : undefined;
+  if (family === 'gpt2') return ['c_attn'];
+  if (family === 'llama' || family === 'qwen2' || family === 'mistral') return ['q_proj', 'v_proj'];
+  return ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
+}
+
 /** Training precisions. */
 export type Precision = 'fp32' | 'fp16' | 'bf16' | 'amp-fp16' | 'amp-bf16';
 
@@ -204,6 +216,9 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
+  if (precision !== undefined && options.dtype !== undefined && options.dtype !== precision.dtype) {
+    fail('bad-option', `dtype ${options.dtype} contradicts precision ${options.precision} (parameters in ${precision.dtype})`, { path: ['dtype'], expected: `${precision.dtype}, or no dtype`, received: options.dtype });
+  }
   if (options.precision !== undefined && precision === undefined) fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
   const modelDtype = model.kind === 'module' ? model.dtype : undefined;
   const dtype = checkDType(options.dtype ?? precision?.dtype ?? modelDtype ?? 'float32', ['dtype']);
@@ -224,7 +239,7 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     ...(options.checkpoint !== undefined ? { checkpoint: options.checkpoint } : {}),
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
     ...(options.freeze !== undefined || options.lora !== undefined ? { trainable: trainableBy(options.freeze ?? [], options.lora !== undefined) } : {}),
-    ...(options.lora !== undefined ? { lora: { ...options.lora, adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
+    ...(options.lora !== undefined ? { lora: { ...options.lora, targets: options.lora.targets ?? defaultLoraTargets(model), adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
     ...(quantize !== undefined ? { quantize } : {}),
   });
 }

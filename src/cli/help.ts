@@ -39,8 +39,8 @@ const k = DEFAULTS.korthikanti;
 const MODEL = `<model>: a catalog name (${models})
          or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)`;
 
-const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on the attention projections
-                         (q_proj, k_proj, v_proj, o_proj; GPT-2: c_attn); LLMs only
+const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on PEFT's default targets
+                         (q_proj, v_proj; GPT-2: c_attn); LLMs only
   --qlora                with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it
   --attention A          ${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)
   --transformers X.Y.Z   the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});

@@ -243,11 +243,6 @@ function buildModel(ref: ModelRef, values: Values): Layer {
   }
 }
 
-/** PEFT's default LoRA targets: the attention projections; GPT-2's fused c_attn. */
-function loraTargets(model: Layer): string[] | undefined {
-  return decoderMeta(model).family === 'gpt2' ? ['c_attn'] : undefined;
-}
-
 /** Gradient checkpointing as transformers applies it: every decoder layer is one region. */
 function decoderLayers(model: Layer): { modules: string[] } {
   const meta = decoderMeta(model);
@@ -265,7 +260,6 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     input = solve === 'resolution' ? [batch, c, side, side] : [batch, c, h, w];
   }
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
-  const targets = rank !== undefined ? loraTargets(model) : undefined;
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -274,7 +268,7 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     ...(values.device !== undefined ? { device: oneOf(values.device, '--device', DEVICES) } : {}),
     ...(values.framework !== undefined ? { framework: oneOf(values.framework, '--framework', FRAMEWORKS) } : {}),
     ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
-    ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora), ...(targets !== undefined ? { targets } : {}) } } : {}),
+    ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
   };
 }
 

@@ -47,7 +47,8 @@ export interface TraceOptions extends TraceSettings {
 export interface LoraPlan {
   readonly rank: number;
   /**
-   * Module names adapted (default the attention projections q_proj, k_proj, v_proj, o_proj);
+   * Module names adapted (estimate's default: PEFT's for the model family — q_proj and v_proj
+   * for Llama/Qwen2/Mistral, c_attn for GPT-2 — else q_proj, k_proj, v_proj, o_proj);
    * `'all-linear'` as PEFT defines it: every `nn.Linear` and `Conv1D` (bitsandbytes' quantized
    * Linear4bit/Linear8bitLt included, GPTQ/AWQ QuantLinear not) except the output embedding.
    */

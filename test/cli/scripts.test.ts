@@ -156,7 +156,8 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['--svg into a missing directory', () => ['mobilenet_v3_small', '--svg', join(tmp, 'no', 'such', 'dir', 'step.svg')], ['--svg', 'cannot write', 'no such file']],
   ['--svg onto a directory', () => ['mobilenet_v3_small', '--svg', join(tmp, 'a-directory')], ['--svg', 'cannot write', 'is a directory']],
   // Library errors: one line too.
-  ['a seq past 2^53 bytes', () => ['gpt2', '--seq', '1000000000'], ['past 2^53']],
+  ['a step past 2^53 bytes', () => ['qwen2.5-0.5b', '--seq', '1000000000', '--batch', '1000'], ['past 2^53']],
+  ['a GPT-2 context past n_positions', () => ['gpt2', '--seq', '2048'], ['n_positions = 1024']],
 ];
 
 describe('every error: exit 2, one line on stderr naming the problem, nothing on stdout', () => {
@@ -326,7 +327,8 @@ describe('help', () => {
     const base: Record<Exclude<Command, 'safetensors'>, Record<'cnn' | 'llm', string[] | undefined>> = {
       estimate: { cnn: ['mobilenet_v3_small'], llm: ['gpt2', '--seq', '16'] },
       fit: { cnn: ['fit', 'mobilenet_v3_small', '--gpu', '4GB'], llm: ['fit', 'gpt2', '--gpu', '8GB'] },
-      grpo: { cnn: undefined, llm: ['grpo', 'gpt2'] },
+      // GPT-2 reads at most 1024 positions: the default prompt + completion (1536) needs another model.
+      grpo: { cnn: undefined, llm: ['grpo', 'qwen2.5-0.5b'] },
       korthikanti: { cnn: ['korthikanti'], llm: undefined },
     };
     const cnnOnly = new Set(['--input', '--classes']);
