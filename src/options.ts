@@ -2,22 +2,15 @@ import type { Check, ObjectShape } from './validate.js';
 import { anyOf, anything, arrayOf, boolean, integer, number, object, oneOf, string } from './validate.js';
 import { isExpr } from './sym/expr.js';
 import { DTYPE_BITS } from './tensor/dtype.js';
+import { LIMITS } from './limits.js';
+
+export { LIMITS };
 
 /**
  * Run-time schemas of the public options objects, so that plain-JavaScript and browser
  * callers get an error with a path for every misspelt key, wrong type or value out of range
  * (never a silently ignored option).
  */
-
-/** Limits past which an input is refused up front rather than computed for minutes. */
-export const LIMITS = Object.freeze({
-  /** Micro-batches of gradient accumulation per optimizer step. */
-  microBatches: 1_000_000,
-  /** Decoder layers of a config. */
-  layers: 10_000,
-  /** Nesting depth of a model's layers. */
-  depth: 500,
-});
 
 const DTYPES = Object.keys(DTYPE_BITS);
 

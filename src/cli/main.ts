@@ -211,7 +211,8 @@ function readConfig(file: string): Record<string, unknown> {
   }
   let config: unknown;
   try {
-    config = JSON.parse(text);
+    // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse does not skip it.
+    config = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text);
   } catch (error) {
     return usage(file, 'is not valid JSON', { received: error instanceof Error ? error.message : undefined });
   }

@@ -50,6 +50,7 @@ interface Row {
   readonly macs: number;
   depthIndex: number;
   descendants: Row[];
+  leftover?: number;
 }
 
 function concrete(values: readonly unknown[], module: IRModule): number[] {
@@ -149,7 +150,19 @@ function buildRows(ir: IR, wrapper: string | undefined): Row[] {
   return rows;
 }
 
+/**
+ * torchinfo's `leftover_params`: the row's parameters less those its descendants account for
+ * (every descendant row, as torchinfo counts them, recursive ones once per layer). Pure in the
+ * row, so each row's value is computed once: linear in the rows times the depth, where the
+ * plain recursion was exponential in the depth.
+ */
 function leftover(row: Row, attr: 'numParams'): number {
+  if (row.leftover !== undefined) return row.leftover;
+  row.leftover = leftoverOf(row, attr);
+  return row.leftover;
+}
+
+function leftoverOf(row: Row, attr: 'numParams'): number {
   let total = row[attr];
   const seen = new Set<number>();
   const children = row.descendants;

@@ -2,6 +2,7 @@ import { VramError, fail } from '../errors.js';
 import type { Layer, OpLayer, QuantizationPlan, TensorRef } from '../nn/types.js';
 import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
+import { LIMITS } from '../limits.js';
 import { castRule } from '../ops/cast.js';
 import { dropoutRule } from '../ops/dropout.js';
 import { linearRule, type LinearAttrs } from '../ops/linear.js';
@@ -703,6 +704,33 @@ function rootClassName(layer: Layer): string {
  * ```
  */
 export function trace(model: Layer, options: TraceOptions): IR {
+  checkDepth(model);
+  try {
+    return traceChecked(model, options);
+  } catch (error) {
+    // A graph layer can nest without limit; the JavaScript stack cannot.
+    if (error instanceof RangeError) fail('too-deep', 'the model nests too deeply to trace', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: error.message });
+    throw error;
+  }
+}
+
+/** The nesting depth of the layers that can be walked without tracing, refused past LIMITS.depth. */
+function checkDepth(model: Layer): void {
+  const stack: [Layer, number][] = [[model, 1]];
+  while (stack.length > 0) {
+    const [layer, depth] = stack.pop()!;
+    if (depth > LIMITS.depth) fail('too-deep', 'the model nests too deeply', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: `more than ${LIMITS.depth}` });
+    if (typeof layer !== 'object' || layer === null) continue;
+    if (layer.kind === 'seq') for (const child of layer.children) stack.push([child, depth + 1]);
+    else if (layer.kind === 'module') stack.push([layer.body, depth + 1]);
+    else if (layer.kind === 'residual') {
+      stack.push([layer.body, depth + 1]);
+      if (layer.shortcut !== undefined) stack.push([layer.shortcut, depth + 1]);
+    } else if (layer.kind === 'branch') for (const path of layer.paths) stack.push([path, depth + 1]);
+  }
+}
+
+function traceChecked(model: Layer, options: TraceOptions): IR {
   const state: State = {
     options,
     tensors: [],
