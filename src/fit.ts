@@ -114,6 +114,8 @@ export function maxFitting(model: Layer, name: string, options: FitOptions): num
   const at = (value: number) => ({ ...env, [name]: value });
   const valid = (value: number) => constraints.every((c) => c(at(value)) >= 1);
   const fitsAt = (value: number): boolean => {
+    // A value whose shapes do not exist (GPT-2 past n_positions) does not fit either.
+    if (!valid(value)) return false;
     try {
       return peak(at(value)) + runtime <= budget;
     } catch (error) {
