@@ -6,7 +6,9 @@
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
-const BUDGET = 25 * 1024;
+// 25 KB until run-time validation of every options object, quantized Linear layouts and
+// conditional copies came in (0.2): 28.5 KB then.
+const BUDGET = 30 * 1024;
 const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {
