@@ -1,40 +1,29 @@
 /**
- * `npm run bench`: in-process timings after warm-up (tinybench) of the built package in dist/,
- * the code npm users run (the script builds first). Not a test: it prints.
+ * `npm run bench`: the scaling table of the built package in dist/ (the code npm users run;
+ * the script builds first). Times are medians after warm-up on this machine; the ratios, all
+ * taken in this one run, are what the budgets hold (test/bench/budget.test.ts checks them on
+ * src/). Not a test: it prints, and exits 1 when a budget is missed.
  */
-import { Bench } from 'tinybench';
-import { estimate, llm, maxFitting, mobilenetV3Large, mobilenetV3Small, summary, sym } from '../dist/index.js';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as lib from '../dist/index.js';
+import { scaling, timeMs } from './scaling.js';
 
-const seedModel = mobilenetV3Small({ numClasses: 3 });
-const large = mobilenetV3Large();
-const seed = { input: [1, 3, 4000, 2672] } as const;
-const qwen = llm('qwen2.5-0.5b');
+const { rows, budgets } = scaling(lib, { runs: 7, ms: 400 });
 
-const bench = new Bench({ time: 1500, warmupTime: 500 });
-bench
-  .add('estimate: seed, saved bytes only (optimizer: null, no timeline)', () => {
-    estimate(seedModel, { ...seed, optimizer: null, timeline: false });
-  })
-  .add('estimate: seed, full training step with timeline (Adam)', () => {
-    estimate(seedModel, seed);
-  })
-  .add('summary torchsummary: seed', () => {
-    summary(seedModel, { ...seed, format: 'torchsummary' });
-  })
-  .add('estimate: MobileNetV3-large 1×3×1024×768, training step', () => {
-    estimate(large, { input: [1, 3, 1024, 768] });
-  })
-  .add('maxFitting: batch of the seed model at 224×224 on an A100-80GB', () => {
-    maxFitting(seedModel, 'B', { input: [sym('B'), 3, 224, 224], gpu: 'A100-80GB' });
-  })
-  .add('estimate: Qwen2.5-0.5B, 8×4096 bf16 training step', () => {
-    estimate(qwen, { input: [8, 4096], precision: 'bf16', timeline: false });
-  });
+// The CLI's cold start: a new Node process each time, as a shell user meets it.
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const cold = timeMs(() => spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' }), { runs: 5, ms: 0, warmup: 1 });
+const node = timeMs(() => spawnSync(process.execPath, ['-e', '0'], { encoding: 'utf8' }), { runs: 5, ms: 0, warmup: 1 });
 
-await bench.run();
-console.table(
-  bench.tasks.map((task) => {
-    const latency = (task.result as { latency?: { mean: number; p50?: number; p99?: number; samplesCount?: number } } | undefined)?.latency;
-    return { task: task.name, 'mean (ms)': Number((latency?.mean ?? NaN).toFixed(3)), 'p50 (ms)': Number((latency?.p50 ?? NaN).toFixed(3)), samples: latency?.samplesCount ?? '' };
-  }),
-);
+console.table(rows.map((r) => ({ group: r.group, task: r.task, 'median (ms)': Number(r.ms.toFixed(3)), 'ratio to the first of its group': Number(r.ratio.toFixed(2)) })));
+console.log(`CLI cold start: vram-ts --help ${cold.toFixed(1)} ms (node -e 0 alone: ${node.toFixed(1)} ms)`);
+const seed = rows.find((r) => r.group === 'seed')!;
+console.log(`seed estimate after warm-up: ${seed.ms.toFixed(3)} ms (budget: under 1 ms) ${seed.ms < 1 ? 'ok' : 'MISSED'}`);
+let missed = seed.ms >= 1;
+for (const b of budgets) {
+  const ok = b.ratio <= b.limit;
+  missed ||= !ok;
+  console.log(`${b.name}: ${b.ratio.toFixed(2)}× (budget: at most ${b.limit}×) ${ok ? 'ok' : 'MISSED'}`);
+}
+process.exitCode = missed ? 1 : 0;

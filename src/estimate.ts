@@ -1,14 +1,17 @@
 import { fail } from './errors.js';
 import { estimateOptions } from './options.js';
 import { show, validate } from './validate.js';
-import { prunedMax, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
+import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
+import { prunedMax } from './memory/peak.js';
+import { concreteTimeline, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
-import type { Layer, QuantizationPlan } from './nn/types.js';
+import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
+import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
-import { add, max, sum } from './sym/ops.js';
+import { add, mul, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
@@ -294,25 +297,171 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
 export function estimate(model: Layer, options: EstimateOptions & { readonly input: readonly number[] }): Estimate<number>;
 export function estimate(model: Layer, options: EstimateOptions): Estimate;
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
-  const ir = traceModel(model, options);
+  checkModel(model);
+  const repeated = model.kind === 'module' ? model.repeated : undefined;
+  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
+    // Identical blocks: trace three (first, one interior, last) and count the interior one over.
+    const reduced: ModuleLayer = { ...(model as ModuleLayer), body: repeated.withCount(3).body };
+    const ir = traceModel(reduced, options);
+    const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);
+    if (blocks !== null) {
+      const fullIr = once(() => traceModel(model, options));
+      const full = once(() => assemble(fullIr(), options));
+      return assemble(ir, options, { blocks, fullIr, full });
+    }
+  }
+  return assemble(traceModel(model, options), options);
+}
+
+/** Whether an option or the quantization names one block (`model.layers.5`): then the blocks differ. */
+function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string): boolean {
+  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? [])];
+  // Conservative: any name with the container's last part and an index (`layers.5`, `h.0.attn`).
+  const container = prefix.split('.').filter((part) => part !== '').at(-1) ?? prefix;
+  const block = new RegExp(`(^|\\.)${container.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d`);
+  return names.some((name) => typeof name === 'string' && block.test(name));
+}
+
+function once<T>(make: () => T): () => T {
+  let done = false;
+  let value: T;
+  return () => {
+    if (!done) {
+      value = make();
+      done = true;
+    }
+    return value;
+  };
+}
+
+/** Defines an enumerable property computed on first read (then kept). */
+function lazy<T extends object>(target: T, key: string, make: () => unknown): T {
+  const get = once(make);
+  Object.defineProperty(target, key, { enumerable: true, get });
+  return target;
+}
+
+/** The full model behind a reduced trace: its IR and estimate, made only when read. */
+interface Reduced {
+  readonly blocks: ReducedBlocks;
+  readonly fullIr: () => IR;
+  readonly full: () => Estimate;
+}
+
+/** Compact step programs (with their repetition) behind an estimate's steps, for maxFitting. */
+const compactSteps = new WeakMap<StepSummary, { readonly program: StepProgram; readonly repeat?: Repetition }>();
+
+/**
+ * An exact evaluator of a step's peak at symbol values (the step's program replayed; for a
+ * model estimated from its reduced blocks, the compact program without expanding it).
+ */
+export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, number>>) => number {
+  const compact = compactSteps.get(step);
+  return compact === undefined ? programPeakAt(step.program) : programPeakAt(compact.program, compact.repeat);
+}
+
+/** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
+function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate {
+  const blocks = reduced?.blocks;
+  // With reduced blocks, what the interior block has counts `times` over.
+  const weigh = (unit: number, bytes: Dim): Dim => (blocks !== undefined && unit === 1 ? mul(bytes, blocks.times) : bytes);
+  const storageWeight = (storage: number) => (blocks !== undefined && blocks.storageUnit[storage] === 1 ? blocks.times : 1);
   const saved = savedStorages(ir);
-  const byOp = savedBytesByOp(ir, saved);
   let paramElements = 0;
   let trainable = 0;
   const paramBytes: Dim[] = [];
   const bufferBytes: Dim[] = [];
   for (const storage of ir.storages) {
-    if (storage.role === 'param') paramBytes.push(storage.bytes);
-    if (storage.role === 'buffer') bufferBytes.push(storage.bytes);
+    if (storage.role === 'param') paramBytes.push(weigh(blocks?.storageUnit[storage.id] ?? -1, storage.bytes));
+    if (storage.role === 'buffer') bufferBytes.push(weigh(blocks?.storageUnit[storage.id] ?? -1, storage.bytes));
   }
   for (const t of ir.tensors) {
     if (t.role !== 'param') continue;
-    const n = numelOf(ir, t.id);
+    const n = numelOf(ir, t.id) * storageWeight(t.storage);
     paramElements += n;
     if (ir.storages[t.storage]!.trainable) trainable += n;
   }
+  const activations =
+    blocks === undefined
+      ? saved.bytes
+      : sum([...[...saved.firstSaver].map(([storage, op]) => weigh(blocks.opUnit[op]!, ir.storages[storage]!.bytes)), ...[...saved.views.values()].map((v) => weigh(blocks.opUnit[v.op]!, v.bytes))]);
+  const rounded = ir.settings.device === 'cuda';
+  const keepTimeline = options.timeline ?? !ir.storages.some((st) => typeof st.bytes !== 'number');
+  const train = ir.settings.gradEnabled;
+  const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
+  let gradients: Dim = 0;
+  let optimizerBytes: Dim = 0;
+  const trainableParams = ir.tensors.filter((t) => t.role === 'param' && ir.storages[t.storage]!.trainable);
+  const paramUnit = (t: IR['tensors'][number]) => blocks?.storageUnit[t.storage] ?? -1;
+  if (train) gradients = sum(trainableParams.map((t) => weigh(paramUnit(t), ir.storages[t.storage]!.bytes)));
+  if (spec !== null) {
+    // On the CPU, host-side optimizer scalars (Adam's step counts) share the same memory.
+    const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
+    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec, ir.settings.framework).state.filter((s) => onDevice(s.place)).map((s) => weigh(paramUnit(t), s.bytes))));
+  }
+  const peakExpression = options.peakExpression ?? true;
+  const runs: [keyof Estimate['steps'], StepResult][] = [];
+  let peak: PeakDetails;
+  if (train) {
+    const steady = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}) });
+    const first = steady.first!;
+    const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
+    peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
+    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: prunedMax([first.peak.bytes, steady.peak.bytes]) };
+    runs.push(['first', first], ['steady', steady]);
+  } else {
+    const run = simulateInference(ir, rounded, peakExpression, blocks);
+    peak = details(run, 'inference');
+    runs.push(['inference', run]);
+  }
+  const steps: Record<string, StepSummary> = {};
+  for (const [name, run] of runs) {
+    const step = { peak: run.peak.bytes, baseline: run.baseline, end: run.end } as StepSummary;
+    if (reduced === undefined) Object.defineProperty(step, 'program', { enumerable: true, value: run.program });
+    else {
+      lazy(step, 'program', () => reduced.full().steps[name]!.program);
+      compactSteps.set(step, run.repeat === undefined ? { program: run.program } : { program: run.program, repeat: run.repeat });
+    }
+    steps[name] = step;
+  }
+  const main = runs.at(-1)![1];
+  const result = {
+    params: { total: paramElements, trainable },
+    bytes: {
+      parameters: sum(paramBytes),
+      buffers: sum(bufferBytes),
+      activations,
+      input: sum(ir.inputs.map((id) => ir.storages[ir.tensors[id]!.storage]!.bytes)),
+      gradients,
+      optimizer: optimizerBytes,
+      peak: peak.bytes,
+    },
+    constraints: ir.constraints,
+    peak,
+    steps,
+    optimizer: spec,
+  } as Omit<Estimate, 'modules' | 'timeline' | 'ir'> as Estimate;
+  // What is read less often is made when read: the module rows, the timeline and, for a
+  // model estimated from reduced blocks, the full model's IR and programs.
+  lazy(result, 'modules', () => (reduced === undefined ? moduleRows(ir, saved) : reduced.full().modules));
+  lazy(result, 'timeline', () => {
+    if (!keepTimeline) return [];
+    if (reduced !== undefined) return reduced.full().timeline;
+    return main.program.sizes.every((size) => typeof size === 'number') ? concreteTimeline(main.program) : programTimeline(main.program);
+  });
+  lazy(result, 'ir', () => (reduced === undefined ? ir : reduced.fullIr()));
+  return result;
+}
+
+function details(r: StepResult, step: PeakDetails['step']): PeakDetails {
+  return { bytes: r.peak.bytes, step, phase: r.peak.phase, label: r.peak.label, byCategory: r.peak.byCategory, candidates: r.candidates };
+}
+
+/** The module rows: parameters (tied once) and saved bytes of every module and its subtree. */
+function moduleRows(ir: IR, saved: ReturnType<typeof savedStorages>): ModuleRow[] {
+  const byOp = savedBytesByOp(ir, saved);
   const counts = paramsPerModule(ir);
-  const modules = ir.modules.map((m): ModuleRow => {
+  return ir.modules.map((m): ModuleRow => {
     let activations: Dim = 0;
     for (let op = m.firstOp; op < m.endOp; op += 1) if (byOp[op] !== 0) activations = add(activations, byOp[op]!);
     const out = m.outputs[0];
@@ -326,64 +475,4 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
       activations,
     };
   });
-  const rounded = ir.settings.device === 'cuda';
-  const keepTimeline = options.timeline ?? !ir.storages.some((st) => typeof st.bytes !== 'number');
-  const train = ir.settings.gradEnabled;
-  const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
-  let gradients: Dim = 0;
-  let optimizerBytes: Dim = 0;
-  const trainableParams = ir.tensors.filter((t) => t.role === 'param' && ir.storages[t.storage]!.trainable);
-  if (train) gradients = sum(trainableParams.map((t) => ir.storages[t.storage]!.bytes));
-  if (spec !== null) {
-    // On the CPU, host-side optimizer scalars (Adam's step counts) share the same memory.
-    const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
-    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec, ir.settings.framework).state.filter((s) => onDevice(s.place)).map((s) => s.bytes)));
-  }
-  let peak: PeakDetails;
-  let timeline: readonly TimelineEvent[];
-  let steps: Estimate['steps'];
-  const summary = (r: StepResult): StepSummary => ({ peak: r.peak.bytes, baseline: r.baseline, end: r.end, program: r.program });
-  const details = (r: StepResult, step: PeakDetails['step']): PeakDetails => ({
-    bytes: r.peak.bytes,
-    step,
-    phase: r.peak.phase,
-    label: r.peak.label,
-    byCategory: r.peak.byCategory,
-    candidates: r.candidates,
-  });
-  if (train) {
-    const microBatches = options.microBatches ?? 1;
-    const peakExpression = options.peakExpression ?? true;
-    const steady = simulateStep(ir, { optimizer: spec, rounded, microBatches, keepTimeline, peakExpression });
-    const first = steady.first!;
-    const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
-    peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
-    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: prunedMax([first.peak.bytes, steady.peak.bytes]) };
-    timeline = steady.timeline;
-    steps = { first: summary(first), steady: summary(steady) };
-  } else {
-    const run = simulateInference(ir, rounded, keepTimeline, options.peakExpression ?? true);
-    peak = details(run, 'inference');
-    timeline = run.timeline;
-    steps = { inference: summary(run) };
-  }
-  return {
-    params: { total: paramElements, trainable },
-    bytes: {
-      parameters: sum(paramBytes),
-      buffers: sum(bufferBytes),
-      activations: saved.bytes,
-      input: sum(ir.inputs.map((id) => ir.storages[ir.tensors[id]!.storage]!.bytes)),
-      gradients,
-      optimizer: optimizerBytes,
-      peak: peak.bytes,
-    },
-    modules,
-    constraints: ir.constraints,
-    peak,
-    timeline,
-    steps,
-    optimizer: spec,
-    ir,
-  };
 }

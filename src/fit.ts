@@ -1,9 +1,8 @@
-import { estimate, type Estimate, type EstimateOptions } from './estimate.js';
+import { estimate, stepPeakAt, type Estimate, type EstimateOptions } from './estimate.js';
 import { fitOptions } from './options.js';
 import { show, validate } from './validate.js';
 import { VramError, fail } from './errors.js';
 import { gpu as gpuByName, memoryBudget, type GpuFamily } from './gpus/catalog.js';
-import { programPeakAt } from './memory/ledger.js';
 import { runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
 import type { Layer } from './nn/types.js';
 import { bounds } from './sym/bounds.js';
@@ -104,7 +103,7 @@ export function maxFitting(model: Layer, name: string, options: FitOptions): num
   const budget = memoryBudget(options.gpu);
   const { total: runtime } = runtimeTotal(options);
   // The symbolic step, replayed at each probe (exact, and far cheaper than a max of expressions).
-  const programs = [result.steps.steady?.program, result.steps.first?.program, result.steps.inference?.program].filter((p) => p !== undefined).map(programPeakAt);
+  const programs = [result.steps.steady, result.steps.first, result.steps.inference].filter((s) => s !== undefined).map(stepPeakAt);
   const peak = (env: Readonly<Record<string, number>>) => Math.max(...programs.map((f) => f(env)));
   const constraints = result.constraints.map(compile);
   const env = options.env ?? {};

@@ -17,7 +17,7 @@ export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, ty
 export type { EmbeddingAttrs } from './ops/embedding.js';
 export type { LayerNormAttrs } from './ops/layerNorm.js';
 
-export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, QuantizationPlan, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
+export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, QuantizationPlan, RepeatedBlocks, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
 export { adaptiveAvgPool2d } from './nn/adaptiveAvgPool2d.js';
 export { avgPool2d } from './nn/avgPool2d.js';
 export { bn, type BatchNorm2dOptions } from './nn/bn.js';
@@ -37,6 +37,7 @@ export { module } from './nn/module.js';
 export { relu } from './nn/relu.js';
 export { relu6 } from './nn/relu6.js';
 export { repeat } from './nn/repeat.js';
+export { repeatedBlocks } from './nn/repeated.js';
 export { residual, type ResidualOptions } from './nn/residual.js';
 export { seq, sequential, type SequentialOptions } from './nn/seq.js';
 export { sigmoid } from './nn/sigmoid.js';

@@ -8,6 +8,7 @@ import { layerNorm } from '../nn/layerNorm.js';
 import { linear } from '../nn/linear.js';
 import { mlp } from '../nn/mlp.js';
 import { module } from '../nn/module.js';
+import { repeatedBlocks } from '../nn/repeated.js';
 import type { Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
 import type { DecoderOptions } from './llama.js';
 import { causalLmLoss } from './lm-loss.js';
@@ -113,20 +114,22 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     }),
   );
   const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab };
+  const body = graph((g, [ids]) => {
+    const h = g.apply(transformer, ids!);
+    // `transformer_outputs` keeps the last hidden state until forward returns.
+    g.hold(h);
+    const logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(tied ? { tiedWeight: 'transformer.wte.weight' } : {}) }), h);
+    // The output returns the logits: they live through the loss.
+    g.hold(logits);
+    return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss.gpt2, rules.logitsUpcast.gpt2 === 'loss') : logits;
+  });
   return Object.freeze({
     kind: 'module',
     className: 'GPT2LMHeadModel',
     inputDtype: 'int64',
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
-    body: graph((g, [ids]) => {
-      const h = g.apply(transformer, ids!);
-      // `transformer_outputs` keeps the last hidden state until forward returns.
-      g.hold(h);
-      const logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(tied ? { tiedWeight: 'transformer.wte.weight' } : {}) }), h);
-      // The output returns the logits: they live through the loss.
-      g.hold(logits);
-      return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss.gpt2, rules.logitsUpcast.gpt2 === 'loss') : logits;
-    }),
+    body,
+    repeated: repeatedBlocks(shape.layers, 'transformer.h.', body, (count) => gpt2Model({ ...shape, layers: count }, options)),
   });
 }

@@ -10,6 +10,7 @@ import { linear } from '../nn/linear.js';
 import { gatedMlp } from '../nn/mlp.js';
 import { module } from '../nn/module.js';
 import { opLayer } from '../nn/op.js';
+import { repeatedBlocks } from '../nn/repeated.js';
 import { rmsNorm } from '../nn/rmsNorm.js';
 import type { GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
@@ -197,22 +198,24 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     vocab: shape.vocab,
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
   };
+  const body = graph((g, [ids]) => {
+    const h = g.apply(model, ids!);
+    // `outputs = self.model(...)` keeps the last hidden state until forward returns.
+    g.hold(h);
+    let logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(shape.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) }), h);
+    const upcast = rules.logitsUpcast[shape.family];
+    if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
+    // The output returns the logits: they live through the loss.
+    g.hold(logits);
+    return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss[shape.family], upcast === 'loss') : logits;
+  });
   return Object.freeze({
     kind: 'module',
     className: `${prefix}ForCausalLM`,
     inputDtype: 'int64',
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
-    body: graph((g, [ids]) => {
-      const h = g.apply(model, ids!);
-      // `outputs = self.model(...)` keeps the last hidden state until forward returns.
-      g.hold(h);
-      let logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(shape.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) }), h);
-      const upcast = rules.logitsUpcast[shape.family];
-      if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
-      // The output returns the logits: they live through the loss.
-      g.hold(logits);
-      return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss[shape.family], upcast === 'loss') : logits;
-    }),
+    body,
+    repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count }, options)),
   });
 }

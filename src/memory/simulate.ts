@@ -5,8 +5,10 @@ import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
 import { parameterOrder } from '../trace/uses.js';
 import type { KernelStep } from '../ops/types.js';
-import { MARK, createLedger, liveAtEvent, programPeak, programTimeline, sweepConcrete, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './ledger.js';
+import { MARK, createLedger, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
+import { programEnds, programPeak } from './peak.js';
+import { sweepConcrete, type Repetition } from './program.js';
 
 /** How the step runs. */
 export interface StepSettings {
@@ -15,15 +17,26 @@ export interface StepSettings {
   readonly rounded: boolean;
   /** Micro-batches per optimizer step (gradient accumulation, default 1). */
   readonly microBatches?: number;
-  /** Keep every event (false: only the peak is tracked). */
-  readonly keepTimeline?: boolean;
   /** Symbolic sizes: build the peak expression (false leaves only the replayable program). */
   readonly peakExpression?: boolean;
+  /** The IR is a model's repeated blocks reduced to three: which block each op and storage is in. */
+  readonly blocks?: ReducedBlocks;
+}
+
+/**
+ * A model traced with its identical blocks reduced to the first, one interior block and the
+ * last (see ModuleLayer.repeated): block 0, 1 or 2 of every op and storage (-1 outside them),
+ * and how many times the interior one happens in the full model.
+ */
+export interface ReducedBlocks {
+  readonly opUnit: Int8Array;
+  readonly storageUnit: Int8Array;
+  readonly times: number;
+  readonly relabel: (label: string, unit: number, copy: number) => string;
 }
 
 /** The simulated step. */
 export interface StepResult {
-  readonly timeline: readonly TimelineEvent[];
   /** The peak (for symbolic sizes: the undominated candidates; `bytes` is their max). */
   readonly peak: PeakPoint;
   readonly candidates: readonly PeakPoint[];
@@ -33,23 +46,28 @@ export interface StepResult {
   readonly end: Dim;
   /** The log of the step, replayable at any symbol values. */
   readonly program: StepProgram;
+  /** With reduced blocks: how the program stands for the full model's. */
+  readonly repeat?: Repetition;
   /** Training: the first step, derived from this (steady) one. */
   readonly first?: StepResult;
 }
 
-function finish(ledger: Ledger, baseline: Dim, keepTimeline: boolean, peakExpression = true): StepResult {
-  const program = ledger.program();
-  const concrete = ledger.peak();
-  if (concrete !== null) return { timeline: ledger.timeline, peak: concrete, candidates: [concrete], baseline, end: ledger.live(), program };
-  const { bytes, candidates } = peakExpression ? programPeak(program) : { bytes: 0, candidates: [{ bytes: 0, phase: 'end' as const, label: 'not computed', event: 0, byCategory: zeroTotals() }] };
-  return {
-    timeline: keepTimeline ? programTimeline(program) : [],
-    peak: { ...candidates[0]!, bytes },
-    candidates,
-    baseline,
-    end: ledger.live(),
-    program,
-  };
+const NOT_COMPUTED: PeakPoint = { bytes: 0, phase: 'end', label: 'not computed', event: 0, byCategory: zeroTotals() };
+
+/** The peak and the live totals at the ends of a recorded program (of the full model, with repetition). */
+function finish(program: StepProgram, repeat: Repetition | undefined, peakExpression: boolean): StepResult {
+  const base = repeat === undefined ? { program } : { program, repeat };
+  if (program.sizes.every((s) => typeof s === 'number')) {
+    const sweep = sweepConcrete(program, repeat);
+    return { ...base, peak: sweep.peak, candidates: [sweep.peak], baseline: sweep.first, end: sweep.last };
+  }
+  const { bytes, candidates } = peakExpression ? programPeak(program, repeat) : { bytes: 0, candidates: [NOT_COMPUTED] };
+  const ends = programEnds(program, repeat);
+  return { ...base, peak: { ...candidates[0]!, bytes }, candidates, baseline: ends.first, end: ends.last };
+}
+
+function repetition(ledger: Ledger, blocks: ReducedBlocks | undefined): Repetition | undefined {
+  return blocks === undefined ? undefined : { units: ledger.units(), times: blocks.times, relabel: blocks.relabel };
 }
 
 interface Plan {
@@ -142,7 +160,7 @@ function tensorBytes(ir: IR, id: number): Dim {
 }
 
 /** One forward + backward over the IR, with the ledger of the step. */
-function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string): void {
+function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string, opUnit: Int8Array | null): void {
   // Activation gradients: PyTorch 1.13 (the CPU oracle) sums them out of place; 2.x's
   // InputBuffer adds into a buffer it holds alone.
   const inPlaceAccumulation = (ir.settings.framework ?? 'torch-2') === 'torch-2';
@@ -167,6 +185,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
 
   // Forward (and the loss): outputs and saved extras come to life, inputs die after their last reader.
   for (const op of ir.ops) {
+    if (opUnit !== null) ledger.setUnit(opUnit[op.index]!);
     const phase = op.stage === 'loss' ? 'loss' : 'forward';
     const label = `${micro}${opLabel(ir, op)}`;
     runKernel(ledger, op.forwardSteps, phase, label, {
@@ -179,6 +198,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     for (const storage of plan.dies[op.index]!) maybeFree(storage, op.index);
   }
 
+  if (opUnit !== null) ledger.setUnit(-1);
   // Backward: reverse creation order, as the autograd engine runs a single-device graph.
   const grads = new Map<number, number>();
   const lossTensor = ir.lossOutput;
@@ -264,6 +284,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     if (!op.recorded || op.backward === null) continue;
     const incoming = op.outputs.map((id) => grads.get(id));
     if (incoming.every((g) => g === undefined)) continue;
+    if (opUnit !== null) ledger.setUnit(opUnit[i]!);
     if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
     const label = `${micro}${opLabel(ir, op)}`;
     const backward = op.backward;
@@ -330,6 +351,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     const region = op.region === null ? undefined : ir.regions[op.region];
     if (region !== undefined && region.firstOp === op.index) for (const id of region.inputs) releaseSaved(ir.tensors[id]!.storage);
   }
+  if (opUnit !== null) ledger.setUnit(-1);
   for (const block of recomputed.values()) ledger.release(block);
   // Whatever is left (saved by nodes no gradient reached, gradients of leaves) goes with the graph.
   for (const block of grads.values()) ledger.release(block);
@@ -398,12 +420,15 @@ function opLabel(ir: IR, op: IROp): string {
  */
 export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const plan = planOf(ir);
-  const ledger = createLedger(settings.rounded, settings.keepTimeline ?? true);
+  const ledger = createLedger(settings.rounded);
+  const blocks = settings.blocks;
+  if (blocks !== undefined) ledger.setUnit(-1);
+  const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
   const storageBlock = new Map<number, number>();
   for (const s of ir.storages) {
-    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters'));
-    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers'));
-    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input'));
+    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters', 1, ownerOf(s.id)));
+    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers', 1, ownerOf(s.id)));
+    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
   }
   const updates = new Map<number, ParamUpdate>();
   if (settings.optimizer !== null) {
@@ -414,25 +439,28 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const gradBlocks = new Set<number>();
   const stateBlocks: number[] = [];
   for (const id of plan.trainable) {
-    const block = ledger.alloc(tensorBytes(ir, id), 'gradients');
+    const block = ledger.alloc(tensorBytes(ir, id), 'gradients', 1, ownerOf(ir.tensors[id]!.storage));
     paramGrads.set(id, block);
     gradBlocks.add(block);
   }
-  for (const update of updates.values()) for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') stateBlocks.push(ledger.alloc(state.bytes, 'optimizer'));
+  for (const [id, update] of updates) {
+    for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') stateBlocks.push(ledger.alloc(state.bytes, 'optimizer', 1, ownerOf(ir.tensors[id]!.storage)));
+  }
   ledger.record('start', 'before the step');
-  const baseline = ledger.live();
 
   for (const block of paramGrads.values()) ledger.release(block);
   paramGrads.clear();
   ledger.record('zero_grad', 'zero_grad(set_to_none=True)');
 
   const micro = Math.max(1, settings.microBatches ?? 1);
-  for (let m = 0; m < micro; m += 1) forwardBackward(ir, plan, ledger, storageBlock, paramGrads, micro > 1 ? `micro-batch ${m + 1}: ` : '');
+  const opUnit = blocks?.opUnit ?? null;
+  for (let m = 0; m < micro; m += 1) forwardBackward(ir, plan, ledger, storageBlock, paramGrads, micro > 1 ? `micro-batch ${m + 1}: ` : '', opUnit);
 
   const stepMark = ledger.program().events.length;
   ledger.record('step', 'optimizer step begins');
   if (settings.optimizer !== null) {
-    const listTemps = sum([...updates.values()].map((u) => u.listTemps));
+    // The list-wide intermediates of the whole model: the interior block's share as many times as it repeats.
+    const listTemps = sum([...updates].map(([id, u]) => (ownerOf(ir.tensors[id]!.storage) === 1 && blocks !== undefined ? mul(u.listTemps, blocks.times) : u.listTemps)));
     if (listTemps !== 0) {
       const block = ledger.alloc(listTemps, 'temporaries');
       ledger.record('step', `${settings.optimizer.name} (foreach intermediates)`);
@@ -442,62 +470,75 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
     let carried: number | null = null;
     for (const [id, update] of updates) {
       if (update.temps.length === 0) continue;
-      const blocks = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
+      if (blocks !== undefined) ledger.setUnit(ownerOf(ir.tensors[id]!.storage));
+      const temps = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
       ledger.record('step', `${settings.optimizer.name} ${ir.tensors[id]!.key ?? id}`);
-      const kept = update.carriesLast ? blocks.pop()! : null;
-      for (const block of blocks) ledger.release(block);
+      const kept = update.carriesLast ? temps.pop()! : null;
+      for (const block of temps) ledger.release(block);
       if (carried !== null) ledger.release(carried);
       carried = kept;
     }
+    if (blocks !== undefined) ledger.setUnit(-1);
     if (carried !== null) ledger.release(carried);
   }
   ledger.record('end', 'after the step');
-  const steady = finish(ledger, baseline, settings.keepTimeline ?? true, settings.peakExpression ?? true);
-  return { ...steady, first: firstStep(steady.program, gradBlocks, stateBlocks, stepMark, settings.peakExpression ?? true) };
+  const program = ledger.program();
+  const repeat = repetition(ledger, blocks);
+  const peakExpression = settings.peakExpression ?? true;
+  const steady = finish(program, repeat, peakExpression);
+  return { ...steady, first: firstStep(program, repeat, gradBlocks, stateBlocks, stepMark, peakExpression) };
 }
 
 /**
  * The first step from the steady one: the same allocations without last step's gradients,
  * and with the optimizer state created lazily as the step begins.
  */
-function firstStep(program: StepProgram, gradBlocks: ReadonlySet<number>, stateBlocks: readonly number[], stepMark: number, peakExpression: boolean): StepResult {
+function firstStep(program: StepProgram, repeat: Repetition | undefined, gradBlocks: ReadonlySet<number>, stateBlocks: readonly number[], stepMark: number, peakExpression: boolean): StepResult {
   // Flags by block id: 1 = a gradient (never freed before the step), 2 = optimizer state (born at the step).
   const kind = new Uint8Array(program.sizes.length);
   for (const block of gradBlocks) kind[block] = 1;
   for (const block of stateBlocks) kind[block] = 2;
+  const owner = new Int8Array(program.sizes.length).fill(-1);
+  if (repeat !== undefined) program.log.forEach((entry, k) => {
+    if (entry >= 0) owner[entry] = repeat.units[k]!;
+  });
   const log: number[] = [];
+  const units: number[] = [];
   let event = 0;
-  for (const entry of program.log) {
+  program.log.forEach((entry, k) => {
     if (entry === MARK) {
-      if (event === stepMark) for (const block of stateBlocks) log.push(block);
+      if (event === stepMark) for (const block of stateBlocks) {
+        log.push(block);
+        units.push(owner[block]!);
+      }
       log.push(MARK);
+      units.push(repeat?.units[k] ?? -1);
       event += 1;
-    } else if (entry >= 0 ? kind[entry] === 0 : kind[-1 - entry] !== 1) log.push(entry);
-  }
-  const first: StepProgram = { ...program, log };
-  if (first.sizes.every((s) => typeof s === 'number')) {
-    const sweep = sweepConcrete(first);
-    return { timeline: [], peak: sweep.peak, candidates: [sweep.peak], baseline: sweep.first, end: sweep.last, program: first };
-  }
-  const { bytes, candidates } = peakExpression ? programPeak(first) : { bytes: 0, candidates: [{ bytes: 0, phase: 'end' as const, label: 'not computed', event: 0, byCategory: zeroTotals() }] };
-  return { timeline: [], peak: { ...candidates[0]!, bytes }, candidates, baseline: liveAtEvent(first, 0), end: liveAtEvent(first, -1), program: first };
+    } else if (entry >= 0 ? kind[entry] === 0 : kind[-1 - entry] !== 1) {
+      log.push(entry);
+      units.push(repeat?.units[k] ?? -1);
+    }
+  });
+  return finish({ ...program, log }, repeat === undefined ? undefined : { ...repeat, units }, peakExpression);
 }
 
 /** Inference: a no-grad forward; the peak is the largest set of tensors alive at once. */
-export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true, peakExpression = true): StepResult {
+export function simulateInference(ir: IR, rounded: boolean, peakExpression = true, blocks?: ReducedBlocks): StepResult {
   const plan = planOf(ir);
-  const ledger = createLedger(rounded, keepTimeline);
+  const ledger = createLedger(rounded);
+  if (blocks !== undefined) ledger.setUnit(-1);
+  const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
   const storageBlock = new Map<number, number>();
   for (const s of ir.storages) {
-    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters'));
-    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers'));
-    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input'));
+    if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters', 1, ownerOf(s.id)));
+    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers', 1, ownerOf(s.id)));
+    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
   }
   ledger.record('start', 'before the forward');
-  const baseline = ledger.live();
   const outputs = new Set(ir.outputs.map((o) => ir.tensors[o]!.storage));
   const keepViews = viewKeeper(ir, ledger, (storage) => storageBlock.has(storage));
   for (const op of ir.ops) {
+    if (blocks !== undefined) ledger.setUnit(blocks.opUnit[op.index]!);
     runKernel(ledger, op.forwardSteps, 'forward', opLabel(ir, op), {
       outputs: () => {
         for (const id of op.outputs) {
@@ -515,6 +556,7 @@ export function simulateInference(ir: IR, rounded: boolean, keepTimeline = true,
       ledger.release(block);
     }
   }
+  if (blocks !== undefined) ledger.setUnit(-1);
   ledger.record('end', 'after the forward');
-  return finish(ledger, baseline, keepTimeline, peakExpression);
+  return finish(ledger.program(), repetition(ledger, blocks), peakExpression);
 }

@@ -47,6 +47,23 @@ export interface ModuleLayer {
    * order: `model.parameters()` (and so a for-loop optimizer) follows registration.
    */
   readonly childOrder?: readonly string[];
+  /** Identical blocks the model runs one after another (see {@link RepeatedBlocks}). */
+  readonly repeated?: RepeatedBlocks;
+}
+
+/**
+ * A model's identical blocks (decoder layers): `count` of them, keyed `${prefix}${i}`, and the
+ * same model built with another count. estimate traces the model with three (the first, one
+ * interior block, the last) and counts the interior one `count - 2` times, so that its cost
+ * does not grow with depth; the trace itself checks that the blocks are identical.
+ */
+export interface RepeatedBlocks {
+  readonly count: number;
+  /** Key of block i without the i: `model.layers.`. */
+  readonly prefix: string;
+  /** The model body the blocks are in (a model whose body is another one is traced whole). */
+  readonly body: Layer;
+  readonly withCount: (count: number) => ModuleLayer;
 }
 
 /**

@@ -1,0 +1,248 @@
+import { fail } from '../errors.js';
+import type { Dim } from '../sym/expr.js';
+import { compile } from '../sym/evaluate.js';
+import { add, sub } from '../sym/ops.js';
+import { CATEGORIES, CUDA_BLOCK, MARK, blockBytes, zeroTotals, type Category, type PeakPoint, type StepProgram, type TimelineEvent } from './ledger.js';
+
+/**
+ * A program recorded on a model whose identical blocks were traced as three (the first, one
+ * standing for every interior block, the last): `units` tags every log entry with the block it
+ * happened in (-1 outside the blocks), and each maximal run of entries tagged 1 happens `times`
+ * times in a row in the full model. Exact when the interior blocks are identical, which a model
+ * declares with `ModuleLayer.repeated` and estimate checks on the trace.
+ */
+export interface Repetition {
+  readonly units: readonly number[];
+  readonly times: number;
+  /** An event label of block `unit` as the full model spells it (`copy`: which interior block, from 0). */
+  readonly relabel: (label: string, unit: number, copy: number) => string;
+}
+
+export function roundNumber(bytes: number, rounded: boolean): number {
+  return !rounded || bytes <= 0 ? Math.max(0, bytes) : Math.ceil(bytes / CUDA_BLOCK) * CUDA_BLOCK;
+}
+
+function overflow(what: string): never {
+  return fail('overflow', `${what} is not an exact integer (past 2^53 bytes)`, { expected: 'at most 2^53 - 1 bytes' });
+}
+
+/** Whether log entry `k` belongs to a repeated run. */
+function inRun(repeat: Repetition | undefined, k: number): boolean {
+  return repeat !== undefined && repeat.times !== 1 && repeat.units[k] === 1;
+}
+
+/**
+ * The peak of a program at numbers: block sizes in `values` (by block id), live total swept over
+ * the log. A repeated run contributes its copy 0 or its last copy, whichever is higher (the live
+ * total at a run's event grows by the run's net bytes from copy to copy: an affine function of
+ * the copy, highest at an end), and then its net bytes `times` over.
+ */
+function sweep(program: StepProgram, repeat: Repetition | undefined, size: (id: number) => number): { peak: number; event: number; copy: number; full: number; first: number; last: number } {
+  const { log } = program;
+  const n = repeat?.times ?? 1;
+  let live = 0;
+  let first: number | null = null;
+  let best = -1;
+  let bestEvent = 0;
+  let bestCopy = 0;
+  let bestFull = 0;
+  let event = 0;
+  let full = 0;
+  let running = false;
+  let runStart = 0;
+  let runFull = 0;
+  let runEvents = 0;
+  let localBest = -Infinity;
+  let localEvent = -1;
+  let localIndex = 0;
+  const closeRun = () => {
+    running = false;
+    const delta = live - runStart;
+    if (localEvent >= 0) {
+      const copy = delta > 0 ? n - 1 : 0;
+      const value = runStart + localBest + copy * delta;
+      if (value > Number.MAX_SAFE_INTEGER) overflow('the live total of the step');
+      if (value > best) {
+        best = value;
+        bestEvent = localEvent;
+        bestCopy = copy;
+        bestFull = runFull + copy * runEvents + localIndex;
+      }
+    }
+    live = runStart + n * delta;
+    full = runFull + n * runEvents;
+  };
+  for (let k = 0; k < log.length; k += 1) {
+    const entry = log[k]!;
+    const repeated = inRun(repeat, k);
+    if (repeated && !running) {
+      running = true;
+      runStart = live;
+      runFull = full;
+      runEvents = 0;
+      localBest = -Infinity;
+      localEvent = -1;
+    } else if (!repeated && running) closeRun();
+    if (entry === MARK) {
+      if (live > Number.MAX_SAFE_INTEGER) overflow('the live total of the step');
+      first ??= live;
+      if (running) {
+        if (live - runStart > localBest) {
+          localBest = live - runStart;
+          localEvent = event;
+          localIndex = runEvents;
+        }
+        runEvents += 1;
+      } else {
+        if (live > best) {
+          best = live;
+          bestEvent = event;
+          bestCopy = 0;
+          bestFull = full;
+        }
+        full += 1;
+      }
+      event += 1;
+      continue;
+    }
+    live += entry >= 0 ? size(entry) : -size(-1 - entry);
+  }
+  if (running) closeRun();
+  return { peak: Math.max(0, best), event: bestEvent, copy: bestCopy, full: bestFull, first: first ?? 0, last: live };
+}
+
+/** Totals by category at one event of the program (reduced index `target`, in copy `copy` when it is in a run). */
+function totalsAt(program: StepProgram, repeat: Repetition | undefined, size: (id: number) => number, target: number, copy: number): Record<Category, number> {
+  const n = repeat?.times ?? 1;
+  const totals = zeroTotals();
+  let start: Record<Category, number> | null = null;
+  let found: Record<Category, number> | null = null;
+  let event = 0;
+  const { log } = program;
+  for (let k = 0; k < log.length; k += 1) {
+    const entry = log[k]!;
+    const repeated = inRun(repeat, k);
+    if (repeated && start === null) start = { ...totals };
+    else if (!repeated && start !== null) {
+      // The run is over: its net bytes by category, `times` over (or up to the copy asked for).
+      for (const c of CATEGORIES) {
+        const delta = totals[c] - start[c];
+        if (found !== null) found[c] += copy * delta;
+        totals[c] = start[c] + n * delta;
+      }
+      start = null;
+      if (found !== null) return found;
+    }
+    if (entry === MARK) {
+      if (event === target) {
+        if (start === null) return totals;
+        found = { ...totals };
+      }
+      event += 1;
+      continue;
+    }
+    const id = entry >= 0 ? entry : -1 - entry;
+    totals[program.categories[id]!] += entry >= 0 ? size(id) : -size(id);
+  }
+  if (found !== null && start !== null) for (const c of CATEGORIES) found[c] += copy * (totals[c] - start[c]);
+  return found ?? totals;
+}
+
+/** The label of an event as the full model spells it. */
+export function fullLabel(program: StepProgram, repeat: Repetition | undefined, event: number, copy: number): string {
+  const label = program.events[event]!.label;
+  if (repeat === undefined) return label;
+  const unit = unitOfEvent(program, repeat, event);
+  return unit < 0 ? label : repeat.relabel(label, unit, copy);
+}
+
+function unitOfEvent(program: StepProgram, repeat: Repetition, target: number): number {
+  let event = 0;
+  for (let k = 0; k < program.log.length; k += 1) {
+    if (program.log[k] !== MARK) continue;
+    if (event === target) return repeat.units[k]!;
+    event += 1;
+  }
+  return -1;
+}
+
+/**
+ * Replays a concrete program: its peak event, what was live then, and the live totals at the
+ * first and last events. Ties go to the earliest event, as a running maximum finds them.
+ */
+export function sweepConcrete(program: StepProgram, repeat?: Repetition): { peak: PeakPoint; first: number; last: number } {
+  const size = (id: number) => roundNumber(program.sizes[id] as number, program.rounded);
+  const result = sweep(program, repeat, size);
+  const info = program.events[result.event]!;
+  return {
+    peak: { bytes: result.peak, phase: info.phase, label: fullLabel(program, repeat, result.event, result.copy), event: result.full, byCategory: totalsAt(program, repeat, size, result.event, result.copy) },
+    first: result.first,
+    last: result.last,
+  };
+}
+
+/**
+ * A fast evaluator of a program's peak at concrete symbol values: every distinct size
+ * is evaluated once, then the log is swept. Exact: equals the peak of the concrete run.
+ */
+export function programPeakAt(program: StepProgram, repeat?: Repetition): (env: Readonly<Record<string, number>>) => number {
+  const keys = new Map<string, number>();
+  const evaluators: ((env: Readonly<Record<string, number>>) => number)[] = [];
+  const slot = program.sizes.map((size) => {
+    const key = typeof size === 'number' ? `#${size}` : size.key;
+    let index = keys.get(key);
+    if (index === undefined) {
+      index = evaluators.length;
+      keys.set(key, index);
+      evaluators.push(typeof size === 'number' ? () => size : compile(size));
+    }
+    return index;
+  });
+  return (env) => {
+    const values = evaluators.map((f) => roundNumber(f(env), program.rounded));
+    return sweep(program, repeat, (id) => values[slot[id]!]!).peak;
+  };
+}
+
+/** The events of a concrete program with their totals (what a ledger that kept its timeline recorded). */
+export function concreteTimeline(program: StepProgram): TimelineEvent[] {
+  const totals = zeroTotals();
+  let live = 0;
+  const out: TimelineEvent[] = [];
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      const info = program.events[event]!;
+      out.push({ phase: info.phase, label: info.label, live, byCategory: { ...totals } });
+      event += 1;
+      continue;
+    }
+    const id = entry >= 0 ? entry : -1 - entry;
+    const size = roundNumber(program.sizes[id] as number, program.rounded);
+    totals[program.categories[id]!] += entry >= 0 ? size : -size;
+    live += entry >= 0 ? size : -size;
+  }
+  return out;
+}
+
+/** The timeline of a symbolic program, every event's totals as expressions (slow for big models). */
+export function programTimeline(program: StepProgram): TimelineEvent[] {
+  const totals: Record<Category, Dim> = zeroTotals();
+  let live: Dim = 0;
+  const out: TimelineEvent[] = [];
+  let event = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      const info = program.events[event]!;
+      out.push({ phase: info.phase, label: info.label, live, byCategory: { ...totals } });
+      event += 1;
+      continue;
+    }
+    const id = entry >= 0 ? entry : -1 - entry;
+    const size = blockBytes(program.sizes[id]!, program.rounded);
+    const category = program.categories[id]!;
+    totals[category] = entry >= 0 ? add(totals[category], size) : sub(totals[category], size);
+    live = entry >= 0 ? add(live, size) : sub(live, size);
+  }
+  return out;
+}
