@@ -4,7 +4,7 @@ import { show, validate } from './validate.js';
 import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { prunedMax } from './memory/peak.js';
-import { concreteTimeline, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
+import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
@@ -322,18 +322,6 @@ function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: str
   return names.some((name) => typeof name === 'string' && block.test(name));
 }
 
-function once<T>(make: () => T): () => T {
-  let done = false;
-  let value: T;
-  return () => {
-    if (!done) {
-      value = make();
-      done = true;
-    }
-    return value;
-  };
-}
-
 /** Defines an enumerable property computed on first read (then kept). */
 function lazy<T extends object>(target: T, key: string, make: () => unknown): T {
   const get = once(make);
@@ -391,13 +379,8 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
   const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
   let gradients: Dim = 0;
   let optimizerBytes: Dim = 0;
-  const trainableParams = ir.tensors.filter((t) => t.role === 'param' && ir.storages[t.storage]!.trainable);
-  const paramUnit = (t: IR['tensors'][number]) => blocks?.storageUnit[t.storage] ?? -1;
-  if (train) gradients = sum(trainableParams.map((t) => weigh(paramUnit(t), ir.storages[t.storage]!.bytes)));
-  if (spec !== null) {
-    // On the CPU, host-side optimizer scalars (Adam's step counts) share the same memory.
-    const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
-    optimizerBytes = sum(trainableParams.flatMap((t) => paramUpdate(spec, t.spec, ir.settings.framework).state.filter((s) => onDevice(s.place)).map((s) => weigh(paramUnit(t), s.bytes))));
+  if (train) {
+    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(blocks?.storageUnit[t.storage] ?? -1, ir.storages[t.storage]!.bytes));
   }
   const peakExpression = options.peakExpression ?? true;
   const runs: [keyof Estimate['steps'], StepResult][] = [];
@@ -406,9 +389,10 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
     const steady = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}) });
     const first = steady.first!;
     const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
-    peak = firstHigher ? details(first, 'first') : details(steady, 'steady');
-    if (typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number') peak = { ...peak, bytes: prunedMax([first.peak.bytes, steady.peak.bytes]) };
+    const symbolic = typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number';
+    peak = firstHigher ? details(first, 'first') : details(steady, 'steady', symbolic ? prunedMax([first.peak.bytes, steady.peak.bytes]) : steady.peak.bytes);
     runs.push(['first', first], ['steady', steady]);
+    optimizerBytes = steady.optimizerState ?? 0;
   } else {
     const run = simulateInference(ir, rounded, peakExpression, blocks);
     peak = details(run, 'inference');
@@ -453,8 +437,10 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
   return result;
 }
 
-function details(r: StepResult, step: PeakDetails['step']): PeakDetails {
-  return { bytes: r.peak.bytes, step, phase: r.peak.phase, label: r.peak.label, byCategory: r.peak.byCategory, candidates: r.candidates };
+function details(r: StepResult, step: PeakDetails['step'], bytes: Dim = r.peak.bytes): PeakDetails {
+  const peak = { bytes, step, phase: r.peak.phase, label: r.peak.label, candidates: r.candidates } as Omit<PeakDetails, 'byCategory'>;
+  // Symbolic totals by category are expressions made when read.
+  return Object.defineProperty(peak, 'byCategory', { enumerable: true, get: () => r.peak.byCategory }) as PeakDetails;
 }
 
 /** The module rows: parameters (tied once) and saved bytes of every module and its subtree. */

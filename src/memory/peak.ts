@@ -2,10 +2,10 @@ import type { Dim, Term } from '../sym/expr.js';
 import { dimKey, fromTerms, makeTerm, termsOf } from '../sym/expr.js';
 import { compile } from '../sym/evaluate.js';
 import { bounds } from '../sym/bounds.js';
-import { maxAtom, sub } from '../sym/ops.js';
+import { maxAtom } from '../sym/ops.js';
 import type { Category, PeakPoint, StepProgram } from './ledger.js';
 import { blockBytes, CATEGORIES, MARK, zeroTotals } from './ledger.js';
-import { fullLabel, type Repetition } from './program.js';
+import { fullLabel, once, type Repetition } from './program.js';
 
 /**
  * Live totals of a symbolic program as coefficient vectors over the monomials that occur in
@@ -20,17 +20,18 @@ export interface TermBasis {
   readonly blocks: readonly { readonly index: Int32Array; readonly coef: Float64Array }[];
 }
 
-/** The basis of a program's (rounded) block sizes. */
-export function termBasis(program: StepProgram): TermBasis {
+type Vector = { readonly index: Int32Array; readonly coef: Float64Array };
+
+/** A basis over dimensions: each one's coefficient vector (distinct dimensions computed once). */
+function basisOf(dims: readonly Dim[]): TermBasis & { readonly lo: Float64Array; readonly hi: Float64Array } {
   const index = new Map<string, number>();
   const terms: Term[] = [];
-  const cache = new Map<string, { index: Int32Array; coef: Float64Array }>();
-  const blocks = program.sizes.map((size) => {
-    const rounded = blockBytes(size, program.rounded);
-    const key = dimKey(rounded);
+  const cache = new Map<string, Vector>();
+  const blocks = dims.map((dim) => {
+    const key = dimKey(dim);
     const known = cache.get(key);
     if (known !== undefined) return known;
-    const own = termsOf(rounded);
+    const own = termsOf(dim);
     const vector = { index: new Int32Array(own.length), coef: new Float64Array(own.length) };
     own.forEach((term, i) => {
       let at = index.get(term.key);
@@ -45,22 +46,151 @@ export function termBasis(program: StepProgram): TermBasis {
     cache.set(key, vector);
     return vector;
   });
-  return { terms, blocks };
+  // Interval bounds of every monomial, as sym/bounds computes them term by term.
+  const lo = new Float64Array(terms.length);
+  const hi = new Float64Array(terms.length);
+  terms.forEach((term, i) => {
+    const b = bounds(fromTerms([term]));
+    lo[i] = b.min;
+    hi[i] = b.max;
+  });
+  return { terms, blocks, lo, hi };
 }
 
-/** The expression of a coefficient vector over a basis. */
+const bases = new WeakMap<readonly Dim[], Map<boolean, ReturnType<typeof basisOf>>>();
+
+/** The basis of a program's (rounded) block sizes; programs that share their sizes share it. */
+export function termBasis(program: StepProgram): ReturnType<typeof basisOf> {
+  let byRounding = bases.get(program.sizes);
+  if (byRounding === undefined) {
+    byRounding = new Map();
+    bases.set(program.sizes, byRounding);
+  }
+  let basis = byRounding.get(program.rounded);
+  if (basis === undefined) {
+    const roundedOnce = new Map<string, Dim>();
+    basis = basisOf(
+      program.sizes.map((size) => {
+        const key = dimKey(size);
+        let rounded = roundedOnce.get(key);
+        if (rounded === undefined) {
+          rounded = blockBytes(size, program.rounded);
+          roundedOnce.set(key, rounded);
+        }
+        return rounded;
+      }),
+    );
+    byRounding.set(program.rounded, basis);
+  }
+  return basis;
+}
+
+/**
+ * Monomials over which the floor atoms of a basis are relaxed: each `floor(N / den)` lies
+ * between `(N - den + 1) / den` and `N / den` (N an integer), N's own terms added to the basis.
+ */
+interface Relaxation {
+  readonly lo: Float64Array;
+  readonly hi: Float64Array;
+  /** Per basis monomial: its numerator over the extended monomials and its divisor, or null. */
+  readonly floors: readonly ({ readonly index: Int32Array; readonly coef: Float64Array; readonly den: number } | null)[];
+  readonly one: number;
+  /** A work row of the extended width (one proof at a time). */
+  readonly scratch: Float64Array;
+}
+
+const relaxations = new WeakMap<object, Relaxation>();
+
+function relaxationOf(basis: TermBasis): Relaxation {
+  const known = relaxations.get(basis);
+  if (known !== undefined) return known;
+  const index = new Map<string, number>(basis.terms.map((t, i) => [t.key, i]));
+  const extended: Term[] = [...basis.terms];
+  const at = (term: Term) => {
+    let i = index.get(term.key);
+    if (i === undefined) {
+      i = extended.length;
+      index.set(term.key, i);
+      extended.push(makeTerm(1, term.factors));
+    }
+    return i;
+  };
+  const one = at(makeTerm(1, []));
+  const floors = basis.terms.map((term) => {
+    const only = term.factors.length === 1 && term.factors[0]!.power === 1 ? term.factors[0]!.atom : undefined;
+    if (only?.kind !== 'floorDiv') return null;
+    const num = termsOf(only.num);
+    return { index: Int32Array.from(num, at), coef: Float64Array.from(num, (t) => t.coef), den: only.den };
+  });
+  const lo = new Float64Array(extended.length);
+  const hi = new Float64Array(extended.length);
+  extended.forEach((term, i) => {
+    const b = bounds(fromTerms([term]));
+    lo[i] = b.min;
+    hi[i] = b.max;
+  });
+  const relaxation = { lo, hi, floors, one, scratch: new Float64Array(extended.length) };
+  relaxations.set(basis, relaxation);
+  return relaxation;
+}
+
+/** The interval minimum of a coefficient vector over monomials with bounds lo..hi. */
+function intervalMin(vector: Float64Array, lo: Float64Array, hi: Float64Array): number {
+  let min = 0;
+  for (let i = 0; i < vector.length; i += 1) {
+    const d = vector[i]!;
+    if (d > 0) min += d * lo[i]!;
+    else if (d < 0) min += d * hi[i]!;
+  }
+  return min;
+}
+
+/**
+ * Whether `high - low` is >= 0 for every value of the symbols: by interval bounds of each
+ * monomial (the test sym/bounds applies to the difference expression, without building it),
+ * else with every floor atom replaced by its numerator over its divisor, less the rounding on
+ * the side that makes the difference smaller (what CUDA's 512-byte rounding adds at most).
+ */
+function provesAtLeast(basis: TermBasis & { readonly lo: Float64Array; readonly hi: Float64Array }, high: Float64Array, low: Float64Array): boolean {
+  let min = 0;
+  let floors = false;
+  const relaxation = relaxationOf(basis);
+  for (let i = 0; i < basis.terms.length; i += 1) {
+    const d = high[i]! - low[i]!;
+    if (d > 0) min += d * basis.lo[i]!;
+    else if (d < 0) min += d * basis.hi[i]!;
+    if (d !== 0 && relaxation.floors[i] !== null) floors = true;
+  }
+  if (min >= 0) return true;
+  if (!floors) return false;
+  const relaxed = relaxation.scratch;
+  relaxed.fill(0);
+  for (let i = 0; i < basis.terms.length; i += 1) {
+    const d = high[i]! - low[i]!;
+    if (d === 0) continue;
+    const floor = relaxation.floors[i];
+    if (floor === null || floor === undefined) {
+      relaxed[i]! += d;
+      continue;
+    }
+    for (let j = 0; j < floor.index.length; j += 1) relaxed[floor.index[j]!]! += (d * floor.coef[j]!) / floor.den;
+    // floor(N / den) >= (N - den + 1) / den: the low side where the difference gains it.
+    if (d > 0) relaxed[relaxation.one]! -= (d * (floor.den - 1)) / floor.den;
+  }
+  return intervalMin(relaxed, relaxation.lo, relaxation.hi) >= 0;
+}
+
+/** The expression of a coefficient vector over a basis (its monomials are canonical already). */
 export function vectorExpr(basis: TermBasis, vector: Float64Array): Dim {
   const terms: Term[] = [];
-  vector.forEach((coef, i) => {
-    if (coef !== 0) terms.push(makeTerm(coef, basis.terms[i]!.factors));
-  });
+  for (let i = 0; i < vector.length; i += 1) {
+    const coef = vector[i]!;
+    if (coef !== 0) {
+      const monomial = basis.terms[i]!;
+      terms.push({ coef, factors: monomial.factors, key: monomial.key, degree: monomial.degree });
+    }
+  }
   return fromTerms(terms);
-}
-
-/** Whether a dominates b everywhere, from the coefficients alone (every monomial is >= 0). */
-function covers(a: Float64Array, b: Float64Array): boolean {
-  for (let i = 0; i < a.length; i += 1) if (a[i]! < b[i]!) return false;
-  return true;
 }
 
 /** Symbol values to order candidates by and to screen pairs: each symbol high, middle and low. */
@@ -107,20 +237,57 @@ function dot(vector: Float64Array, values: Float64Array): number {
   return total;
 }
 
-/** Adds `scale` times `vector` of a block into `target`. */
-function addBlock(target: Float64Array, block: { readonly index: Int32Array; readonly coef: Float64Array }, scale: number): void {
-  for (let i = 0; i < block.index.length; i += 1) target[block.index[i]!]! += scale * block.coef[i]!;
+/**
+ * Every block as one dense row: its coefficients over the basis, then its values at the
+ * sample points. A live total kept as such a row carries its own sample values, so that
+ * screening a pair of events costs no evaluation.
+ */
+interface Rows {
+  readonly width: number;
+  /** Where the sample values start in a row (= the number of monomials). */
+  readonly k: number;
+  readonly rows: readonly Float64Array[];
+}
+
+const denseRows = new WeakMap<TermBasis, Rows>();
+
+export function rowsOf(basis: TermBasis): Rows {
+  const known = denseRows.get(basis);
+  if (known !== undefined) return known;
+  const k = basis.terms.length;
+  const values = basisValues(basis, samplePoints(basis.terms.map((t) => fromTerms([t]))));
+  const width = k + values.length;
+  const byVector = new Map<Vector, Float64Array>();
+  const rows = basis.blocks.map((block) => {
+    let row = byVector.get(block);
+    if (row === undefined) {
+      row = new Float64Array(width);
+      for (let i = 0; i < block.index.length; i += 1) row[block.index[i]!]! += block.coef[i]!;
+      for (let j = 0; j < values.length; j += 1) row[k + j] = dot(row.subarray(0, k), values[j]!);
+      byVector.set(block, row);
+    }
+    return row;
+  });
+  const result = { width, k, rows };
+  denseRows.set(basis, result);
+  return result;
 }
 
 function addScaled(target: Float64Array, vector: Float64Array, scale: number): void {
   if (scale !== 0) for (let i = 0; i < target.length; i += 1) target[i]! += scale * vector[i]!;
 }
 
-/** Net coefficient vectors of each repeated run (total and by category), in log order. */
-function runDeltas(program: StepProgram, basis: TermBasis, repeat: Repetition | undefined): { total: Float64Array; byCategory: Map<Category, Float64Array> }[] {
-  const runs: { total: Float64Array; byCategory: Map<Category, Float64Array> }[] = [];
+/** A repeated run's net row (total) and net coefficients by category. */
+interface RunDelta {
+  readonly total: Float64Array;
+  readonly byCategory: Map<Category, Float64Array>;
+  readonly events: number;
+}
+
+/** Net rows of each repeated run, in log order. */
+export function runDeltas(program: StepProgram, rows: Rows, repeat: Repetition | undefined): RunDelta[] {
+  const runs: { total: Float64Array; byCategory: Map<Category, Float64Array>; events: number }[] = [];
   if (repeat === undefined || repeat.times === 1) return runs;
-  const k = basis.terms.length;
   let current: (typeof runs)[number] | null = null;
   program.log.forEach((entry, at) => {
     if (repeat.units[at] !== 1) {
@@ -128,155 +295,190 @@ function runDeltas(program: StepProgram, basis: TermBasis, repeat: Repetition | 
       return;
     }
     if (current === null) {
-      current = { total: new Float64Array(k), byCategory: new Map(CATEGORIES.map((c) => [c, new Float64Array(k)])) };
+      current = { total: new Float64Array(rows.width), byCategory: new Map(CATEGORIES.map((c) => [c, new Float64Array(rows.k)])), events: 0 };
       runs.push(current);
     }
-    if (entry === MARK) return;
+    if (entry === MARK) {
+      current.events += 1;
+      return;
+    }
     const id = entry >= 0 ? entry : -1 - entry;
     const sign = entry >= 0 ? 1 : -1;
-    addBlock(current.total, basis.blocks[id]!, sign);
-    addBlock(current.byCategory.get(program.categories[id]!)!, basis.blocks[id]!, sign);
+    const row = rows.rows[id]!;
+    addScaled(current.total, row, sign);
+    const target = current.byCategory.get(program.categories[id]!)!;
+    for (let i = 0; i < rows.k; i += 1) target[i]! += sign * row[i]!;
   });
   return runs;
 }
 
-/** An event as a candidate: its reduced index, which copy of its run, its index in the full step. */
-interface Candidate {
-  readonly event: number;
-  readonly copy: number;
-  readonly full: number;
-  readonly vector: Float64Array;
+/** Where a walk is: inside a repeated run (its index, net row, events, full index of its start) or not. */
+interface RunState {
+  readonly index: number;
+  readonly delta: Float64Array;
+  readonly events: number;
+  readonly start: number;
 }
 
 /**
- * Walks a program with coefficient vectors: `onMark` sees every event (with the copy-0 vector
- * and, inside a repeated run, the run's net vector), and the live vector advances by a run's
- * net bytes `times` over when the run ends.
+ * Walks a program with dense rows: `onMark` sees every event with the copy-0 live row (and,
+ * inside a repeated run, the run), and the live row advances by a run's net row `times` over
+ * when the run ends. With `perCategory`, coefficient vectors by category follow along.
  */
-function walk(program: StepProgram, basis: TermBasis, repeat: Repetition | undefined, runs: ReturnType<typeof runDeltas>, onMark: (event: number, full: number, live: Float64Array, run: { delta: Float64Array; events: number; start: number; index: number } | null, freed: boolean) => void, perCategory?: Map<Category, Float64Array>): Float64Array {
+export function walk(program: StepProgram, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], onMark: (event: number, full: number, live: Float64Array, run: RunState | null, freed: boolean) => void, perCategory?: Map<Category, Float64Array>): Float64Array {
   const n = repeat?.times ?? 1;
-  const live = new Float64Array(basis.terms.length);
+  const live = new Float64Array(rows.width);
   let event = 0;
   let full = 0;
   let run = -1;
-  let running: { delta: Float64Array; events: number; start: number; index: number } | null = null;
+  let running: RunState | null = null;
   let freed = false;
-  const eventsInRun = runs.map(() => 0);
-  // Events per run, to number the full step's events.
-  if (runs.length > 0) {
-    let r = -1;
-    let inside = false;
-    program.log.forEach((entry, at) => {
-      const repeated = repeat!.units[at] === 1;
-      if (repeated && !inside) r += 1;
-      inside = repeated;
-      if (repeated && entry === MARK) eventsInRun[r]! += 1;
-    });
-  }
   const close = () => {
     addScaled(live, runs[run]!.total, n - 1);
     if (perCategory !== undefined) for (const [c, v] of perCategory) addScaled(v, runs[run]!.byCategory.get(c)!, n - 1);
     full = running!.start + n * running!.events;
     running = null;
   };
-  program.log.forEach((entry, at) => {
-    const repeated = runs.length > 0 && repeat!.units[at] === 1;
-    if (repeated && running === null) {
+  const { log } = program;
+  const repeated = runs.length > 0 ? repeat!.units : null;
+  for (let at = 0; at < log.length; at += 1) {
+    const entry = log[at]!;
+    const inRun = repeated !== null && repeated[at] === 1;
+    if (inRun && running === null) {
       run += 1;
-      running = { delta: runs[run]!.total, events: eventsInRun[run]!, start: full, index: run };
-    } else if (!repeated && running !== null) close();
+      running = { index: run, delta: runs[run]!.total, events: runs[run]!.events, start: full };
+    } else if (!inRun && running !== null) close();
     if (entry === MARK) {
       onMark(event, full, live, running, freed);
       freed = false;
       event += 1;
       full += 1;
-      return;
+      continue;
     }
     const id = entry >= 0 ? entry : -1 - entry;
-    const sign = entry >= 0 ? 1 : -1;
-    addBlock(live, basis.blocks[id]!, sign);
-    if (perCategory !== undefined) addBlock(perCategory.get(program.categories[id]!)!, basis.blocks[id]!, sign);
-    if (entry < 0) freed = true;
-  });
+    const row = rows.rows[id]!;
+    if (entry >= 0) for (let i = 0; i < row.length; i += 1) live[i]! += row[i]!;
+    else {
+      for (let i = 0; i < row.length; i += 1) live[i]! -= row[i]!;
+      freed = true;
+    }
+    if (perCategory !== undefined) {
+      const target = perCategory.get(program.categories[id]!)!;
+      const sign = entry >= 0 ? 1 : -1;
+      for (let i = 0; i < rows.k; i += 1) target[i]! += sign * row[i]!;
+    }
+  }
   if (running !== null) close();
   return live;
+}
+
+/** An event as a candidate: its reduced index, which copy of its run, its index in the full step, its live row. */
+interface Candidate {
+  readonly event: number;
+  readonly copy: number;
+  readonly full: number;
+  readonly row: Float64Array;
+  readonly run: number;
 }
 
 /**
  * The peak of a symbolic program as an expression. Events whose live set a later event's
  * contains are dropped on the way (only allocations between them); the rest form a Pareto
- * frontier: a candidate goes when another covers it coefficient by coefficient, or (for the
- * few pairs where sampled values say so) when interval bounds prove the difference
- * non-negative. The max of the frontier is the peak; each frontier event is a candidate with
- * its totals by category. Exact: every kept candidate is a real event, and every dropped one
- * is below a kept one everywhere. An event of a repeated run stands for its copies: at any
- * values the highest is the first or the last copy (the total is affine in the copy), so both
- * are candidates.
+ * frontier: a candidate goes when another is at least as high at every sample point and
+ * covers it coefficient by coefficient, or interval bounds prove the difference non-negative
+ * (floor atoms relaxed to their numerators). The max of the frontier is the peak; each
+ * frontier event is a candidate with its totals by category. Exact: every kept candidate is a
+ * real event, and every dropped one is below a kept one everywhere. An event of a repeated run
+ * stands for its copies: at any values the highest is the first or the last copy (the total is
+ * affine in the copy), so both are candidates.
  */
 export function programPeak(program: StepProgram, repeat?: Repetition): { bytes: Dim; candidates: PeakPoint[] } {
   const basis = termBasis(program);
+  const rows = rowsOf(basis);
+  const { k, width } = rows;
   const n = repeat?.times ?? 1;
-  const runs = runDeltas(program, basis, repeat);
+  const runs = runDeltas(program, rows, repeat);
   const candidates: Candidate[] = [];
-  let pending: (Candidate & { readonly run: number })[] = [];
-  walk(program, basis, repeat, runs, (event, full, live, run, freed) => {
+  // The previous mark's live row (a reused buffer) and where it was: copied out only if it
+  // turns out to be a candidate.
+  const pendingRow = new Float64Array(width);
+  let pending: { event: number; full: number; run: RunState | null } | null = null;
+  const keep = (copy: number) => {
+    const row = pendingRow.slice();
+    const run = pending!.run;
+    if (run !== null && copy > 0) addScaled(row, run.delta, copy);
+    candidates.push({ event: pending!.event, copy, full: pending!.full + (run === null ? 0 : copy * run.events), row, run: run === null ? -1 : run.index });
+  };
+  walk(program, rows, repeat, runs, (event, full, live, run, freed) => {
     // Marks with only allocations between them: the later one contains the earlier one. For a
     // run's first copy that holds only within its own run (the other copies come between).
-    const here = run === null ? -1 : run.index;
-    if (freed) candidates.push(...pending);
-    else candidates.push(...pending.filter((c) => c.run >= 0 && c.copy === 0 && c.run !== here));
-    if (run === null) pending = [{ event, copy: 0, full, vector: live.slice(), run: -1 }];
-    else {
-      const last = live.slice();
-      addScaled(last, run.delta, n - 1);
-      pending = [
-        { event, copy: 0, full, vector: live.slice(), run: here },
-        { event, copy: n - 1, full: full + (n - 1) * run.events, vector: last, run: here },
-      ];
+    if (pending !== null) {
+      const before = pending.run;
+      if (freed) {
+        keep(0);
+        if (before !== null) keep(n - 1);
+      } else if (before !== null && before.index !== (run?.index ?? -1)) keep(0);
     }
+    pendingRow.set(live);
+    pending = { event, full, run };
   });
-  candidates.push(...pending);
+  if (pending !== null) {
+    keep(0);
+    if ((pending as { run: RunState | null }).run !== null) keep(n - 1);
+  }
 
-  const exprs = basis.terms.map((t) => fromTerms([t]));
-  const samples = samplePoints(exprs);
-  const values = basisValues(basis, samples);
-  const scored = candidates.map((c) => ({ ...c, at: values.map((v) => dot(c.vector, v)) }));
   // Largest first at the largest sample point: a candidate is mostly dropped by one met earlier.
-  scored.sort((a, b) => (b.at[0]! || 0) - (a.at[0]! || 0) || a.full - b.full);
-  type Kept = (typeof scored)[number] & { expr?: Dim };
-  const exprOf = (c: Kept): Dim => (c.expr ??= vectorExpr(basis, c.vector));
-  const below = (low: Kept, high: Kept): boolean => {
-    if (covers(high.vector, low.vector)) return true;
-    if (!low.at.every((v, i) => v <= high.at[i]!)) return false;
-    return bounds(sub(exprOf(high), exprOf(low))).min >= 0;
+  candidates.sort((a, b) => (b.row[k]! || 0) - (a.row[k]! || 0) || a.full - b.full);
+  const below = (low: Candidate, high: Candidate): boolean => {
+    // A sample value past 2^53 (NaN) screens nothing out: the coefficients or the bounds decide.
+    for (let i = k; i < width; i += 1) if (low.row[i]! > high.row[i]!) return false;
+    let covered = true;
+    for (let i = 0; i < k; i += 1) {
+      if (low.row[i]! > high.row[i]!) {
+        covered = false;
+        break;
+      }
+    }
+    return covered || provesAtLeast(basis, high.row.subarray(0, k), low.row.subarray(0, k));
   };
-  let kept: Kept[] = [];
-  for (const c of scored) {
-    if (kept.some((h) => below(c, h))) continue;
-    kept = kept.filter((h) => !below(h, c));
+  let kept: Candidate[] = [];
+  for (const c of candidates) {
+    const by = kept.findIndex((h) => below(c, h));
+    if (by >= 0) {
+      // The one that dropped it likely drops the next: ask it first.
+      if (by > 0) kept.unshift(kept.splice(by, 1)[0]!);
+      continue;
+    }
+    // Sorted by the first sample, descending: an earlier one can be below only on a tie there.
+    if (kept.some((h) => h.row[k] === c.row[k])) kept = kept.filter((h) => !below(h, c));
     kept.push(c);
   }
   kept.sort((a, b) => a.full - b.full);
 
-  // Totals by category at the kept events: one more walk with a vector per category.
-  const wanted = new Map<number, Kept[]>();
-  for (const c of kept) wanted.set(c.event, [...(wanted.get(c.event) ?? []), c]);
-  const byCategory = new Map<Kept, Record<Category, Dim>>();
-  const perCategory = new Map<Category, Float64Array>(CATEGORIES.map((c) => [c, new Float64Array(basis.terms.length)]));
-  walk(program, basis, repeat, runs, (event, _full, _live, run) => {
-    for (const c of wanted.get(event) ?? []) {
-      const totals: Record<Category, Dim> = zeroTotals();
-      for (const category of CATEGORIES) {
-        const vector = perCategory.get(category)!.slice();
-        if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
-        totals[category] = vectorExpr(basis, vector);
+  // Totals by category at the kept events: one more walk with a vector per category, made
+  // when a candidate's totals are first read (most readers want only the peak's, if any).
+  const totalsByCandidate = once(() => {
+    const wanted = new Map<number, Candidate[]>();
+    for (const c of kept) wanted.set(c.event, [...(wanted.get(c.event) ?? []), c]);
+    const byCategory = new Map<Candidate, Record<Category, Dim>>();
+    const perCategory = new Map<Category, Float64Array>(CATEGORIES.map((c) => [c, new Float64Array(k)]));
+    walk(program, rows, repeat, runs, (event, _full, _live, run) => {
+      for (const c of wanted.get(event) ?? []) {
+        const totals: Record<Category, Dim> = zeroTotals();
+        for (const category of CATEGORIES) {
+          const vector = perCategory.get(category)!.slice();
+          if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
+          totals[category] = vectorExpr(basis, vector);
+        }
+        byCategory.set(c, totals);
       }
-      byCategory.set(c, totals);
-    }
-  }, perCategory);
+    }, perCategory);
+    return byCategory;
+  });
   const points: PeakPoint[] = kept.map((c) => {
     const info = program.events[c.event]!;
-    return { bytes: exprOf(c), phase: info.phase, label: fullLabel(program, repeat, c.event, c.copy), event: c.full, byCategory: byCategory.get(c)! };
+    const point = { bytes: vectorExpr(basis, c.row.subarray(0, k)), phase: info.phase, label: fullLabel(program, repeat, c.event, c.copy), event: c.full } as PeakPoint;
+    return Object.defineProperty(point, 'byCategory', { enumerable: true, get: () => totalsByCandidate().get(c)! });
   });
   return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
 }
@@ -284,11 +486,12 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
 /** Live bytes of a symbolic program at its first event and after its last entry. */
 export function programEnds(program: StepProgram, repeat?: Repetition): { first: Dim; last: Dim } {
   const basis = termBasis(program);
+  const rows = rowsOf(basis);
   let first: Dim | null = null;
-  const last = walk(program, basis, repeat, runDeltas(program, basis, repeat), (_e, _f, live) => {
-    first ??= vectorExpr(basis, live);
+  const last = walk(program, rows, repeat, runDeltas(program, rows, repeat), (_e, _f, live) => {
+    first ??= vectorExpr(basis, live.subarray(0, rows.k));
   });
-  return { first: first ?? 0, last: vectorExpr(basis, last) };
+  return { first: first ?? 0, last: vectorExpr(basis, last.subarray(0, rows.k)) };
 }
 
 /**
@@ -302,23 +505,18 @@ export function prunedMax(dims: readonly Dim[]): Dim {
     if (only?.kind === 'max') flat.push(...only.args);
     else flat.push(d);
   }
+  const basis = basisOf(flat);
   const samples = samplePoints(flat);
-  const rows = flat.map((d) => {
-    const f = compile(d);
-    return {
-      d,
-      at: samples.map((env) => {
-        try {
-          return f(env);
-        } catch {
-          return Number.NaN;
-        }
-      }),
-    };
+  const values = basisValues(basis, samples);
+  const rows = flat.map((d, i) => {
+    const vector = new Float64Array(basis.terms.length);
+    const own = basis.blocks[i]!;
+    for (let j = 0; j < own.index.length; j += 1) vector[own.index[j]!]! += own.coef[j]!;
+    return { d, vector, at: values.map((v) => dot(vector, v)) };
   });
   let kept: typeof rows = [];
   for (const row of rows) {
-    const below = (a: typeof row, b: typeof row) => a.at.every((v, i) => v <= b.at[i]!) && bounds(sub(b.d, a.d)).min >= 0;
+    const below = (a: typeof row, b: typeof row) => a.at.every((v, i) => v <= b.at[i]!) && provesAtLeast(basis, b.vector, a.vector);
     if (kept.some((k) => below(row, k))) continue;
     kept = kept.filter((k) => !below(k, row));
     kept.push(row);

@@ -18,6 +18,25 @@ export interface Repetition {
   readonly relabel: (label: string, unit: number, copy: number) => string;
 }
 
+/** A value made on first call, then kept. */
+export function once<T>(make: () => T): () => T {
+  let done = false;
+  let value: T;
+  return () => {
+    if (!done) {
+      value = make();
+      done = true;
+    }
+    return value;
+  };
+}
+
+/** The same point with other bytes; its totals by category stay computed when read. */
+export function withBytes(point: PeakPoint, bytes: Dim): PeakPoint {
+  const copy = { bytes, phase: point.phase, label: point.label, event: point.event } as PeakPoint;
+  return Object.defineProperty(copy, 'byCategory', { enumerable: true, get: () => point.byCategory });
+}
+
 export function roundNumber(bytes: number, rounded: boolean): number {
   return !rounded || bytes <= 0 ? Math.max(0, bytes) : Math.ceil(bytes / CUDA_BLOCK) * CUDA_BLOCK;
 }
@@ -156,14 +175,20 @@ export function fullLabel(program: StepProgram, repeat: Repetition | undefined, 
   return unit < 0 ? label : repeat.relabel(label, unit, copy);
 }
 
+const eventUnits = new WeakMap<readonly number[], Int8Array>();
+
+/** The block each event happened in (-1 outside the blocks), computed once per repetition. */
 function unitOfEvent(program: StepProgram, repeat: Repetition, target: number): number {
-  let event = 0;
-  for (let k = 0; k < program.log.length; k += 1) {
-    if (program.log[k] !== MARK) continue;
-    if (event === target) return repeat.units[k]!;
-    event += 1;
+  let units = eventUnits.get(repeat.units);
+  if (units === undefined) {
+    units = new Int8Array(program.events.length).fill(-1);
+    let event = 0;
+    program.log.forEach((entry, k) => {
+      if (entry === MARK) units![event++] = repeat.units[k]!;
+    });
+    eventUnits.set(repeat.units, units);
   }
-  return -1;
+  return units[target] ?? -1;
 }
 
 /**

@@ -8,7 +8,7 @@ import type { KernelStep } from '../ops/types.js';
 import { MARK, createLedger, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
-import { sweepConcrete, type Repetition } from './program.js';
+import { sweepConcrete, withBytes, type Repetition } from './program.js';
 
 /** How the step runs. */
 export interface StepSettings {
@@ -50,6 +50,8 @@ export interface StepResult {
   readonly repeat?: Repetition;
   /** Training: the first step, derived from this (steady) one. */
   readonly first?: StepResult;
+  /** Training: bytes of the optimizer state on the device (of the full model, with reduced blocks). */
+  readonly optimizerState?: Dim;
 }
 
 const NOT_COMPUTED: PeakPoint = { bytes: 0, phase: 'end', label: 'not computed', event: 0, byCategory: zeroTotals() };
@@ -63,7 +65,7 @@ function finish(program: StepProgram, repeat: Repetition | undefined, peakExpres
   }
   const { bytes, candidates } = peakExpression ? programPeak(program, repeat) : { bytes: 0, candidates: [NOT_COMPUTED] };
   const ends = programEnds(program, repeat);
-  return { ...base, peak: { ...candidates[0]!, bytes }, candidates, baseline: ends.first, end: ends.last };
+  return { ...base, peak: withBytes(candidates[0]!, bytes), candidates, baseline: ends.first, end: ends.last };
 }
 
 function repetition(ledger: Ledger, blocks: ReducedBlocks | undefined): Repetition | undefined {
@@ -81,6 +83,8 @@ interface Plan {
   readonly trainable: readonly number[];
   /** op index → storages whose last forward use it is. */
   readonly dies: readonly (readonly number[])[];
+  /** op index → its event label (module key and op). */
+  readonly labels: readonly string[];
 }
 
 function planOf(ir: IR): Plan {
@@ -115,7 +119,7 @@ function planOf(ir: IR): Plan {
   lastUse.forEach((index, storage) => {
     if (index >= 0) dies[index]!.push(storage);
   });
-  return { lastUse, savers, pinned, trainable, dies };
+  return { lastUse, savers, pinned, trainable, dies, labels: ir.ops.map((op) => opLabel(ir, op)) };
 }
 
 /**
@@ -154,13 +158,55 @@ function categoryOf(role: IR['storages'][number]['role']): Category {
   return role === 'param' ? 'parameters' : role === 'buffer' ? 'buffers' : role === 'input' ? 'input' : 'activations';
 }
 
+/**
+ * Ledger blocks by dense id (storage or tensor): a typed array where a Map hashed every number,
+ * keys listed in the order they were first set (what a Map's iteration gives, but for a key set
+ * again after a delete, which only moves a free among frees with no event between them).
+ */
+interface IdBlocks {
+  readonly has: (id: number) => boolean;
+  readonly get: (id: number) => number | undefined;
+  readonly set: (id: number, block: number) => void;
+  readonly delete: (id: number) => void;
+  readonly keys: () => number[];
+  readonly values: () => number[];
+}
+
+function idBlocks(size: number): IdBlocks {
+  const block = new Int32Array(size).fill(-1);
+  const order: number[] = [];
+  const keys = () => {
+    const seen = new Uint8Array(size);
+    const out: number[] = [];
+    for (const id of order) {
+      if (block[id] === -1 || seen[id]) continue;
+      seen[id] = 1;
+      out.push(id);
+    }
+    return out;
+  };
+  return {
+    has: (id) => block[id] !== -1,
+    get: (id) => (block[id] === -1 ? undefined : block[id]),
+    set: (id, value) => {
+      if (block[id] === -1) order.push(id);
+      block[id] = value;
+    },
+    delete: (id) => {
+      block[id] = -1;
+    },
+    keys,
+    values: () => keys().map((id) => block[id]!),
+  };
+}
+
 function tensorBytes(ir: IR, id: number): Dim {
   const spec = ir.tensors[id]!.spec;
   return bytesOf(numel(spec), spec.dtype);
 }
 
 /** One forward + backward over the IR, with the ledger of the step. */
-function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<number, number>, paramGrads: Map<number, number>, micro: string, opUnit: Int8Array | null): void {
+function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: IdBlocks, paramGrads: IdBlocks, micro: string, opUnit: Int8Array | null): void {
   // Activation gradients: PyTorch 1.13 (the CPU oracle) sums them out of place; 2.x's
   // InputBuffer adds into a buffer it holds alone.
   const inPlaceAccumulation = (ir.settings.framework ?? 'torch-2') === 'torch-2';
@@ -183,24 +229,25 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     dropStorage(storage);
   };
 
+  const labelOf = (op: IROp) => (micro === '' ? plan.labels[op.index]! : `${micro}${plan.labels[op.index]!}`);
+  const makeOutputs = (op: IROp) => {
+    for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
+    for (const id of op.extras) if (op.region === null || op.paramCopies.includes(id)) ensure(ir.tensors[id]!.storage, 'activations');
+  };
   // Forward (and the loss): outputs and saved extras come to life, inputs die after their last reader.
   for (const op of ir.ops) {
     if (opUnit !== null) ledger.setUnit(opUnit[op.index]!);
     const phase = op.stage === 'loss' ? 'loss' : 'forward';
-    const label = `${micro}${opLabel(ir, op)}`;
-    runKernel(ledger, op.forwardSteps, phase, label, {
-      outputs: () => {
-        for (const id of op.outputs) ensure(ir.tensors[id]!.storage, 'activations');
-        for (const id of op.extras) if (op.region === null || op.paramCopies.includes(id)) ensure(ir.tensors[id]!.storage, 'activations');
-      },
-    });
+    const label = labelOf(op);
+    if (resultsOnly(op.forwardSteps)) makeOutputs(op);
+    else runKernel(ledger, op.forwardSteps, phase, label, { outputs: () => makeOutputs(op) });
     ledger.record(phase, label);
     for (const storage of plan.dies[op.index]!) maybeFree(storage, op.index);
   }
 
   if (opUnit !== null) ledger.setUnit(-1);
   // Backward: reverse creation order, as the autograd engine runs a single-device graph.
-  const grads = new Map<number, number>();
+  const grads = idBlocks(ir.tensors.length);
   const lossTensor = ir.lossOutput;
   if (lossTensor !== null) grads.set(lossTensor, ledger.alloc(4, 'activationGrads'));
   // Tensors whose gradient is a strided view (a slice of cat's gradient), until summed: the
@@ -225,7 +272,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     grads.set(tensor, summed);
   };
   // Checkpoint regions rerun their forward (recording, saving) when backward first reaches them.
-  const recomputed = new Map<number, number>();
+  const recomputed = idBlocks(ir.storages.length);
   const recomputedSavers = new Map<number, number>();
   const rerun = new Set<number>();
   const recompute = (regionId: number) => {
@@ -242,7 +289,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     }
     for (let k = region.firstOp; k < region.endOp; k += 1) {
       const op = ir.ops[k]!;
-      const label = `${micro}${opLabel(ir, op)} (recompute)`;
+      const label = `${labelOf(op)} (recompute)`;
       runKernel(ledger, op.forwardSteps, 'backward', label, {
         outputs: () => {
           for (const id of [...op.outputs, ...op.extras]) {
@@ -279,6 +326,45 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     maybeFree(storage, Number.MAX_SAFE_INTEGER);
   };
   const accumulations: [number, number, number][] = [];
+  // The gradients that reached the op go once it ran (or earlier, where a step says so).
+  const releaseIncoming = (op: IROp, incoming: (number | undefined)[]) => {
+    op.outputs.forEach((id, k) => {
+      const block = incoming[k];
+      if (block === undefined) return;
+      grads.delete(id);
+      strided.delete(id);
+      ledger.release(block);
+      incoming[k] = undefined;
+    });
+  };
+  const makeInputGrads = (op: IROp, incoming: readonly (number | undefined)[]) => {
+    const backward = op.backward!;
+    backward.inputGrads.forEach((kind, k) => {
+      const input = op.inputs[k]!;
+      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
+      let block: number;
+      if ((kind === 'alias' || kind === 'strided') && incoming[0] !== undefined) {
+        block = incoming[0];
+        ledger.retain(block);
+      } else {
+        block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
+      }
+      accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
+    });
+  };
+  const makeParamGrads = (op: IROp, label: string) => {
+    // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
+    const copyGrads = op.paramCopies.length === 0 ? NONE : op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
+    for (const param of op.params) {
+      const storage = ir.tensors[param]!.storage;
+      if (!ir.storages[storage]!.trainable) continue;
+      const existing = paramGrads.get(param);
+      if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+      else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
+    }
+    if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
+    for (const block of copyGrads) ledger.release(block);
+  };
   for (let i = ir.ops.length - 1; i >= 0; i -= 1) {
     const op = ir.ops[i]!;
     if (!op.recorded || op.backward === null) continue;
@@ -286,54 +372,24 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
     if (incoming.every((g) => g === undefined)) continue;
     if (opUnit !== null) ledger.setUnit(opUnit[i]!);
     if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
-    const label = `${micro}${opLabel(ir, op)}`;
+    const label = labelOf(op);
     const backward = op.backward;
-    // The gradients that reached the op go once it ran (or earlier, where a step says so).
-    const releaseIncoming = () => {
-      op.outputs.forEach((id, k) => {
-        const block = incoming[k];
-        if (block === undefined) return;
-        grads.delete(id);
-        strided.delete(id);
-        ledger.release(block);
-        incoming[k] = undefined;
-      });
-    };
     // A kernel that needs a contiguous gradient copies a strided one for its duration.
     const stridedOut = backward.contiguousGradOutput && strided.size > 0 ? op.outputs.filter((id) => strided.has(id)) : NONE;
-    const steps: readonly KernelStep[] =
-      stridedOut.length === 0 ? backward.steps : [{ alloc: 'contiguous gradient', bytes: sum(stridedOut.map((id) => mul(tensorBytes(ir, id), strided.get(id)!))) }, ...backward.steps];
-    runKernel(ledger, steps, 'backward', label, {
-      inputGrads: () =>
-        backward.inputGrads.forEach((kind, k) => {
-          const input = op.inputs[k]!;
-          if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
-          let block: number;
-          if ((kind === 'alias' || kind === 'strided') && incoming[0] !== undefined) {
-            block = incoming[0];
-            ledger.retain(block);
-          } else {
-            block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
-          }
-          accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
-        }),
-      incomingGrads: releaseIncoming,
-      paramGrads: () => {
-        // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
-        const copyGrads = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
-        for (const param of op.params) {
-          const storage = ir.tensors[param]!.storage;
-          if (!ir.storages[storage]!.trainable) continue;
-          const existing = paramGrads.get(param);
-          if (existing === undefined) paramGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-          else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
-        }
-        if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
-        for (const block of copyGrads) ledger.release(block);
-      },
-    });
+    if (stridedOut.length === 0 && resultsOnly(backward.steps)) {
+      makeInputGrads(op, incoming);
+      makeParamGrads(op, label);
+    } else {
+      const steps: readonly KernelStep[] =
+        stridedOut.length === 0 ? backward.steps : [{ alloc: 'contiguous gradient', bytes: sum(stridedOut.map((id) => mul(tensorBytes(ir, id), strided.get(id)!))) }, ...backward.steps];
+      runKernel(ledger, steps, 'backward', label, {
+        inputGrads: () => makeInputGrads(op, incoming),
+        incomingGrads: () => releaseIncoming(op, incoming),
+        paramGrads: () => makeParamGrads(op, label),
+      });
+    }
     ledger.record('backward', label);
-    releaseIncoming();
+    releaseIncoming(op, incoming);
     for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
     // A second gradient for the same parameter (tied or shared weights): AccumulateGrad runs
     // after the node let go of its inputs, as `.grad + new` out of place, a third tensor
@@ -355,7 +411,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: Map<n
   for (const block of recomputed.values()) ledger.release(block);
   // Whatever is left (saved by nodes no gradient reached, gradients of leaves) goes with the graph.
   for (const block of grads.values()) ledger.release(block);
-  for (const storage of [...storageBlock.keys()]) {
+  for (const storage of storageBlock.keys()) {
     if (!plan.pinned[storage]) dropStorage(storage);
   }
   ledger.record('backward', `${micro}graph freed`);
@@ -366,10 +422,15 @@ type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomin
 const RESULT_ORDER = ['outputs', 'inputGrads', 'paramGrads'] as const;
 const NONE: readonly number[] = [];
 
+/** Whether a kernel only makes its results (no temporaries, no local high to record). */
+function resultsOnly(steps: readonly KernelStep[]): boolean {
+  return steps.length <= 2 && (steps.length < 1 || 'results' in steps[0]!) && (steps.length < 2 || 'results' in steps[1]!);
+}
+
 /** Runs a kernel's steps; records the live total at each local high (before a free, and at the end). */
 function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: Phase, label: string, results: Results): void {
   // Most ops only make their results: no temporaries to track, no local high to record.
-  if (steps.length <= 2 && steps.every((s) => 'results' in s)) {
+  if (resultsOnly(steps)) {
     results.outputs?.();
     results.inputGrads?.();
     results.paramGrads?.();
@@ -424,17 +485,17 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const blocks = settings.blocks;
   if (blocks !== undefined) ledger.setUnit(-1);
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
-  const storageBlock = new Map<number, number>();
+  const storageBlock = idBlocks(ir.storages.length);
   for (const s of ir.storages) {
     if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters', 1, ownerOf(s.id)));
     if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers', 1, ownerOf(s.id)));
     if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
   }
-  const updates = new Map<number, ParamUpdate>();
-  if (settings.optimizer !== null) {
-    for (const id of plan.trainable) updates.set(id, paramUpdate(settings.optimizer, ir.tensors[id]!.spec, ir.settings.framework));
-  }
-  const paramGrads = new Map<number, number>();
+  // The optimizer's update of every trainable parameter, in model.parameters() order.
+  const optimizer = settings.optimizer;
+  const updates: readonly ParamUpdate[] = optimizer === null ? [] : plan.trainable.map((id) => paramUpdate(optimizer, ir.tensors[id]!.spec, ir.settings.framework));
+  const updated = optimizer === null ? [] : plan.trainable;
+  const paramGrads = idBlocks(ir.tensors.length);
   // The steady step: last step's gradients and the optimizer state exist before it starts.
   const gradBlocks = new Set<number>();
   const stateBlocks: number[] = [];
@@ -443,13 +504,22 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
     paramGrads.set(id, block);
     gradBlocks.add(block);
   }
-  for (const [id, update] of updates) {
-    for (const state of update.state) if (state.place === 'device' || ir.settings.device === 'cpu') stateBlocks.push(ledger.alloc(state.bytes, 'optimizer', 1, ownerOf(ir.tensors[id]!.storage)));
+  // Optimizer state on the device (on the CPU, host-side scalars such as Adam's step share the memory).
+  const stateBytes: Dim[] = [];
+  for (let u = 0; u < updates.length; u += 1) {
+    const owner = ownerOf(ir.tensors[updated[u]!]!.storage);
+    for (const state of updates[u]!.state) {
+      if (state.place !== 'device' && ir.settings.device !== 'cpu') continue;
+      stateBlocks.push(ledger.alloc(state.bytes, 'optimizer', 1, owner));
+      stateBytes.push(owner === 1 && blocks !== undefined ? mul(state.bytes, blocks.times) : state.bytes);
+    }
   }
   ledger.record('start', 'before the step');
 
-  for (const block of paramGrads.values()) ledger.release(block);
-  paramGrads.clear();
+  for (const id of plan.trainable) {
+    ledger.release(paramGrads.get(id)!);
+    paramGrads.delete(id);
+  }
   ledger.record('zero_grad', 'zero_grad(set_to_none=True)');
 
   const micro = Math.max(1, settings.microBatches ?? 1);
@@ -460,7 +530,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   ledger.record('step', 'optimizer step begins');
   if (settings.optimizer !== null) {
     // The list-wide intermediates of the whole model: the interior block's share as many times as it repeats.
-    const listTemps = sum([...updates].map(([id, u]) => (ownerOf(ir.tensors[id]!.storage) === 1 && blocks !== undefined ? mul(u.listTemps, blocks.times) : u.listTemps)));
+    const listTemps = sum(updates.map((u, i) => (ownerOf(ir.tensors[updated[i]!]!.storage) === 1 && blocks !== undefined ? mul(u.listTemps, blocks.times) : u.listTemps)));
     if (listTemps !== 0) {
       const block = ledger.alloc(listTemps, 'temporaries');
       ledger.record('step', `${settings.optimizer.name} (foreach intermediates)`);
@@ -468,7 +538,9 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
     }
     // A loop variable (Adam's `denom`) survives into the next tensor's update.
     let carried: number | null = null;
-    for (const [id, update] of updates) {
+    for (let u = 0; u < updates.length; u += 1) {
+      const id = updated[u]!;
+      const update = updates[u]!;
       if (update.temps.length === 0) continue;
       if (blocks !== undefined) ledger.setUnit(ownerOf(ir.tensors[id]!.storage));
       const temps = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
@@ -486,7 +558,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const repeat = repetition(ledger, blocks);
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
-  return { ...steady, first: firstStep(program, repeat, gradBlocks, stateBlocks, stepMark, peakExpression) };
+  return { ...steady, optimizerState: sum(stateBytes), first: firstStep(program, repeat, gradBlocks, stateBlocks, stepMark, peakExpression) };
 }
 
 /**
@@ -528,7 +600,7 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
   const ledger = createLedger(rounded);
   if (blocks !== undefined) ledger.setUnit(-1);
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
-  const storageBlock = new Map<number, number>();
+  const storageBlock = idBlocks(ir.storages.length);
   for (const s of ir.storages) {
     if (s.role === 'param') storageBlock.set(s.id, ledger.alloc(s.bytes, 'parameters', 1, ownerOf(s.id)));
     if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers', 1, ownerOf(s.id)));
@@ -539,15 +611,15 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
   const keepViews = viewKeeper(ir, ledger, (storage) => storageBlock.has(storage));
   for (const op of ir.ops) {
     if (blocks !== undefined) ledger.setUnit(blocks.opUnit[op.index]!);
-    runKernel(ledger, op.forwardSteps, 'forward', opLabel(ir, op), {
-      outputs: () => {
-        for (const id of op.outputs) {
-          const storage = ir.tensors[id]!.storage;
-          if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
-        }
-      },
-    });
-    ledger.record('forward', opLabel(ir, op));
+    const makeOutputs = () => {
+      for (const id of op.outputs) {
+        const storage = ir.tensors[id]!.storage;
+        if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
+      }
+    };
+    if (resultsOnly(op.forwardSteps)) makeOutputs();
+    else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs });
+    ledger.record('forward', plan.labels[op.index]!);
     for (const storage of plan.dies[op.index]!) {
       const block = storageBlock.get(storage);
       if (block === undefined || plan.pinned[storage] || outputs.has(storage)) continue;

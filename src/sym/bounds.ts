@@ -51,8 +51,16 @@ function atomBounds(atom: Atom): Bounds {
  */
 export function bounds(dim: Dim): Bounds {
   if (typeof dim === 'number') return { min: dim, max: dim };
-  return boundsOfExpr(dim);
+  let known = computed.get(dim);
+  if (known === undefined) {
+    known = Object.freeze(boundsOfExpr(dim));
+    computed.set(dim, known);
+  }
+  return known;
 }
+
+/** Expressions are immutable: their bounds are computed once. */
+const computed = new WeakMap<Expr, Bounds>();
 
 function boundsOfExpr(expr: Expr): Bounds {
   let min = 0;

@@ -40,6 +40,24 @@ export function sym(name: string, assumptions: SymAssumptions = {}): Expr {
   return atomExpr({ kind: 'sym', key: extra === '' ? name : `${name}{${extra}}`, name, min, max, multipleOf });
 }
 
+/**
+ * Results of expression arithmetic by the operands' canonical keys: a trace asks for the same
+ * products and sums over and over (every layer of a model has the same shapes), and equal keys
+ * mean equal expressions. Bounded: cleared when full.
+ */
+const results = new Map<string, Dim>();
+const RESULTS_MAX = 50_000;
+
+function remembered(op: string, a: Dim, b: Dim, make: () => Dim): Dim {
+  const key = `${op}${typeof a === 'number' ? a : a.key}|${typeof b === 'number' ? b : b.key}`;
+  const known = results.get(key);
+  if (known !== undefined) return known;
+  const made = make();
+  if (results.size >= RESULTS_MAX) results.clear();
+  results.set(key, made);
+  return made;
+}
+
 function checkDim(dim: Dim): Dim {
   if (typeof dim === 'number') checkSafe(dim, 'dimension');
   return dim;
@@ -56,7 +74,9 @@ function checkDim(dim: Dim): Dim {
  */
 export function add(a: Dim, b: Dim): Dim {
   if (typeof a === 'number' && typeof b === 'number') return checkSafe(a + b, 'sum');
-  return fromTerms([...termsOf(checkDim(a)), ...termsOf(checkDim(b))]);
+  if (a === 0) return checkDim(b);
+  if (b === 0) return checkDim(a);
+  return remembered('+', a, b, () => fromTerms([...termsOf(checkDim(a)), ...termsOf(checkDim(b))]));
 }
 
 /**
@@ -121,13 +141,15 @@ export function mul(a: Dim, b: Dim): Dim {
   if (a === 0 || b === 0) return 0;
   if (a === 1) return b;
   if (b === 1) return a;
-  const terms: Term[] = [];
-  for (const ta of termsOf(checkDim(a))) {
-    for (const tb of termsOf(checkDim(b))) {
-      terms.push(makeTerm(checkSafe(ta.coef * tb.coef, 'coefficient'), [...ta.factors, ...tb.factors]));
+  return remembered('*', a, b, () => {
+    const terms: Term[] = [];
+    for (const ta of termsOf(checkDim(a))) {
+      for (const tb of termsOf(checkDim(b))) {
+        terms.push(makeTerm(checkSafe(ta.coef * tb.coef, 'coefficient'), [...ta.factors, ...tb.factors]));
+      }
     }
-  }
-  return fromTerms(terms);
+    return fromTerms(terms);
+  });
 }
 
 /**
@@ -142,7 +164,9 @@ export function mul(a: Dim, b: Dim): Dim {
 export function product(dims: readonly Dim[]): Dim {
   let numeric = 1;
   let symbolic: Dim = 1;
-  for (const dim of dims) {
+  // Indexed: shapes are frozen arrays, which for...of iterates through an allocated iterator.
+  for (let i = 0; i < dims.length; i += 1) {
+    const dim = dims[i]!;
     if (typeof dim === 'number') numeric = checkSafe(numeric * dim, 'product');
     else symbolic = mul(symbolic, dim);
   }
@@ -183,6 +207,10 @@ export function floorDiv(a: Dim, den: number): Dim {
   checkDivisor(den);
   if (typeof a === 'number') return floorInt(checkSafe(a, 'dimension'), den);
   if (den === 1) return a;
+  return remembered('/', a, den, () => floorOfExpr(a, den));
+}
+
+function floorOfExpr(a: Expr, den: number): Dim {
   // Split every coefficient c = den·q + r with 0 <= r < den: the q parts leave the floor.
   const quotient: Term[] = [];
   const remainder: Term[] = [];

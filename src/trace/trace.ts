@@ -112,7 +112,8 @@ interface State {
   readonly constraints: Map<string, Dim>;
   readonly stack: number[];
   /** Layer objects already traced: their first module and, for ops, their parameters by name. */
-  readonly seenLayers: Map<Layer, { readonly module: number; readonly params: Map<string, number> }>;
+  /** Layer objects already run: their first module, and (op layers) the parameters it made. */
+  readonly seenLayers: Map<Layer, SeenLayer>;
   finished: number;
   stage: 'model' | 'loss';
   /** storage id → path of the first op that saved it (to catch in-place writes PyTorch rejects). */
@@ -274,7 +275,8 @@ function defaultName(state: State): string {
 }
 
 function checkShape(state: State, spec: TensorSpec, pathOf: () => readonly (string | number)[]): void {
-  for (const dim of spec.shape) {
+  for (let i = 0; i < spec.shape.length; i += 1) {
+    const dim = spec.shape[i]!;
     if (typeof dim === 'number') {
       if (!Number.isSafeInteger(dim) || dim < 0) {
         fail('bad-dimension', 'a dimension must be a non-negative integer', { path: pathOf(), expected: 'integer >= 0', received: String(dim) });
@@ -298,7 +300,12 @@ function opPath(state: State, index: number): string[] {
   return [...state.modules[op.module]!.path, op.op];
 }
 
-function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: Map<string, number>): TensorRef[] {
+interface SeenLayer {
+  readonly module: number;
+  params: ReadonlyMap<string, number> | null;
+}
+
+function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: SeenLayer): TensorRef[] {
   const { options } = state;
   const owner = current(state);
   const policy = options.autocast && state.stage === 'model' ? AUTOCAST_POLICY[rule.name] : undefined;
@@ -319,7 +326,10 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     device: options.device,
     framework: options.framework ?? 'torch-2',
     paramDtype: state.adapterDtype ?? options.paramDtype,
-    path: pathOf(),
+    // Read only by errors.
+    get path() {
+      return pathOf();
+    },
   };
   const inputTensors = inputs.map((t) => state.tensors[t.id]!);
   let result: ReturnType<OpRule<A>['apply']>;
@@ -336,7 +346,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     const ids = new Map<string, number>();
     for (const owned of list) {
       const key = owner.key === '' ? owned.name : `${owner.key}.${owned.name}`;
-      const shared = role === 'param' ? reuse?.get(owned.name) : undefined;
+      const shared = role === 'param' ? reuse?.params?.get(owned.name) : undefined;
       if (shared !== undefined) {
         ids.set(owned.name, shared);
         owner.params.push(shared);
@@ -439,7 +449,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     }
   }
 
-  if (reuse !== undefined && reuse.size === 0) for (const [name, id] of params) reuse.set(name, id);
+  if (reuse !== undefined && reuse.params === null) reuse.params = params;
   state.ops.push({
     index,
     op: rule.name,
@@ -564,7 +574,7 @@ function traceOp(state: State, given: OpLayer<unknown>, inputs: readonly TensorR
     }
   }
   const module = openShared(state, layer, name, className, inputs, false);
-  const outputs = runOp(state, layer.rule, layer.attrs, inputs, state.seenLayers.get(layer)!.params);
+  const outputs = runOp(state, layer.rule, layer.attrs, inputs, state.seenLayers.get(layer)!);
   closeModule(state, module, outputs);
   return outputs;
 }
@@ -573,7 +583,7 @@ function traceOp(state: State, given: OpLayer<unknown>, inputs: readonly TensorR
 function openShared(state: State, layer: Layer, name: string, className: string, inputs: readonly TensorRef[], isSequential: boolean): MutableModule {
   const module = openModule(state, name, className, inputs, isSequential);
   const seen = state.seenLayers.get(layer);
-  if (seen === undefined) state.seenLayers.set(layer, { module: module.index, params: new Map() });
+  if (seen === undefined) state.seenLayers.set(layer, { module: module.index, params: null });
   else module.sharedWith = seen.module;
   return module;
 }
