@@ -3,7 +3,6 @@ import { estimateOptions } from './options.js';
 import { show, validate } from './validate.js';
 import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
-import { prunedMax } from './memory/peak.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
@@ -337,14 +336,14 @@ interface Reduced {
 }
 
 /** Compact step programs (with their repetition) behind an estimate's steps, for maxFitting. */
-const compactSteps = new WeakMap<StepSummary, { readonly program: StepProgram; readonly repeat?: Repetition }>();
+const compactSteps = new WeakMap<StepSummary, () => { readonly program: StepProgram; readonly repeat?: Repetition }>();
 
 /**
  * An exact evaluator of a step's peak at symbol values (the step's program replayed; for a
  * model estimated from its reduced blocks, the compact program without expanding it).
  */
 export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, number>>) => number {
-  const compact = compactSteps.get(step);
+  const compact = compactSteps.get(step)?.();
   return compact === undefined ? programPeakAt(step.program) : programPeakAt(compact.program, compact.repeat);
 }
 
@@ -383,32 +382,35 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
     for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(blocks?.storageUnit[t.storage] ?? -1, ir.storages[t.storage]!.bytes));
   }
   const peakExpression = options.peakExpression ?? true;
-  const runs: [keyof Estimate['steps'], StepResult][] = [];
-  let peak: PeakDetails;
+  const runs: [keyof Estimate['steps'], () => StepResult][] = [];
+  let main: StepResult;
   if (train) {
-    const steady = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}) });
-    const first = steady.first!;
-    const firstHigher = typeof first.peak.bytes === 'number' && typeof steady.peak.bytes === 'number' && first.peak.bytes > steady.peak.bytes;
-    const symbolic = typeof first.peak.bytes !== 'number' || typeof steady.peak.bytes !== 'number';
-    peak = firstHigher ? details(first, 'first') : details(steady, 'steady', symbolic ? prunedMax([first.peak.bytes, steady.peak.bytes]) : steady.peak.bytes);
-    runs.push(['first', first], ['steady', steady]);
-    optimizerBytes = steady.optimizerState ?? 0;
+    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}) });
+    optimizerBytes = main.optimizerState ?? 0;
+    const steady = main;
+    // The first step is worked out when read: it holds a subset of the steady step's blocks at
+    // every moment (no gradients of a previous step, the optimizer state only from the step
+    // on), so its peak is never the higher one.
+    runs.push(['first', steady.first!], ['steady', () => steady]);
   } else {
-    const run = simulateInference(ir, rounded, peakExpression, blocks);
-    peak = details(run, 'inference');
-    runs.push(['inference', run]);
+    main = simulateInference(ir, rounded, peakExpression, blocks);
+    const inference = main;
+    runs.push(['inference', () => inference]);
   }
+  const peak = details(main, train ? 'steady' : 'inference');
   const steps: Record<string, StepSummary> = {};
   for (const [name, run] of runs) {
-    const step = { peak: run.peak.bytes, baseline: run.baseline, end: run.end } as StepSummary;
-    if (reduced === undefined) Object.defineProperty(step, 'program', { enumerable: true, value: run.program });
-    else {
-      lazy(step, 'program', () => reduced.full().steps[name]!.program);
-      compactSteps.set(step, run.repeat === undefined ? { program: run.program } : { program: run.program, repeat: run.repeat });
-    }
+    const step = {} as StepSummary;
+    lazy(step, 'peak', () => run().peak.bytes);
+    lazy(step, 'baseline', () => run().baseline);
+    lazy(step, 'end', () => run().end);
+    lazy(step, 'program', () => (reduced === undefined ? run().program : reduced.full().steps[name]!.program));
+    compactSteps.set(step, () => {
+      const r = run();
+      return r.repeat === undefined ? { program: r.program } : { program: r.program, repeat: r.repeat };
+    });
     steps[name] = step;
   }
-  const main = runs.at(-1)![1];
   const result = {
     params: { total: paramElements, trainable },
     bytes: {

@@ -103,7 +103,8 @@ export function maxFitting(model: Layer, name: string, options: FitOptions): num
   const budget = memoryBudget(options.gpu);
   const { total: runtime } = runtimeTotal(options);
   // The symbolic step, replayed at each probe (exact, and far cheaper than a max of expressions).
-  const programs = [result.steps.steady, result.steps.first, result.steps.inference].filter((s) => s !== undefined).map(stepPeakAt);
+  // The steady step (the first one never peaks higher) or the inference forward.
+  const programs = [result.steps.steady, result.steps.inference].filter((s) => s !== undefined).map(stepPeakAt);
   const peak = (env: Readonly<Record<string, number>>) => Math.max(...programs.map((f) => f(env)));
   const constraints = result.constraints.map(compile);
   const env = options.env ?? {};

@@ -8,7 +8,7 @@ import type { KernelStep } from '../ops/types.js';
 import { MARK, createLedger, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram } from './ledger.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
-import { sweepConcrete, withBytes, type Repetition } from './program.js';
+import { once, sweepConcrete, withBytes, type Repetition } from './program.js';
 
 /** How the step runs. */
 export interface StepSettings {
@@ -48,15 +48,18 @@ export interface StepResult {
   readonly program: StepProgram;
   /** With reduced blocks: how the program stands for the full model's. */
   readonly repeat?: Repetition;
-  /** Training: the first step, derived from this (steady) one. */
-  readonly first?: StepResult;
+  /** Training: the first step, derived from this (steady) one when asked for. */
+  readonly first?: () => StepResult;
   /** Training: bytes of the optimizer state on the device (of the full model, with reduced blocks). */
   readonly optimizerState?: Dim;
 }
 
 const NOT_COMPUTED: PeakPoint = { bytes: 0, phase: 'end', label: 'not computed', event: 0, byCategory: zeroTotals() };
 
-/** The peak and the live totals at the ends of a recorded program (of the full model, with repetition). */
+/**
+ * The peak and the live totals at the ends of a recorded program (of the full model, with
+ * repetition). Symbolic: the totals at the ends are expressions made when read.
+ */
 function finish(program: StepProgram, repeat: Repetition | undefined, peakExpression: boolean): StepResult {
   const base = repeat === undefined ? { program } : { program, repeat };
   if (program.sizes.every((s) => typeof s === 'number')) {
@@ -64,8 +67,11 @@ function finish(program: StepProgram, repeat: Repetition | undefined, peakExpres
     return { ...base, peak: sweep.peak, candidates: [sweep.peak], baseline: sweep.first, end: sweep.last };
   }
   const { bytes, candidates } = peakExpression ? programPeak(program, repeat) : { bytes: 0, candidates: [NOT_COMPUTED] };
-  const ends = programEnds(program, repeat);
-  return { ...base, peak: withBytes(candidates[0]!, bytes), candidates, baseline: ends.first, end: ends.last };
+  const ends = once(() => programEnds(program, repeat));
+  const result = { ...base, peak: withBytes(candidates[0]!, bytes), candidates } as Omit<StepResult, 'baseline' | 'end'>;
+  Object.defineProperty(result, 'baseline', { enumerable: true, get: () => ends().first });
+  Object.defineProperty(result, 'end', { enumerable: true, get: () => ends().last });
+  return result as StepResult;
 }
 
 function repetition(ledger: Ledger, blocks: ReducedBlocks | undefined): Repetition | undefined {
@@ -558,7 +564,8 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const repeat = repetition(ledger, blocks);
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
-  return { ...steady, optimizerState: sum(stateBytes), first: firstStep(program, repeat, gradBlocks, stateBlocks, stepMark, peakExpression) };
+  // Added to the result, not spread into a copy: its symbolic totals are made when read.
+  return Object.assign(steady, { optimizerState: sum(stateBytes), first: once(() => firstStep(program, repeat, gradBlocks, stateBlocks, stepMark, peakExpression)) });
 }
 
 /**

@@ -1,6 +1,6 @@
 import { VramError, fail } from '../errors.js';
 import type { Layer, OpLayer, QuantizationPlan, TensorRef } from '../nn/types.js';
-import type { KernelStep, OpContext, OpResult, OpRule, SavedRef } from '../ops/types.js';
+import type { KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from '../ops/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
 import { LIMITS } from '../limits.js';
 import { castRule } from '../ops/cast.js';
@@ -111,12 +111,10 @@ interface State {
   readonly modules: MutableModule[];
   readonly constraints: Map<string, Dim>;
   readonly stack: number[];
-  /** Layer objects already traced: their first module and, for ops, their parameters by name. */
   /** Layer objects already run: their first module, and (op layers) the parameters it made. */
   readonly seenLayers: Map<Layer, SeenLayer>;
   finished: number;
   stage: 'model' | 'loss';
-  /** storage id → path of the first op that saved it (to catch in-place writes PyTorch rejects). */
   /** storage → index of the first op that saved it (its path is built only for the error). */
   readonly savedBy: (number | undefined)[];
   /** param tensor id → its autocast copy (the cast weight cached for the forward). */
@@ -135,6 +133,9 @@ interface State {
   /** Checkpoint regions: the open one, and all. */
   region: MutableRegion | null;
   readonly regions: MutableRegion[];
+  /** The op being run (for error paths), and the context every op rule gets (its dtype set per op). */
+  readonly running: { owner: MutableModule; rule: string };
+  readonly context: { -readonly [K in keyof OpContext]: OpContext[K] };
 }
 
 interface MutableRegion {
@@ -151,19 +152,9 @@ function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorRole, tr
   return id;
 }
 
-function newTensor(state: State, fields: Omit<IRTensor, 'id'>): number {
+function newTensor(state: State, spec: TensorSpec, storage: number, role: TensorRole, producer: number | null, requiresGrad: boolean, key: string | undefined, label: string | undefined): number {
   const id = state.tensors.length;
-  // Spelled out rather than spread: this runs for every tensor of every trace.
-  state.tensors.push({
-    id,
-    spec: fields.spec,
-    storage: fields.storage,
-    role: fields.role,
-    producer: fields.producer,
-    requiresGrad: fields.requiresGrad,
-    key: fields.key,
-    label: fields.label,
-  });
+  state.tensors.push({ id, spec, storage, role, producer, requiresGrad, key, label });
   return id;
 }
 
@@ -274,15 +265,15 @@ function defaultName(state: State): string {
   return state.stack.length === 0 ? '' : String(current(state).children.length);
 }
 
-function checkShape(state: State, spec: TensorSpec, pathOf: () => readonly (string | number)[]): void {
+function checkShape(state: State, spec: TensorSpec): void {
   for (let i = 0; i < spec.shape.length; i += 1) {
     const dim = spec.shape[i]!;
     if (typeof dim === 'number') {
       if (!Number.isSafeInteger(dim) || dim < 0) {
-        fail('bad-dimension', 'a dimension must be a non-negative integer', { path: pathOf(), expected: 'integer >= 0', received: String(dim) });
+        fail('bad-dimension', 'a dimension must be a non-negative integer', { path: runningPath(state), expected: 'integer >= 0', received: String(dim) });
       }
     } else if (bounds(dim).min < 1) {
-      if (bounds(dim).max < 1) fail('bad-dimension', 'a dimension is never positive', { path: pathOf(), expected: '>= 1', received: formatDim(dim) });
+      if (bounds(dim).max < 1) fail('bad-dimension', 'a dimension is never positive', { path: runningPath(state), expected: '>= 1', received: formatDim(dim) });
       state.constraints.set(dim.key, dim);
     }
   }
@@ -305,6 +296,49 @@ interface SeenLayer {
   params: ReadonlyMap<string, number> | null;
 }
 
+/** The path of the op being run, with its name last: built only for an error. */
+function runningPath(state: State): string[] {
+  return [...state.running.owner.path, state.running.rule];
+}
+
+/**
+ * The parameters or buffers an op owns, by name: new tensors in the module, or the ones a
+ * shared layer made the first time, or the weight a tied one names.
+ */
+function ownedIds(state: State, list: readonly OwnedTensor[] | undefined, role: 'param' | 'buffer', reuse: SeenLayer | undefined): ReadonlyMap<string, number> {
+  // Most ops own nothing: skip the Map for them.
+  if (list === undefined || list.length === 0) return NO_IDS;
+  const { options } = state;
+  const owner = state.running.owner;
+  const ids = new Map<string, number>();
+  for (const owned of list) {
+    const key = owner.key === '' ? owned.name : `${owner.key}.${owned.name}`;
+    const shared = role === 'param' ? reuse?.params?.get(owned.name) : undefined;
+    if (shared !== undefined) {
+      ids.set(owned.name, shared);
+      owner.params.push(shared);
+      continue;
+    }
+    if (owned.tiedTo !== undefined) {
+      // Ties are rare (an LM head tied to the embedding): a scan beats indexing every parameter.
+      const tied = state.tensors.find((t) => t.role === 'param' && t.key === owned.tiedTo)?.id;
+      if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path: runningPath(state), received: owned.tiedTo });
+      ids.set(owned.name, tied);
+      if (role === 'param') owner.params.push(tied);
+      continue;
+    }
+    checkShape(state, owned.spec);
+    // Integer and packed parameters (quantized weights, int8 tables) never get gradients.
+    const trainable = role === 'param' && isFloating(owned.spec.dtype) && (options.trainable?.(key) ?? true);
+    const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
+    const id = newTensor(state, owned.spec, storage, role, null, trainable && options.gradEnabled, key, undefined);
+    if (role === 'param') owner.params.push(id);
+    else owner.buffers.push(id);
+    ids.set(owned.name, id);
+  }
+  return ids;
+}
+
 function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: SeenLayer): TensorRef[] {
   const { options } = state;
   const owner = current(state);
@@ -315,70 +349,40 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
   const selective = options.checkpoint?.selective?.includes(rule.name) ?? false;
   if (selective && state.region === null && options.gradEnabled) openRegion(state, inputs, 'selective');
   if (!selective && state.region?.kind === 'selective') closeRegion(state);
-  // Built only when something reports an error: most ops never need it.
-  const pathOf = () => [...owner.path, rule.name];
+  // What errors and the op context name: set once no nested op (a cast) runs any more.
+  state.running.owner = owner;
+  state.running.rule = rule.name;
   if (rule.arity !== 'variadic' && inputs.length !== rule.arity) {
-    fail('bad-arity', `${rule.name} takes ${rule.arity} input(s)`, { path: pathOf(), expected: String(rule.arity), received: String(inputs.length) });
+    fail('bad-arity', `${rule.name} takes ${rule.arity} input(s)`, { path: runningPath(state), expected: String(rule.arity), received: String(inputs.length) });
   }
-  const ctx: OpContext = {
-    training: options.training,
-    gradEnabled: options.gradEnabled,
-    device: options.device,
-    framework: options.framework ?? 'torch-2',
-    paramDtype: state.adapterDtype ?? options.paramDtype,
-    // Read only by errors.
-    get path() {
-      return pathOf();
-    },
-  };
-  const inputTensors = inputs.map((t) => state.tensors[t.id]!);
+  const ctx = state.context;
+  ctx.paramDtype = state.adapterDtype ?? options.paramDtype;
+  const count = inputs.length;
+  const inputTensors: IRTensor[] = new Array(count);
+  const inputSpecs: TensorSpec[] = new Array(count);
+  const inputIds: number[] = new Array(count);
+  const needsInputs: boolean[] = new Array(count);
+  let anyInputNeeds = false;
+  for (let i = 0; i < count; i += 1) {
+    const t = state.tensors[inputs[i]!.id]!;
+    inputTensors[i] = t;
+    inputSpecs[i] = t.spec;
+    inputIds[i] = t.id;
+    needsInputs[i] = t.requiresGrad;
+    if (t.requiresGrad) anyInputNeeds = true;
+  }
   let result: ReturnType<OpRule<A>['apply']>;
   try {
-    result = rule.apply(inputTensors.map((t) => t.spec), attrs, ctx);
+    result = rule.apply(inputSpecs, attrs, ctx);
   } catch (error) {
-    throw withPath(pathOf(), error);
+    throw withPath(runningPath(state), error);
   }
   const index = state.ops.length;
-
-  const ownedIds = (list: typeof result.params, role: 'param' | 'buffer'): ReadonlyMap<string, number> => {
-    // Most ops own nothing: skip the Map for them.
-    if (list === undefined || list.length === 0) return NO_IDS;
-    const ids = new Map<string, number>();
-    for (const owned of list) {
-      const key = owner.key === '' ? owned.name : `${owner.key}.${owned.name}`;
-      const shared = role === 'param' ? reuse?.params?.get(owned.name) : undefined;
-      if (shared !== undefined) {
-        ids.set(owned.name, shared);
-        owner.params.push(shared);
-        continue;
-      }
-      if (owned.tiedTo !== undefined) {
-        // Ties are rare (an LM head tied to the embedding): a scan beats indexing every parameter.
-        const tied = state.tensors.find((t) => t.role === 'param' && t.key === owned.tiedTo)?.id;
-        if (tied === undefined) fail('unknown-tie', `no parameter ${owned.tiedTo} to tie ${key} to`, { path: pathOf(), received: owned.tiedTo });
-        ids.set(owned.name, tied);
-        if (role === 'param') owner.params.push(tied);
-        continue;
-      }
-      checkShape(state, owned.spec, pathOf);
-      // Integer and packed parameters (quantized weights, int8 tables) never get gradients.
-      const trainable = role === 'param' && isFloating(owned.spec.dtype) && (options.trainable?.(key) ?? true);
-      const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
-      const id = newTensor(state, { spec: owned.spec, storage, role, producer: null, requiresGrad: trainable && options.gradEnabled, key });
-      if (role === 'param') {
-        owner.params.push(id);
-      } else {
-        owner.buffers.push(id);
-      }
-      ids.set(owned.name, id);
-    }
-    return ids;
-  };
-  const params = ownedIds(result.params, 'param');
-  const buffers = ownedIds(result.buffers, 'buffer');
+  const params = ownedIds(state, result.params, 'param', reuse);
+  const buffers = ownedIds(state, result.buffers, 'buffer', reuse);
   // Autocast runs `lower` ops on 16-bit copies of their weights, cached until the forward ends.
   const copies = policy === 'lower' && options.gradEnabled ? new Map<number, number>() : NO_COPIES;
-  const newCopies: number[] = [];
+  const extras: number[] = [];
   if (copies !== NO_COPIES) {
     for (const id of params.values()) {
       const param = state.tensors[id]!;
@@ -387,10 +391,10 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
       if (copy === undefined) {
         const spec = tensor(param.spec.shape, castTo!);
         const storage = newStorage(state, specBytes(spec), spec.dtype, 'activation');
-        copy = newTensor(state, { spec, storage, role: 'activation', producer: state.ops.length, requiresGrad: param.requiresGrad });
+        copy = newTensor(state, spec, storage, 'activation', state.ops.length, param.requiresGrad, undefined, undefined);
         state.autocastCopies.set(id, copy);
         state.holdsToEnd.add(storage);
-        newCopies.push(copy);
+        extras.push(copy);
       }
       (copies as Map<number, number>).set(id, copy);
     }
@@ -401,30 +405,34 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     const saverOp = state.savedBy[target];
     if (saverOp !== undefined) {
       const saver = opPath(state, saverOp).join('.');
-      fail('inplace-on-saved', `${rule.name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`, { path: pathOf() });
+      fail('inplace-on-saved', `${rule.name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`, { path: runningPath(state) });
     }
   }
-  const needsInputs = inputTensors.map((t) => t.requiresGrad);
   let paramsNeed = false;
-  for (const id of params.values()) if (state.tensors[id]!.requiresGrad) paramsNeed = true;
-  const recorded = options.gradEnabled && (needsInputs.some(Boolean) || paramsNeed);
+  if (params !== NO_IDS) for (const id of params.values()) if (state.tensors[id]!.requiresGrad) paramsNeed = true;
+  const recorded = options.gradEnabled && (anyInputNeeds || paramsNeed);
   const nonDiff = result.nonDifferentiableOutputs ?? NO_INDICES;
   const copyWhen = result.copyWhen;
-  const outputs = result.outputs.map((spec, i) => {
-    checkShape(state, spec, pathOf);
+  const outputSpecs = result.outputs;
+  const outputs: number[] = new Array(outputSpecs.length);
+  const refs: TensorRef[] = new Array(outputSpecs.length);
+  for (let i = 0; i < outputSpecs.length; i += 1) {
+    const spec = outputSpecs[i]!;
+    checkShape(state, spec);
     const aliased = i === 0 && (result.alias !== undefined || copyWhen === 0);
     let storage: number;
     if (aliased) storage = inputTensors[0]!.storage;
     else if (i === 0 && copyWhen !== undefined && copyWhen !== 1) {
       const viewOf = inputTensors[0]!.storage;
-      if (state.storages[viewOf]!.conditional !== undefined) fail('internal', 'a conditional copy of a conditional copy', { path: pathOf() });
+      if (state.storages[viewOf]!.conditional !== undefined) fail('internal', 'a conditional copy of a conditional copy', { path: runningPath(state) });
       storage = newStorage(state, mul(specBytes(spec), copyWhen), spec.dtype, 'activation');
       state.storages[storage] = { ...state.storages[storage]!, conditional: { copyWhen, viewOf } };
     } else storage = newStorage(state, specBytes(spec), spec.dtype, 'activation');
-    return newTensor(state, { spec, storage, role: 'activation', producer: index, requiresGrad: recorded && !nonDiff.includes(i) });
-  });
+    const id = newTensor(state, spec, storage, 'activation', index, recorded && !nonDiff.includes(i), undefined, undefined);
+    outputs[i] = id;
+    refs[i] = { id, shape: spec.shape, dtype: spec.dtype };
+  }
 
-  const extras: number[] = [...newCopies];
   // A handful per op: an array with includes() is cheaper than a Set.
   const saved: number[] = [];
   if (recorded) {
@@ -439,10 +447,10 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
       else if ('buffer' in item) id = buffers.get(item.buffer);
       else {
         const storage = newStorage(state, specBytes(item.extra), item.extra.dtype, 'extra');
-        id = newTensor(state, { spec: item.extra, storage, role: 'extra', producer: index, requiresGrad: false, label: item.label });
+        id = newTensor(state, item.extra, storage, 'extra', index, false, undefined, item.label);
         extras.push(id);
       }
-      if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: pathOf(), received: JSON.stringify(item) });
+      if (id === undefined) fail('internal', `${rule.name} saves a tensor it does not have`, { path: runningPath(state), received: JSON.stringify(item) });
       if (!saved.includes(id)) saved.push(id);
       const storage = state.tensors[id]!.storage;
       if (state.savedBy[storage] === undefined) state.savedBy[storage] = index;
@@ -454,12 +462,12 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     index,
     op: rule.name,
     module: owner.index,
-    inputs: inputs.map((t) => t.id),
+    inputs: inputIds,
     outputs,
     params: params === NO_IDS ? NO_INDICES : [...params.values()],
     buffers: buffers === NO_IDS ? NO_INDICES : [...buffers.values()],
-    extras,
-    saved,
+    extras: extras.length === 0 ? NO_INDICES : extras,
+    saved: saved.length === 0 ? NO_INDICES : saved,
     alias: result.alias ?? (copyWhen === 0 ? 'view' : null),
     recorded,
     macs: result.macs ?? NO_MACS,
@@ -471,7 +479,7 @@ function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly Tenso
     region: state.region?.id ?? null,
   });
   if (state.region !== null) state.region.endOp = state.ops.length;
-  return outputs.map((id) => ref(state, id));
+  return refs;
 }
 
 const NO_IDS: ReadonlyMap<string, number> = new Map();
@@ -675,7 +683,7 @@ function addLoss(state: State, outputs: readonly TensorRef[]): { loss: number; t
   if (out.shape.length < 2) fail('bad-loss', 'cross_entropy needs an output of at least [batch, classes]', { path: ['loss'], received: `[${out.shape.map(formatDim).join(', ')}]` });
   const targetSpec = tensor([out.shape[0]!, ...out.shape.slice(2)], 'int64');
   const targetStorage = newStorage(state, specBytes(targetSpec), 'int64', 'input');
-  const target = newTensor(state, { spec: targetSpec, storage: targetStorage, role: 'input', producer: null, requiresGrad: false, key: 'target' });
+  const target = newTensor(state, targetSpec, targetStorage, 'input', null, false, 'target', undefined);
   state.stage = 'loss';
   state.stack.push(0);
   const logp = runOp(state, logSoftmaxRule, { dim: 1 }, [out]);
@@ -762,7 +770,21 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
     adapting: false,
     adapted: 0,
     linearNames: new Set(),
+    running: { owner: null as unknown as MutableModule, rule: '' },
+    context: null as unknown as State['context'],
   };
+  const running = state.running;
+  // One context for all ops: rules read it while they run (their path only for an error).
+  (state as { context: State['context'] }).context = {
+    training: options.training,
+    gradEnabled: options.gradEnabled,
+    device: options.device,
+    framework: options.framework ?? 'torch-2',
+    paramDtype: options.paramDtype,
+    get path() {
+      return [...running.owner.path, running.rule];
+    },
+  } as State['context'];
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = options.inputs.map((spec, i) => {
     checkDType(spec.dtype, ['input', i]);
@@ -772,7 +794,7 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
       }
     }
     const storage = newStorage(state, specBytes(spec), spec.dtype, 'input');
-    return ref(state, newTensor(state, { spec: tensor(spec.shape, spec.dtype), storage, role: 'input', producer: null, requiresGrad: (options.inputRequiresGrad ?? false) && options.gradEnabled }));
+    return ref(state, newTensor(state, tensor(spec.shape, spec.dtype), storage, 'input', null, (options.inputRequiresGrad ?? false) && options.gradEnabled, undefined, undefined));
   });
   let outputs: TensorRef[];
   if ((model.kind === 'op' && model.className !== null) || model.kind === 'seq' || model.kind === 'branch' || model.kind === 'module') {

@@ -71,6 +71,18 @@ describe('the training step (property-based)', () => {
     );
   });
 
+  it('the first step never peaks above the steady one (estimate reports the steady peak without working the first out)', () => {
+    fc.assert(
+      fc.property(randomModel, fc.constantFrom('sgd', 'adam', 'sgd_momentum', 'adafactor', 'lion', 'adam8bit'), fc.integer({ min: 1, max: 3 }), (m, optimizer, microBatches) => {
+        const r = estimate(seqFromSpecs(m.layers), { input: m.input, optimizer, microBatches });
+        expect(r.steps.first!.peak).toBeLessThanOrEqual(r.steps.steady!.peak as number);
+        expect(r.bytes.peak).toBe(r.steps.steady!.peak);
+        expect(r.peak.step).toBe('steady');
+      }),
+      { numRuns: 60 },
+    );
+  });
+
   it('checkpointing never raises the activation share (blocks that start with a conv or linear, which keeps its input anyway)', () => {
     fc.assert(
       fc.property(randomModel, fc.integer({ min: 1, max: 4 }), (m, every) => {
