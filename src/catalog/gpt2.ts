@@ -77,21 +77,28 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       sdpaContiguous: rules.sdpaContiguous === 'always',
     });
     const ff = mlp({ name: 'mlp', hidden: shape.hidden, inner: shape.inner, activation: shape.activation ?? 'gelu_new', conv1d: true, dropout: shape.residDropout });
+    const ln1 = layerNorm({ name: 'ln_1' });
+    const ln2 = layerNorm({ name: 'ln_2' });
     return module(
       `h.${i}`,
       'GPT2Block',
       graph((g, [h, mask]) => {
-        const a = g.apply(layerNorm({ name: 'ln_1' }), h!);
+        const a = g.apply(ln1, h!);
         // `attn_output` (and from 4.52 the weights) are locals until the block returns.
         const [attended, weights] = g.applyAll(attn, a, ...(mask !== undefined ? [mask] : [])) as [TensorRef, TensorRef | undefined];
         g.hold(attended);
         if (weights !== undefined) g.hold(weights);
         const mid = g.call(addRule, [attended, h!], {})[0]!;
-        const b = g.apply(layerNorm({ name: 'ln_2' }), mid);
+        const b = g.apply(ln2, mid);
         return g.call(addRule, [mid, g.apply(ff, b)], {})[0]!;
       }),
     );
   });
+  const wte = embedding({ num: shape.vocab, dim: shape.hidden, name: 'wte' });
+  const wpe = embedding({ num: shape.positions, dim: shape.hidden, name: 'wpe' });
+  const drop = dropout({ p: shape.embdDropout, name: 'drop' });
+  const lnF = layerNorm({ name: 'ln_f' });
+  const lmHead = linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(tied ? { tiedWeight: 'transformer.wte.weight' } : {}) });
   const transformer = module(
     'transformer',
     'GPT2Model',
@@ -100,17 +107,17 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       g.require(sub(shape.positions + 1, ids!.shape[1]!), `GPT-2 reads at most n_positions = ${shape.positions} positions`);
       // position_ids = arange(0, S).unsqueeze(0): a new int64 [1, S].
       const positionIds = g.call(positionsRule, [ids!], {})[0]!;
-      const tokens = g.apply(embedding({ num: shape.vocab, dim: shape.hidden, name: 'wte' }), ids!);
-      const positions = g.apply(embedding({ num: shape.positions, dim: shape.hidden, name: 'wpe' }), positionIds);
+      const tokens = g.apply(wte, ids!);
+      const positions = g.apply(wpe, positionIds);
       g.hold(tokens);
       g.hold(positions);
       let h = g.call(addRule, [tokens, positions], {})[0]!;
       // From 4.55 eager attention also adds create_causal_mask's float [B, 1, S, S].
       const mask = impl === 'eager' && maskStyle === 'masking-utils' ? g.call(causalMaskRule, [tokens], {})[0]! : undefined;
       if (mask !== undefined) g.hold(mask);
-      h = g.apply(dropout({ p: shape.embdDropout, name: 'drop' }), h);
+      h = g.apply(drop, h);
       for (const block of blocks) h = g.apply(block, h, ...(mask !== undefined ? [mask] : []));
-      return g.apply(layerNorm({ name: 'ln_f' }), h);
+      return g.apply(lnF, h);
     }),
   );
   const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab };
@@ -118,7 +125,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     const h = g.apply(transformer, ids!);
     // `transformer_outputs` keeps the last hidden state until forward returns.
     g.hold(h);
-    const logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(tied ? { tiedWeight: 'transformer.wte.weight' } : {}) }), h);
+    const logits = g.apply(lmHead, h);
     // The output returns the logits: they live through the loss.
     g.hold(logits);
     return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss.gpt2, rules.logitsUpcast.gpt2 === 'loss') : logits;

@@ -124,7 +124,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const layers: Layer[] = Array.from({ length: shape.layers }, (_, i) => {
     const rotary = layerRotary(shape, rules, prefix);
     // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
-    const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(opLayer(rotaryBuffersRule, null, { headDim: shape.headDim }), x!))) : undefined;
+    const buffersOp = opLayer(rotaryBuffersRule, null, { headDim: shape.headDim });
+    const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(buffersOp, x!))) : undefined;
     const attn = attention({
       name: 'self_attn',
       className: `${prefix}Attention`,
@@ -145,6 +146,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       ...(leftover !== undefined ? { unusedModule: leftover } : {}),
     });
     const mlp = gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: shape.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu' });
+    const inputNorm = rmsNorm({ size: shape.hidden, name: 'input_layernorm', className: `${prefix}RMSNorm` });
+    const postNorm = rmsNorm({ size: shape.hidden, name: 'post_attention_layernorm', className: `${prefix}RMSNorm` });
     const layer: ModuleLayer = Object.freeze({
       kind: 'module',
       name: `layers.${i}`,
@@ -152,31 +155,35 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       // __init__ registers self_attn, mlp, then the norms: model.parameters() follows that order.
       childOrder: ['self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm'],
       body: graph((g, [h, ...rest]) => {
-        const normed = g.apply(rmsNorm({ size: shape.hidden, name: 'input_layernorm', className: `${prefix}RMSNorm` }), h!);
+        const normed = g.apply(inputNorm, h!);
         const [out, weights] = g.applyAll(attn, normed, ...rest);
         // `hidden_states, _ = self.self_attn(...)`: the eager attention weights live until the layer returns.
         if (weights !== undefined) g.hold(weights);
         const mid = g.call(addRule, [h!, out!], {})[0]!;
-        const normed2 = g.apply(rmsNorm({ size: shape.hidden, name: 'post_attention_layernorm', className: `${prefix}RMSNorm` }), mid);
+        const normed2 = g.apply(postNorm, mid);
         return g.call(addRule, [mid, g.apply(mlp, normed2)], {})[0]!;
       }),
     });
     return layer;
   });
+  const embedTokens = embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' });
+  const finalNorm = rmsNorm({ size: shape.hidden, name: 'norm', className: `${prefix}RMSNorm` });
+  const rotaryModule =
+    rotaryRules.placement === 'model' ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => inner.call(rotaryRule, [x!], { headDim: shape.headDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}) }))) : undefined;
+  const lmHead = linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(shape.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
   const model = module(
     'model',
     `${prefix}Model`,
     graph((g, [ids]) => {
-      const embeds = g.apply(embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }), ids!);
+      const embeds = g.apply(embedTokens, ids!);
       g.hold(embeds);
       // cache_position = arange(S) (position_ids is a view of it): alive for the whole forward.
       g.hold(g.call(positionsRule, [ids!], {})[0]!);
       const mask = causalMask(g, embeds, shape, rules, impl);
       if (mask !== undefined) g.hold(mask);
       const shared: TensorRef[] = [];
-      if (rotaryRules.placement === 'model') {
-        const rotary = module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => inner.call(rotaryRule, [x!], { headDim: shape.headDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}) })));
-        const [cos, sin] = g.applyAll(rotary, embeds) as [TensorRef, TensorRef];
+      if (rotaryModule !== undefined) {
+        const [cos, sin] = g.applyAll(rotaryModule, embeds) as [TensorRef, TensorRef];
         g.hold(cos);
         g.hold(sin);
         shared.push(cos, sin);
@@ -184,7 +191,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       if (mask !== undefined) shared.push(mask);
       let h = embeds;
       for (const layer of layers) h = g.apply(layer, h, ...shared);
-      return g.apply(rmsNorm({ size: shape.hidden, name: 'norm', className: `${prefix}RMSNorm` }), h);
+      return g.apply(finalNorm, h);
     }),
   );
   const meta: ModelMeta = {
@@ -202,7 +209,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     const h = g.apply(model, ids!);
     // `outputs = self.model(...)` keeps the last hidden state until forward returns.
     g.hold(h);
-    let logits = g.apply(linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(shape.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) }), h);
+    let logits = g.apply(lmHead, h);
     const upcast = rules.logitsUpcast[shape.family];
     if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
     // The output returns the logits: they live through the loss.

@@ -53,6 +53,7 @@ export interface OptimizedParam {
 
 /** Normalises `'adam'` or a spec object, checking the names. */
 export function optimizerSpec(value: OptimizerName | OptimizerSpec): OptimizerSpec {
+  if (typeof value === 'string' && BY_NAME.has(value)) return BY_NAME.get(value)!;
   const spec = typeof value === 'string' ? { name: value } : value;
   const names: readonly OptimizerName[] = ['sgd', 'sgd_momentum', 'adam', 'adamw', 'adafactor', 'lion', 'adam8bit'];
   if (!names.includes(spec.name)) fail('bad-option', 'unknown optimizer', { path: ['optimizer'], expected: names.join(' | '), received: String(spec.name) });
@@ -60,8 +61,12 @@ export function optimizerSpec(value: OptimizerName | OptimizerSpec): OptimizerSp
     fail('bad-option', 'unknown optimizer implementation', { path: ['optimizer', 'impl'], expected: 'for-loop | foreach | fused', received: String(spec.impl) });
   }
   if (spec.stateDtype !== undefined) checkDType(spec.stateDtype, ['optimizer', 'stateDtype']);
+  if (typeof value === 'string') BY_NAME.set(value, Object.freeze(spec));
   return spec;
 }
+
+/** Specs by name: one object each, so that updates computed for it can be kept. */
+const BY_NAME = new Map<string, OptimizerSpec>();
 
 /** bitsandbytes keeps 32-bit state for tensors under this many elements (`min_8bit_size`). */
 export const BNB_MIN_8BIT_SIZE = 4096;

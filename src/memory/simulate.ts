@@ -1,4 +1,7 @@
-import type { Dim } from '../sym/expr.js';
+import { dimKey, type Dim } from '../sym/expr.js';
+import { deepFreeze } from '../freeze.js';
+import type { TensorSpec } from '../tensor/spec.js';
+import type { Framework } from '../ops/types.js';
 import { mul, sub, sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
@@ -480,6 +483,30 @@ function opLabel(ir: IR, op: IROp): string {
 }
 
 /**
+ * paramUpdate, kept per optimizer spec object and parameter shape: a model has many tensors of
+ * the same shape, and a spec named by a string is one object (optimizerSpec), so a second
+ * estimate with the same optimizer reuses its updates. Frozen: shared between estimates.
+ */
+const updates = new WeakMap<OptimizerSpec, Map<string, ParamUpdate>>();
+
+function updateOf(spec: OptimizerSpec, param: TensorSpec, framework: Framework): ParamUpdate {
+  let bySpec = updates.get(spec);
+  if (bySpec === undefined) {
+    bySpec = new Map();
+    updates.set(spec, bySpec);
+  }
+  let key = `${framework}|${param.dtype}`;
+  for (let i = 0; i < param.shape.length; i += 1) key += `|${dimKey(param.shape[i]!)}`;
+  let update = bySpec.get(key);
+  if (update === undefined) {
+    update = deepFreeze(paramUpdate(spec, param, framework));
+    if (bySpec.size >= 10_000) bySpec.clear();
+    bySpec.set(key, update);
+  }
+  return update;
+}
+
+/**
  * Simulates one training step the way PyTorch runs it: `zero_grad(set_to_none=True)`,
  * forward (saved tensors accumulate, others die after their last reader), loss,
  * backward in reverse order (gradients made and freed, saved tensors released, parameter
@@ -499,7 +526,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   }
   // The optimizer's update of every trainable parameter, in model.parameters() order.
   const optimizer = settings.optimizer;
-  const updates: readonly ParamUpdate[] = optimizer === null ? [] : plan.trainable.map((id) => paramUpdate(optimizer, ir.tensors[id]!.spec, ir.settings.framework));
+  const updates: readonly ParamUpdate[] = optimizer === null ? [] : plan.trainable.map((id) => updateOf(optimizer, ir.tensors[id]!.spec, ir.settings.framework ?? 'torch-2'));
   const updated = optimizer === null ? [] : plan.trainable;
   const paramGrads = idBlocks(ir.tensors.length);
   // The steady step: last step's gradients and the optimizer state exist before it starts.

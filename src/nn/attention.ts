@@ -147,6 +147,18 @@ export function attention(options: AttentionOptions): ModuleLayer {
   // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
   const repeats = groups > 1 && impl !== 'flash' && !(impl === 'sdpa' && options.sdpaGqa === 'enable-gqa');
   const repeatIsView = nkv === 1;
+  // The projections and dropouts, made once rather than at every trace.
+  const bias = options.qkvBias ?? false;
+  const cAttn = opLayer(linearRule, 'Conv1D', { out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true }, { name: 'c_attn' });
+  const qProj = linear({ out: nh * d, bias, name: 'q_proj' });
+  const kProj = linear({ out: nkv * d, bias, name: 'k_proj' });
+  const vProj = linear({ out: nkv * d, bias, name: 'v_proj' });
+  const attnDropout = dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' });
+  const outProj =
+    style === 'gpt2'
+      ? opLayer(linearRule, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
+      : linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' });
+  const residDropout = dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' });
 
   const body = graph((g, inputs) => {
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
@@ -159,7 +171,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
     let v: TensorRef;
     let mask: TensorRef | undefined;
     if (style === 'gpt2') {
-      const fused = g.apply(opLayer(linearRule, 'Conv1D', { out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true }, { name: 'c_attn' }), h);
+      const fused = g.apply(cAttn, h);
       const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
       q = heads(g, part(0), batch, seq, nh, d);
       k = heads(g, part(1), batch, seq, nh, d);
@@ -168,10 +180,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
       // query, key, value are views of c_attn's output, locals until forward returns.
       g.hold(q);
     } else {
-      const bias = options.qkvBias ?? false;
-      q = heads(g, g.apply(linear({ out: nh * d, bias, name: 'q_proj' }), h), batch, seq, nh, d);
-      k = heads(g, g.apply(linear({ out: nkv * d, bias, name: 'k_proj' }), h), batch, seq, nkv, d);
-      v = heads(g, g.apply(linear({ out: nkv * d, bias, name: 'v_proj' }), h), batch, seq, nkv, d);
+      q = heads(g, g.apply(qProj, h), batch, seq, nh, d);
+      k = heads(g, g.apply(kProj, h), batch, seq, nkv, d);
+      v = heads(g, g.apply(vProj, h), batch, seq, nkv, d);
       let cosIn: TensorRef;
       let sinIn: TensorRef;
       if (options.rotary !== undefined) {
@@ -244,7 +255,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
         scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
         scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
       }
-      const probs = g.apply(dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' }), scores);
+      const probs = g.apply(attnDropout, scores);
       weights = probs;
       const vm = contiguousKv ? v : bmmOperand(g, v, batch);
       context = g.call(matmulRule, [probs, vm], {})[0]!;
@@ -265,11 +276,8 @@ export function attention(options: AttentionOptions): ModuleLayer {
       g.touch(v);
     }
     const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
-    const out =
-      style === 'gpt2'
-        ? g.apply(opLayer(linearRule, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' }), flat)
-        : g.apply(linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' }), flat);
-    const result = style === 'gpt2' ? g.apply(dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' }), out) : out;
+    const out = g.apply(outProj, flat);
+    const result = style === 'gpt2' ? g.apply(residDropout, out) : out;
     if (weights === undefined) return result;
     if (options.returnWeights) return [result, weights];
     // `attn_weights` is a local of forward until it returns.

@@ -40,11 +40,15 @@ export function mlp(options: MlpOptions): ModuleLayer {
   const proj = (name: string, out: number): Layer =>
     options.conv1d ? opLayer(linearRule, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
   const act = hfActivation(options.activation ?? 'gelu_new', 'act', [options.name ?? 'mlp', 'activation']);
+  // Layers made once, not at every trace.
+  const upProj = proj(options.conv1d ? 'c_fc' : 'fc1', options.inner);
+  const downProj = proj(options.conv1d ? 'c_proj' : 'fc2', options.hidden);
+  const drop = dropout({ p: options.dropout ?? 0, name: 'dropout' });
   const body = graph((g, [x]) => {
-    const up = g.apply(proj(options.conv1d ? 'c_fc' : 'fc1', options.inner), x!);
+    const up = g.apply(upProj, x!);
     const activated = g.apply(act, up);
-    const down = g.apply(proj(options.conv1d ? 'c_proj' : 'fc2', options.hidden), activated);
-    return g.apply(dropout({ p: options.dropout ?? 0, name: 'dropout' }), down);
+    const down = g.apply(downProj, activated);
+    return g.apply(drop, down);
   });
   return Object.freeze({ kind: 'module', className: options.className ?? 'GPT2MLP', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }
@@ -74,12 +78,16 @@ export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
   checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className'], 'gatedMlp');
   const bias = options.bias ?? false;
   const activation = hfActivation(options.activation ?? 'silu', 'act_fn', [options.name ?? 'mlp', 'activation']);
+  // Layers made once, not at every trace.
+  const gateProj = linear({ out: options.intermediate, bias, name: 'gate_proj' });
+  const upProj = linear({ out: options.intermediate, bias, name: 'up_proj' });
+  const downProj = linear({ out: options.hidden, bias, name: 'down_proj' });
   const body = graph((g, [x]) => {
-    const gate = g.apply(linear({ out: options.intermediate, bias, name: 'gate_proj' }), x!);
+    const gate = g.apply(gateProj, x!);
     const act = g.apply(activation, gate);
-    const up = g.apply(linear({ out: options.intermediate, bias, name: 'up_proj' }), x!);
+    const up = g.apply(upProj, x!);
     const product = g.call(mulRule, [act, up], {})[0]!;
-    return g.apply(linear({ out: options.hidden, bias, name: 'down_proj' }), product);
+    return g.apply(downProj, product);
   });
   return Object.freeze({ kind: 'module', className: options.className ?? 'LlamaMLP', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

@@ -31,12 +31,22 @@ export interface SqueezeExcitationOptions extends LayerOptions {
 export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
   checkKeys(options, ['squeeze', 'scaleActivation'], 'squeezeExcitation');
   const gate = options.scaleActivation === 'hardsigmoid' ? hardsigmoid({ name: 'scale_activation' }) : sigmoid({ name: 'scale_activation' });
+  // Made once, not at every trace; fc2 depends on the input's channels, once per channel count.
+  const avgpool = adaptiveAvgPool2d({ output: 1, name: 'avgpool' });
+  const fc1 = conv2d({ out: options.squeeze, kernel: 1, name: 'fc1' });
+  const activation = relu({ name: 'activation' });
+  const fc2 = new Map<number, Layer>();
   const body = graph((g, [input]) => {
     const channels = input!.shape[1] as number;
-    let scale = g.apply(adaptiveAvgPool2d({ output: 1, name: 'avgpool' }), input!);
-    scale = g.apply(conv2d({ out: options.squeeze, kernel: 1, name: 'fc1' }), scale);
-    scale = g.apply(relu({ name: 'activation' }), scale);
-    scale = g.apply(conv2d({ out: channels, kernel: 1, name: 'fc2' }), scale);
+    let expand = fc2.get(channels);
+    if (expand === undefined) {
+      expand = conv2d({ out: channels, kernel: 1, name: 'fc2' });
+      fc2.set(channels, expand);
+    }
+    let scale = g.apply(avgpool, input!);
+    scale = g.apply(fc1, scale);
+    scale = g.apply(activation, scale);
+    scale = g.apply(expand, scale);
     scale = g.apply(gate, scale);
     return g.call(mulRule, [scale, input!], {})[0]!;
   });

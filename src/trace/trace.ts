@@ -733,7 +733,16 @@ export function trace(model: Layer, options: TraceOptions): IR {
 }
 
 /** The nesting depth of the layers that can be walked without tracing, refused past LIMITS.depth. */
+/** Models already checked: a model is immutable data, so its depth is checked once. */
+const checkedDepth = new WeakSet<Layer>();
+
 function checkDepth(model: Layer): void {
+  if (checkedDepth.has(model)) return;
+  checkDepthOnce(model);
+  checkedDepth.add(model);
+}
+
+function checkDepthOnce(model: Layer): void {
   const stack: [Layer, number][] = [[model, 1]];
   while (stack.length > 0) {
     const [layer, depth] = stack.pop()!;
