@@ -335,15 +335,21 @@ interface Reduced {
   readonly full: () => Estimate;
 }
 
-/** Compact step programs (with their repetition) behind an estimate's steps, for maxFitting. */
-const compactSteps = new WeakMap<StepSummary, () => { readonly program: StepProgram; readonly repeat?: Repetition }>();
+/**
+ * Where a step keeps its compact program (with its repetition), for maxFitting: a hidden
+ * property of the step itself, so that it goes with the estimate (a WeakMap entry would keep
+ * the program alive through minor collections).
+ */
+const COMPACT: unique symbol = Symbol('compact program');
+
+type CompactStep = StepSummary & { readonly [COMPACT]?: () => { readonly program: StepProgram; readonly repeat?: Repetition } };
 
 /**
  * An exact evaluator of a step's peak at symbol values (the step's program replayed; for a
  * model estimated from its reduced blocks, the compact program without expanding it).
  */
 export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, number>>) => number {
-  const compact = compactSteps.get(step)?.();
+  const compact = (step as CompactStep)[COMPACT]?.();
   return compact === undefined ? programPeakAt(step.program) : programPeakAt(compact.program, compact.repeat);
 }
 
@@ -405,9 +411,11 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
     lazy(step, 'baseline', () => run().baseline);
     lazy(step, 'end', () => run().end);
     lazy(step, 'program', () => (reduced === undefined ? run().program : reduced.full().steps[name]!.program));
-    compactSteps.set(step, () => {
-      const r = run();
-      return r.repeat === undefined ? { program: r.program } : { program: r.program, repeat: r.repeat };
+    Object.defineProperty(step, COMPACT, {
+      value: () => {
+        const r = run();
+        return r.repeat === undefined ? { program: r.program } : { program: r.program, repeat: r.repeat };
+      },
     });
     steps[name] = step;
   }

@@ -57,31 +57,28 @@ function basisOf(dims: readonly Dim[]): TermBasis & { readonly lo: Float64Array;
   return { terms, blocks, lo, hi };
 }
 
-const bases = new WeakMap<readonly Dim[], Map<boolean, ReturnType<typeof basisOf>>>();
+/** The last bases made, by sizes and rounding: a program's peak and ends (and its first step's) share one. */
+let recentBases: { readonly sizes: readonly Dim[]; readonly rounded: boolean; readonly basis: Basis }[] = [];
+
+type Basis = ReturnType<typeof basisOf> & { rows?: Rows; relaxation?: Relaxation };
 
 /** The basis of a program's (rounded) block sizes; programs that share their sizes share it. */
-export function termBasis(program: StepProgram): ReturnType<typeof basisOf> {
-  let byRounding = bases.get(program.sizes);
-  if (byRounding === undefined) {
-    byRounding = new Map();
-    bases.set(program.sizes, byRounding);
-  }
-  let basis = byRounding.get(program.rounded);
-  if (basis === undefined) {
-    const roundedOnce = new Map<string, Dim>();
-    basis = basisOf(
-      program.sizes.map((size) => {
-        const key = dimKey(size);
-        let rounded = roundedOnce.get(key);
-        if (rounded === undefined) {
-          rounded = blockBytes(size, program.rounded);
-          roundedOnce.set(key, rounded);
-        }
-        return rounded;
-      }),
-    );
-    byRounding.set(program.rounded, basis);
-  }
+export function termBasis(program: StepProgram): Basis {
+  const known = recentBases.find((b) => b.sizes === program.sizes && b.rounded === program.rounded);
+  if (known !== undefined) return known.basis;
+  const roundedOnce = new Map<string, Dim>();
+  const basis: Basis = basisOf(
+    program.sizes.map((size) => {
+      const key = dimKey(size);
+      let rounded = roundedOnce.get(key);
+      if (rounded === undefined) {
+        rounded = blockBytes(size, program.rounded);
+        roundedOnce.set(key, rounded);
+      }
+      return rounded;
+    }),
+  );
+  recentBases = [{ sizes: program.sizes, rounded: program.rounded, basis }, ...recentBases.slice(0, 1)];
   return basis;
 }
 
@@ -99,11 +96,8 @@ interface Relaxation {
   readonly scratch: Float64Array;
 }
 
-const relaxations = new WeakMap<object, Relaxation>();
-
-function relaxationOf(basis: TermBasis): Relaxation {
-  const known = relaxations.get(basis);
-  if (known !== undefined) return known;
+function relaxationOf(basis: Basis): Relaxation {
+  if (basis.relaxation !== undefined) return basis.relaxation;
   const index = new Map<string, number>(basis.terms.map((t, i) => [t.key, i]));
   const extended: Term[] = [...basis.terms];
   const at = (term: Term) => {
@@ -130,7 +124,7 @@ function relaxationOf(basis: TermBasis): Relaxation {
     hi[i] = b.max;
   });
   const relaxation = { lo, hi, floors, one, scratch: new Float64Array(extended.length) };
-  relaxations.set(basis, relaxation);
+  basis.relaxation = relaxation;
   return relaxation;
 }
 
@@ -151,7 +145,7 @@ function intervalMin(vector: Float64Array, lo: Float64Array, hi: Float64Array): 
  * else with every floor atom replaced by its numerator over its divisor, less the rounding on
  * the side that makes the difference smaller (what CUDA's 512-byte rounding adds at most).
  */
-function provesAtLeast(basis: TermBasis & { readonly lo: Float64Array; readonly hi: Float64Array }, high: Float64Array, low: Float64Array): boolean {
+function provesAtLeast(basis: Basis, high: Float64Array, low: Float64Array): boolean {
   let min = 0;
   let floors = false;
   const relaxation = relaxationOf(basis);
@@ -249,11 +243,8 @@ interface Rows {
   readonly rows: readonly Float64Array[];
 }
 
-const denseRows = new WeakMap<TermBasis, Rows>();
-
-export function rowsOf(basis: TermBasis): Rows {
-  const known = denseRows.get(basis);
-  if (known !== undefined) return known;
+export function rowsOf(basis: Basis): Rows {
+  if (basis.rows !== undefined) return basis.rows;
   const k = basis.terms.length;
   const values = basisValues(basis, samplePoints(basis.terms.map((t) => fromTerms([t]))));
   const width = k + values.length;
@@ -269,7 +260,7 @@ export function rowsOf(basis: TermBasis): Rows {
     return row;
   });
   const result = { width, k, rows };
-  denseRows.set(basis, result);
+  basis.rows = result;
   return result;
 }
 

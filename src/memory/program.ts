@@ -175,20 +175,19 @@ export function fullLabel(program: StepProgram, repeat: Repetition | undefined, 
   return unit < 0 ? label : repeat.relabel(label, unit, copy);
 }
 
-const eventUnits = new WeakMap<readonly number[], Int8Array>();
+/** The block each event happened in: the last repetition's, kept (one at a time). */
+let eventUnits: { readonly of: readonly number[]; readonly units: Int8Array } | null = null;
 
-/** The block each event happened in (-1 outside the blocks), computed once per repetition. */
 function unitOfEvent(program: StepProgram, repeat: Repetition, target: number): number {
-  let units = eventUnits.get(repeat.units);
-  if (units === undefined) {
-    units = new Int8Array(program.events.length).fill(-1);
+  if (eventUnits?.of !== repeat.units) {
+    const units = new Int8Array(program.events.length).fill(-1);
     let event = 0;
     program.log.forEach((entry, k) => {
-      if (entry === MARK) units![event++] = repeat.units[k]!;
+      if (entry === MARK) units[event++] = repeat.units[k]!;
     });
-    eventUnits.set(repeat.units, units);
+    eventUnits = { of: repeat.units, units };
   }
-  return units[target] ?? -1;
+  return eventUnits.units[target] ?? -1;
 }
 
 /**
@@ -196,7 +195,9 @@ function unitOfEvent(program: StepProgram, repeat: Repetition, target: number): 
  * first and last events. Ties go to the earliest event, as a running maximum finds them.
  */
 export function sweepConcrete(program: StepProgram, repeat?: Repetition): { peak: PeakPoint; first: number; last: number } {
-  const size = (id: number) => roundNumber(program.sizes[id] as number, program.rounded);
+  const rounded = new Float64Array(program.sizes.length);
+  for (let i = 0; i < rounded.length; i += 1) rounded[i] = roundNumber(program.sizes[i] as number, program.rounded);
+  const size = (id: number) => rounded[id]!;
   const result = sweep(program, repeat, size);
   const info = program.events[result.event]!;
   return {

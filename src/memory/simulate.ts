@@ -90,8 +90,9 @@ interface Plan {
   readonly pinned: Uint8Array;
   /** Trainable parameter tensor ids in registration order. */
   readonly trainable: readonly number[];
-  /** op index → storages whose last forward use it is. */
-  readonly dies: readonly (readonly number[])[];
+  /** Storages whose last forward use op i is: `dying[dieStart[i] .. dieStart[i + 1] - 1]`, ascending. */
+  readonly dieStart: Int32Array;
+  readonly dying: Int32Array;
   /** op index → its event label (module key and op). */
   readonly labels: readonly string[];
 }
@@ -113,7 +114,11 @@ function planOf(ir: IR): Plan {
   }
   for (const op of ir.ops) {
     for (const id of op.inputs) if (lastUse[ir.tensors[id]!.storage]! < op.index) lastUse[ir.tensors[id]!.storage] = op.index;
-    for (const id of [...op.outputs, ...op.extras]) {
+    for (const id of op.outputs) {
+      const s = ir.tensors[id]!.storage;
+      if (lastUse[s]! < op.index) lastUse[s] = op.index;
+    }
+    for (const id of op.extras) {
       const s = ir.tensors[id]!.storage;
       if (lastUse[s]! < op.index) lastUse[s] = op.index;
     }
@@ -124,11 +129,14 @@ function planOf(ir: IR): Plan {
   for (const hold of ir.holds) if (lastUse[hold.storage]! < hold.until) lastUse[hold.storage] = hold.until;
   // The optimizer walks model.parameters(): registration order.
   const trainable = parameterOrder(ir).filter((id) => ir.storages[ir.tensors[id]!.storage]!.trainable);
-  const dies: number[][] = ir.ops.map(() => []);
-  lastUse.forEach((index, storage) => {
-    if (index >= 0) dies[index]!.push(storage);
-  });
-  return { lastUse, savers, pinned, trainable, dies, labels: ir.ops.map((op) => opLabel(ir, op)) };
+  // Storages by the op of their last use, as one sorted list with an offset per op.
+  const dieStart = new Int32Array(ir.ops.length + 1);
+  for (let storage = 0; storage < n; storage += 1) if (lastUse[storage]! >= 0) dieStart[lastUse[storage]! + 1]! += 1;
+  for (let op = 0; op < ir.ops.length; op += 1) dieStart[op + 1]! += dieStart[op]!;
+  const dying = new Int32Array(dieStart[ir.ops.length]!);
+  const fill = dieStart.slice(0, ir.ops.length);
+  for (let storage = 0; storage < n; storage += 1) if (lastUse[storage]! >= 0) dying[fill[lastUse[storage]!]!++] = storage;
+  return { lastUse, savers, pinned, trainable, dieStart, dying, labels: ir.ops.map((op) => opLabel(ir, op)) };
 }
 
 /**
@@ -251,7 +259,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: IdBlo
     if (resultsOnly(op.forwardSteps)) makeOutputs(op);
     else runKernel(ledger, op.forwardSteps, phase, label, { outputs: () => makeOutputs(op) });
     ledger.record(phase, label);
-    for (const storage of plan.dies[op.index]!) maybeFree(storage, op.index);
+    for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) maybeFree(plan.dying[k]!, op.index);
   }
 
   if (opUnit !== null) ledger.setUnit(-1);
@@ -348,9 +356,10 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: IdBlo
   };
   const makeInputGrads = (op: IROp, incoming: readonly (number | undefined)[]) => {
     const backward = op.backward!;
-    backward.inputGrads.forEach((kind, k) => {
+    for (let k = 0; k < backward.inputGrads.length; k += 1) {
+      const kind = backward.inputGrads[k]!;
       const input = op.inputs[k]!;
-      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) return;
+      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) continue;
       let block: number;
       if ((kind === 'alias' || kind === 'strided') && incoming[0] !== undefined) {
         block = incoming[0];
@@ -359,7 +368,7 @@ function forwardBackward(ir: IR, plan: Plan, ledger: Ledger, storageBlock: IdBlo
         block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
       }
       accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
-    });
+    }
   };
   const makeParamGrads = (op: IROp, label: string) => {
     // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
@@ -654,7 +663,8 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
     if (resultsOnly(op.forwardSteps)) makeOutputs();
     else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs });
     ledger.record('forward', plan.labels[op.index]!);
-    for (const storage of plan.dies[op.index]!) {
+    for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) {
+      const storage = plan.dying[k]!;
       const block = storageBlock.get(storage);
       if (block === undefined || plan.pinned[storage] || outputs.has(storage)) continue;
       storageBlock.delete(storage);
