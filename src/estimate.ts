@@ -300,8 +300,7 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   const repeated = model.kind === 'module' ? model.repeated : undefined;
   if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
-    const reduced: ModuleLayer = { ...(model as ModuleLayer), body: repeated.withCount(3).body };
-    const ir = traceModel(reduced, options);
+    const ir = traceModel(reducedModel(model as ModuleLayer), options);
     const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);
     if (blocks !== null) {
       const fullIr = once(() => traceModel(model, options));
@@ -312,12 +311,30 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   return assemble(traceModel(model, options), options);
 }
 
+/** The model with three blocks in its body (kept per model: a model is immutable data). */
+const reducedModels = new WeakMap<ModuleLayer, ModuleLayer>();
+
+function reducedModel(model: ModuleLayer): ModuleLayer {
+  let reduced = reducedModels.get(model);
+  if (reduced === undefined) {
+    reduced = Object.freeze({ ...model, body: model.repeated!.withCount(3).body });
+    reducedModels.set(model, reduced);
+  }
+  return reduced;
+}
+
+const blockNames = new Map<string, RegExp>();
+
 /** Whether an option or the quantization names one block (`model.layers.5`): then the blocks differ. */
 function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string): boolean {
   const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? [])];
   // Conservative: any name with the container's last part and an index (`layers.5`, `h.0.attn`).
-  const container = prefix.split('.').filter((part) => part !== '').at(-1) ?? prefix;
-  const block = new RegExp(`(^|\\.)${container.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d`);
+  let block = blockNames.get(prefix);
+  if (block === undefined) {
+    const container = prefix.split('.').filter((part) => part !== '').at(-1) ?? prefix;
+    block = new RegExp(`(^|\\.)${container.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d`);
+    blockNames.set(prefix, block);
+  }
   return names.some((name) => typeof name === 'string' && block.test(name));
 }
 

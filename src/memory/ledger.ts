@@ -80,7 +80,7 @@ export interface Ledger {
    */
   readonly setUnit: (unit: number) => void;
   readonly program: () => StepProgram;
-  /** Per log entry: the block it happened in (see setUnit); entries outside take their block's. */
+  /** Per log entry: the repeated-model block it counts for (see setUnit). */
   readonly units: () => readonly number[];
 }
 
@@ -95,10 +95,10 @@ export function createLedger(rounded: boolean): Ledger {
   const counts: number[] = [];
   const log: number[] = [];
   const events: { phase: Phase; label: string }[] = [];
-  // Unit tags: only kept once setUnit is called (models traced with their repeated blocks reduced).
+  // Blocks of a model traced with its repeated blocks reduced: kept once setUnit is called.
   let unit = -1;
-  let blockUnits: number[] | null = null;
-  let entryUnits: number[] | null = null;
+  let owners: number[] | null = null;
+  let contexts: number[] | null = null;
   return {
     alloc(bytes, category, refs = 1, owner = unit) {
       const id = sizes.length;
@@ -106,9 +106,9 @@ export function createLedger(rounded: boolean): Ledger {
       categories.push(category);
       counts.push(refs);
       log.push(id);
-      if (blockUnits !== null) {
-        blockUnits.push(owner);
-        entryUnits!.push(unit >= 0 ? unit : owner);
+      if (owners !== null) {
+        owners.push(owner);
+        contexts!.push(unit);
       }
       return id;
     },
@@ -119,22 +119,31 @@ export function createLedger(rounded: boolean): Ledger {
       counts[block]! -= 1;
       if (counts[block] !== 0) return;
       log.push(-1 - block);
-      if (entryUnits !== null) entryUnits.push(unit >= 0 ? unit : blockUnits![block]!);
+      contexts?.push(unit);
     },
     refs: (block) => counts[block]!,
     record(phase, label) {
       events.push({ phase, label });
       log.push(MARK);
-      entryUnits?.push(unit);
+      contexts?.push(unit);
     },
     setUnit(next) {
-      if (blockUnits === null) {
-        blockUnits = sizes.map(() => -1);
-        entryUnits = log.map(() => -1);
+      if (owners === null) {
+        owners = sizes.map(() => -1);
+        contexts = log.map(() => -1);
       }
       unit = next;
     },
     program: () => ({ sizes, categories, log, events, rounded }),
-    units: () => entryUnits ?? log.map(() => -1),
+    units: () => (owners === null ? log.map(() => -1) : unitTags(log, owners, contexts!)),
   };
+}
+
+/** The block each log entry counts for: the one it happened in, or outside the blocks its memory block's owner. */
+function unitTags(log: readonly number[], owners: readonly number[], contexts: readonly number[]): number[] {
+  return log.map((entry, k) => {
+    const context = contexts[k]!;
+    if (context >= 0 || entry === MARK) return context;
+    return owners[entry >= 0 ? entry : -1 - entry]!;
+  });
 }

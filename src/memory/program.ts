@@ -14,8 +14,8 @@ import { CATEGORIES, CUDA_BLOCK, MARK, blockBytes, zeroTotals, type Category, ty
 export interface Repetition {
   readonly units: readonly number[];
   readonly times: number;
-  /** An event label of block `unit` as the full model spells it (`copy`: which interior block, from 0). */
-  readonly relabel: (label: string, unit: number, copy: number) => string;
+  /** An event label of block `unit` as the full model spells it (`copy`: which copy of its run, in the order they run). */
+  readonly relabel: (label: string, unit: number, copy: number, phase: string) => string;
 }
 
 /** A value made on first call, then kept. */
@@ -169,10 +169,10 @@ function totalsAt(program: StepProgram, repeat: Repetition | undefined, size: (i
 
 /** The label of an event as the full model spells it. */
 export function fullLabel(program: StepProgram, repeat: Repetition | undefined, event: number, copy: number): string {
-  const label = program.events[event]!.label;
+  const { label, phase } = program.events[event]!;
   if (repeat === undefined) return label;
   const unit = unitOfEvent(program, repeat, event);
-  return unit < 0 ? label : repeat.relabel(label, unit, copy);
+  return unit < 0 ? label : repeat.relabel(label, unit, copy, phase);
 }
 
 /** The block each event happened in: the last repetition's, kept (one at a time). */

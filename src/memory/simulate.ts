@@ -6,6 +6,7 @@ import { mul, sub, sum } from '../sym/ops.js';
 import { bytesOf } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
+import type { ReducedBlocks } from '../trace/blocks.js';
 import { parameterOrder } from '../trace/uses.js';
 import type { KernelStep } from '../ops/types.js';
 import { MARK, createLedger, zeroTotals, type Category, type Ledger, type PeakPoint, type Phase, type StepProgram } from './ledger.js';
@@ -26,17 +27,6 @@ export interface StepSettings {
   readonly blocks?: ReducedBlocks;
 }
 
-/**
- * A model traced with its identical blocks reduced to the first, one interior block and the
- * last (see ModuleLayer.repeated): block 0, 1 or 2 of every op and storage (-1 outside them),
- * and how many times the interior one happens in the full model.
- */
-export interface ReducedBlocks {
-  readonly opUnit: Int8Array;
-  readonly storageUnit: Int8Array;
-  readonly times: number;
-  readonly relabel: (label: string, unit: number, copy: number) => string;
-}
 
 /** The simulated step. */
 export interface StepResult {
@@ -674,5 +664,6 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
   }
   if (blocks !== undefined) ledger.setUnit(-1);
   ledger.record('end', 'after the forward');
-  return finish(ledger.program(), repetition(ledger, blocks), peakExpression);
+  const repeat = repetition(ledger, blocks);
+  return finish(ledger.program(), repeat, peakExpression);
 }

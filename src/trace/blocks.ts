@@ -1,17 +1,31 @@
-import { dimKey } from '../sym/expr.js';
 import type { IR, IRModule } from './ir.js';
 
 /**
- * A model traced with its identical blocks reduced to three — the first, one interior block
- * standing for all of them, the last — and what each op and storage is to them: block 0, 1 or 2,
- * or -1 outside the blocks. The interior block happens `times` times in the full model.
+ * A model traced with its identical blocks reduced to three — the first, one standing for every
+ * interior block, the last — and what each op and storage is to them: block 0, 1 or 2, or -1
+ * outside the blocks. Block 1 happens `times` times in the full model.
  */
 export interface ReducedBlocks {
   readonly opUnit: Int8Array;
   readonly storageUnit: Int8Array;
   readonly times: number;
-  /** An event label of block `unit` as the full model spells it (`copy`: which interior block, from 0). */
-  readonly relabel: (label: string, unit: number, copy: number) => string;
+  /**
+   * An event label of block `unit` as the full model spells it: `copy` counts the copies of
+   * block 1 in the order they run (blocks 1, 2, … forward; from the last interior one in backward).
+   */
+  readonly relabel: (label: string, unit: number, copy: number, phase: string) => string;
+}
+
+/** Whether two lists of tensors have storages of the same sizes (and trainability). */
+function sameTensors(ir: IR, a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) {
+    const x = ir.storages[ir.tensors[a[i]!]!.storage]!;
+    const y = ir.storages[ir.tensors[b[i]!]!.storage]!;
+    if (x.trainable !== y.trainable) return false;
+    if (x.bytes !== y.bytes && (typeof x.bytes === 'number' || typeof y.bytes === 'number' || x.bytes.key !== y.bytes.key)) return false;
+  }
+  return true;
 }
 
 /** Whether two ops of the blocks do the same thing: the op, its tensors' sizes and what it saves. */
@@ -19,37 +33,44 @@ function sameOp(ir: IR, a: number, b: number): boolean {
   const x = ir.ops[a]!;
   const y = ir.ops[b]!;
   if (x.op !== y.op || x.recorded !== y.recorded || x.stage !== y.stage || x.alias !== y.alias) return false;
-  const sizes = (ids: readonly number[]) => ids.map((id) => `${dimKey(ir.storages[ir.tensors[id]!.storage]!.bytes)}${ir.storages[ir.tensors[id]!.storage]!.trainable ? 't' : ''}`).join(',');
-  return sizes(x.inputs) === sizes(y.inputs) && sizes(x.outputs) === sizes(y.outputs) && sizes(x.params) === sizes(y.params) && sizes(x.saved) === sizes(y.saved) && sizes(x.extras) === sizes(y.extras);
+  return sameTensors(ir, x.inputs, y.inputs) && sameTensors(ir, x.outputs, y.outputs) && sameTensors(ir, x.params, y.params) && sameTensors(ir, x.saved, y.saved) && sameTensors(ir, x.extras, y.extras);
+}
+
+/** Whether op k of two blocks is in a checkpoint region at the same place of each, or in none. */
+function sameRegion(ir: IR, a: IRModule, b: IRModule, k: number): boolean {
+  const x = ir.ops[a.firstOp + k]!.region;
+  const y = ir.ops[b.firstOp + k]!.region;
+  if (x === null || y === null) return x === y;
+  const rx = ir.regions[x]!;
+  const ry = ir.regions[y]!;
+  return rx.firstOp - a.firstOp === ry.firstOp - b.firstOp && rx.endOp - a.firstOp === ry.endOp - b.firstOp;
 }
 
 /**
  * The three blocks of a model traced with `prefix0`, `prefix1`, `prefix2` (say `model.layers.0`
  * … `.2`) standing for `count` identical ones, or null when the trace does not have that shape:
- * the blocks are siblings run back to back with nothing between them, share no weights, and
- * run the same ops on tensors of the same sizes, checkpoint regions included. Then every
- * interior block of the full model does what block 1 does, and the full step's log is the
- * reduced one with block 1's entries `count - 2` times over.
+ * siblings run back to back with nothing between them, sharing no weights, blocks 1 and 2
+ * running the same ops on tensors of the same sizes, saving the same, checkpoint regions at the
+ * same places. Block 0 may differ (with frozen embeddings nothing flows back into the first
+ * block's input); every block after it then does what block 1 does, and the full step's log is
+ * the reduced one with block 1's entries `count - 2` times over (the last block, block 2, is
+ * traced as itself: what only the last one keeps, the final norm frees).
  */
 export function reducedBlocks(ir: IR, prefix: string, count: number): ReducedBlocks | null {
   const keys = [0, 1, 2].map((i) => `${prefix}${i}`);
   const found = keys.map((key) => ir.modules.find((m) => m.key === key));
-  if (found.some((m) => m === undefined)) return null;
+  if (found.some((m) => m === undefined) || ir.modules.some((m) => m.key === `${prefix}3`)) return null;
   const blocks = found as IRModule[];
   const [first, middle, last] = blocks as [IRModule, IRModule, IRModule];
   if (first.parent !== middle.parent || middle.parent !== last.parent) return null;
   if (blocks.some((m) => m.sharedWith !== null)) return null;
   if (first.endOp !== middle.firstOp || middle.endOp !== last.firstOp) return null;
   const length = middle.endOp - middle.firstOp;
-  if (first.endOp - first.firstOp !== length || last.endOp - last.firstOp !== length) return null;
+  if (last.endOp - last.firstOp !== length) return null;
   for (let k = 0; k < length; k += 1) {
-    if (!sameOp(ir, middle.firstOp + k, first.firstOp + k) || !sameOp(ir, middle.firstOp + k, last.firstOp + k)) return null;
+    if (!sameOp(ir, middle.firstOp + k, last.firstOp + k)) return null;
     // Checkpoint regions at the same places of each block (a group of two blocks is not one block).
-    const at = (m: IRModule) => {
-      const op = ir.ops[m.firstOp + k]!;
-      return op.region === null ? 'none' : `${ir.regions[op.region]!.firstOp - m.firstOp}:${ir.regions[op.region]!.endOp - m.firstOp}`;
-    };
-    if (at(first) !== at(middle) || at(middle) !== at(last)) return null;
+    if (!sameRegion(ir, middle, last, k)) return null;
   }
   const moduleUnit = new Int8Array(ir.modules.length).fill(-1);
   const blockIndex = new Map(blocks.map((m, i) => [m.index, i]));
@@ -60,10 +81,11 @@ export function reducedBlocks(ir: IR, prefix: string, count: number): ReducedBlo
   for (const m of ir.modules) for (const id of [...m.params, ...m.buffers]) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
   for (const t of ir.tensors) if (t.producer !== null && t.role !== 'param' && t.role !== 'buffer' && storageUnit[t.storage] === -1) storageUnit[t.storage] = opUnit[t.producer]!;
   const pattern = keys.map((key) => new RegExp(`${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=[. ]|$)`, 'g'));
+  const blockOf = (unit: number, copy: number, phase: string) => (unit === 0 ? 0 : unit === 2 ? count - 1 : phase === 'backward' ? count - 2 - copy : 1 + copy);
   return {
     opUnit,
     storageUnit,
     times: count - 2,
-    relabel: (label, unit, copy) => label.replace(pattern[unit]!, `${prefix}${unit === 0 ? 0 : unit === 1 ? 1 + copy : count - 1}`),
+    relabel: (label, unit, copy, phase) => label.replace(pattern[unit]!, `${prefix}${blockOf(unit, copy, phase)}`),
   };
 }

@@ -7,7 +7,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CATEGORIES, estimate, evaluate, fromHFConfig, maxFitting, sym, type Dim, type Estimate, type EstimateOptions, type Layer, type ModuleLayer } from '../../src/index.js';
+import { CATEGORIES, estimate, evaluate, fromHFConfig, maxFitting, sym, type Dim, type Estimate, type EstimateOptions, type Layer, type ModuleLayer, type StepProgram } from '../../src/index.js';
+import { MARK } from '../../src/memory/ledger.js';
 import { stepPeakAt } from '../../src/estimate.js';
 import { programPeakAt } from '../../src/memory/program.js';
 
@@ -18,6 +19,23 @@ function whole(model: ModuleLayer): Layer {
 }
 
 const at = (d: Dim, env: Record<string, number>) => (typeof d === 'number' ? d : evaluate(d, env));
+
+/** Live bytes at one event of a program, replayed at symbol values (CUDA's 512-byte blocks when rounded). */
+function liveAt(program: StepProgram, event: number, env: Record<string, number>): number {
+  let live = 0;
+  let seen = 0;
+  for (const entry of program.log) {
+    if (entry === MARK) {
+      if (seen === event) return live;
+      seen += 1;
+      continue;
+    }
+    const bytes = at(program.sizes[entry >= 0 ? entry : -1 - entry]!, env);
+    const size = program.rounded ? (bytes <= 0 ? 0 : Math.ceil(bytes / 512) * 512) : bytes;
+    live += entry >= 0 ? size : -size;
+  }
+  return live;
+}
 
 /** Everything an estimate reports, at symbol values. */
 function figures(r: Estimate, env: Record<string, number>) {
@@ -139,6 +157,12 @@ describe('repeated blocks', () => {
             expect(stepPeakAt(step)(env)).toBe(programPeakAt(full.steps[name]!.program)(env));
           }
         }
+        // Every candidate of the peak is the full step's event of that index, label and value.
+        const program = (full.steps.steady ?? full.steps.inference)!.program;
+        for (const c of fast.peak.candidates) {
+          expect(program.events[c.event]).toEqual({ phase: c.phase, label: c.label });
+          for (const env of [{ B: 1, S: 1 }, { B: 5, S: 33 }]) expect(at(c.bytes, env)).toBe(liveAt(program, c.event, env));
+        }
       }),
       { numRuns: 25 },
     );
@@ -152,7 +176,7 @@ describe('repeated blocks', () => {
 
   it('relabel the peak to the block of the full model where it happens', () => {
     const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: 40, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 32 }) as ModuleLayer;
-    // Inference: the highest moment is in the last block's MLP (the first block's is as high, and earlier).
+    // Inference: the highest moment is in a block's MLP, named as the whole trace names it.
     const fast = estimate(model, { input: [2, 512], mode: 'inference' });
     const full = estimate(whole(model), { input: [2, 512], mode: 'inference' });
     expect(fast.peak.label).toBe(full.peak.label);
