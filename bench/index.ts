@@ -5,17 +5,18 @@
  * src/). Not a test: it prints, and exits 1 when a budget is missed.
  */
 import { spawnSync } from 'node:child_process';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import * as lib from '../dist/index.js';
-import { scaling, timeMs } from './scaling.js';
+import { fastest, scaling } from './scaling.js';
 
-const { rows, budgets } = scaling(lib, { runs: 7, ms: 400 });
+const { rows, budgets } = scaling(lib, { rounds: 30, calls: 5 });
 
 // The CLI's cold start: a new Node process each time, as a shell user meets it.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const cold = timeMs(() => spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' }), { runs: 5, ms: 0, warmup: 1 });
-const node = timeMs(() => spawnSync(process.execPath, ['-e', '0'], { encoding: 'utf8' }), { runs: 5, ms: 0, warmup: 1 });
+const [cold, node] = fastest([() => spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' }), () => spawnSync(process.execPath, ['-e', '0'], { encoding: 'utf8' })], { rounds: 5, calls: 1 }) as [number, number];
 
+console.log(`Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
 console.table(rows.map((r) => ({ group: r.group, task: r.task, 'fastest (ms)': Number(r.ms.toFixed(3)), 'ratio to the first of its group': Number(r.ratio.toFixed(2)) })));
 console.log(`CLI cold start: vram-ts --help ${cold.toFixed(1)} ms (node -e 0 alone: ${node.toFixed(1)} ms)`);
 const seed = rows.find((r) => r.group === 'seed')!;

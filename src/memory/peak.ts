@@ -1,6 +1,6 @@
 import type { Dim, Term } from '../sym/expr.js';
 import { dimKey, fromTerms, makeTerm, termsOf } from '../sym/expr.js';
-import { compile } from '../sym/evaluate.js';
+import { evaluate } from '../sym/evaluate.js';
 import { bounds } from '../sym/bounds.js';
 import { maxAtom } from '../sym/ops.js';
 import type { Category, PeakPoint, StepProgram } from './ledger.js';
@@ -23,14 +23,21 @@ export interface TermBasis {
 type Vector = { readonly index: Int32Array; readonly coef: Float64Array };
 
 /** A basis over dimensions: each one's coefficient vector (distinct dimensions computed once). */
-function basisOf(dims: readonly Dim[]): TermBasis & { readonly lo: Float64Array; readonly hi: Float64Array } {
+function basisOf(dims: readonly Dim[]): TermBasis & { readonly lo: Float64Array; readonly hi: Float64Array; readonly monomials: readonly Dim[] } {
   const index = new Map<string, number>();
   const terms: Term[] = [];
+  // By identity first (arithmetic is memoized, so equal sizes are mostly one object), then by key.
+  const byObject = new Map<Dim, Vector>();
   const cache = new Map<string, Vector>();
   const blocks = dims.map((dim) => {
+    const same = byObject.get(dim);
+    if (same !== undefined) return same;
     const key = dimKey(dim);
     const known = cache.get(key);
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      byObject.set(dim, known);
+      return known;
+    }
     const own = termsOf(dim);
     const vector = { index: new Int32Array(own.length), coef: new Float64Array(own.length) };
     own.forEach((term, i) => {
@@ -44,17 +51,19 @@ function basisOf(dims: readonly Dim[]): TermBasis & { readonly lo: Float64Array;
       vector.coef[i] = term.coef;
     });
     cache.set(key, vector);
+    byObject.set(dim, vector);
     return vector;
   });
   // Interval bounds of every monomial, as sym/bounds computes them term by term.
+  const monomials = terms.map((term) => fromTerms([term]));
   const lo = new Float64Array(terms.length);
   const hi = new Float64Array(terms.length);
-  terms.forEach((term, i) => {
-    const b = bounds(fromTerms([term]));
+  monomials.forEach((monomial, i) => {
+    const b = bounds(monomial);
     lo[i] = b.min;
     hi[i] = b.max;
   });
-  return { terms, blocks, lo, hi };
+  return { terms, blocks, lo, hi, monomials };
 }
 
 /** The last bases made, by sizes and rounding: a program's peak and ends (and its first step's) share one. */
@@ -66,14 +75,14 @@ type Basis = ReturnType<typeof basisOf> & { rows?: Rows; relaxation?: Relaxation
 export function termBasis(program: StepProgram): Basis {
   const known = recentBases.find((b) => b.sizes === program.sizes && b.rounded === program.rounded);
   if (known !== undefined) return known.basis;
-  const roundedOnce = new Map<string, Dim>();
+  // Rounding is memoized arithmetic: the same size object gives the same rounded object.
+  const roundedOnce = new Map<Dim, Dim>();
   const basis: Basis = basisOf(
     program.sizes.map((size) => {
-      const key = dimKey(size);
-      let rounded = roundedOnce.get(key);
+      let rounded = roundedOnce.get(size);
       if (rounded === undefined) {
         rounded = blockBytes(size, program.rounded);
-        roundedOnce.set(key, rounded);
+        roundedOnce.set(size, rounded);
       }
       return rounded;
     }),
@@ -146,6 +155,7 @@ function intervalMin(vector: Float64Array, lo: Float64Array, hi: Float64Array): 
  * the side that makes the difference smaller (what CUDA's 512-byte rounding adds at most).
  */
 function provesAtLeast(basis: Basis, high: Float64Array, low: Float64Array): boolean {
+  // Rows may carry sample values after the coefficients: only the first terms.length count.
   let min = 0;
   let floors = false;
   const relaxation = relaxationOf(basis);
@@ -210,13 +220,12 @@ function samplePoints(exprs: readonly Dim[]): Record<string, number>[] {
 }
 
 /** Values of the basis monomials at sample points (NaN past 2^53: such a point screens nothing out). */
-function basisValues(basis: TermBasis, samples: readonly Record<string, number>[]): Float64Array[] {
-  const compiled = basis.terms.map((term) => compile(fromTerms([term])));
+function basisValues(basis: { readonly monomials: readonly Dim[] }, samples: readonly Record<string, number>[]): Float64Array[] {
   return samples.map((env) => {
-    const values = new Float64Array(basis.terms.length);
-    compiled.forEach((f, i) => {
+    const values = new Float64Array(basis.monomials.length);
+    basis.monomials.forEach((monomial, i) => {
       try {
-        values[i] = f(env);
+        values[i] = evaluate(monomial, env);
       } catch {
         values[i] = Number.NaN;
       }
@@ -241,12 +250,14 @@ interface Rows {
   /** Where the sample values start in a row (= the number of monomials). */
   readonly k: number;
   readonly rows: readonly Float64Array[];
+  /** Per block: its coefficients, sparse. */
+  readonly sparse: readonly Vector[];
 }
 
 export function rowsOf(basis: Basis): Rows {
   if (basis.rows !== undefined) return basis.rows;
   const k = basis.terms.length;
-  const values = basisValues(basis, samplePoints(basis.terms.map((t) => fromTerms([t]))));
+  const values = basisValues(basis, samplePoints(basis.monomials));
   const width = k + values.length;
   const byVector = new Map<Vector, Float64Array>();
   const rows = basis.blocks.map((block) => {
@@ -259,7 +270,7 @@ export function rowsOf(basis: Basis): Rows {
     }
     return row;
   });
-  const result = { width, k, rows };
+  const result = { width, k, rows, sparse: basis.blocks };
   basis.rows = result;
   return result;
 }
@@ -347,16 +358,16 @@ export function walk(program: StepProgram, rows: Rows, repeat: Repetition | unde
       continue;
     }
     const id = entry >= 0 ? entry : -1 - entry;
+    // The coefficients are sparse (a block's size has a term or two), the sample values dense.
     const row = rows.rows[id]!;
-    if (entry >= 0) for (let i = 0; i < row.length; i += 1) live[i]! += row[i]!;
-    else {
-      for (let i = 0; i < row.length; i += 1) live[i]! -= row[i]!;
-      freed = true;
-    }
+    const block = rows.sparse[id]!;
+    const sign = entry >= 0 ? 1 : -1;
+    for (let j = 0; j < block.index.length; j += 1) live[block.index[j]!]! += sign * block.coef[j]!;
+    for (let i = rows.k; i < row.length; i += 1) live[i]! += sign * row[i]!;
+    if (entry < 0) freed = true;
     if (perCategory !== undefined) {
       const target = perCategory.get(program.categories[id]!)!;
-      const sign = entry >= 0 ? 1 : -1;
-      for (let i = 0; i < rows.k; i += 1) target[i]! += sign * row[i]!;
+      for (let j = 0; j < block.index.length; j += 1) target[block.index[j]!]! += sign * block.coef[j]!;
     }
   }
   if (running !== null) close();
@@ -393,29 +404,31 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
   // The previous mark's live row (a reused buffer) and where it was: copied out only if it
   // turns out to be a candidate.
   const pendingRow = new Float64Array(width);
-  let pending: { event: number; full: number; run: RunState | null } | null = null;
+  let pendingEvent = -1;
+  let pendingFull = 0;
+  let pendingRun: RunState | null = null;
   const keep = (copy: number) => {
     const row = pendingRow.slice();
-    const run = pending!.run;
-    if (run !== null && copy > 0) addScaled(row, run.delta, copy);
-    candidates.push({ event: pending!.event, copy, full: pending!.full + (run === null ? 0 : copy * run.events), row, run: run === null ? -1 : run.index });
+    if (pendingRun !== null && copy > 0) addScaled(row, pendingRun.delta, copy);
+    candidates.push({ event: pendingEvent, copy, full: pendingFull + (pendingRun === null ? 0 : copy * pendingRun.events), row, run: pendingRun === null ? -1 : pendingRun.index });
   };
   walk(program, rows, repeat, runs, (event, full, live, run, freed) => {
     // Marks with only allocations between them: the later one contains the earlier one. For a
     // run's first copy that holds only within its own run (the other copies come between).
-    if (pending !== null) {
-      const before = pending.run;
+    if (pendingEvent >= 0) {
       if (freed) {
         keep(0);
-        if (before !== null) keep(n - 1);
-      } else if (before !== null && before.index !== (run?.index ?? -1)) keep(0);
+        if (pendingRun !== null) keep(n - 1);
+      } else if (pendingRun !== null && pendingRun.index !== (run?.index ?? -1)) keep(0);
     }
     pendingRow.set(live);
-    pending = { event, full, run };
+    pendingEvent = event;
+    pendingFull = full;
+    pendingRun = run;
   });
-  if (pending !== null) {
+  if (pendingEvent >= 0) {
     keep(0);
-    if ((pending as { run: RunState | null }).run !== null) keep(n - 1);
+    if (pendingRun !== null) keep(n - 1);
   }
 
   // Largest first at the largest sample point: a candidate is mostly dropped by one met earlier.
@@ -430,7 +443,7 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
         break;
       }
     }
-    return covered || provesAtLeast(basis, high.row.subarray(0, k), low.row.subarray(0, k));
+    return covered || provesAtLeast(basis, high.row, low.row);
   };
   let kept: Candidate[] = [];
   for (const c of candidates) {
@@ -483,34 +496,4 @@ export function programEnds(program: StepProgram, repeat?: Repetition): { first:
     first ??= vectorExpr(basis, live.subarray(0, rows.k));
   });
   return { first: first ?? 0, last: vectorExpr(basis, last.subarray(0, rows.k)) };
-}
-
-/**
- * The max of expressions, keeping only those no other one always exceeds: numbers at sample
- * points screen the pairs, interval bounds of the difference decide.
- */
-export function prunedMax(dims: readonly Dim[]): Dim {
-  const flat: Dim[] = [];
-  for (const d of dims) {
-    const only = typeof d !== 'number' && d.terms.length === 1 && d.terms[0]!.coef === 1 && d.terms[0]!.factors.length === 1 && d.terms[0]!.factors[0]!.power === 1 ? d.terms[0]!.factors[0]!.atom : undefined;
-    if (only?.kind === 'max') flat.push(...only.args);
-    else flat.push(d);
-  }
-  const basis = basisOf(flat);
-  const samples = samplePoints(flat);
-  const values = basisValues(basis, samples);
-  const rows = flat.map((d, i) => {
-    const vector = new Float64Array(basis.terms.length);
-    const own = basis.blocks[i]!;
-    for (let j = 0; j < own.index.length; j += 1) vector[own.index[j]!]! += own.coef[j]!;
-    return { d, vector, at: values.map((v) => dot(vector, v)) };
-  });
-  let kept: typeof rows = [];
-  for (const row of rows) {
-    const below = (a: typeof row, b: typeof row) => a.at.every((v, i) => v <= b.at[i]!) && provesAtLeast(basis, b.vector, a.vector);
-    if (kept.some((k) => below(row, k))) continue;
-    kept = kept.filter((k) => !below(k, row));
-    kept.push(row);
-  }
-  return maxAtom(kept.map((k) => k.d));
 }

@@ -41,20 +41,53 @@ export function sym(name: string, assumptions: SymAssumptions = {}): Expr {
 }
 
 /**
- * Results of expression arithmetic by the operands' canonical keys: a trace asks for the same
- * products and sums over and over (every layer of a model has the same shapes), and equal keys
- * mean equal expressions. Bounded: cleared when full.
+ * Results of expression arithmetic: a trace asks for the same products and sums over and over
+ * (every layer of a model has the same shapes). Looked up by the operands themselves (equal
+ * results are then one object, so operands mostly are too), then by their canonical keys (equal
+ * keys mean equal expressions). Bounded: cleared when full.
  */
-const results = new Map<string, Dim>();
+const byOperands = new Map<string, Map<Dim, Map<Dim, Dim>>>();
+const byKeys = new Map<string, Dim>();
+let remembered_ = 0;
 const RESULTS_MAX = 50_000;
 
 function remembered(op: string, a: Dim, b: Dim, make: () => Dim): Dim {
+  let table = byOperands.get(op);
+  if (table === undefined) {
+    table = new Map();
+    byOperands.set(op, table);
+  }
+  let inner = table.get(a);
+  if (inner === undefined) {
+    inner = new Map();
+    table.set(a, inner);
+  }
+  const same = inner.get(b);
+  if (same !== undefined) return same;
   const key = `${op}${typeof a === 'number' ? a : a.key}|${typeof b === 'number' ? b : b.key}`;
-  const known = results.get(key);
-  if (known !== undefined) return known;
-  const made = make();
-  if (results.size >= RESULTS_MAX) results.clear();
-  results.set(key, made);
+  let made = byKeys.get(key);
+  if (made === undefined) {
+    made = make();
+    if (remembered_ >= RESULTS_MAX) {
+      byKeys.clear();
+      byOperands.clear();
+      remembered_ = 0;
+    }
+    byKeys.set(key, made);
+  }
+  // After a clear the tables above may be gone: store in the current ones.
+  let current = byOperands.get(op);
+  if (current === undefined) {
+    current = new Map();
+    byOperands.set(op, current);
+  }
+  let row = current.get(a);
+  if (row === undefined) {
+    row = new Map();
+    current.set(a, row);
+  }
+  row.set(b, made);
+  remembered_ += 1;
   return made;
 }
 

@@ -57,13 +57,18 @@ function sameRegion(ir: IR, a: IRModule, b: IRModule, k: number): boolean {
  * traced as itself: what only the last one keeps, the final norm frees).
  */
 export function reducedBlocks(ir: IR, prefix: string, count: number): ReducedBlocks | null {
-  const keys = [0, 1, 2].map((i) => `${prefix}${i}`);
-  const found = keys.map((key) => ir.modules.find((m) => m.key === key));
-  if (found.some((m) => m === undefined) || ir.modules.some((m) => m.key === `${prefix}3`)) return null;
-  const blocks = found as IRModule[];
-  const [first, middle, last] = blocks as [IRModule, IRModule, IRModule];
+  const keys = [`${prefix}0`, `${prefix}1`, `${prefix}2`];
+  const fourth = `${prefix}3`;
+  const found: (IRModule | undefined)[] = [undefined, undefined, undefined];
+  for (const m of ir.modules) {
+    const at = keys.indexOf(m.key);
+    if (at >= 0) found[at] = m;
+    else if (m.key === fourth) return null;
+  }
+  const [first, middle, last] = found;
+  if (first === undefined || middle === undefined || last === undefined) return null;
   if (first.parent !== middle.parent || middle.parent !== last.parent) return null;
-  if (blocks.some((m) => m.sharedWith !== null)) return null;
+  if (first.sharedWith !== null || middle.sharedWith !== null || last.sharedWith !== null) return null;
   if (first.endOp !== middle.firstOp || middle.endOp !== last.firstOp) return null;
   const length = middle.endOp - middle.firstOp;
   if (last.endOp - last.firstOp !== length) return null;
@@ -73,19 +78,26 @@ export function reducedBlocks(ir: IR, prefix: string, count: number): ReducedBlo
     if (!sameRegion(ir, middle, last, k)) return null;
   }
   const moduleUnit = new Int8Array(ir.modules.length).fill(-1);
-  const blockIndex = new Map(blocks.map((m, i) => [m.index, i]));
-  for (const m of ir.modules) moduleUnit[m.index] = blockIndex.get(m.index) ?? (m.parent === null ? -1 : moduleUnit[m.parent]!);
-  const opUnit = Int8Array.from(ir.ops, (op) => moduleUnit[op.module]!);
+  for (const m of ir.modules) moduleUnit[m.index] = m === first ? 0 : m === middle ? 1 : m === last ? 2 : m.parent === null ? -1 : moduleUnit[m.parent]!;
+  const opUnit = new Int8Array(ir.ops.length);
+  for (let i = 0; i < ir.ops.length; i += 1) opUnit[i] = moduleUnit[ir.ops[i]!.module]!;
   const storageUnit = new Int8Array(ir.storages.length).fill(-1);
   // Weights and buffers belong to the block whose module owns them; activations to the block that made them.
-  for (const m of ir.modules) for (const id of [...m.params, ...m.buffers]) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
+  for (const m of ir.modules) {
+    for (const id of m.params) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
+    for (const id of m.buffers) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
+  }
   for (const t of ir.tensors) if (t.producer !== null && t.role !== 'param' && t.role !== 'buffer' && storageUnit[t.storage] === -1) storageUnit[t.storage] = opUnit[t.producer]!;
-  const pattern = keys.map((key) => new RegExp(`${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=[. ]|$)`, 'g'));
+  // Labels are renamed only for the events reported (the peak, the candidates): patterns made then.
+  let patterns: RegExp[] | null = null;
   const blockOf = (unit: number, copy: number, phase: string) => (unit === 0 ? 0 : unit === 2 ? count - 1 : phase === 'backward' ? count - 2 - copy : 1 + copy);
   return {
     opUnit,
     storageUnit,
     times: count - 2,
-    relabel: (label, unit, copy, phase) => label.replace(pattern[unit]!, `${prefix}${blockOf(unit, copy, phase)}`),
+    relabel: (label, unit, copy, phase) => {
+      patterns ??= keys.map((key) => new RegExp(`${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=[. ]|$)`, 'g'));
+      return label.replace(patterns[unit]!, `${prefix}${blockOf(unit, copy, phase)}`);
+    },
   };
 }
