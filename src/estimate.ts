@@ -112,8 +112,9 @@ export interface ByteCounts<D extends Dim = Dim> {
   /** Optimizer state on the device (0 in inference or without an optimizer). */
   readonly optimizer: D;
   /**
-   * The largest live total of the step: a training step's steady state or first step,
-   * whichever is higher; the forward in inference. Allocated bytes as CUDA's allocator
+   * The largest live total of the step: a training step's steady state (the first step, without
+   * last step's gradients and with the optimizer state made at the step, never peaks higher);
+   * the forward in inference. Allocated bytes as CUDA's allocator
    * counts them (512-byte blocks) on `cuda`, exact bytes on `cpu`; runtime lines excluded.
    */
   readonly peak: D;
@@ -122,7 +123,7 @@ export interface ByteCounts<D extends Dim = Dim> {
 /** Where the peak happens and what is live then. */
 export interface PeakDetails {
   readonly bytes: Dim;
-  /** Which simulated step holds it. */
+  /** Which simulated step holds it (`steady` in training: the first step never peaks higher). */
   readonly step: 'first' | 'steady' | 'inference';
   readonly phase: Phase;
   readonly label: string;
@@ -159,19 +160,26 @@ export interface ModuleRow {
 export interface Estimate<D extends Dim = Dim> {
   readonly params: ParamCounts;
   readonly bytes: ByteCounts<D>;
-  /** Modules in tree order (pre-order), the root first. */
+  /** Modules in tree order (pre-order), the root first. Made when first read. */
   readonly modules: readonly ModuleRow[];
   /** Dimensions that must stay >= 1 for the symbolic shapes to exist. */
   readonly constraints: readonly Dim[];
   /** Where the peak is and what is live at that moment. */
   readonly peak: PeakDetails;
-  /** The steady-state step (or the inference forward), event by event. */
+  /** The steady-state step (or the inference forward), event by event. Made when first read. */
   readonly timeline: readonly TimelineEvent[];
-  /** Training: the first step (state allocated lazily) and a later one; inference: the forward. */
+  /**
+   * Training: the first step (state allocated lazily) and a later one; inference: the forward.
+   * The first step, and every step's program, are worked out when first read.
+   */
   readonly steps: { readonly first?: StepSummary; readonly steady?: StepSummary; readonly inference?: StepSummary };
   /** The optimizer the step was simulated with (null: inference, or none asked for). */
   readonly optimizer: OptimizerSpec | null;
-  /** The traced model everything above was computed from. */
+  /**
+   * The traced model everything above was computed from. For a model with repeated blocks (see
+   * RepeatedBlocks) the figures come from a trace of three of them; this IR, like the module
+   * rows, the timeline and the step programs, is the whole model's, traced when first read.
+   */
   readonly ir: IR;
 }
 
@@ -281,7 +289,9 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
 /**
  * Parameters, buffers, input and saved-activation bytes of a model, with per-module
  * rows. Concrete inputs give numbers; symbolic dimensions (see {@link sym}) give
- * expressions that {@link evaluate} turns into the same numbers.
+ * expressions that {@link evaluate} turns into the same numbers. A model that declares
+ * identical blocks (the catalog decoders do) is traced with three of them and the interior
+ * one counted over, exactly: the cost does not grow with depth.
  *
  * @example
  * ```ts

@@ -459,30 +459,39 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
   }
   kept.sort((a, b) => a.full - b.full);
 
-  // Totals by category at the kept events: one more walk with a vector per category, made
-  // when a candidate's totals are first read (most readers want only the peak's, if any).
-  const totalsByCandidate = once(() => {
+  // Totals by category at the kept events: one more walk with a vector per category when a
+  // candidate's totals are first read, their expressions for that candidate only.
+  const vectorsByCandidate = once(() => {
     const wanted = new Map<number, Candidate[]>();
     for (const c of kept) wanted.set(c.event, [...(wanted.get(c.event) ?? []), c]);
-    const byCategory = new Map<Candidate, Record<Category, Dim>>();
+    const byCategory = new Map<Candidate, Float64Array[]>();
     const perCategory = new Map<Category, Float64Array>(CATEGORIES.map((c) => [c, new Float64Array(k)]));
     walk(program, rows, repeat, runs, (event, _full, _live, run) => {
       for (const c of wanted.get(event) ?? []) {
-        const totals: Record<Category, Dim> = zeroTotals();
-        for (const category of CATEGORIES) {
-          const vector = perCategory.get(category)!.slice();
-          if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
-          totals[category] = vectorExpr(basis, vector);
-        }
-        byCategory.set(c, totals);
+        byCategory.set(
+          c,
+          CATEGORIES.map((category) => {
+            const vector = perCategory.get(category)!.slice();
+            if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
+            return vector;
+          }),
+        );
       }
     }, perCategory);
     return byCategory;
   });
+  const totalsOf = (c: Candidate): Record<Category, Dim> => {
+    const vectors = vectorsByCandidate().get(c)!;
+    const totals: Record<Category, Dim> = zeroTotals();
+    CATEGORIES.forEach((category, i) => {
+      totals[category] = vectorExpr(basis, vectors[i]!);
+    });
+    return totals;
+  };
   const points: PeakPoint[] = kept.map((c) => {
     const info = program.events[c.event]!;
     const point = { bytes: vectorExpr(basis, c.row.subarray(0, k)), phase: info.phase, label: fullLabel(program, repeat, c.event, c.copy), event: c.full } as PeakPoint;
-    return Object.defineProperty(point, 'byCategory', { enumerable: true, get: () => totalsByCandidate().get(c)! });
+    return Object.defineProperty(point, 'byCategory', { enumerable: true, get: once(() => totalsOf(c)) });
   });
   return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
 }
