@@ -7,8 +7,9 @@ import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
 // 25 KB until run-time validation of every options object, quantized Linear layouts and
-// conditional copies came in (0.2): 28.5 KB then.
-const BUDGET = 30 * 1024;
+// conditional copies came in (0.2): 28.5 KB then. 33.1 KB with repeated blocks (their check,
+// compact programs replayed in closed form) and symbolic peaks in vector form (0.3).
+const BUDGET = 34 * 1024;
 const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {

@@ -254,7 +254,7 @@ interface Rows {
   readonly sparse: readonly Vector[];
 }
 
-export function rowsOf(basis: Basis): Rows {
+function rowsOf(basis: Basis): Rows {
   if (basis.rows !== undefined) return basis.rows;
   const k = basis.terms.length;
   const values = basisValues(basis, samplePoints(basis.monomials));
@@ -287,7 +287,7 @@ interface RunDelta {
 }
 
 /** Net rows of each repeated run, in log order. */
-export function runDeltas(program: StepProgram, rows: Rows, repeat: Repetition | undefined): RunDelta[] {
+function runDeltas(program: StepProgram, rows: Rows, repeat: Repetition | undefined): RunDelta[] {
   const runs: { total: Float64Array; byCategory: Map<Category, Float64Array>; events: number }[] = [];
   if (repeat === undefined || repeat.times === 1) return runs;
   let current: (typeof runs)[number] | null = null;
@@ -327,7 +327,7 @@ interface RunState {
  * inside a repeated run, the run), and the live row advances by a run's net row `times` over
  * when the run ends. With `perCategory`, coefficient vectors by category follow along.
  */
-export function walk(program: StepProgram, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], onMark: (event: number, full: number, live: Float64Array, run: RunState | null, freed: boolean) => void, perCategory?: Map<Category, Float64Array>): Float64Array {
+function walk(program: StepProgram, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], onMark: (event: number, full: number, live: Float64Array, run: RunState | null, freed: boolean) => void, perCategory?: Map<Category, Float64Array>): Float64Array {
   const n = repeat?.times ?? 1;
   const live = new Float64Array(rows.width);
   let event = 0;
