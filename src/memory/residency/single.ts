@@ -1,0 +1,163 @@
+import { deepFreeze } from '../../freeze.js';
+import type { Framework } from '../../ops/types.js';
+import { dimKey, type Dim } from '../../sym/expr.js';
+import { mul, sum } from '../../sym/ops.js';
+import type { TensorSpec } from '../../tensor/spec.js';
+import { paramUpdate, type OptimizerSpec, type ParamUpdate } from '../optimizers.js';
+import { tensorBytes } from '../step-plan.js';
+import type { RankContext, Residency } from './types.js';
+
+/**
+ * paramUpdate, kept per optimizer spec object and parameter shape: a model has many tensors of
+ * the same shape, and a spec named by a string is one object (optimizerSpec), so a second
+ * estimate with the same optimizer reuses its updates. Frozen: shared between estimates.
+ */
+const updates = new WeakMap<OptimizerSpec, Map<string, ParamUpdate>>();
+
+export function updateOf(spec: OptimizerSpec, param: TensorSpec, framework: Framework): ParamUpdate {
+  let bySpec = updates.get(spec);
+  if (bySpec === undefined) {
+    bySpec = new Map();
+    updates.set(spec, bySpec);
+  }
+  let key = `${framework}|${param.dtype}`;
+  for (let i = 0; i < param.shape.length; i += 1) key += `|${dimKey(param.shape[i]!)}`;
+  let update = bySpec.get(key);
+  if (update === undefined) {
+    update = deepFreeze(paramUpdate(spec, param, framework));
+    if (bySpec.size >= 10_000) bySpec.clear();
+    bySpec.set(key, update);
+  }
+  return update;
+}
+
+const NONE: readonly number[] = [];
+
+/**
+ * Parameter gradients as autograd makes them on one device: a new `.grad` the first time, and
+ * for a second gradient of the same parameter (tied or shared weights) AccumulateGrad's
+ * `.grad + new` out of place after the node let go of its inputs, a third tensor before the two
+ * are freed (measured on PyTorch 1.13 CPU with real transformers 4.40.2 traces, and on 2.11
+ * CUDA traces of tied embeddings). Shared by every engine that keeps whole `.grad` tensors.
+ */
+export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' | 'afterBackward'> & { readonly grads: Map<number, number> } {
+  const { ir, ledger } = ctx;
+  const grads = new Map<number, number>();
+  const accumulations: [number, number, number][] = [];
+  return {
+    grads,
+    paramGrads(op, label) {
+      // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
+      const copyGrads = op.paramCopies.length === 0 ? NONE : op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
+      for (const param of op.params) {
+        const storage = ir.tensors[param]!.storage;
+        if (!ir.storages[storage]!.trainable) continue;
+        const existing = grads.get(param);
+        if (existing === undefined) grads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+        else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
+      }
+      if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
+      for (const block of copyGrads) ledger.release(block);
+    },
+    afterBackward(_op, label) {
+      for (const [param, existing, fresh] of accumulations) {
+        const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
+        ledger.record('backward', `${label} (accumulate grad)`);
+        ledger.release(existing);
+        ledger.release(fresh);
+        grads.set(param, summed);
+      }
+      accumulations.length = 0;
+    },
+  };
+}
+
+/**
+ * The optimizer over the trainable parameters `params` (tensor ids, in model.parameters()
+ * order): its state, its step's temporaries (a for-loop's per tensor, a loop variable such as
+ * Adam's `denom` living into the next tensor's update; foreach's list-wide intermediates), and
+ * the bytes of state on the device.
+ */
+export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[] } {
+  const { ir, ledger, optimizer } = ctx;
+  const framework = ir.settings.framework ?? 'torch-2';
+  const list: readonly ParamUpdate[] = optimizer === null ? [] : params.map((id) => updateOf(optimizer, specOf(id), framework));
+  const owners = params.map((id) => ctx.owner(ir.tensors[id]!.storage));
+  const weigh = (bytes: Dim, owner: number) => (owner === 1 && ctx.times !== 1 ? mul(bytes, ctx.times) : bytes);
+  // Optimizer state on the device (on the CPU, host-side scalars such as Adam's step share the memory).
+  const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
+  return {
+    allocateState() {
+      const blocks: number[] = [];
+      list.forEach((update, u) => {
+        for (const state of update.state) if (onDevice(state.place)) blocks.push(ledger.alloc(state.bytes, 'optimizer', 1, owners[u]));
+      });
+      return blocks;
+    },
+    optimizerState: () => sum(list.flatMap((update, u) => update.state.filter((s) => onDevice(s.place)).map((s) => weigh(s.bytes, owners[u]!)))),
+    step() {
+      if (optimizer === null) return;
+      // The list-wide intermediates of the whole model: the interior block's share as many times as it repeats.
+      const listTemps = sum(list.map((update, u) => weigh(update.listTemps, owners[u]!)));
+      if (listTemps !== 0) {
+        const block = ledger.alloc(listTemps, 'temporaries');
+        ledger.record('step', `${optimizer.name} (foreach intermediates)`);
+        ledger.release(block);
+      }
+      let carried: number | null = null;
+      // With reduced repeated blocks, each tensor's update counts for its block.
+      const repeated = ctx.times !== 1;
+      for (let u = 0; u < list.length; u += 1) {
+        const update = list[u]!;
+        if (update.temps.length === 0) continue;
+        if (repeated) ledger.setUnit(owners[u]!);
+        const temps = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
+        ledger.record('step', `${optimizer.name} ${ir.tensors[params[u]!]!.key ?? params[u]}`);
+        const kept = update.carriesLast ? temps.pop()! : null;
+        for (const block of temps) ledger.release(block);
+        if (carried !== null) ledger.release(carried);
+        carried = kept;
+      }
+      if (repeated) ledger.setUnit(-1);
+      if (carried !== null) ledger.release(carried);
+    },
+  };
+}
+
+/** One device holding everything: whole parameters, whole gradients, the whole optimizer state. */
+export function singleDevice(ctx: RankContext): Residency {
+  const { ir, ledger, plan } = ctx;
+  const gradients = wholeGradients(ctx);
+  const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : plan.trainable);
+  const noop = () => undefined;
+  return {
+    param: (storage) => {
+      ledger.alloc(ir.storages[storage]!.bytes, 'parameters', 1, ctx.owner(storage));
+    },
+    start() {
+      // The steady step: last step's gradients and the optimizer state exist before it starts.
+      const grads = plan.trainable.map((id) => {
+        const block = ledger.alloc(tensorBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
+        gradients.grads.set(id, block);
+        return block;
+      });
+      return { grads, state: optimizer.allocateState() };
+    },
+    zeroGrad() {
+      for (const id of plan.trainable) {
+        const block = gradients.grads.get(id);
+        if (block !== undefined) ledger.release(block);
+        gradients.grads.delete(id);
+      }
+    },
+    beforeForward: noop,
+    afterForward: noop,
+    beforeBackward: noop,
+    paramGrads: gradients.paramGrads,
+    afterBackward: gradients.afterBackward,
+    endBackward: noop,
+    step: optimizer.step,
+    optimizerState: optimizer.optimizerState,
+  };
+}
+

@@ -1,0 +1,53 @@
+import type { Dim } from '../../sym/expr.js';
+import type { IR, IROp } from '../../trace/ir.js';
+import type { Ledger } from '../ledger.js';
+import type { OptimizerSpec } from '../optimizers.js';
+import type { Plan } from '../step-plan.js';
+
+/** What a residency policy works with: the traced model, its step plan, the ledger of the step. */
+export interface RankContext {
+  readonly ir: IR;
+  readonly plan: Plan;
+  readonly ledger: Ledger;
+  readonly optimizer: OptimizerSpec | null;
+  /** The repeated-model block a storage belongs to (-1 outside blocks, or without them). */
+  readonly owner: (storage: number) => number;
+  /** How many times block 1 counts (reduced repeated blocks), else 1. */
+  readonly times: number;
+}
+
+/**
+ * How one device holds a model's parameters, their gradients and the optimizer state over a
+ * training step, and what it allocates around them: one GPU, or one rank of a data-parallel
+ * engine (DDP buckets, ZeRO partitions, FSDP units gathered and resharded at module
+ * boundaries). The step simulator (simulate.ts, autograd.ts) runs the activations and calls
+ * these hooks; each engine is one implementation (residency/*.ts).
+ */
+export interface Residency {
+  /** A parameter storage as the step begins: allocate it if the device holds it whole. */
+  readonly param: (storage: number) => void;
+  /**
+   * The rest of what exists before the steady step (last step's gradients, the optimizer state,
+   * the engine's own buffers). Returns the gradient blocks (which the first step does not have)
+   * and the state blocks (which the first step makes at its optimizer step).
+   */
+  readonly start: () => { readonly grads: readonly number[]; readonly state: readonly number[] };
+  /** `optimizer.zero_grad(set_to_none=True)`. */
+  readonly zeroGrad: () => void;
+  /** Before op `op` runs in forward (module boundaries are the engine's to find). */
+  readonly beforeForward: (op: IROp, micro: string) => void;
+  /** After op `op` ran in forward and what it was the last reader of went. */
+  readonly afterForward: (op: IROp, micro: string) => void;
+  /** Before op `op`'s backward node runs. */
+  readonly beforeBackward: (op: IROp, micro: string) => void;
+  /** Inside the node: the parameter gradients it makes (at the kernel's `paramGrads` step). */
+  readonly paramGrads: (op: IROp, label: string) => void;
+  /** After the node let go of its incoming gradients and saved tensors. */
+  readonly afterBackward: (op: IROp, label: string) => void;
+  /** After the whole backward of one micro-batch (`last`: the micro-batch before the optimizer step). */
+  readonly endBackward: (micro: string, last: boolean) => void;
+  /** The optimizer step. */
+  readonly step: () => void;
+  /** Bytes of the optimizer state on this device (the full model's, with reduced blocks). */
+  readonly optimizerState: () => Dim;
+}
