@@ -8,6 +8,7 @@ import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
+import { checkModelled, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
 import { add, mul, sum } from './sym/ops.js';
@@ -55,6 +56,11 @@ export interface EstimateOptions {
   readonly microBatches?: number;
   /** Keep the event-by-event timeline (default: true for concrete inputs, false for symbolic ones). */
   readonly timeline?: boolean;
+  /**
+   * One rank of a data-parallel job (DDP, ZeroRedundancyOptimizer, FSDP2): every figure is that
+   * rank's — its parameters, gradients and optimizer state, the engine's buffers, its peak.
+   */
+  readonly parallel?: ParallelPlan;
   /**
    * Symbolic inputs: build the peak as an expression (default true). The step's program
    * (`steps.*.program`) replays exactly at any values either way; maxFitting uses that.
@@ -307,18 +313,46 @@ export function estimate(model: Layer, options: EstimateOptions & { readonly inp
 export function estimate(model: Layer, options: EstimateOptions): Estimate;
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
   checkModel(model);
+  if (typeof options === 'object' && options !== null && options.parallel !== undefined) {
+    validate(options, estimateOptions);
+    checkModelled(options.parallel);
+    const param = options.parallel.mixedPrecision?.param;
+    if (param !== undefined) {
+      // FSDP2 mixed precision: the forward and backward run in param_dtype; the sharded
+      // parameters, their gradients and the optimizer stay in the model's dtype.
+      const stored = storedDtype(model, options);
+      const { precision: _precision, ...rest } = options;
+      return estimateOf(model, { ...rest, dtype: param }, stored);
+    }
+  }
+  return estimateOf(model, options, undefined);
+}
+
+/** The dtype a model's parameters are stored in under the options (what traceModel resolves). */
+function storedDtype(model: Layer, options: EstimateOptions): DType {
+  const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
+  return checkDType(options.dtype ?? precision?.dtype ?? (model.kind === 'module' ? model.dtype : undefined) ?? 'float32', ['dtype']);
+}
+
+function estimateOf(model: Layer, options: EstimateOptions, stored: DType | undefined): Estimate {
   const repeated = model.kind === 'module' ? model.repeated : undefined;
-  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
+  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && followsRepeatedBlocks(options.parallel) && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
     const ir = traceModel(reducedModel(model as ModuleLayer), options);
     const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);
     if (blocks !== null) {
       const fullIr = once(() => traceModel(model, options));
-      const full = once(() => assemble(fullIr(), options));
-      return assemble(ir, options, { blocks, fullIr, full });
+      const full = once(() => assemble(fullIr(), options, undefined, model, stored));
+      return assemble(ir, options, { blocks, fullIr, full }, model, stored);
     }
   }
-  return assemble(traceModel(model, options), options);
+  return assemble(traceModel(model, options), options, undefined, model, stored);
+}
+
+/** FSDP's default units: a model's repeated blocks (decoder layers), else none (the root alone). */
+function defaultUnits(model: Layer): readonly string[] {
+  const repeated = model.kind === 'module' ? model.repeated : undefined;
+  return repeated === undefined ? [] : Array.from({ length: repeated.count }, (_, i) => `${repeated.prefix}${i}`);
 }
 
 /** The model with three blocks in its body (kept per model: a model is immutable data). */
@@ -381,7 +415,7 @@ export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, num
 }
 
 /** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
-function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate {
+function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, stored: DType | undefined): Estimate {
   const blocks = reduced?.blocks;
   // With reduced blocks, what the interior block has counts `times` over.
   const weigh = (unit: number, bytes: Dim): Dim => (blocks !== undefined && unit === 1 ? mul(bytes, blocks.times) : bytes);
@@ -418,14 +452,17 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
   const runs: [keyof Estimate['steps'], () => StepResult][] = [];
   let main: StepResult;
   if (train) {
-    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}) });
+    const parallel = options.parallel === undefined ? {} : { residency: residencyOf(options.parallel, defaultUnits(model), stored ?? ir.settings.paramDtype) };
+    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...parallel });
     optimizerBytes = main.optimizerState ?? 0;
+    if (main.resident !== undefined) gradients = main.resident.gradients;
     const steady = main;
     // The first step is worked out when read: it holds a subset of the steady step's blocks at
     // every moment (no gradients of a previous step, the optimizer state only from the step
     // on), so its peak is never the higher one.
     runs.push(['first', steady.first!], ['steady', () => steady]);
   } else {
+    if (options.parallel !== undefined && options.parallel.dp > 1) fail('not-modelled', 'a data-parallel inference forward is not modelled (estimate one rank in training, or a single device in inference)', { path: ['parallel'] });
     main = simulateInference(ir, rounded, peakExpression, blocks);
     const inference = main;
     runs.push(['inference', () => inference]);
@@ -449,7 +486,7 @@ function assemble(ir: IR, options: EstimateOptions, reduced?: Reduced): Estimate
   const result = {
     params: { total: paramElements, trainable },
     bytes: {
-      parameters: sum(paramBytes),
+      parameters: main.resident?.parameters ?? sum(paramBytes),
       buffers: sum(bufferBytes),
       activations,
       input: sum(ir.inputs.map((id) => ir.storages[ir.tensors[id]!.storage]!.bytes)),

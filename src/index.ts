@@ -50,6 +50,8 @@ export { trace, type TraceOptions } from './trace/trace.js';
 export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
+export type { Engine, ParallelPlan } from './memory/residency/parallel.js';
+export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './memory/closed-forms.js';
 export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
 export { formatBreakdown, torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
 export { formatTorchinfo, type TorchinfoColumn, type TorchinfoOptions } from './report/torchinfo.js';

@@ -72,6 +72,23 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
   microBatches: integer(1, LIMITS.microBatches),
   timeline: boolean,
   peakExpression: boolean,
+  parallel: object({
+    fields: {
+      engine: oneOf(['ddp', 'zero-redundancy', 'fsdp2', 'deepspeed'], 'engine'),
+      dp: integer(1, 1_000_000),
+      rank: integer(0, 1_000_000),
+      bucketView: boolean,
+      bucketCapMb: number(0),
+      units: names,
+      reshardAfterForward: boolean,
+      mixedPrecision: object({ fields: { param: dtype, reduce: dtype } }),
+      tp: integer(1, 1_000_000),
+      pp: integer(1, 1_000_000),
+      cp: integer(1, 1_000_000),
+      ep: integer(1, 1_000_000),
+    },
+    required: ['engine', 'dp'],
+  }),
 };
 
 /** Keys that belong to the model, not to an estimate. */

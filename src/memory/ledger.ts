@@ -11,10 +11,12 @@ export type Category =
   | 'input'
   | 'activations'
   | 'activationGrads'
-  | 'temporaries';
+  | 'temporaries'
+  /** Buffers of distributed engines: DDP buckets, ZeRO gradient buckets, FSDP all-gather and reduce-scatter buffers. */
+  | 'communication';
 
 /** Every category, in report order. */
-export const CATEGORIES: readonly Category[] = deepFreeze(['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries']);
+export const CATEGORIES: readonly Category[] = deepFreeze(['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries', 'communication']);
 
 /** Phases of a training step (inference has only `forward`). */
 export type Phase = 'start' | 'zero_grad' | 'forward' | 'loss' | 'backward' | 'step' | 'end';
@@ -85,7 +87,7 @@ export interface Ledger {
 }
 
 export function zeroTotals(): Record<Category, number> {
-  return { parameters: 0, buffers: 0, gradients: 0, optimizer: 0, input: 0, activations: 0, activationGrads: 0, temporaries: 0 };
+  return { parameters: 0, buffers: 0, gradients: 0, optimizer: 0, input: 0, activations: 0, activationGrads: 0, temporaries: 0, communication: 0 };
 }
 
 /** A new, empty ledger; `rounded` counts every allocation in CUDA's 512-byte blocks. */

@@ -44,6 +44,8 @@ export interface StepResult {
   readonly first?: () => StepResult;
   /** Training: bytes of the optimizer state on the device (of the full model, with reduced blocks). */
   readonly optimizerState?: Dim;
+  /** Training under a sharding engine: the parameters and gradients this device keeps. */
+  readonly resident?: { readonly parameters: Dim; readonly gradients: Dim };
 }
 
 const NOT_COMPUTED: PeakPoint = { bytes: 0, phase: 'end', label: 'not computed', event: 0, byCategory: zeroTotals() };
@@ -112,7 +114,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
   // Added to the result, not spread into a copy: its symbolic totals are made when read.
-  return Object.assign(steady, { optimizerState: residency.optimizerState(), first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)) });
+  return Object.assign(steady, { optimizerState: residency.optimizerState(), ...(residency.resident !== undefined ? { resident: residency.resident() } : {}), first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)) });
 }
 
 /**

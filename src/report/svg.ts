@@ -13,6 +13,7 @@ const COLORS: Readonly<Record<Category, string>> = {
   activations: '#59a14f',
   activationGrads: '#edc948',
   temporaries: '#b07aa1',
+  communication: '#ff9da7',
 };
 
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -22,8 +23,13 @@ function concrete(value: unknown, what: string): number {
   return value;
 }
 
-function legend(x: number, y: number): string {
-  return CATEGORIES.map(
+/** The categories a chart shows: every one, but communication buffers only in a distributed step. */
+function shown(present: (c: Category) => boolean): readonly Category[] {
+  return CATEGORIES.filter((c) => c !== 'communication' || present(c));
+}
+
+function legend(x: number, y: number, categories: readonly Category[]): string {
+  return categories.map(
     (c, i) => `<g transform="translate(${x + (i % 4) * 150},${y + Math.floor(i / 4) * 18})"><rect width="12" height="12" fill="${COLORS[c]}"/><text x="16" y="10">${c}</text></g>`,
   ).join('');
 }
@@ -57,7 +63,7 @@ export function breakdownSvg(result: Estimate, title = 'Memory at the peak'): st
     `<title>${escape(title)}</title>`,
     `<text x="${barX}" y="24" font-size="15">${escape(title)}: ${escape(formatBytes(total))} (${escape(result.peak.phase)})</text>`,
     rects,
-    legend(barX, 110),
+    legend(barX, 110, shown((c) => result.peak.byCategory[c] !== 0)),
     '</svg>',
   ].join('');
 }
@@ -115,7 +121,7 @@ export function timelineSvg(result: Estimate, title = 'Live memory over the step
     phases.join(''),
     `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="#000" stroke-width="2"><title>peak ${escape(formatBytes(peak))}: ${escape(events[peakIndex]!.label)}</title></circle>`,
     `<text x="${Math.min(px + 8, width - 200).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">peak ${escape(formatBytes(peak))}</text>`,
-    legend(left, top + plotHeight + 36),
+    legend(left, top + plotHeight + 36, shown((c) => events.some((e) => e.byCategory[c] !== 0))),
     '</svg>',
   ].join('');
 }

@@ -50,4 +50,6 @@ export interface Residency {
   readonly step: () => void;
   /** Bytes of the optimizer state on this device (the full model's, with reduced blocks). */
   readonly optimizerState: () => Dim;
+  /** Bytes of parameters and gradients this device keeps between steps, when not the whole model's (sharding). */
+  readonly resident?: () => { readonly parameters: Dim; readonly gradients: Dim };
 }

@@ -1,0 +1,168 @@
+import { fail } from '../../errors.js';
+import { bytesOf, type DType } from '../../tensor/dtype.js';
+import { numel } from '../../tensor/spec.js';
+import type { IR } from '../../trace/ir.js';
+import { parameterOrder } from '../../trace/uses.js';
+import { tensorBytes } from '../step-plan.js';
+import { optimizerOver, wholeGradients } from './single.js';
+import type { RankContext, Residency } from './types.js';
+
+/** torch DistributedDataParallel's knobs that move memory. */
+export interface DdpSettings {
+  /** `gradient_as_bucket_view`: `.grad` tensors are views into the buckets (no second copy). */
+  readonly bucketView: boolean;
+  /** `bucket_cap_mb` (default 25). */
+  readonly bucketCapMb: number;
+}
+
+/** `dist._DEFAULT_FIRST_BUCKET_BYTES`: the first bucket closes at 1 MiB. */
+const FIRST_BUCKET_BYTES = 1024 * 1024;
+
+/** A trainable parameter of the full model: its tensor in the IR and its element count. */
+interface ParamEntry {
+  readonly id: number;
+  readonly numel: number;
+  readonly dtype: DType;
+}
+
+/**
+ * The trainable parameters of the full model in registration order (model.parameters()): with
+ * reduced repeated blocks, block 1's parameters written out as many times as it repeats.
+ */
+export function fullParameters(ctx: RankContext): ParamEntry[] {
+  const { ir } = ctx;
+  const out: ParamEntry[] = [];
+  let run: ParamEntry[] = [];
+  const flush = () => {
+    for (let copy = 0; copy < ctx.times; copy += 1) out.push(...run);
+    run = [];
+  };
+  for (const id of parameterOrder(ir)) {
+    const t = ir.tensors[id]!;
+    if (!ir.storages[t.storage]!.trainable) continue;
+    const n = numel(t.spec);
+    if (typeof n !== 'number') fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be bucketed', { path: ['parallel'], received: t.key ?? String(id) });
+    const entry = { id, numel: n, dtype: t.spec.dtype };
+    if (ctx.owner(t.storage) === 1 && ctx.times !== 1) run.push(entry);
+    else {
+      flush();
+      out.push(entry);
+    }
+  }
+  flush();
+  return out;
+}
+
+/**
+ * The Reducer's buckets, as `_compute_bucket_assignment_by_size` makes them: the parameters
+ * that need gradients in reverse registration order, by dtype, a bucket closing once its bytes
+ * reach its limit (the first bucket's 1 MiB, then `bucket_cap_mb`). Each bucket is one flat
+ * tensor of its parameters' elements (torch/nn/parallel/distributed.py; reducer.cpp
+ * `initialize_buckets`). Returns the buckets' bytes.
+ */
+export function ddpBuckets(params: readonly ParamEntry[], settings: DdpSettings): number[] {
+  const open = new Map<DType, { numel: number; bytes: number; limit: number }>();
+  const closed: number[] = [];
+  const limits = [FIRST_BUCKET_BYTES, settings.bucketCapMb * 1024 * 1024];
+  for (const p of [...params].reverse()) {
+    const bucket = open.get(p.dtype) ?? { numel: 0, bytes: 0, limit: 0 };
+    open.set(p.dtype, bucket);
+    bucket.numel += p.numel;
+    bucket.bytes += bytesOf(p.numel, p.dtype) as number;
+    if (bucket.bytes >= limits[Math.min(bucket.limit, limits.length - 1)]!) {
+      closed.push(bytesOf(bucket.numel, p.dtype) as number);
+      open.set(p.dtype, { numel: 0, bytes: 0, limit: bucket.limit + 1 });
+    }
+  }
+  for (const [dtype, bucket] of open) if (bucket.numel > 0) closed.push(bytesOf(bucket.numel, dtype) as number);
+  return closed;
+}
+
+/**
+ * One rank of torch DistributedDataParallel: the whole model, its gradients and the optimizer
+ * state as on one device, plus the Reducer's flat buckets (the gradients' size again, made when
+ * DDP is constructed; the all-reduce runs in place on them). With `gradient_as_bucket_view`
+ * the `.grad` tensors are views into the buckets: autograd's first gradient of a parameter is
+ * copied into its view and goes; a later one is added in place. `optimized` picks the
+ * parameters this rank's optimizer steps (ZeroRedundancyOptimizer), in its order.
+ */
+export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => readonly number[]): (ctx: RankContext) => Residency {
+  return (ctx) => {
+    const { ir, ledger, plan } = ctx;
+    const buckets = ddpBuckets(fullParameters(ctx), settings);
+    const gradients = wholeGradients(ctx);
+    const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : optimized?.(ctx) ?? plan.trainable);
+    const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+    const viewed = new Set<number>();
+    const inPlace: number[] = [];
+    const noop = () => undefined;
+    return {
+      param: (storage) => {
+        ledger.alloc(ir.storages[storage]!.bytes, 'parameters', 1, ctx.owner(storage));
+      },
+      start() {
+        const grads = settings.bucketView
+          ? []
+          : plan.trainable.map((id) => {
+              const block = ledger.alloc(tensorBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
+              gradients.grads.set(id, block);
+              return block;
+            });
+        for (const bytes of buckets) ledger.alloc(bytes, 'communication');
+        return { grads, state: optimizer.allocateState() };
+      },
+      zeroGrad() {
+        viewed.clear();
+        for (const id of plan.trainable) {
+          const block = gradients.grads.get(id);
+          if (block !== undefined) ledger.release(block);
+          gradients.grads.delete(id);
+        }
+      },
+      beforeForward: noop,
+      afterForward: noop,
+      beforeBackward: noop,
+      paramGrads(op, label) {
+        if (!settings.bucketView) return gradients.paramGrads(op, label);
+        gradients.paramGrads({ ...op, params: op.params.filter((param) => trainable(param) && !viewed.has(param)) }, label);
+        // A later gradient of a parameter whose `.grad` is its bucket view: added in place.
+        for (const param of op.params) if (trainable(param) && viewed.has(param)) inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
+      },
+      afterBackward(op, label) {
+        gradients.afterBackward(op, label);
+        if (!settings.bucketView) return;
+        for (const block of inPlace) ledger.release(block);
+        inPlace.length = 0;
+        for (const [param, block] of gradients.grads) {
+          ledger.release(block);
+          viewed.add(param);
+        }
+        gradients.grads.clear();
+      },
+      endBackward: noop,
+      step: optimizer.step,
+      optimizerState: optimizer.optimizerState,
+    };
+  };
+}
+
+/**
+ * torch's ZeroRedundancyOptimizer (ZeRO-1 by whole parameters): rank r keeps the optimizer state
+ * of the parameters the greedy partition gives it — sorted by element count, largest first (a
+ * stable sort), each to the rank with the fewest elements so far, the lowest rank on a tie
+ * (torch/distributed/optim/zero_redundancy_optimizer.py `_partition_parameters`) — and steps
+ * them in that order. Needs the whole trace (the partition is over tensors).
+ */
+export function zeroRedundancyPartition(ir: IR, world: number): number[][] {
+  const params = parameterOrder(ir).filter((id) => ir.storages[ir.tensors[id]!.storage]!.trainable);
+  const sorted = params.map((id, i) => ({ id, i, n: numel(ir.tensors[id]!.spec) as number })).sort((a, b) => b.n - a.n || a.i - b.i);
+  const sizes = new Array<number>(world).fill(0);
+  const ranks: number[][] = Array.from({ length: world }, () => []);
+  for (const { id, n } of sorted) {
+    let rank = 0;
+    for (let r = 1; r < world; r += 1) if (sizes[r]! < sizes[rank]!) rank = r;
+    ranks[rank]!.push(id);
+    sizes[rank]! += n;
+  }
+  return ranks;
+}

@@ -1,0 +1,269 @@
+import type { Dim } from '../../sym/expr.js';
+import { mul, sum } from '../../sym/ops.js';
+import { bytesOf, type DType } from '../../tensor/dtype.js';
+import { tensor, type TensorSpec } from '../../tensor/spec.js';
+import type { IR, IROp } from '../../trace/ir.js';
+import { tensorBytes } from '../step-plan.js';
+import { optimizerOver } from './single.js';
+import type { RankContext, Residency } from './types.js';
+
+/** torch FSDP2 (`fully_shard`) on one rank of a data-parallel mesh. */
+export interface Fsdp2Settings {
+  /** Shard degree d (the data-parallel mesh size). */
+  readonly shards: number;
+  readonly rank: number;
+  /** Module keys wrapped with `fully_shard` (each its own unit); the root is always one. */
+  readonly units: readonly string[];
+  /** `reshard_after_forward` for the non-root units (the root keeps its parameters: FSDP2's default). */
+  readonly reshardAfterForward: boolean;
+  /** dtype the parameters are stored (sharded) in; the trace's parameters are the compute dtype (`param_dtype`). */
+  readonly storeDtype: (param: number) => DType;
+  /** `MixedPrecisionPolicy.reduce_dtype` (default: the compute dtype). */
+  readonly reduceDtype: DType | null;
+}
+
+/** A parameter's dim-0 chunking over d ranks, as torch.chunk and FSDP2's padding make it. */
+function chunking(spec: TensorSpec, d: number): { readonly rows: number; readonly rest: Dim; readonly dim0: number } {
+  const dim0 = spec.shape.length === 0 ? 1 : (spec.shape[0] as number);
+  const rows = Math.ceil(dim0 / d);
+  return { rows, rest: spec.shape.length === 0 ? 1 : mul(1, spec.shape.slice(1).reduce<Dim>((a, b) => mul(a, b), 1)), dim0 };
+}
+
+interface Unit {
+  readonly module: number;
+  readonly firstOp: number;
+  readonly endOp: number;
+  readonly root: boolean;
+  /** Parameter tensors it manages (those of its modules not in a nested unit). */
+  readonly params: readonly number[];
+  /** Σ padded unsharded elements × compute bytes: the all-gather output and the unsharded parameters. */
+  readonly gathered: Dim;
+  /** Σ padded shard elements (one rank's share). */
+  readonly shardNumel: Dim;
+}
+
+/**
+ * One rank of FSDP2, read from torch/distributed/fsdp/_fully_shard (`_fsdp_param.py`,
+ * `_fsdp_param_group.py`, `_fsdp_collectives.py`, `_fully_shard.py`):
+ * - every parameter is a dim-0 chunk padded to ⌈dim0/d⌉ rows, stored in its own tensor (the same
+ *   size on every rank); the optimizer state covers the unpadded chunk (rank-dependent);
+ * - forward, unit k: all-gather output of the unit's padded unsharded size in the compute dtype,
+ *   then copy-out into the unsharded parameters (the same size again); the previous unit's
+ *   all-gather output is freed just before the copy-out; after the unit's forward its unsharded
+ *   parameters go (reshard_after_forward; the root keeps its own);
+ * - backward, unit k: unshard again (its all-gather output freed right after copy-out), prefetch
+ *   of the next unit's all-gather; after the unit's backward its unsharded parameters go, the
+ *   previous reduce-scatter input is freed, its own (padded, reduce dtype) is made, the unsharded
+ *   gradients go, the reduce-scatter output (a shard) is made — cast to the stored dtype when the
+ *   reduce dtype differs — and holds the sharded gradients (added to existing ones under
+ *   gradient accumulation); the reduce-scatter input is held until the next reduce.
+ * Read from the sources; not measured (no FSDP2 on PyTorch 1.13).
+ */
+export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency {
+  return (ctx) => {
+    const { ir, ledger } = ctx;
+    const d = settings.shards;
+    const units = unitsOf(ir, settings);
+    const unitOfParam = new Map<number, Unit>();
+    for (const unit of units) for (const p of unit.params) unitOfParam.set(p, unit);
+    const storeBytes = (param: number) => {
+      const { rows, rest } = chunking(ir.tensors[param]!.spec, d);
+      return bytesOf(mul(rows, rest), settings.storeDtype(param));
+    };
+    const localSpec = (param: number): TensorSpec => {
+      const spec = ir.tensors[param]!.spec;
+      const { rows, dim0 } = chunking(spec, d);
+      const mine = Math.max(0, Math.min(rows, dim0 - settings.rank * rows));
+      return tensor(spec.shape.length === 0 ? [mine] : [mine, ...spec.shape.slice(1)], settings.storeDtype(param));
+    };
+    const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+    const ownerOfUnit = (unit: Unit) => (unit.params.length === 0 ? -1 : ctx.owner(ir.tensors[unit.params[0]!]!.storage));
+    const optimizer = optimizerOver(
+      ctx,
+      ctx.optimizer === null ? [] : ctx.plan.trainable,
+      localSpec,
+    );
+    // Per unit: sharded gradients (one tensor: the reduce-scatter output), unsharded parameter blocks.
+    const shardedGrads = new Map<Unit, number>();
+    const unsharded = new Map<Unit, number[]>();
+    const unshardedGrads = new Map<number, number>();
+    let heldGather: number | null = null;
+    const prefetched = new Map<Unit, number>();
+    let heldReduce: number | null = null;
+    const backwardStarted = new Set<Unit>();
+    const backwardDone = new Set<Unit>();
+    const reduceDtype = (unit: Unit) => settings.reduceDtype ?? (unit.params.length === 0 ? 'float32' : ir.tensors[unit.params[0]!]!.spec.dtype);
+    const storeDtypeOf = (unit: Unit) => (unit.params.length === 0 ? 'float32' : settings.storeDtype(unit.params[0]!));
+    const gatherDtype = (unit: Unit) => (unit.params.length === 0 ? 'float32' : ir.tensors[unit.params[0]!]!.spec.dtype);
+
+    const copyOut = (unit: Unit) => {
+      unsharded.set(
+        unit,
+        unit.params.map((p) => {
+          const { rows, rest } = chunking(ir.tensors[p]!.spec, d);
+          return ledger.alloc(bytesOf(mul(rows * d, rest), gatherDtype(unit)), 'parameters');
+        }),
+      );
+    };
+    const reshard = (unit: Unit) => {
+      for (const block of unsharded.get(unit) ?? []) ledger.release(block);
+      unsharded.delete(unit);
+    };
+    const gatherBlock = (unit: Unit) => ledger.alloc(bytesOf(unit.gathered, gatherDtype(unit)), 'communication');
+    const unshardForward = (unit: Unit, label: string) => {
+      if (unsharded.has(unit) || unit.params.length === 0) return;
+      const gather = gatherBlock(unit);
+      ledger.record('forward', `${label} (FSDP all-gather)`);
+      // wait_for_unshard frees the previous unit's all-gather output before the copy-out.
+      if (heldGather !== null) ledger.release(heldGather);
+      copyOut(unit);
+      heldGather = gather;
+    };
+    const unshardBackward = (unit: Unit, label: string) => {
+      if (unsharded.has(unit) || unit.params.length === 0) return;
+      const gather = prefetched.get(unit) ?? gatherBlock(unit);
+      prefetched.delete(unit);
+      // wait_for_unshard frees the all-gather output forward left held.
+      if (heldGather !== null) ledger.release(heldGather);
+      heldGather = null;
+      copyOut(unit);
+      ledger.record('backward', `${label} (FSDP all-gather)`);
+      ledger.release(gather);
+    };
+    // Backward runs the units in reverse post-forward order; each prefetches the next.
+    const backwardOrder = [...units].sort((a, b) => b.endOp - a.endOp || a.firstOp - b.firstOp);
+    const preBackward = (unit: Unit, label: string) => {
+      backwardStarted.add(unit);
+      unshardBackward(unit, label);
+      const next = backwardOrder[backwardOrder.indexOf(unit) + 1];
+      if (next !== undefined && !unsharded.has(next) && !prefetched.has(next) && next.params.length > 0) prefetched.set(next, gatherBlock(next));
+    };
+    const postBackward = (unit: Unit, label: string) => {
+      backwardDone.add(unit);
+      reshard(unit);
+      const grads = unit.params.filter((p) => unshardedGrads.has(p));
+      if (grads.length === 0) return;
+      if (heldReduce !== null) ledger.release(heldReduce);
+      const input = ledger.alloc(bytesOf(mul(unit.shardNumel, d), reduceDtype(unit)), 'communication');
+      for (const p of grads) {
+        ledger.release(unshardedGrads.get(p)!);
+        unshardedGrads.delete(p);
+      }
+      const cast = reduceDtype(unit) !== storeDtypeOf(unit);
+      let output = ledger.alloc(bytesOf(unit.shardNumel, reduceDtype(unit)), cast ? 'communication' : 'gradients', 1, ownerOfUnit(unit));
+      ledger.record('backward', `${label} (FSDP reduce-scatter)`);
+      if (cast) {
+        const stored = ledger.alloc(bytesOf(unit.shardNumel, storeDtypeOf(unit)), 'gradients', 1, ownerOfUnit(unit));
+        ledger.release(output);
+        output = stored;
+      }
+      const existing = shardedGrads.get(unit);
+      if (existing === undefined) shardedGrads.set(unit, output);
+      else ledger.release(output);
+      heldReduce = input;
+    };
+    const unitsAt = (op: IROp) => units.filter((u) => u.firstOp <= op.index && op.index < u.endOp);
+    const noop = () => undefined;
+    return {
+      param: noop,
+      start() {
+        // The sharded parameters, last step's sharded gradients, the optimizer state on the local chunks.
+        for (const unit of units) for (const p of unit.params) ledger.alloc(storeBytes(p), 'parameters', 1, ctx.owner(ir.tensors[p]!.storage));
+        const grads = units.filter((u) => u.params.some(trainable)).map((unit) => {
+          const block = ledger.alloc(bytesOf(unit.shardNumel, storeDtypeOf(unit)), 'gradients', 1, ownerOfUnit(unit));
+          shardedGrads.set(unit, block);
+          return block;
+        });
+        return { grads, state: optimizer.allocateState() };
+      },
+      zeroGrad() {
+        for (const block of shardedGrads.values()) ledger.release(block);
+        shardedGrads.clear();
+        backwardStarted.clear();
+        backwardDone.clear();
+      },
+      beforeForward(op, micro) {
+        // Outer units first: the root's pre-forward runs before a nested unit's.
+        for (const unit of unitsAt(op).sort((a, b) => a.firstOp - b.firstOp || b.endOp - a.endOp)) if (unit.firstOp === op.index) unshardForward(unit, `${micro}${labelOf(ir, unit)}`);
+      },
+      afterForward(op) {
+        for (const unit of unitsAt(op)) if (unit.endOp - 1 === op.index && !unit.root && settings.reshardAfterForward) reshard(unit);
+      },
+      beforeBackward(op, micro) {
+        // Units the backward has left run their post-backward; the ones it enters their pre-backward.
+        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit) && !(unit.firstOp <= op.index && op.index < unit.endOp)) postBackward(unit, `${micro}${labelOf(ir, unit)}`);
+        for (const unit of unitsAt(op).sort((a, b) => a.firstOp - b.firstOp || b.endOp - a.endOp)) if (!backwardStarted.has(unit)) preBackward(unit, `${micro}${labelOf(ir, unit)}`);
+      },
+      paramGrads(op, label) {
+        // Autograd's unsharded gradients, in the compute dtype; a second one is added in place.
+        for (const param of op.params) {
+          if (!trainable(param)) continue;
+          if (unshardedGrads.has(param)) {
+            const block = ledger.alloc(tensorBytes(ir, param), 'temporaries');
+            ledger.record('backward', `${label} (accumulate grad)`);
+            ledger.release(block);
+          } else unshardedGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+        }
+      },
+      afterBackward: noop,
+      endBackward(micro) {
+        // The root's final callback: every unit not yet reduced is, then the held buffers go.
+        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit)) postBackward(unit, `${micro}${labelOf(ir, unit)}`);
+        backwardStarted.clear();
+        backwardDone.clear();
+        if (heldReduce !== null) ledger.release(heldReduce);
+        heldReduce = null;
+        for (const block of prefetched.values()) ledger.release(block);
+        prefetched.clear();
+        if (heldGather !== null) ledger.release(heldGather);
+        heldGather = null;
+        for (const unit of [...unsharded.keys()]) reshard(unit);
+      },
+      step: optimizer.step,
+      optimizerState: optimizer.optimizerState,
+      resident: () => {
+        const weigh = (bytes: Dim, owner: number) => (owner === 1 && ctx.times !== 1 ? mul(bytes, ctx.times) : bytes);
+        return {
+          parameters: sum(units.flatMap((unit) => unit.params.map((p) => weigh(storeBytes(p), ctx.owner(ir.tensors[p]!.storage))))),
+          gradients: sum(units.filter((u) => u.params.some(trainable)).map((unit) => weigh(bytesOf(unit.shardNumel, storeDtypeOf(unit)), ownerOfUnit(unit)))),
+        };
+      },
+    };
+  };
+}
+
+function labelOf(ir: IR, unit: Unit): string {
+  const key = ir.modules[unit.module]!.key;
+  return key === '' ? 'root' : key;
+}
+
+/** The FSDP units: each wrapped module and the root, with the parameters each manages. */
+function unitsOf(ir: IR, settings: Fsdp2Settings): Unit[] {
+  const wrapped = new Set<number>([0]);
+  for (const key of settings.units) {
+    const module = ir.modules.find((m) => m.key === key);
+    if (module !== undefined) wrapped.add(module.index);
+  }
+  // A module's parameters belong to its innermost wrapped ancestor (itself included).
+  const unitOfModule = new Int32Array(ir.modules.length);
+  for (const m of ir.modules) unitOfModule[m.index] = wrapped.has(m.index) ? m.index : m.parent === null ? 0 : unitOfModule[m.parent]!;
+  const params = new Map<number, number[]>();
+  const seen = new Set<number>();
+  for (const m of ir.modules) for (const p of m.params) {
+    if (seen.has(p)) continue;
+    seen.add(p);
+    const u = unitOfModule[m.index]!;
+    params.set(u, [...(params.get(u) ?? []), p]);
+  }
+  return [...wrapped].map((index) => {
+    const m = ir.modules[index]!;
+    const own = params.get(index) ?? [];
+    const shardNumel = sum(
+      own.map((p) => {
+        const { rows, rest } = chunking(ir.tensors[p]!.spec, settings.shards);
+        return mul(rows, rest);
+      }),
+    );
+    return { module: index, firstOp: m.firstOp, endOp: m.endOp, root: index === 0, params: own, gathered: mul(shardNumel, settings.shards), shardNumel };
+  });
+}

@@ -1,0 +1,84 @@
+import { fail } from '../../errors.js';
+import type { DType } from '../../tensor/dtype.js';
+import type { IR } from '../../trace/ir.js';
+import { ddp, zeroRedundancyPartition } from './ddp.js';
+import { fsdp2 } from './fsdp2.js';
+import type { RankContext, Residency } from './types.js';
+
+/** The distributed engines vram-ts models per rank. */
+export type Engine = 'ddp' | 'zero-redundancy' | 'fsdp2' | 'deepspeed';
+
+/**
+ * One rank of a data-parallel job: which engine, how many ranks, which one, and the engine's
+ * knobs that move memory. The figures of an estimate with it are that rank's.
+ */
+export interface ParallelPlan {
+  /**
+   * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
+   * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
+   * `deepspeed` (ZeRO stages 0-3).
+   */
+  readonly engine: Engine;
+  /** Data-parallel ranks (GPUs). */
+  readonly dp: number;
+  /** The rank to estimate (default 0; ranks differ by padding and partitions). */
+  readonly rank?: number;
+  /** DDP `gradient_as_bucket_view` (default false). */
+  readonly bucketView?: boolean;
+  /** DDP `bucket_cap_mb` (default 25). */
+  readonly bucketCapMb?: number;
+  /** FSDP2: module keys wrapped with `fully_shard` besides the root (default: the model's repeated blocks). */
+  readonly units?: readonly string[];
+  /** FSDP2 `reshard_after_forward` of the non-root units (default true). */
+  readonly reshardAfterForward?: boolean;
+  /** FSDP2 `MixedPrecisionPolicy`: compute (all-gather) and reduce dtypes; parameters stay stored in the model's dtype. */
+  readonly mixedPrecision?: { readonly param?: DType; readonly reduce?: DType };
+  /** Tensor, pipeline, context and expert parallel sizes: only 1 is modelled so far. */
+  readonly tp?: number;
+  readonly pp?: number;
+  readonly cp?: number;
+  readonly ep?: number;
+}
+
+/** Whether the engine's accounting can follow a model traced with reduced repeated blocks. */
+export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
+  // ZeroRedundancyOptimizer's greedy partition is over the whole model's tensors.
+  return plan === undefined || plan.engine !== 'zero-redundancy';
+}
+
+/** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
+export function checkModelled(plan: ParallelPlan): void {
+  for (const key of ['tp', 'pp', 'cp', 'ep'] as const) {
+    const value = plan[key];
+    if (value !== undefined && value !== 1) fail('not-modelled', `${key} > 1 is not modelled yet: vram-ts estimates data-parallel ranks (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO)`, { path: ['parallel', key], expected: '1', received: String(value) });
+  }
+  const rank = plan.rank ?? 0;
+  if (rank >= plan.dp) fail('bad-option', 'the rank must be below the number of ranks', { path: ['parallel', 'rank'], expected: `0 .. ${plan.dp - 1}`, received: String(rank) });
+  if (plan.engine === 'deepspeed') fail('not-modelled', 'DeepSpeed ZeRO is not modelled yet', { path: ['parallel', 'engine'], expected: "'ddp' | 'zero-redundancy' | 'fsdp2'", received: plan.engine });
+}
+
+/**
+ * The residency of one rank under the plan. `defaultUnits` are the FSDP units when the plan
+ * names none (a decoder's layers); `storeDtype` the dtype FSDP2 keeps sharded parameters in.
+ */
+export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
+  checkModelled(plan);
+  const rank = plan.rank ?? 0;
+  switch (plan.engine) {
+    case 'ddp':
+      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25 });
+    case 'zero-redundancy':
+      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25 }, (ctx: RankContext) => zeroRedundancyPartition(ctx.ir as IR, plan.dp)[rank]!);
+    case 'fsdp2':
+      return fsdp2({
+        shards: plan.dp,
+        rank,
+        units: plan.units ?? defaultUnits,
+        reshardAfterForward: plan.reshardAfterForward ?? true,
+        storeDtype: () => storeDtype,
+        reduceDtype: plan.mixedPrecision?.reduce ?? null,
+      });
+    case 'deepspeed':
+      return fail('not-modelled', 'DeepSpeed ZeRO is not modelled yet', { path: ['parallel', 'engine'] });
+  }
+}
