@@ -55,6 +55,15 @@ const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (def
   --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks);
                          training only`;
 
+export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy'] as const;
+
+const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel GPUs (training; default 1: one GPU)
+  --engine E             ${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,
+                         gradients and optimizer state; DDP keeps them whole plus its gradient buckets;
+                         zero-redundancy is torch's ZeroRedundancyOptimizer over DDP
+  --fsdp                 the same as --engine fsdp2
+  --rank R               which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)`;
+
 const RUNTIME_OPTIONS = `  --device D             ${DEVICES.join(' or ')} (default ${DEFAULTS.device})
   --framework F          ${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`;
 
@@ -90,6 +99,7 @@ Options of an estimate (an option that does not apply is an error)
   --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
   --train | --infer      a training step (the default) or an inference forward
 ${TRAINING_OPTIONS}
+${PARALLEL_OPTIONS}
 ${LLM_OPTIONS}
 ${RUNTIME_OPTIONS}
 ${gpu('says whether it fits (default: none)')}
@@ -105,6 +115,7 @@ Examples
   vram-ts mobilenet_v3_small --input 3x4000x2672 --classes 3 --train
   vram-ts qwen2.5-0.5b --seq 4096 --batch 8 --precision bf16 --gpu A800-80GB
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
+  vram-ts fit qwen2.5-0.5b --gpu A800-80GB --solve seq --precision bf16 --gpus 8 --fsdp
   vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --attention sdpa --micro-batch 1
   vram-ts ./config.json --infer --seq 8192 --format json
   vram-ts --safetensors model.safetensors
@@ -128,6 +139,7 @@ ${gpu('the GPU to fit (required)')}
   --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
   --train | --infer      a training step (the default) or an inference forward
 ${TRAINING_OPTIONS}
+${PARALLEL_OPTIONS}
 ${LLM_OPTIONS}
 ${RUNTIME_OPTIONS}
   -h, --help             this help
@@ -136,6 +148,7 @@ ${EXIT}
 
 Examples
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
+  vram-ts fit qwen2.5-0.5b --gpu A800-80GB --solve seq --precision bf16 --gpus 8 --fsdp
   vram-ts fit mobilenet_v3_small --input 3x224x224 --gpu RTX-4090 --solve resolution
 `;
 

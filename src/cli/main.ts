@@ -45,7 +45,7 @@ import {
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
-import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, FIT_HELP, FORMATS, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, FIT_HELP, FORMATS, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
 import { readSafetensors } from './safetensors.js';
 
 export { HELP } from './help.js';
@@ -84,6 +84,10 @@ const OPTIONS = {
   'micro-batch': { type: 'string' },
   hidden: { type: 'string' },
   heads: { type: 'string' },
+  gpus: { type: 'string' },
+  engine: { type: 'string' },
+  fsdp: { type: 'boolean' },
+  rank: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -125,6 +129,10 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   'micro-batch': ['grpo'],
   hidden: ['korthikanti'],
   heads: ['korthikanti'],
+  gpus: ['estimate', 'fit'],
+  engine: ['estimate', 'fit'],
+  fsdp: ['estimate', 'fit'],
+  rank: ['estimate', 'fit'],
   help: ALL,
 };
 
@@ -164,6 +172,7 @@ const LIMITS = {
   'micro-batch': 1_000_000_000,
   hidden: 1_000_000,
   heads: 1_000_000,
+  gpus: 1_000_000,
 } as const;
 
 const LLM_ONLY = ['seq', 'attention', 'transformers', 'dtype', 'no-cache', 'lora-rank', 'qlora'] as const;
@@ -261,6 +270,12 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     input = solve === 'resolution' ? [batch, c, side, side] : [batch, c, h, w];
   }
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
+  const gpus = values.gpus === undefined ? 1 : count(values, 'gpus', 1);
+  const engine = values.fsdp ? 'fsdp2' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
+  const parallel =
+    gpus > 1 || values.engine !== undefined || values.fsdp || values.rank !== undefined
+      ? { parallel: { engine, dp: gpus, ...(values.rank !== undefined ? { rank: wholeNumber(values.rank, '--rank', 0, gpus - 1) } : {}) } }
+      : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -270,6 +285,7 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     ...(values.framework !== undefined ? { framework: oneOf(values.framework, '--framework', FRAMEWORKS) } : {}),
     ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
+    ...parallel,
   };
 }
 
@@ -315,6 +331,8 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.train && values.infer) usage('--train, --infer', 'pick one: a training step (--train, the default) or an inference forward (--infer)');
   if (values.infer && values.optimizer !== undefined) usage('--optimizer', 'applies to training; --infer runs no optimizer');
   if (values.infer && values.checkpointing) usage('--checkpointing', 'applies to training; --infer keeps nothing for backward');
+  if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined)) usage(values.gpus !== undefined ? '--gpus' : values.fsdp ? '--fsdp' : values.engine !== undefined ? '--engine' : '--rank', 'data-parallel ranks are estimated for training; --infer is one GPU');
+  if (values.fsdp && values.engine !== undefined && values.engine !== 'fsdp2') usage('--fsdp', `not with --engine ${values.engine}: --fsdp is --engine fsdp2`);
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
   if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
   if (command === 'fit' && values.gpu === undefined) usage('--gpu', 'fit needs the GPU to fit', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });

@@ -138,6 +138,13 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       const next = backwardOrder[backwardOrder.indexOf(unit) + 1];
       if (next !== undefined && !unsharded.has(next) && !prefetched.has(next) && next.params.length > 0) prefetched.set(next, gatherBlock(next));
     };
+    // A unit's post-backward counts for its own block, whichever op's hook runs it.
+    const inUnit = (unit: Unit, after: number, run: () => void) => {
+      if (ctx.unitOfOp === null) return run();
+      ledger.setUnit(ctx.unitOfOp(unit.firstOp));
+      run();
+      ledger.setUnit(after);
+    };
     const postBackward = (unit: Unit, label: string) => {
       backwardDone.add(unit);
       reshard(unit);
@@ -191,7 +198,8 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       },
       beforeBackward(op, micro) {
         // Units the backward has left run their post-backward; the ones it enters their pre-backward.
-        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit) && !(unit.firstOp <= op.index && op.index < unit.endOp)) postBackward(unit, `${micro}${labelOf(ir, unit)}`);
+        const here = ctx.unitOfOp?.(op.index) ?? -1;
+        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit) && !(unit.firstOp <= op.index && op.index < unit.endOp)) inUnit(unit, here, () => postBackward(unit, `${micro}${labelOf(ir, unit)}`));
         for (const unit of unitsAt(op).sort((a, b) => a.firstOp - b.firstOp || b.endOp - a.endOp)) if (!backwardStarted.has(unit)) preBackward(unit, `${micro}${labelOf(ir, unit)}`);
       },
       paramGrads(op, label) {
@@ -208,7 +216,7 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       afterBackward: noop,
       endBackward(micro) {
         // The root's final callback: every unit not yet reduced is, then the held buffers go.
-        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit)) postBackward(unit, `${micro}${labelOf(ir, unit)}`);
+        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit)) inUnit(unit, -1, () => postBackward(unit, `${micro}${labelOf(ir, unit)}`));
         backwardStarted.clear();
         backwardDone.clear();
         if (heldReduce !== null) ledger.release(heldReduce);
