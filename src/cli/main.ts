@@ -272,10 +272,9 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
   const gpus = values.gpus === undefined ? 1 : count(values, 'gpus', 1);
   const engine = values.fsdp ? 'fsdp2' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
-  const parallel =
-    gpus > 1 || values.engine !== undefined || values.fsdp || values.rank !== undefined
-      ? { parallel: { engine, dp: gpus, ...(values.rank !== undefined ? { rank: wholeNumber(values.rank, '--rank', 0, gpus - 1) } : {}) } }
-      : {};
+  const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, gpus - 1);
+  // One GPU is one GPU whatever the engine.
+  const parallel = gpus > 1 ? { parallel: { engine, dp: gpus, rank: rankOf } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',

@@ -60,6 +60,36 @@ describe('vram-ts command', () => {
     expect(Number(r.out.trim())).toBeGreaterThan(100);
   });
 
+  it('estimates one rank of N data-parallel GPUs (--gpus, --fsdp, --engine, --rank)', () => {
+    const peak = (...args: string[]) => {
+      const r = cli('qwen2.5-0.5b', '--seq', '1024', '--precision', 'bf16', '--format', 'json', ...args);
+      expect(r.code, r.err).toBe(0);
+      return JSON.parse(r.out) as { bytes: { peak: number; parameters: number; optimizer: number } };
+    };
+    const one = peak();
+    const fsdp = peak('--gpus', '8', '--fsdp');
+    const ddp = peak('--gpus', '8', '--engine', 'ddp');
+    expect(fsdp.bytes.parameters).toBe(one.bytes.parameters / 8);
+    expect(fsdp.bytes.peak).toBeLessThan(one.bytes.peak);
+    // DDP keeps everything and adds its gradient buckets.
+    expect(ddp.bytes.peak).toBeGreaterThan(one.bytes.peak);
+    expect(peak('--gpus', '8', '--engine', 'zero-redundancy', '--rank', '7').bytes.optimizer).toBeLessThan(one.bytes.optimizer);
+    expect(peak('--gpus', '1', '--engine', 'fsdp2')).toEqual(one);
+    for (const [args, flag] of [
+      [['--gpus', '8', '--rank', '8'], '--rank'],
+      [['--gpus', '2', '--fsdp', '--engine', 'ddp'], '--fsdp'],
+      [['--gpus', '2', '--infer'], '--gpus'],
+      [['--gpus', '2', '--engine', 'megatron'], '--engine'],
+    ] as const) {
+      const r = cli('qwen2.5-0.5b', ...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toContain(flag);
+    }
+    const fit = cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--solve', 'seq', '--precision', 'bf16', '--gpus', '8', '--fsdp');
+    expect(fit.code).toBe(0);
+    expect(Number(fit.out)).toBeGreaterThan(Number(cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--solve', 'seq', '--precision', 'bf16').out));
+  });
+
   it('gives json, markdown, explain and an SVG file', () => {
     const json = JSON.parse(cli('qwen2.5-0.5b', '--seq', '64', '--precision', 'bf16', '--format', 'json').out) as { params: { total: number } };
     expect(json.params.total).toBe(494_032_768);
