@@ -181,6 +181,8 @@ export interface Estimate<D extends Dim = Dim> {
   readonly steps: { readonly first?: StepSummary; readonly steady?: StepSummary; readonly inference?: StepSummary };
   /** The optimizer the step was simulated with (null: inference, or none asked for). */
   readonly optimizer: OptimizerSpec | null;
+  /** The data-parallel rank the figures are for (null: one device). */
+  readonly parallel: ParallelPlan | null;
   /**
    * The traced model everything above was computed from. For a model with repeated blocks (see
    * RepeatedBlocks) the figures come from a trace of three of them; this IR, like the module
@@ -498,6 +500,7 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
     peak,
     steps,
     optimizer: spec,
+    parallel: options.parallel ?? null,
   } as Omit<Estimate, 'modules' | 'timeline' | 'ir'> as Estimate;
   // What is read less often is made when read: the module rows, the timeline and, for a
   // model estimated from reduced blocks, the full model's IR and programs.

@@ -70,7 +70,8 @@ export function formatBreakdown(result: Estimate): string {
   const root = result.modules[0]!;
   const lines: string[] = [];
   const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
-  lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}`);
+  const rank = result.parallel === null ? '' : ` · rank ${result.parallel.rank ?? 0} of ${result.parallel.dp} (${result.parallel.engine})`;
+  lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');
   lines.push('What is held');
   const symbolic = [bytes.parameters, bytes.buffers, bytes.input, bytes.activations].some((b) => typeof b !== 'number');
