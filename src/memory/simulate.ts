@@ -84,7 +84,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const blocks = settings.blocks;
   if (blocks !== undefined) ledger.setUnit(-1);
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
-  const residency = (settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]! });
+  const residency = (settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, microBatches: Math.max(1, settings.microBatches ?? 1), unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]! });
   const storageBlock = idBlocks(ir.storages.length);
   for (const s of ir.storages) {
     if (s.role === 'param') residency.param(s.id);

@@ -95,6 +95,9 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
     const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
     const viewed = new Set<number>();
     const inPlace: number[] = [];
+    // Micro-batches before the last run under no_sync(): no bucket copy, `.grad` stays a tensor of its own.
+    let micro = 0;
+    const synced = () => micro === ctx.microBatches - 1;
     const noop = () => undefined;
     return {
       param: (storage) => {
@@ -113,6 +116,7 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
       },
       zeroGrad() {
         viewed.clear();
+        micro = 0;
         for (const id of plan.trainable) {
           const block = gradients.grads.get(id);
           if (block !== undefined) ledger.release(block);
@@ -124,22 +128,32 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
       beforeBackward: noop,
       paramGrads(op, label) {
         if (!settings.bucketView) return gradients.paramGrads(op, label);
-        gradients.paramGrads({ ...op, params: op.params.filter((param) => trainable(param) && !viewed.has(param)) }, label);
-        // A later gradient of a parameter whose `.grad` is its bucket view: added in place.
-        for (const param of op.params) if (trainable(param) && viewed.has(param)) inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
+        const fresh = op.params.filter((param) => trainable(param) && !viewed.has(param) && !gradients.grads.has(param));
+        gradients.paramGrads({ ...op, params: fresh }, label);
+        // A later gradient of a parameter that has a `.grad` (its bucket view, or its own tensor
+        // under no_sync): AccumulateGrad adds it in place, the node's gradient a temporary.
+        for (const param of op.params) if (trainable(param) && !fresh.includes(param)) inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
       },
       afterBackward(op, label) {
         gradients.afterBackward(op, label);
         if (!settings.bucketView) return;
         for (const block of inPlace) ledger.release(block);
         inPlace.length = 0;
-        for (const [param, block] of gradients.grads) {
+        if (!synced()) return;
+        // The Reducer's hook on each gradient made ready here copies it into its bucket and makes
+        // `.grad` the view; parameters whose hooks have not fired keep their own `.grad`.
+        for (const param of op.params) {
+          const block = gradients.grads.get(param);
+          if (block === undefined) continue;
           ledger.release(block);
+          gradients.grads.delete(param);
           viewed.add(param);
         }
-        gradients.grads.clear();
       },
-      endBackward: noop,
+      endBackward: () => {
+        gradients.endBackward();
+        micro += 1;
+      },
       step: optimizer.step,
       optimizerState: optimizer.optimizerState,
     };

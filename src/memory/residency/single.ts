@@ -34,16 +34,21 @@ export function updateOf(spec: OptimizerSpec, param: TensorSpec, framework: Fram
 const NONE: readonly number[] = [];
 
 /**
- * Parameter gradients as autograd makes them on one device: a new `.grad` the first time, and
- * for a second gradient of the same parameter (tied or shared weights) AccumulateGrad's
+ * Parameter gradients as autograd makes them on one device: a new `.grad` the first time; for a
+ * second gradient of the same parameter in the same backward (tied or shared weights)
  * `.grad + new` out of place after the node let go of its inputs, a third tensor before the two
  * are freed (measured on PyTorch 1.13 CPU with real transformers 4.40.2 traces, and on 2.11
- * CUDA traces of tied embeddings). Shared by every engine that keeps whole `.grad` tensors.
+ * CUDA traces of tied embeddings); for the gradient of a later micro-batch, AccumulateGrad's
+ * `.grad += new` in place, the new one freed with the node (measured on 1.13 CPU, DDP no_sync).
+ * Shared by every engine that keeps whole `.grad` tensors; `endBackward` marks a micro-batch done.
  */
-export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' | 'afterBackward'> & { readonly grads: Map<number, number> } {
+export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' | 'afterBackward'> & { readonly grads: Map<number, number>; readonly endBackward: () => void } {
   const { ir, ledger } = ctx;
   const grads = new Map<number, number>();
+  // Gradients left by an earlier backward of this step (micro-batches before this one).
+  const earlier = new Set<number>();
   const accumulations: [number, number, number][] = [];
+  const inPlace: number[] = [];
   return {
     grads,
     paramGrads(op, label) {
@@ -53,13 +58,19 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
         const storage = ir.tensors[param]!.storage;
         if (!ir.storages[storage]!.trainable) continue;
         const existing = grads.get(param);
-        if (existing === undefined) grads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
-        else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
+        if (existing === undefined) {
+          grads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+          earlier.delete(param);
+        } else if (earlier.has(param)) {
+          inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
+        } else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
       }
       if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
       for (const block of copyGrads) ledger.release(block);
     },
     afterBackward(_op, label) {
+      for (const block of inPlace) ledger.release(block);
+      inPlace.length = 0;
       for (const [param, existing, fresh] of accumulations) {
         const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
         ledger.record('backward', `${label} (accumulate grad)`);
@@ -68,6 +79,9 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
         grads.set(param, summed);
       }
       accumulations.length = 0;
+    },
+    endBackward() {
+      for (const param of grads.keys()) earlier.add(param);
     },
   };
 }
@@ -155,7 +169,7 @@ export function singleDevice(ctx: RankContext): Residency {
     beforeBackward: noop,
     paramGrads: gradients.paramGrads,
     afterBackward: gradients.afterBackward,
-    endBackward: noop,
+    endBackward: gradients.endBackward,
     step: optimizer.step,
     optimizerState: optimizer.optimizerState,
   };

@@ -14,6 +14,8 @@ export interface RankContext {
   readonly owner: (storage: number) => number;
   /** How many times block 1 counts (reduced repeated blocks), else 1. */
   readonly times: number;
+  /** Micro-batches per optimizer step (gradient accumulation). */
+  readonly microBatches: number;
   /** With reduced repeated blocks: the block an op belongs to (the ledger's context while it runs); else null. */
   readonly unitOfOp: ((op: number) => number) | null;
 }
