@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { mobilenetV3Small, estimate } from '../src/index.js';
+import { compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
@@ -104,6 +105,37 @@ ${summarize(cudaRows).join('\n')}
 | --- | --- | ---: | ---: | ---: |
 ${cudaRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`;
 
+// One rank of a data-parallel job: the distributed oracles' fixtures.
+const rankRows: RankComparison[] = loadDistributedFixtures().flatMap(compareDistributedFixture);
+const rankGroups = new Map<string, RankComparison[]>();
+for (const r of rankRows) rankGroups.set(`${r.engine} | ${kind(r.figure)}`, [...(rankGroups.get(`${r.engine} | ${kind(r.figure)}`) ?? []), r]);
+const rankSummary = [...rankGroups].map(([key, group]) => {
+  const errors = group.map((r) => Math.abs(r.error));
+  const within = group.every((r) => Math.abs(r.error) <= rankTolerance(r));
+  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(rankTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+});
+const rankSection = `Measured by \`tools/oracle/distributed_cpu.py\` on PyTorch 1.13 CPU (fp32, one thread): one process plays
+rank r of a world of W through a fake process group whose collectives complete in place, so
+DistributedDataParallel's Reducer, its buckets and ZeroRedundancyOptimizer's partition run their own
+code (method and findings: tools/oracle/README.md). vram-ts runs with \`parallel: { engine, dp, rank,
+bucketView, bucketCapMb }\` and \`device: 'cpu', framework: 'torch-1.13'\`. Peaks are live allocator totals
+over the third step; the optimizer state is the rank's own.
+
+| engine | figure | rows | mean error | max error | tolerance | all within |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+${rankSummary.join('\n')}
+
+| case | figure | PyTorch | vram-ts | error |
+| --- | --- | ---: | ---: | ---: |
+${rankRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+Not measured yet: FSDP2 (\`fully_shard\` does not run on PyTorch 1.13; vram-ts's FSDP2 rules are read
+from the PyTorch sources), anything on CUDA with NCCL (\`tools/measure_distributed.py\` is written for the
+GPU machine and has not run there), and what the communication libraries allocate outside PyTorch's
+allocator. DeepSpeed ZeRO and tensor, pipeline, context and expert parallelism are not modelled per
+rank; their closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory) are
+reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
+
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
 const seedRows = [
@@ -171,14 +203,18 @@ ${rows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${
 
 ${cudaSection}
 
+## One rank of a data-parallel job
+
+${rankSection}
+
 ## Pending
 
 ${pending.length === 0 ? 'None.' : `| case | reason |\n| --- | --- |\n${pending.join('\n')}`}
 `;
 return {
   text: body,
-  summary: [...summary, ...hfSections.flatMap((section) => summarize(section.rows).map((line) => `transformers ${section.release} ${line}`)), ...summarize(cudaRows).map((line) => `cuda ${line}`)],
-  rows: rows.length + cudaRows.length + hfSections.reduce((a, section) => a + section.rows.length, 0),
+  summary: [...summary, ...hfSections.flatMap((section) => summarize(section.rows).map((line) => `transformers ${section.release} ${line}`)), ...summarize(cudaRows).map((line) => `cuda ${line}`), ...rankSummary.map((line) => `per rank ${line}`)],
+  rows: rows.length + cudaRows.length + rankRows.length + hfSections.reduce((a, section) => a + section.rows.length, 0),
   pending: pending.length,
 };
 }

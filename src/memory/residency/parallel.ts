@@ -23,7 +23,10 @@ export interface ParallelPlan {
   readonly dp: number;
   /** The rank to estimate (default 0; ranks differ by padding and partitions). */
   readonly rank?: number;
-  /** DDP `gradient_as_bucket_view` (default false). */
+  /**
+   * DDP `gradient_as_bucket_view` (default false). With `microBatches` > 1, DDP runs every
+   * micro-batch but the last under `no_sync()` (what Accelerate and the HF Trainer do).
+   */
   readonly bucketView?: boolean;
   /** DDP `bucket_cap_mb` (default 25). */
   readonly bucketCapMb?: number;
