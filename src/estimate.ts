@@ -373,7 +373,7 @@ const blockNames = new Map<string, RegExp>();
 
 /** Whether an option or the quantization names one block (`model.layers.5`): then the blocks differ. */
 function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string): boolean {
-  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? [])];
+  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? []), ...(options.parallel?.units ?? [])];
   // Conservative: any name with the container's last part and an index (`layers.5`, `h.0.attn`).
   let block = blockNames.get(prefix);
   if (block === undefined) {

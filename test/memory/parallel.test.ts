@@ -50,7 +50,7 @@ describe('per-rank model states', () => {
     fc.assert(
       fc.property(randomModel, fc.integer({ min: 2, max: 8 }), (m, dp) => {
         const model = seqFromSpecs(m.layers);
-        const at = (reshardAfterForward: boolean) => estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: ['0', '1', '2', '3'] } }).bytes.peak as number;
+        const at = (reshardAfterForward: boolean) => estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: m.layers.map((_, i) => String(i)) } }).bytes.peak as number;
         expect(at(false)).toBeGreaterThanOrEqual(at(true));
       }),
       { numRuns: 30 },
@@ -93,5 +93,18 @@ describe('per-rank estimates of decoders', () => {
     expect(rank.params.total).toBe(one.params.total);
     expect(rank.bytes.parameters).toBe(123_508_192);
     expect((one.bytes.parameters as number) / 8).toBe(123_508_192);
+  });
+
+  it('FSDP2 units name modules: an unknown key is an error with its path, a named block forces the whole trace', () => {
+    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 6, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 });
+    const input = [1, 32];
+    expect(() => estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: ['model.layers.0', 'model.layer.1'] } })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel', 'units', 1], code: 'bad-option' })] }));
+    // Wrapping every layer by name is FSDP2's default wrapping.
+    const named = estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: Array.from({ length: 6 }, (_, i) => `model.layers.${i}`) } });
+    const byDefault = estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2 } });
+    expect(named.bytes.peak).toBe(byDefault.bytes.peak);
+    // One layer fewer wrapped: its parameters join the root's unit, gathered for the whole step.
+    const fewer = estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: Array.from({ length: 5 }, (_, i) => `model.layers.${i}`) } });
+    expect(fewer.bytes.peak as number).toBeGreaterThan(byDefault.bytes.peak as number);
   });
 });

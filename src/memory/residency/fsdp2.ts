@@ -1,3 +1,4 @@
+import { fail } from '../../errors.js';
 import type { Dim } from '../../sym/expr.js';
 import { mul, sum } from '../../sym/ops.js';
 import { bytesOf, type DType } from '../../tensor/dtype.js';
@@ -14,6 +15,8 @@ export interface Fsdp2Settings {
   readonly rank: number;
   /** Module keys wrapped with `fully_shard` (each its own unit); the root is always one. */
   readonly units: readonly string[];
+  /** Whether `units` are the user's (each must name a module: a VramError otherwise) or the defaults. */
+  readonly unitsGiven: boolean;
   /** `reshard_after_forward` for the non-root units (the root keeps its parameters: FSDP2's default). */
   readonly reshardAfterForward: boolean;
   /** dtype the parameters are stored (sharded) in; the trace's parameters are the compute dtype (`param_dtype`). */
@@ -248,10 +251,13 @@ function labelOf(ir: IR, unit: Unit): string {
 /** The FSDP units: each wrapped module and the root, with the parameters each manages. */
 function unitsOf(ir: IR, settings: Fsdp2Settings): Unit[] {
   const wrapped = new Set<number>([0]);
-  for (const key of settings.units) {
-    const module = ir.modules.find((m) => m.key === key);
-    if (module !== undefined) wrapped.add(module.index);
-  }
+  const byKey = new Map(ir.modules.map((m) => [m.key, m.index]));
+  settings.units.forEach((key, i) => {
+    const module = byKey.get(key);
+    if (module !== undefined) wrapped.add(module);
+    // Default units of a model traced with reduced repeated blocks name blocks not traced: counted by `times`.
+    else if (settings.unitsGiven) fail('bad-option', `no module "${key}" to wrap with fully_shard`, { path: ['parallel', 'units', i], expected: 'a module key of the model (as in the breakdown)', received: JSON.stringify(key) });
+  });
   // A module's parameters belong to its innermost wrapped ancestor (itself included).
   const unitOfModule = new Int32Array(ir.modules.length);
   for (const m of ir.modules) unitOfModule[m.index] = wrapped.has(m.index) ? m.index : m.parent === null ? 0 : unitOfModule[m.parent]!;
