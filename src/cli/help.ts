@@ -100,6 +100,7 @@ Options of an estimate (an option that does not apply is an error)
   --train | --infer      a training step (the default) or an inference forward
 ${TRAINING_OPTIONS}
 ${PARALLEL_OPTIONS}
+  --all-ranks            also every rank's peak, parameters, gradients and optimizer state
 ${LLM_OPTIONS}
 ${RUNTIME_OPTIONS}
 ${gpu('says whether it fits (default: none)')}

@@ -14,6 +14,7 @@ import {
   breakdownSvg,
   decoderMeta,
   estimate,
+  estimateRanks,
   estimateToJSON,
   explain,
   fits,
@@ -42,6 +43,7 @@ import {
   type FitResult,
   type HFConfigOptions,
   type Layer,
+  type RankFigures,
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
@@ -88,6 +90,7 @@ const OPTIONS = {
   engine: { type: 'string' },
   fsdp: { type: 'boolean' },
   rank: { type: 'string' },
+  'all-ranks': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -133,6 +136,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   engine: ['estimate', 'fit'],
   fsdp: ['estimate', 'fit'],
   rank: ['estimate', 'fit'],
+  'all-ranks': ['estimate'],
   help: ALL,
 };
 
@@ -332,6 +336,8 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.infer && values.checkpointing) usage('--checkpointing', 'applies to training; --infer keeps nothing for backward');
   if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined)) usage(values.gpus !== undefined ? '--gpus' : values.fsdp ? '--fsdp' : values.engine !== undefined ? '--engine' : '--rank', 'data-parallel ranks are estimated for training; --infer is one GPU');
   if (values.fsdp && values.engine !== undefined && values.engine !== 'fsdp2') usage('--fsdp', `not with --engine ${values.engine}: --fsdp is --engine fsdp2`);
+  if (values['all-ranks'] && (values.gpus === undefined || values.gpus === '1')) usage('--all-ranks', 'needs --gpus N (N > 1): one GPU is one rank');
+  if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
   if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
   if (command === 'fit' && values.gpu === undefined) usage('--gpu', 'fit needs the GPU to fit', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });
@@ -410,16 +416,19 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
       (kv !== undefined
         ? `\nKV cache for ${kv.batch} × ${kv.seq} tokens (${kv.dtype}): ${formatCount(kv.bytes)} B (${formatBytes(kv.bytes)}), ${kv.inPeak ? "included in the peak above (use_cache: the forward keeps every layer's keys and values)" : 'not included (--no-cache)'}.\n`
         : '') + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
+    const ranks = values['all-ranks'] ? estimateRanks(model, { ...options, timeline: false }) : undefined;
+    const rankText = ranks === undefined ? '' : `\n${formatRanks(ranks, format === 'markdown')}`;
     switch (format) {
       case 'table':
-        text = formatBreakdown(r) + notes;
+        text = formatBreakdown(r) + rankText + notes;
         break;
       case 'markdown':
-        text = formatBreakdownMarkdown(r) + notes;
+        text = formatBreakdownMarkdown(r) + rankText + notes;
         break;
       case 'json': {
         const json = {
           ...estimateToJSON(r),
+          ...(ranks !== undefined ? { ranks: ranks.map(({ rank, peak, parameters, gradients, optimizer }) => ({ rank, peak, parameters, gradients, optimizer })) } : {}),
           ...(kv !== undefined ? { kvCache: kv } : {}),
           ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
         };
@@ -442,6 +451,24 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
     }
   }
   return { stdout: text, code };
+}
+
+/** Every rank's peak and states, runs of equal ranks on one line (`0-6`). */
+function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
+  const cells = (r: RankFigures) => [r.peak, r.parameters, r.gradients, r.optimizer].map((b) => formatBytes(b as number));
+  const runs: { first: number; last: number; cells: string[] }[] = [];
+  for (const r of ranks) {
+    const row = cells(r);
+    const prev = runs.at(-1);
+    if (prev !== undefined && prev.cells.join() === row.join()) prev.last = r.rank;
+    else runs.push({ first: r.rank, last: r.rank, cells: row });
+  }
+  const head = ['rank', 'peak', 'parameters', 'gradients', 'optimizer'];
+  const rows = runs.map((run) => [run.first === run.last ? String(run.first) : `${run.first}-${run.last}`, ...run.cells]);
+  if (markdown) return [`| ${head.join(' | ')} |`, `| --- | ${head.slice(1).map(() => '---:').join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`), ''].join('\n');
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (row: readonly string[]) => row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
+  return [`Every rank (${ranks.length}):`, line(head), ...rows.map(line), ''].join('\n');
 }
 
 function runFit(ref: ModelRef, values: Values): Outcome {

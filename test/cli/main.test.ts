@@ -60,6 +60,17 @@ describe('vram-ts command', () => {
     expect(Number(r.out.trim())).toBeGreaterThan(100);
   });
 
+  it('lists every rank with --all-ranks: the JSON exact per rank, the table in runs of equal ranks', () => {
+    const args = ['qwen2.5-0.5b', '--seq', '512', '--precision', 'bf16', '--gpus', '6', '--engine', 'zero-redundancy', '--all-ranks'];
+    const json = cli(...args, '--format', 'json');
+    expect(json.code, json.err).toBe(0);
+    const ranks = (JSON.parse(json.out) as { ranks: { rank: number; optimizer: number }[] }).ranks;
+    expect(ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3, 4, 5]);
+    for (const r of ranks) expect((JSON.parse(cli(...args.slice(0, -1), '--rank', String(r.rank), '--format', 'json').out) as { bytes: { optimizer: number } }).bytes.optimizer).toBe(r.optimizer);
+    const table = cli(...args);
+    expect(table.out).toMatch(/Every rank \(6\):\nrank +peak +parameters +gradients +optimizer\n0 /);
+  });
+
   it('estimates one rank of N data-parallel GPUs (--gpus, --fsdp, --engine, --rank)', () => {
     const peak = (...args: string[]) => {
       const r = cli('qwen2.5-0.5b', '--seq', '1024', '--precision', 'bf16', '--format', 'json', ...args);
@@ -80,6 +91,8 @@ describe('vram-ts command', () => {
       [['--gpus', '2', '--fsdp', '--engine', 'ddp'], '--fsdp'],
       [['--gpus', '2', '--infer'], '--gpus'],
       [['--gpus', '2', '--engine', 'megatron'], '--engine'],
+      [['--all-ranks'], '--all-ranks'],
+      [['--gpus', '4', '--all-ranks', '--rank', '1'], '--all-ranks'],
     ] as const) {
       const r = cli('qwen2.5-0.5b', ...args);
       expect(r.code, args.join(' ')).toBe(2);

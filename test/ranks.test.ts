@@ -1,0 +1,35 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { estimate, estimateRanks, type Engine } from '../src/index.js';
+import { seqFromSpecs } from './helpers/layer-spec.js';
+import { randomModel } from './helpers/random-models.js';
+
+describe('estimateRanks', () => {
+  it("gives each rank what estimate gives for that rank; DDP's ranks are alike", () => {
+    fc.assert(
+      fc.property(randomModel, fc.constantFrom<Engine>('ddp', 'zero-redundancy', 'fsdp2'), fc.integer({ min: 2, max: 6 }), (m, engine, dp) => {
+        const model = seqFromSpecs(m.layers);
+        const options = { input: m.input, optimizer: 'adam' as const, timeline: false };
+        const ranks = estimateRanks(model, { ...options, parallel: { engine, dp } });
+        expect(ranks.map((r) => r.rank)).toEqual(Array.from({ length: dp }, (_, i) => i));
+        for (const r of ranks) {
+          const own = estimate(model, { ...options, parallel: { engine, dp, rank: r.rank } });
+          expect([r.peak, r.parameters, r.gradients, r.optimizer]).toEqual([own.bytes.peak, own.bytes.parameters, own.bytes.gradients, own.bytes.optimizer]);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it('the ranks of a ZeroRedundancyOptimizer job split the state: their sum is one GPU\'s', () => {
+    const model = seqFromSpecs([['linear', { out: 256 }], ['relu', {}], ['linear', { out: 10 }]]);
+    const ranks = estimateRanks(model, { input: [8, 1000], optimizer: 'adam', parallel: { engine: 'zero-redundancy', dp: 2 } });
+    // Greedy by size: the 1000×256 weight alone on rank 0, the rest on rank 1 (Adam: 8 B per element).
+    expect(ranks.map((r) => r.optimizer)).toEqual([1000 * 256 * 8, (256 + 256 * 10 + 10) * 8]);
+  });
+
+  it('without a plan: an error at options.parallel', () => {
+    const model = seqFromSpecs([['linear', { out: 4 }]]);
+    expect(() => estimateRanks(model, { input: [1, 4] })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel'] })] }));
+  });
+});
