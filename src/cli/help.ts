@@ -27,6 +27,7 @@ export const DEVICES = ['cuda', 'cpu'] as const;
 export const FRAMEWORKS = ['torch-2', 'torch-1.13'] as const;
 export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
 export const GRPO_FORMATS = ['table', 'json'] as const;
+export const PLAN_FORMATS = ['table', 'json'] as const;
 export const SOLVES = ['batch', 'seq', 'resolution'] as const;
 export const CNNS = ['mobilenet_v3_small', 'mobilenet_v3_large'] as const;
 
@@ -82,13 +83,16 @@ Usage
   vram-ts <model> [options]             estimate one configuration
   vram-ts fit <model> --gpu <gpu> [--solve batch|seq|resolution] [options]
                                         the largest batch / context / resolution that fits
+  vram-ts plan <model> --gpu <gpu> --gpus N --global-batch G [options]
+                                        which data-parallel layouts fit, and the fewest GPUs
   vram-ts grpo <model> [--group G] [--prompt P] [--completion L] [options]
                                         a GRPO step: generation, reference scoring, training
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
-  vram-ts fit|grpo|korthikanti --help   the options of each command
+  vram-ts fit|plan|grpo|korthikanti --help
+                                        the options of each command
 
 ${MODEL}
 
@@ -151,6 +155,39 @@ Examples
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --solve seq --precision bf16 --gpus 8 --fsdp
   vram-ts fit mobilenet_v3_small --input 3x224x224 --gpu RTX-4090 --solve resolution
+`;
+
+export const PLAN_HELP = `vram-ts plan <model> --gpu <gpu> --gpus N --global-batch G [options]
+
+Which data-parallel layouts of a training job fit the GPU, and which needs the fewest GPUs. For
+every number of GPUs from 1 to N that divides G, every engine (FSDP2, ZeroRedundancyOptimizer, DDP)
+and, with --checkpointing, with and without activation checkpointing: the largest micro-batch
+dividing each rank's share whose step fits on every rank (each rank's exact peak, gradient
+accumulation included). Tensor and pipeline parallelism are not searched (not modelled yet).
+
+${MODEL}
+
+Options
+${gpu('the GPU of every rank (required)')}
+  --gpus N               the most GPUs to use (required)
+  --global-batch G       samples per optimizer step over all GPUs (required)
+  --engine E             try only this engine: ${ENGINES.join(', ')}
+  --checkpointing        also try activation checkpointing of every block
+  --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
+  --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
+  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
+  --optimizer NAME       ${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer})
+  --precision P          ${PRECISIONS.join(', ')} (default: the model's dtype)
+  --check                exit 1 when no layout fits
+  --format F             ${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})
+${LLM_OPTIONS}
+${RUNTIME_OPTIONS}
+  -h, --help             this help
+
+${EXIT}
+
+Examples
+  vram-ts plan qwen2.5-0.5b --gpu A800-80GB --gpus 8 --global-batch 16 --seq 32768 --precision bf16 --checkpointing
 `;
 
 export const GRPO_HELP = `vram-ts grpo <model> [options]

@@ -15,6 +15,7 @@ import {
   decoderMeta,
   estimate,
   estimateRanks,
+  plan,
   estimateToJSON,
   explain,
   fits,
@@ -44,16 +45,17 @@ import {
   type HFConfigOptions,
   type Layer,
   type RankFigures,
+  type PlanResult,
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
-import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, FIT_HELP, FORMATS, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
 import { readSafetensors } from './safetensors.js';
 
 export { HELP } from './help.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
-export type Command = 'estimate' | 'fit' | 'grpo' | 'korthikanti' | 'safetensors';
+export type Command = 'estimate' | 'fit' | 'plan' | 'grpo' | 'korthikanti' | 'safetensors';
 
 const OPTIONS = {
   input: { type: 'string' },
@@ -91,21 +93,22 @@ const OPTIONS = {
   fsdp: { type: 'boolean' },
   rank: { type: 'string' },
   'all-ranks': { type: 'boolean' },
+  'global-batch': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 export type Flag = keyof typeof OPTIONS;
 type Values = { [F in Flag]?: (typeof OPTIONS)[F]['type'] extends 'string' ? string : boolean };
 
-const MODEL_COMMANDS = ['estimate', 'fit', 'grpo'] as const;
-const ALL: readonly Command[] = ['estimate', 'fit', 'grpo', 'korthikanti', 'safetensors'];
+const MODEL_COMMANDS = ['estimate', 'fit', 'plan', 'grpo'] as const;
+const ALL: readonly Command[] = ['estimate', 'fit', 'plan', 'grpo', 'korthikanti', 'safetensors'];
 
 /** Which commands take each flag; any other use is an error. */
 export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
-  input: ['estimate', 'fit'],
+  input: ['estimate', 'fit', 'plan'],
   batch: ['estimate', 'fit', 'korthikanti'],
-  seq: ['estimate', 'fit', 'korthikanti'],
-  classes: ['estimate', 'fit'],
+  seq: ['estimate', 'fit', 'plan', 'korthikanti'],
+  classes: ['estimate', 'fit', 'plan'],
   train: ['estimate', 'fit'],
   infer: ['estimate', 'fit'],
   optimizer: MODEL_COMMANDS,
@@ -121,7 +124,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   'no-cache': MODEL_COMMANDS,
   gpu: MODEL_COMMANDS,
   check: MODEL_COMMANDS,
-  format: ['estimate', 'grpo'],
+  format: ['estimate', 'plan', 'grpo'],
   svg: ['estimate'],
   solve: ['fit'],
   safetensors: ['safetensors'],
@@ -132,17 +135,19 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   'micro-batch': ['grpo'],
   hidden: ['korthikanti'],
   heads: ['korthikanti'],
-  gpus: ['estimate', 'fit'],
-  engine: ['estimate', 'fit'],
+  gpus: ['estimate', 'fit', 'plan'],
+  engine: ['estimate', 'fit', 'plan'],
   fsdp: ['estimate', 'fit'],
   rank: ['estimate', 'fit'],
   'all-ranks': ['estimate'],
+  'global-batch': ['plan'],
   help: ALL,
 };
 
 const COMMAND_NAMES: Readonly<Record<Command, string>> = {
   estimate: 'an estimate',
   fit: 'fit',
+  plan: 'plan',
   grpo: 'grpo',
   korthikanti: 'korthikanti',
   safetensors: 'vram-ts --safetensors FILE',
@@ -153,6 +158,10 @@ const WHY: Partial<Record<`${Command} ${Flag}`, string>> = {
   'fit format': 'fit prints one number',
   'fit svg': 'it charts the step of one estimate',
   'grpo svg': 'it charts the step of one estimate',
+  'plan batch': 'a plan splits --global-batch over ranks and micro-batches',
+  'plan svg': 'it charts the step of one estimate',
+  'plan fsdp': 'a plan tries every engine (--engine keeps one)',
+  'plan rank': 'a plan weighs every rank',
   'grpo batch': 'a GRPO step is sized by --prompts, --group and --micro-batch',
   'grpo seq': 'a GRPO step is --prompt plus --completion tokens long',
   'grpo input': 'grpo needs an LLM',
@@ -177,6 +186,7 @@ const LIMITS = {
   hidden: 1_000_000,
   heads: 1_000_000,
   gpus: 1_000_000,
+  'global-batch': 1_000_000_000,
 } as const;
 
 const LLM_ONLY = ['seq', 'attention', 'transformers', 'dtype', 'no-cache', 'lora-rank', 'qlora'] as const;
@@ -307,7 +317,7 @@ function gpuBudget(value: string): number {
 
 function commandOf(positionals: readonly string[], values: Values): Command {
   const first = positionals[0];
-  if (first === 'fit' || first === 'grpo' || first === 'korthikanti') return first;
+  if (first === 'fit' || first === 'plan' || first === 'grpo' || first === 'korthikanti') return first;
   return values.safetensors !== undefined ? 'safetensors' : 'estimate';
 }
 
@@ -321,7 +331,7 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
     if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${COMMAND_NAMES[command]}`);
     usage(`--${flag}`, `applies to ${where} only, not to ${COMMAND_NAMES[command]}${why !== undefined ? `: ${why}` : ''}`);
   }
-  const commands = ['fit', 'grpo', 'korthikanti'];
+  const commands = ['fit', 'plan', 'grpo', 'korthikanti'];
   const args = command === 'estimate' || command === 'safetensors' ? positionals : positionals.slice(1);
   const wanted = command === 'korthikanti' || command === 'safetensors' ? 0 : 1;
   if (args.length > wanted) {
@@ -341,6 +351,12 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
   if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
   if (command === 'fit' && values.gpu === undefined) usage('--gpu', 'fit needs the GPU to fit', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });
+  if (command === 'plan') {
+    if (values.gpu === undefined) usage('--gpu', 'plan needs the GPU each rank runs on', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });
+    if (values.gpus === undefined) usage('--gpus', 'plan needs the most GPUs it may use', { expected: 'a whole number N: layouts on 1 .. N GPUs are tried' });
+    if (values['global-batch'] === undefined) usage('--global-batch', 'plan needs the samples of one optimizer step over all GPUs');
+    if (values.infer) usage('--infer', 'plan lays out training steps');
+  }
   if (values.check && values.gpu === undefined && command !== 'fit') usage('--check', 'needs --gpu, the GPU to check against');
 }
 
@@ -471,6 +487,27 @@ function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
   return [`Every rank (${ranks.length}):`, line(head), ...rows.map(line), ''].join('\n');
 }
 
+/** The options of one GPU without checkpointing: what a plan varies itself. */
+function withoutParallel(values: Values): Values {
+  const { gpus: _gpus, engine: _engine, checkpointing: _checkpointing, ...rest } = values;
+  return rest;
+}
+
+/** The layouts a plan tried, fewest GPUs first, and the one it picks. */
+function formatPlan(result: PlanResult, title: string): string {
+  const order = [...result.layouts].sort((a, b) => a.dp - b.dp || Number(b.fits) - Number(a.fits) || a.accumulation - b.accumulation || a.peak - b.peak);
+  const head = ['gpus', 'engine', 'micro-batch', 'accumulation', 'checkpointing', 'peak (highest rank)', ''];
+  const rows = order.map((l) => [String(l.dp), l.engine, l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (row: readonly string[]) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  const best = result.fewest;
+  const verdict =
+    best === undefined
+      ? 'No layout fits.'
+      : `Fewest GPUs: ${best.dp} (${best.engine === 'single' ? 'one GPU' : best.engine}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
+  return [`Layouts of ${title} (${formatBytes(result.budget)} each):`, line(head), ...rows.map(line), '', verdict, 'Data parallelism only: tensor and pipeline parallelism are not modelled per rank yet.', ''].join('\n');
+}
+
 function runFit(ref: ModelRef, values: Values): Outcome {
   const solve = oneOf(values.solve ?? DEFAULTS.solve, '--solve', SOLVES);
   if (solve === 'seq' && ref.kind !== 'llm') usage('--solve', `seq needs an LLM; ${ref.name} is a CNN`, { expected: 'batch or resolution', received: 'seq' });
@@ -481,6 +518,20 @@ function runFit(ref: ModelRef, values: Values): Outcome {
   const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
   const best = maxFitting(model, symbol, { ...estimateOptions(values, ref, model, solve), gpu: values.gpu! });
   return { stdout: `${best}\n`, code: values.check && best < 1 ? 1 : 0 };
+}
+
+function runPlan(ref: ModelRef, values: Values): Outcome {
+  const format = oneOf(values.format ?? DEFAULTS.format, '--format', PLAN_FORMATS);
+  const model = buildModel(ref, values);
+  const { input, parallel: _parallel, checkpoint, ...options } = estimateOptions(withoutParallel(values), ref, model);
+  const engines = values.engine === undefined ? undefined : [oneOf(values.engine, '--engine', ENGINES)];
+  const tryCheckpoint = values.checkpointing ? estimateOptions(values, ref, model).checkpoint : undefined;
+  const job = { gpu: values.gpu!, gpus: count(values, 'gpus', 1), globalBatch: count(values, 'global-batch', 1) };
+  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
+  const code = values.check && result.fewest === undefined ? 1 : 0;
+  if (format === 'json') return { stdout: `${JSON.stringify({ ...job, budget: result.budget, fewest: result.fewest ?? null, layouts: result.layouts }, null, 2)}\n`, code };
+  const what = ref.kind === 'llm' ? `${job.globalBatch} × ${(input as number[])[1]} tokens` : `${job.globalBatch} images of ${(input as number[]).slice(1).join('×')}`;
+  return { stdout: formatPlan(result, `${ref.name}, ${what} per optimizer step, on up to ${job.gpus} × ${job.gpu}`), code };
 }
 
 function runGrpo(ref: ModelRef, values: Values): Outcome {
@@ -569,7 +620,7 @@ function execute(argv: readonly string[]): Outcome {
   const { values, positionals } = parsed;
   const command = commandOf(positionals, values);
   if (values.help) {
-    const help = { fit: FIT_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP } as Partial<Record<Command, string>>;
+    const help = { fit: FIT_HELP, plan: PLAN_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP } as Partial<Record<Command, string>>;
     return { stdout: help[command] ?? HELP, code: 0 };
   }
   checkUsage(command, values, positionals);
@@ -579,6 +630,7 @@ function execute(argv: readonly string[]): Outcome {
   checkKind(command, ref, values);
   checkValues(values);
   if (command === 'fit') return runFit(ref, values);
+  if (command === 'plan') return runPlan(ref, values);
   if (command === 'grpo') return runGrpo(ref, values);
   return runEstimate(ref, values);
 }

@@ -60,6 +60,25 @@ describe('vram-ts command', () => {
     expect(Number(r.out.trim())).toBeGreaterThan(100);
   });
 
+  it('plan: the layouts that fit, the fewest GPUs, the same figures as the library; its required flags', () => {
+    const args = ['plan', 'qwen2.5-0.5b', '--gpu', '24GB', '--gpus', '4', '--global-batch', '8', '--seq', '2048', '--precision', 'bf16', '--engine', 'fsdp2'];
+    const json = cli(...args, '--format', 'json');
+    expect(json.code, json.err).toBe(0);
+    const r = JSON.parse(json.out) as { fewest: { dp: number; engine: string; microBatch: number; accumulation: number; peak: number }; layouts: { dp: number; engine: string }[] };
+    expect(r.layouts.map((l) => `${l.dp} ${l.engine}`)).toEqual(['1 single', '2 fsdp2', '4 fsdp2']);
+    const best = r.fewest;
+    const one = cli('qwen2.5-0.5b', '--seq', '2048', '--precision', 'bf16', '--batch', String(best.microBatch), ...(best.dp > 1 ? ['--gpus', String(best.dp)] : []), '--format', 'json');
+    if (best.accumulation === 1) expect((JSON.parse(one.out) as { bytes: { peak: number } }).bytes.peak).toBe(best.peak);
+    expect(cli(...args).out).toContain(`Fewest GPUs: ${best.dp} `);
+    for (const [drop, flag] of [['--gpu', '--gpu'], ['--gpus', '--gpus'], ['--global-batch', '--global-batch']] as const) {
+      const i = args.indexOf(drop);
+      const r2 = cli(...args.slice(0, i), ...args.slice(i + 2));
+      expect(r2.code).toBe(2);
+      expect(r2.err).toContain(flag);
+    }
+    expect(cli(...args, '--batch', '2').err).toContain('--global-batch');
+  });
+
   it('lists every rank with --all-ranks: the JSON exact per rank, the table in runs of equal ranks', () => {
     const args = ['qwen2.5-0.5b', '--seq', '512', '--precision', 'bf16', '--gpus', '6', '--engine', 'zero-redundancy', '--all-ranks'];
     const json = cli(...args, '--format', 'json');

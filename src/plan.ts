@@ -1,0 +1,119 @@
+import type { EstimateOptions } from './estimate.js';
+import { fail } from './errors.js';
+import { maxFitting } from './fit.js';
+import { memoryBudget } from './gpus/catalog.js';
+import type { CheckpointPlan } from './trace/trace.js';
+import type { Engine } from './memory/residency/parallel.js';
+import type { Layer } from './nn/types.js';
+import { estimateRanks } from './ranks.js';
+import { estimate } from './estimate.js';
+import { sym } from './sym/ops.js';
+
+/** What {@link plan} searches over, and the job it plans for. */
+export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches' | 'checkpoint'> {
+  /** One sample's shape without the batch: `[4096]` tokens, `[3, 224, 224]` an image. */
+  readonly sample: readonly number[];
+  /** Samples per optimizer step over all ranks. */
+  readonly globalBatch: number;
+  /** The GPU: a catalog name (`A800-80GB`), a size (`80GB`) or bytes. */
+  readonly gpu: string | number;
+  /** GPUs available: data-parallel sizes 1 .. gpus that divide the global batch are tried. */
+  readonly gpus: number;
+  /** Engines to try on more than one GPU (default FSDP2, ZeroRedundancyOptimizer, DDP). */
+  readonly engines?: readonly Exclude<Engine, 'deepspeed'>[];
+  /** A checkpointing plan to try besides none (e.g. every decoder layer). */
+  readonly checkpoint?: CheckpointPlan;
+}
+
+/** One layout of the job: how many ranks, which engine, how each rank splits its share. */
+export interface Layout {
+  /** `single` on one GPU. */
+  readonly engine: Engine | 'single';
+  readonly dp: number;
+  /** Samples per forward on one rank (0: not even one fits). */
+  readonly microBatch: number;
+  /** Micro-batches per optimizer step (gradient accumulation). */
+  readonly accumulation: number;
+  readonly checkpointing: boolean;
+  /** The highest rank peak of the step, and which rank has it. */
+  readonly peak: number;
+  readonly rank: number;
+  readonly fits: boolean;
+}
+
+/** Every layout tried, and the one on the fewest GPUs that fits (fewest accumulation steps next). */
+export interface PlanResult {
+  readonly budget: number;
+  readonly layouts: readonly Layout[];
+  readonly fewest: Layout | undefined;
+}
+
+const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp'] as const;
+
+/**
+ * Which data-parallel layouts of a training job fit a GPU, and which needs the fewest GPUs: for
+ * every data-parallel size that divides the global batch, engine and checkpointing choice, the
+ * largest micro-batch dividing the rank's share whose step fits on every rank (each rank's exact
+ * peak, gradient accumulation included). Tensor and pipeline parallelism are not searched: vram-ts
+ * does not model them per rank yet.
+ *
+ * @example
+ * ```ts
+ * import { plan, seq, linear, relu } from 'vram-ts';
+ * const model = seq(linear({ out: 4096 }), relu(), linear({ out: 4096 }), relu(), linear({ out: 10 }));
+ * const r = plan(model, { sample: [4096], globalBatch: 64, gpu: '1GB', gpus: 8, optimizer: 'adam' });
+ * console.log(r.fewest?.dp, r.fewest?.engine); // 2 fsdp2
+ * ```
+ */
+export function plan(model: Layer, options: PlanOptions): PlanResult {
+  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, checkpoint, ...rest } = options;
+  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1) fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
+  if (!Number.isSafeInteger(gpus) || gpus < 1) fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
+  sample.forEach((size, i) => {
+    if (!Number.isSafeInteger(size) || size < 1) fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
+  });
+  const budget = memoryBudget(gpu);
+  const layouts: Layout[] = [];
+  const choices = checkpoint === undefined ? [false] : [false, true];
+  for (let dp = 1; dp <= gpus; dp += 1) {
+    if (globalBatch % dp !== 0) continue;
+    for (const engine of dp === 1 ? (['single'] as const) : engines) {
+      for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, engine, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+    }
+  }
+  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp - b.dp || a.accumulation - b.accumulation || a.peak - b.peak);
+  return { budget, layouts, fewest: fitting[0] };
+}
+
+interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches'> {
+  readonly sample: readonly number[];
+  /** Samples per step on one rank. */
+  readonly share: number;
+  readonly dp: number;
+  readonly engine: Engine | 'single';
+  readonly gpu: string | number;
+  readonly budget: number;
+}
+
+/** The largest micro-batch dividing the rank's share that fits on every rank. */
+function bestLayout(model: Layer, trial: Trial): Layout {
+  const { sample, share, dp, engine, gpu, budget, ...estimateOnly } = trial;
+  const parallel = engine === 'single' ? {} : { parallel: { engine, dp } };
+  const checkpointing = trial.checkpoint !== undefined;
+  const stepPeak = (micro: number) => {
+    const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
+    const peaks = engine === 'single' ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
+    const peak = Math.max(...peaks);
+    return { peak, rank: peaks.indexOf(peak) };
+  };
+  // The peak grows with the micro-batch: solve for it once, then check each divisor below it
+  // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak).
+  const largest = maxFitting(model, 'B', { ...estimateOnly, ...parallel, input: [sym('B', { max: share }), ...sample], gpu });
+  for (let micro = largest; micro >= 1; micro -= 1) {
+    if (share % micro !== 0) continue;
+    const { peak, rank } = stepPeak(micro);
+    if (peak <= budget) return { engine, dp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+  }
+  // Not even one sample per forward: the one-sample step's peak says by how much.
+  return { engine, dp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+}

@@ -1,0 +1,53 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { estimateRanks, estimate, memoryBudget, plan, type Layout } from '../src/index.js';
+import { seqFromSpecs } from './helpers/layer-spec.js';
+
+const model = seqFromSpecs([['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 10 }]]);
+const sample = [1024];
+
+/** The step of a layout, every rank, as estimate computes it. */
+function peakOf(layout: Layout, share: number, micro: number): number {
+  const options = { input: [micro, ...sample], optimizer: 'adam' as const, microBatches: share / micro, timeline: false };
+  if (layout.engine === 'single') return estimate(model, options).bytes.peak as number;
+  return Math.max(...estimateRanks(model, { ...options, parallel: { engine: layout.engine, dp: layout.dp } }).map((r) => r.peak as number));
+}
+
+describe('plan', () => {
+  it('each fitting layout fits on every rank, and the next larger micro-batch dividing the share does not', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 60, max: 400 }), fc.constantFrom(8, 12, 16), (mib, globalBatch) => {
+        const gpu = `${mib}MiB`;
+        const budget = memoryBudget(gpu);
+        const r = plan(model, { sample, globalBatch, gpu, gpus: 4, optimizer: 'adam' });
+        for (const layout of r.layouts) {
+          expect(globalBatch % layout.dp).toBe(0);
+          const share = globalBatch / layout.dp;
+          if (!layout.fits) {
+            expect(peakOf(layout, share, 1)).toBeGreaterThan(budget);
+            continue;
+          }
+          expect(layout.microBatch * layout.accumulation).toBe(share);
+          expect(layout.peak).toBe(peakOf(layout, share, layout.microBatch));
+          expect(layout.peak).toBeLessThanOrEqual(budget);
+          const larger = Array.from({ length: share }, (_, i) => i + 1).find((m) => m > layout.microBatch && share % m === 0);
+          if (larger !== undefined) expect(peakOf(layout, share, larger)).toBeGreaterThan(budget);
+        }
+        const fitting = r.layouts.filter((l) => l.fits);
+        expect(r.fewest?.dp).toBe(fitting.length === 0 ? undefined : Math.min(...fitting.map((l) => l.dp)));
+      }),
+      { numRuns: 6 },
+    );
+  });
+
+  it('tries the data-parallel sizes that divide the global batch, each engine, with and without checkpointing', () => {
+    const r = plan(model, { sample, globalBatch: 6, gpu: '1GB', gpus: 4, optimizer: 'adam', engines: ['fsdp2', 'ddp'], checkpoint: { modules: ['1'] } });
+    expect(r.layouts.map((l) => `${l.dp} ${l.engine} ${l.checkpointing}`)).toEqual(['1 single false', '1 single true', '2 fsdp2 false', '2 fsdp2 true', '2 ddp false', '2 ddp true', '3 fsdp2 false', '3 fsdp2 true', '3 ddp false', '3 ddp true']);
+  });
+
+  it('bad job sizes are errors with their path', () => {
+    expect(() => plan(model, { sample, globalBatch: 0, gpu: '1GB', gpus: 4 })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['globalBatch'] })] }));
+    expect(() => plan(model, { sample: [0], globalBatch: 4, gpu: '1GB', gpus: 2 })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['sample', 0] })] }));
+    expect(() => plan(model, { sample, globalBatch: 4, gpu: '1GB', gpus: 1.5 })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['gpus'] })] }));
+  });
+});
