@@ -64,11 +64,15 @@ describe('vram-ts command', () => {
     const args = ['plan', 'qwen2.5-0.5b', '--gpu', '24GB', '--gpus', '4', '--global-batch', '8', '--seq', '2048', '--precision', 'bf16', '--engine', 'fsdp2'];
     const json = cli(...args, '--format', 'json');
     expect(json.code, json.err).toBe(0);
-    const r = JSON.parse(json.out) as { fewest: { dp: number; engine: string; microBatch: number; accumulation: number; peak: number }; layouts: { dp: number; engine: string }[] };
+    type Layout = { dp: number; engine: string; microBatch: number; accumulation: number; peak: number; rank: number };
+    const r = JSON.parse(json.out) as { fewest: Layout; layouts: Layout[] };
     expect(r.layouts.map((l) => `${l.dp} ${l.engine}`)).toEqual(['1 single', '2 fsdp2', '4 fsdp2']);
+    // A layout without accumulation is one estimate of its highest rank.
+    const four = r.layouts[2]!;
+    expect(four.accumulation).toBe(1);
+    const same = cli('qwen2.5-0.5b', '--seq', '2048', '--precision', 'bf16', '--batch', String(four.microBatch), '--gpus', '4', '--rank', String(four.rank), '--format', 'json');
+    expect((JSON.parse(same.out) as { bytes: { peak: number } }).bytes.peak).toBe(four.peak);
     const best = r.fewest;
-    const one = cli('qwen2.5-0.5b', '--seq', '2048', '--precision', 'bf16', '--batch', String(best.microBatch), ...(best.dp > 1 ? ['--gpus', String(best.dp)] : []), '--format', 'json');
-    if (best.accumulation === 1) expect((JSON.parse(one.out) as { bytes: { peak: number } }).bytes.peak).toBe(best.peak);
     expect(cli(...args).out).toContain(`Fewest GPUs: ${best.dp} `);
     for (const [drop, flag] of [['--gpu', '--gpu'], ['--gpus', '--gpus'], ['--global-batch', '--global-batch']] as const) {
       const i = args.indexOf(drop);
