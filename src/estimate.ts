@@ -454,7 +454,7 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
   const runs: [keyof Estimate['steps'], () => StepResult][] = [];
   let main: StepResult;
   if (train) {
-    const parallel = options.parallel === undefined ? {} : { residency: residencyOf(options.parallel, defaultUnits(model), stored ?? ir.settings.paramDtype) };
+    const parallel = options.parallel === undefined ? {} : { residency: residencyOf(options.parallel, defaultUnits(model), stored ?? ir.settings.paramDtype), ...(stored !== undefined ? { bufferDtype: stored } : {}) };
     main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...parallel });
     optimizerBytes = main.optimizerState ?? 0;
     if (main.resident !== undefined) gradients = main.resident.gradients;

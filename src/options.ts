@@ -79,6 +79,7 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
       rank: integer(0, 1_000_000),
       bucketView: boolean,
       bucketCapMb: number(0),
+      gradientSync: oneOf(['every', 'last'], 'gradientSync'),
       units: names,
       reshardAfterForward: boolean,
       mixedPrecision: object({ fields: { param: dtype, reduce: dtype } }),

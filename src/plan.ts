@@ -61,8 +61,8 @@ const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp'] as const;
  * ```ts
  * import { plan, seq, linear, relu } from 'vram-ts';
  * const model = seq(linear({ out: 4096 }), relu(), linear({ out: 4096 }), relu(), linear({ out: 10 }));
- * const r = plan(model, { sample: [4096], globalBatch: 64, gpu: '1GB', gpus: 8, optimizer: 'adam' });
- * console.log(r.fewest?.dp, r.fewest?.engine); // 2 fsdp2
+ * const r = plan(model, { sample: [4096], globalBatch: 64, gpu: '512MB', gpus: 8, optimizer: 'adam' });
+ * console.log(r.fewest?.dp, r.fewest?.engine, r.fewest?.microBatch); // 2 fsdp2 32
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {

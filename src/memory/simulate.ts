@@ -1,5 +1,7 @@
 import type { Dim } from '../sym/expr.js';
-import type { IR } from '../trace/ir.js';
+import { floorDiv, mul } from '../sym/ops.js';
+import { DTYPE_BITS, type DType } from '../tensor/dtype.js';
+import type { IR, IRStorage } from '../trace/ir.js';
 import type { ReducedBlocks } from '../trace/blocks.js';
 import { forwardBackward } from './autograd.js';
 import { resultsOnly, runKernel } from './kernel.js';
@@ -24,6 +26,11 @@ export interface StepSettings {
   readonly blocks?: ReducedBlocks;
   /** How the device holds parameters, gradients and optimizer state (default: one device holding all). */
   readonly residency?: (ctx: RankContext) => Residency;
+  /**
+   * The dtype buffers traced in the parameter dtype are kept in (FSDP2 mixed precision casts
+   * parameters for compute; the module's floating buffers keep the model's dtype).
+   */
+  readonly bufferDtype?: DType;
 }
 
 
@@ -84,11 +91,13 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const blocks = settings.blocks;
   if (blocks !== undefined) ledger.setUnit(-1);
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
+  const kept = settings.bufferDtype;
+  const bufferBytes = (s: IRStorage) => (kept === undefined || s.dtype !== ir.settings.paramDtype || kept === s.dtype ? s.bytes : floorDiv(mul(s.bytes, DTYPE_BITS[kept]), DTYPE_BITS[s.dtype]));
   const residency = (settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, microBatches: Math.max(1, settings.microBatches ?? 1), unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]! });
   const storageBlock = idBlocks(ir.storages.length);
   for (const s of ir.storages) {
     if (s.role === 'param') residency.param(s.id);
-    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(s.bytes, 'buffers', 1, ownerOf(s.id)));
+    if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(bufferBytes(s), 'buffers', 1, ownerOf(s.id)));
     if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
   }
   const { grads: gradBlocks, state: stateBlocks } = residency.start();

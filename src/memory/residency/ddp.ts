@@ -13,6 +13,8 @@ export interface DdpSettings {
   readonly bucketView: boolean;
   /** `bucket_cap_mb` (default 25). */
   readonly bucketCapMb: number;
+  /** Micro-batches that reduce gradients: every one, or only the last (the others under `no_sync()`). */
+  readonly gradientSync: 'every' | 'last';
 }
 
 /** `dist._DEFAULT_FIRST_BUCKET_BYTES`: the first bucket closes at 1 MiB. */
@@ -97,7 +99,7 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
     const inPlace: number[] = [];
     // Micro-batches before the last run under no_sync(): no bucket copy, `.grad` stays a tensor of its own.
     let micro = 0;
-    const synced = () => micro === ctx.microBatches - 1;
+    const synced = () => settings.gradientSync === 'every' || micro === ctx.microBatches - 1;
     const noop = () => undefined;
     return {
       param: (storage) => {

@@ -23,6 +23,8 @@ export interface Fsdp2Settings {
   readonly storeDtype: (param: number) => DType;
   /** `MixedPrecisionPolicy.reduce_dtype` (default: the compute dtype). */
   readonly reduceDtype: DType | null;
+  /** Micro-batches that reduce-scatter: every one, or the last (`set_requires_gradient_sync(False)` before). */
+  readonly gradientSync: 'every' | 'last';
 }
 
 /** A parameter's dim-0 chunking over d ranks, as torch.chunk and FSDP2's padding make it. */
@@ -90,6 +92,12 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
     const shardedGrads = new Map<Unit, number>();
     const unsharded = new Map<Unit, number[]>();
     const unshardedGrads = new Map<number, number>();
+    // Unsharded gradients upcast to the reduce dtype, kept across micro-batches that do not reduce.
+    const accumulated = new Map<number, number>();
+    // AccumulateGrad's incoming gradient while the node still runs, when `.grad` exists.
+    const inPlace: number[] = [];
+    let microIndex = 0;
+    const syncing = () => settings.gradientSync === 'every' || microIndex === ctx.microBatches - 1;
     let heldGather: number | null = null;
     const prefetched = new Map<Unit, number>();
     let heldReduce: number | null = null;
@@ -117,9 +125,11 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       if (unsharded.has(unit) || unit.params.length === 0) return;
       const gather = gatherBlock(unit);
       ledger.record('forward', `${label} (FSDP all-gather)`);
-      // wait_for_unshard frees the previous unit's all-gather output before the copy-out.
-      if (heldGather !== null) ledger.release(heldGather);
+      // wait_for_unshard drops the previous unit's all-gather output before the copy-out, but its
+      // local `prev_all_gather_state` keeps it until the function returns, after the copy-out.
       copyOut(unit);
+      ledger.record('forward', `${label} (FSDP all-gather copy-out)`);
+      if (heldGather !== null) ledger.release(heldGather);
       heldGather = gather;
     };
     const unshardBackward = (unit: Unit, label: string) => {
@@ -150,13 +160,46 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
     };
     const postBackward = (unit: Unit, label: string) => {
       backwardDone.add(unit);
+      // post_backward_accumulate: a reduce-dtype gradient kept from a micro-batch that did not
+      // reduce takes this one's in place (mixed dtypes: no temporary).
+      for (const p of unit.params) {
+        if (!accumulated.has(p) || !unshardedGrads.has(p)) continue;
+        ledger.release(unshardedGrads.get(p)!);
+        unshardedGrads.delete(p);
+      }
       reshard(unit);
-      const grads = unit.params.filter((p) => unshardedGrads.has(p));
+      if (!syncing()) {
+        // No reduce-scatter: the unsharded gradients stay; in another reduce dtype they are kept
+        // upcast (to_accumulated_grad_if_needed: the copy is made before the original goes).
+        if (reduceDtype(unit) === gatherDtype(unit)) return;
+        for (const p of unit.params) {
+          const grad = unshardedGrads.get(p);
+          if (grad === undefined) continue;
+          accumulated.set(p, ledger.alloc(bytesOf(ir.tensors[p]!.spec.shape.reduce<Dim>((a, b) => mul(a, b), 1), reduceDtype(unit)), 'gradients'));
+          ledger.record('backward', `${label} (FSDP gradient kept in ${reduceDtype(unit)})`);
+          ledger.release(grad);
+          unshardedGrads.delete(p);
+        }
+        return;
+      }
+      const grads = unit.params.filter((p) => unshardedGrads.has(p) || accumulated.has(p));
       if (grads.length === 0) return;
       if (heldReduce !== null) ledger.release(heldReduce);
       const input = ledger.alloc(bytesOf(mul(unit.shardNumel, d), reduceDtype(unit)), 'communication');
+      // chunk_cat's CPU kernel first pads every gradient whose dim 0 does not divide by d into a
+      // copy of the padded size (measured, PyTorch 2.13 CPU); CUDA's fused kernel writes in place.
+      if (ir.settings.device === 'cpu') {
+        const padded = grads.flatMap((p) => {
+          const { rows, rest, dim0 } = chunking(ir.tensors[p]!.spec, d);
+          return dim0 % d === 0 ? [] : [ledger.alloc(bytesOf(mul(rows * d, rest), accumulated.has(p) ? reduceDtype(unit) : gatherDtype(unit)), 'temporaries')];
+        });
+        if (padded.length > 0) ledger.record('backward', `${label} (FSDP reduce-scatter copy-in, padded)`);
+        for (const block of padded) ledger.release(block);
+      }
       for (const p of grads) {
-        ledger.release(unshardedGrads.get(p)!);
+        const block = accumulated.get(p) ?? unshardedGrads.get(p)!;
+        ledger.release(block);
+        accumulated.delete(p);
         unshardedGrads.delete(p);
       }
       const cast = reduceDtype(unit) !== storeDtypeOf(unit);
@@ -187,6 +230,7 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         return { grads, state: optimizer.allocateState() };
       },
       zeroGrad() {
+        microIndex = 0;
         for (const block of shardedGrads.values()) ledger.release(block);
         shardedGrads.clear();
         backwardStarted.clear();
@@ -197,7 +241,15 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         for (const unit of unitsAt(op).sort((a, b) => a.firstOp - b.firstOp || b.endOp - a.endOp)) if (unit.firstOp === op.index) unshardForward(unit, `${micro}${labelOf(ir, unit)}`);
       },
       afterForward(op) {
-        for (const unit of unitsAt(op)) if (unit.endOp - 1 === op.index && !unit.root && settings.reshardAfterForward) reshard(unit);
+        for (const unit of unitsAt(op)) {
+          if (unit.endOp - 1 !== op.index) continue;
+          if (!unit.root && settings.reshardAfterForward) reshard(unit);
+          // The root's post-forward frees the last all-gather output (_fsdp_state.py _post_forward).
+          if (unit.root && heldGather !== null) {
+            ledger.release(heldGather);
+            heldGather = null;
+          }
+        }
       },
       beforeBackward(op, micro) {
         // Units the backward has left run their post-backward; the ones it enters their pre-backward.
@@ -209,17 +261,18 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         // Autograd's unsharded gradients, in the compute dtype; a second one is added in place.
         for (const param of op.params) {
           if (!trainable(param)) continue;
-          if (unshardedGrads.has(param)) {
-            const block = ledger.alloc(tensorBytes(ir, param), 'temporaries');
-            ledger.record('backward', `${label} (accumulate grad)`);
-            ledger.release(block);
-          } else unshardedGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+          if (unshardedGrads.has(param)) inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
+          else unshardedGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
         }
       },
-      afterBackward: noop,
-      endBackward(micro) {
+      afterBackward() {
+        for (const block of inPlace) ledger.release(block);
+        inPlace.length = 0;
+      },
+      endBackward(prefix) {
         // The root's final callback: every unit not yet reduced is, then the held buffers go.
-        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit)) inUnit(unit, -1, () => postBackward(unit, `${micro}${labelOf(ir, unit)}`));
+        for (const unit of backwardOrder) if (backwardStarted.has(unit) && !backwardDone.has(unit)) inUnit(unit, -1, () => postBackward(unit, `${prefix}${labelOf(ir, unit)}`));
+        microIndex += 1;
         backwardStarted.clear();
         backwardDone.clear();
         if (heldReduce !== null) ledger.release(heldReduce);

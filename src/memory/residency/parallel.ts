@@ -28,6 +28,13 @@ export interface ParallelPlan {
    * micro-batch but the last under `no_sync()` (what Accelerate and the HF Trainer do).
    */
   readonly bucketView?: boolean;
+  /**
+   * With `microBatches` > 1, which micro-batches reduce gradients: `last` (the others run under
+   * DDP's `no_sync()` or FSDP2's `set_requires_gradient_sync(False)`, keeping whole unsharded
+   * gradients between them) or `every`. Default: `last` for DDP and ZeroRedundancyOptimizer
+   * (the Hugging Face Trainer's choice), `every` for FSDP2 (`fully_shard`'s own default).
+   */
+  readonly gradientSync?: 'every' | 'last';
   /** DDP `bucket_cap_mb` (default 25). */
   readonly bucketCapMb?: number;
   /** FSDP2: module keys wrapped with `fully_shard` besides the root (default: the model's repeated blocks). */
@@ -69,15 +76,16 @@ export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[],
   const rank = plan.rank ?? 0;
   switch (plan.engine) {
     case 'ddp':
-      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25 });
+      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' });
     case 'zero-redundancy':
-      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25 }, (ctx: RankContext) => zeroRedundancyPartition(ctx.ir as IR, plan.dp)[rank]!);
+      return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' }, (ctx: RankContext) => zeroRedundancyPartition(ctx.ir as IR, plan.dp)[rank]!);
     case 'fsdp2':
       return fsdp2({
         shards: plan.dp,
         rank,
         units: plan.units ?? defaultUnits,
         unitsGiven: plan.units !== undefined,
+        gradientSync: plan.gradientSync ?? 'every',
         reshardAfterForward: plan.reshardAfterForward ?? true,
         storeDtype: () => storeDtype,
         reduceDtype: plan.mixedPrecision?.reduce ?? null,
