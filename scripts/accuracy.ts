@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { mobilenetV3Small, estimate } from '../src/index.js';
-import { compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
+import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
@@ -106,35 +106,42 @@ ${summarize(cudaRows).join('\n')}
 ${cudaRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`;
 
 // One rank of a data-parallel job: the distributed oracles' fixtures.
-const rankRows: RankComparison[] = loadDistributedFixtures().flatMap(compareDistributedFixture);
+const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
 const rankGroups = new Map<string, RankComparison[]>();
-for (const r of rankRows) rankGroups.set(`${r.engine} | ${kind(r.figure)}`, [...(rankGroups.get(`${r.engine} | ${kind(r.figure)}`) ?? []), r]);
+for (const r of rankRows) {
+  const key = `${r.torch} | ${r.engine} | ${kind(r.figure)}`;
+  rankGroups.set(key, [...(rankGroups.get(key) ?? []), r]);
+}
 const rankSummary = [...rankGroups].map(([key, group]) => {
   const errors = group.map((r) => Math.abs(r.error));
   const within = group.every((r) => Math.abs(r.error) <= rankTolerance(r));
   return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(rankTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
 });
-const rankSection = `Measured by \`tools/oracle/distributed_cpu.py\` on PyTorch 1.13 CPU (fp32, one thread): one process plays
-rank r of a world of W through a fake process group whose collectives complete in place, so
-DistributedDataParallel's Reducer, its buckets and ZeroRedundancyOptimizer's partition run their own
-code (method and findings: tools/oracle/README.md). vram-ts runs with \`parallel: { engine, dp, rank,
-bucketView, bucketCapMb }\` and \`device: 'cpu', framework: 'torch-1.13'\`. Peaks are live allocator totals
-over the third step; the optimizer state is the rank's own.
+const rankSection = `Measured on a CPU with a fake process group: one process plays rank r of a world of W, every
+collective completes in place, so the engines' own code runs and the allocator sees rank r's
+allocations. \`tools/oracle/distributed_cpu.py\` runs DistributedDataParallel (its Reducer and buckets)
+and ZeroRedundancyOptimizer on PyTorch 1.13 with a fake group of its own; \`tools/oracle/fsdp2_cpu.py\`
+runs FSDP2 (\`fully_shard\`) and DDP on PyTorch 2.13 with PyTorch's \`fake\` backend, on an MLP and on
+real transformers 4.40.2 Llama and Qwen2 decoders (method and findings: tools/oracle/README.md).
+vram-ts runs with the case's \`parallel\` plan, \`device: 'cpu'\` and the PyTorch release's rules. Peaks
+are live allocator totals over the third step; the optimizer state is the rank's own. \`single\` rows
+are the same models in one process, for reference.
 
-| engine | figure | rows | mean error | max error | tolerance | all within |
-| --- | --- | ---: | ---: | ---: | ---: | --- |
+| PyTorch | engine | figure | rows | mean error | max error | tolerance | all within |
+| --- | --- | --- | ---: | ---: | ---: | ---: | --- |
 ${rankSummary.join('\n')}
 
-| case | figure | PyTorch | vram-ts | error |
-| --- | --- | ---: | ---: | ---: |
-${rankRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+| case | PyTorch | figure | PyTorch bytes | vram-ts | error |
+| --- | --- | --- | ---: | ---: | ---: |
+${rankRows.map((r) => `| ${r.id} | ${r.torch} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
 
-Not measured yet: FSDP2 (\`fully_shard\` does not run on PyTorch 1.13; vram-ts's FSDP2 rules are read
-from the PyTorch sources), anything on CUDA with NCCL (\`tools/measure_distributed.py\` is written for the
-GPU machine and has not run there), and what the communication libraries allocate outside PyTorch's
-allocator. DeepSpeed ZeRO and tensor, pipeline, context and expert parallelism are not modelled per
-rank; their closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory) are
-reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
+Not measured yet: anything on CUDA with NCCL (\`tools/measure_distributed.py\` is written for the GPU
+machine and has not run there: this work had none), and what the communication libraries allocate
+outside PyTorch's allocator. One CPU-only effect is modelled as such: PyTorch's CPU \`_chunk_cat\`
+pads a gradient whose first dimension does not divide by the world size into a copy before the
+reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO and tensor, pipeline, context and expert
+parallelism are not measured per rank; their closed forms (the ZeRO paper, DeepSpeed's estimators,
+Megatron's theoretical memory) are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
 
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.

@@ -1,37 +1,48 @@
 /**
  * Reading the distributed oracles' fixtures and comparing one rank of vram-ts with them:
- * tools/oracle/distributed_cpu.py (DDP and ZeroRedundancyOptimizer on PyTorch 1.13 CPU, a fake
- * process group) in test/fixtures/distributed-cpu. Shared by the fidelity test and
- * `npm run accuracy`.
+ * tools/oracle/distributed_cpu.py (DDP and ZeroRedundancyOptimizer on PyTorch 1.13 CPU, its own
+ * fake process group) in test/fixtures/distributed-cpu, and tools/oracle/fsdp2_cpu.py (FSDP2 and
+ * DDP on PyTorch 2.13 CPU, PyTorch's `fake` process group; real transformers 4.40.2 decoders) in
+ * test/fixtures/fsdp2-cpu. Shared by the fidelity test and `npm run accuracy`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { estimate, type ParallelPlan } from '../../src/index.js';
+import { estimate, fromHFConfig, type DType, type Engine, type Layer, type ParallelPlan } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 import { OPTIMIZERS } from './oracle.js';
 
 export interface DistributedFixture {
   readonly id: string;
   readonly case: {
-    readonly model: 'sequential';
+    readonly model: 'sequential' | 'hf';
     readonly input: readonly number[];
     readonly mode: 'train' | 'eval';
-    readonly layers: readonly LayerSpec[];
+    readonly layers?: readonly LayerSpec[];
+    readonly config?: Readonly<Record<string, unknown>>;
+    readonly transformers?: string;
+    readonly trainUseCache?: boolean;
+    readonly dtype?: DType;
     readonly world: number;
     readonly rank: number;
     readonly optimizer: string;
     readonly microBatches?: number;
+    /** fsdp2_cpu.py: the engine (null: one process, no wrapping); distributed_cpu.py: DDP unless `zero`. */
+    readonly parallel?: 'ddp' | 'fsdp2' | null;
+    readonly gradientSync?: 'every' | 'last';
     readonly zeroGradSetToNone?: boolean;
-    readonly ddp: { readonly gradientAsBucketView: boolean; readonly bucketCapMb: number; readonly findUnusedParameters: boolean };
+    readonly ddp?: { readonly gradientAsBucketView: boolean; readonly bucketCapMb: number; readonly findUnusedParameters: boolean };
     readonly zero?: { readonly parametersAsBucketView: boolean };
+    readonly fsdp?: { readonly units: readonly string[]; readonly reshardAfterForward: boolean; readonly mp: { readonly paramDtype: DType; readonly reduceDtype: DType } | null };
   };
   readonly env: { readonly torch: string };
-  readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly optimizerStateBytes: number; readonly gradBytes: number; readonly ddpBucketBytes: number }>>;
+  readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly optimizerStateBytes: number }>>;
 }
 
 /** One figure of one rank: what the engine allocated next to vram-ts. */
 export interface RankComparison {
   readonly id: string;
-  readonly engine: ParallelPlan['engine'];
+  /** The oracle's PyTorch release (`1.13`, `2.13`). */
+  readonly torch: string;
+  readonly engine: Engine | 'single';
   readonly figure: string;
   readonly pytorch: number;
   readonly ours: number;
@@ -39,7 +50,10 @@ export interface RankComparison {
   readonly error: number;
 }
 
-export function loadDistributedFixtures(folder = 'distributed-cpu'): DistributedFixture[] {
+/** The fixture folders of the distributed oracles. */
+export const DISTRIBUTED_FOLDERS = ['distributed-cpu', 'fsdp2-cpu'] as const;
+
+export function loadDistributedFixtures(folder: (typeof DISTRIBUTED_FOLDERS)[number] = 'distributed-cpu'): DistributedFixture[] {
   const dir = new URL(`../fixtures/${folder}/`, import.meta.url);
   return readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
@@ -48,25 +62,52 @@ export function loadDistributedFixtures(folder = 'distributed-cpu'): Distributed
 }
 
 /**
- * The case's plan as vram-ts takes it. Knobs the fixtures set that vram-ts has no option for
- * (`find_unused_parameters`, `zero_grad(set_to_none=False)`, ZeroRedundancyOptimizer's
- * `parameters_as_bucket_view`) are cases that check they move nothing vram-ts counts.
+ * The case's plan as vram-ts takes it (undefined: one process). Knobs the fixtures set that
+ * vram-ts has no option for (`find_unused_parameters`, `zero_grad(set_to_none=False)`,
+ * ZeroRedundancyOptimizer's `parameters_as_bucket_view`) are cases that check they move nothing
+ * vram-ts counts.
  */
-export function planOf(fixture: DistributedFixture): ParallelPlan {
+export function planOf(fixture: DistributedFixture): ParallelPlan | undefined {
   const c = fixture.case;
-  return { engine: c.zero === undefined ? 'ddp' : 'zero-redundancy', dp: c.world, rank: c.rank, bucketView: c.ddp.gradientAsBucketView, bucketCapMb: c.ddp.bucketCapMb };
+  const sync = c.gradientSync !== undefined ? { gradientSync: c.gradientSync } : {};
+  if (c.parallel === null) return undefined;
+  if (c.parallel === 'fsdp2') {
+    const f = c.fsdp!;
+    return { engine: 'fsdp2', dp: c.world, rank: c.rank, units: f.units, reshardAfterForward: f.reshardAfterForward, ...sync, ...(f.mp !== null ? { mixedPrecision: { param: f.mp.paramDtype, reduce: f.mp.reduceDtype } } : {}) };
+  }
+  const ddp = c.ddp!;
+  return { engine: c.zero === undefined ? 'ddp' : 'zero-redundancy', dp: c.world, rank: c.rank, bucketView: ddp.gradientAsBucketView, bucketCapMb: ddp.bucketCapMb, ...sync };
+}
+
+function modelOf(fixture: DistributedFixture): Layer {
+  const c = fixture.case;
+  if (c.model === 'sequential') return seqFromSpecs(c.layers!);
+  return fromHFConfig(c.config!, { transformers: c.transformers!, attention: 'eager', useCache: c.trainUseCache ?? false });
 }
 
 /** The live peak of the measured (third) step and the optimizer state on the rank. */
 export function compareDistributedFixture(fixture: DistributedFixture): RankComparison[] {
   const c = fixture.case;
   const parallel = planOf(fixture);
+  const torch = fixture.env.torch.startsWith('1.') ? '1.13' : fixture.env.torch.replace(/^(\d+\.\d+).*/, '$1');
+  const framework = torch === '1.13' ? ('torch-1.13' as const) : ('torch-2' as const);
+  const model = modelOf(fixture);
   const out: RankComparison[] = [];
-  const row = (figure: string, pytorch: number, ours: number): RankComparison => ({ id: fixture.id, engine: parallel.engine, figure, pytorch, ours, error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch });
+  const row = (figure: string, pytorch: number, ours: number): RankComparison => ({ id: fixture.id, torch, engine: parallel?.engine ?? 'single', figure, pytorch, ours, error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch });
   for (const [name, measured] of Object.entries(fixture.train)) {
     const optimizer = OPTIMIZERS[name];
     if (optimizer === undefined) throw new Error(`${fixture.id}: no vram-ts optimizer for ${name}`);
-    const r = estimate(seqFromSpecs(c.layers), { input: c.input, device: 'cpu', framework: 'torch-1.13', moduleMode: c.mode, timeline: false, optimizer, microBatches: c.microBatches ?? 1, parallel });
+    const r = estimate(model, {
+      input: c.input,
+      device: 'cpu',
+      framework,
+      moduleMode: c.mode,
+      timeline: false,
+      optimizer,
+      microBatches: c.microBatches ?? 1,
+      ...(c.dtype !== undefined && c.dtype !== 'float32' ? { dtype: c.dtype } : {}),
+      ...(parallel !== undefined ? { parallel } : {}),
+    });
     out.push(row(`train peak (${name})`, measured.livePeakBytes, r.bytes.peak as number));
     out.push(row(`optimizer state (${name})`, measured.optimizerStateBytes, r.bytes.optimizer as number));
   }
