@@ -2,7 +2,8 @@
  * Laws of the per-rank estimates (src/memory/residency): what one rank keeps of the model states
  * never exceeds one GPU's; FSDP2 shards them to 1/N up to its one-row padding; over all ranks the
  * optimizer state covers every element once (FSDP2, ZeroRedundancyOptimizer) or N times (DDP);
- * keeping parameters unsharded after forward never lowers the peak; a decoder traced with three
+ * keeping parameters unsharded after forward never lowers the forward peak and lowers the
+ * whole peak by at most the backward re-gathers; a decoder traced with three
  * of its layers gives the same rank figures as one traced whole.
  */
 import fc from 'fast-check';
@@ -46,12 +47,19 @@ describe('per-rank model states', () => {
     );
   });
 
-  it('FSDP2: keeping parameters unsharded after forward never lowers the peak', () => {
+  it('FSDP2: keeping parameters unsharded after forward never lowers the forward peak, and saves at most the backward re-gathers', () => {
     fc.assert(
       fc.property(randomModel, fc.integer({ min: 2, max: 8 }), (m, dp) => {
         const model = seqFromSpecs(m.layers);
-        const at = (reshardAfterForward: boolean) => estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: m.layers.map((_, i) => String(i)) } }).bytes.peak as number;
-        expect(at(false)).toBeGreaterThanOrEqual(at(true));
+        const at = (reshardAfterForward: boolean) => estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: m.layers.map((_, i) => String(i)) } }) as Estimate<number>;
+        const [kept, resharded] = [at(false), at(true)];
+        const forwardPeak = (r: Estimate<number>) => Math.max(...r.timeline.filter((e) => e.phase === 'forward').map((e) => e.live as number));
+        expect(forwardPeak(kept)).toBeGreaterThanOrEqual(forwardPeak(resharded));
+        // Resharding gathers each unit again in backward: its all-gather output and the prefetched
+        // next unit's live beside the unsharded parameters (the reason this is not a plain "never
+        // lowers the peak": with tiny units on CUDA's 512 B blocks those buffers can top it).
+        const gathered = Math.max(0, ...resharded.timeline.map((e) => e.byCategory.communication as number));
+        expect(resharded.bytes.peak as number).toBeLessThanOrEqual((kept.bytes.peak as number) + gathered);
       }),
       { numRuns: 30 },
     );
