@@ -19,8 +19,10 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
   readonly gpu: string | number;
   /** GPUs available: data-parallel sizes 1 .. gpus that divide the global batch are tried. */
   readonly gpus: number;
-  /** Engines to try on more than one GPU (default FSDP2, ZeroRedundancyOptimizer, DDP). */
-  readonly engines?: readonly Exclude<Engine, 'deepspeed'>[];
+  /** Engines to try on more than one GPU (default all: FSDP2, ZeroRedundancyOptimizer, DDP, DeepSpeed ZeRO stages 1-3). */
+  readonly engines?: readonly Engine[];
+  /** DeepSpeed: try only this ZeRO stage (default 1, 2 and 3). */
+  readonly zero?: 1 | 2 | 3;
   /** A checkpointing plan to try besides none (e.g. every decoder layer). */
   readonly checkpoint?: CheckpointPlan;
 }
@@ -29,6 +31,8 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
 export interface Layout {
   /** `single` on one GPU. */
   readonly engine: Engine | 'single';
+  /** DeepSpeed's ZeRO stage (null for the other engines). */
+  readonly zero: 1 | 2 | 3 | null;
   readonly dp: number;
   /** Samples per forward on one rank (0: not even one fits). */
   readonly microBatch: number;
@@ -48,11 +52,13 @@ export interface PlanResult {
   readonly fewest: Layout | undefined;
 }
 
-const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp'] as const;
+const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp', 'deepspeed'] as const;
+const ZERO_STAGES = [1, 2, 3] as const;
 
 /**
  * Which data-parallel layouts of a training job fit a GPU, and which needs the fewest GPUs: for
- * every data-parallel size that divides the global batch, engine and checkpointing choice, the
+ * every data-parallel size that divides the global batch, engine (DeepSpeed: each ZeRO stage) and
+ * checkpointing choice, the
  * largest micro-batch dividing the rank's share whose step fits on every rank (each rank's exact
  * peak, gradient accumulation included). Tensor and pipeline parallelism are not searched: vram-ts
  * does not model them per rank yet.
@@ -66,7 +72,7 @@ const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp'] as const;
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, checkpoint, ...rest } = options;
+  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, checkpoint, ...rest } = options;
   if (!Number.isSafeInteger(globalBatch) || globalBatch < 1) fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
   if (!Number.isSafeInteger(gpus) || gpus < 1) fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
   sample.forEach((size, i) => {
@@ -78,7 +84,9 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
   for (let dp = 1; dp <= gpus; dp += 1) {
     if (globalBatch % dp !== 0) continue;
     for (const engine of dp === 1 ? (['single'] as const) : engines) {
-      for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, engine, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+      for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
+        for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+      }
     }
   }
   const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp - b.dp || a.accumulation - b.accumulation || a.peak - b.peak);
@@ -91,14 +99,15 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
   readonly share: number;
   readonly dp: number;
   readonly engine: Engine | 'single';
+  readonly zero: 1 | 2 | 3 | null;
   readonly gpu: string | number;
   readonly budget: number;
 }
 
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
-  const { sample, share, dp, engine, gpu, budget, ...estimateOnly } = trial;
-  const parallel = engine === 'single' ? {} : { parallel: { engine, dp } };
+  const { sample, share, dp, engine, zero, gpu, budget, ...estimateOnly } = trial;
+  const parallel = engine === 'single' ? {} : { parallel: { engine, dp, ...(zero !== null ? { zero } : {}) } };
   const checkpointing = trial.checkpoint !== undefined;
   const stepPeak = (micro: number) => {
     const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
@@ -112,8 +121,8 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   for (let micro = largest; micro >= 1; micro -= 1) {
     if (share % micro !== 0) continue;
     const { peak, rank } = stepPeak(micro);
-    if (peak <= budget) return { engine, dp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+    if (peak <= budget) return { engine, zero, dp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
   // Not even one sample per forward: the one-sample step's peak says by how much.
-  return { engine, dp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+  return { engine, zero, dp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
 }

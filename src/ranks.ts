@@ -13,7 +13,7 @@ export interface RankFigures {
   readonly parameters: Dim;
   readonly gradients: Dim;
   readonly optimizer: Dim;
-  /** The rank's whole estimate (breakdown, timeline as the options ask); under DDP, rank 0's for every rank. */
+  /** The rank's whole estimate (breakdown, timeline as the options ask); under DDP and ZeRO-3, rank 0's for every rank. */
   readonly estimate: Estimate;
 }
 
@@ -21,7 +21,9 @@ export interface RankFigures {
  * Every rank of a data-parallel job, each estimated as `estimate(model, { ...options,
  * parallel: { ...plan, rank } })` would. Ranks differ where the engine shards unevenly: FSDP2's
  * padded last chunks, ZeroRedundancyOptimizer's greedy partition. DDP keeps the same bytes on
- * every rank (measured: worlds 2-8, first and last ranks), so its ranks share one estimate.
+ * every rank (measured: worlds 2-8, first and last ranks), and DeepSpeed ZeRO-3 cuts every
+ * parameter into equal (padded) partitions, so their ranks share one estimate; ZeRO-1/2's
+ * gradient partitions hold whole parameters and differ by rank.
  *
  * @example
  * ```ts
@@ -36,7 +38,8 @@ export function estimateRanks(model: Layer, options: EstimateOptions): readonly 
   if (plan === undefined) fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: "{ engine, dp }", received: 'undefined' });
   const figures = (rank: number, r: Estimate): RankFigures => ({ rank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r });
   const at = (rank: number) => estimate(model, { ...options, parallel: { ...plan, rank } });
-  if (plan.engine === 'ddp') {
+  // ZeRO-3 gives every rank the same ⌈n/N⌉ of each parameter (the last one's padded).
+  if (plan.engine === 'ddp' || (plan.engine === 'deepspeed' && plan.zero === 3)) {
     const shared = at(0);
     return Array.from({ length: plan.dp }, (_, rank) => figures(rank, shared));
   }

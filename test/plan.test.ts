@@ -10,7 +10,7 @@ const sample = [1024];
 function peakOf(layout: Layout, share: number, micro: number): number {
   const options = { input: [micro, ...sample], optimizer: 'adam' as const, microBatches: share / micro, timeline: false };
   if (layout.engine === 'single') return estimate(model, options).bytes.peak as number;
-  return Math.max(...estimateRanks(model, { ...options, parallel: { engine: layout.engine, dp: layout.dp } }).map((r) => r.peak as number));
+  return Math.max(...estimateRanks(model, { ...options, parallel: { engine: layout.engine, dp: layout.dp, ...(layout.zero !== null ? { zero: layout.zero } : {}) } }).map((r) => r.peak as number));
 }
 
 describe('plan', () => {
@@ -43,6 +43,15 @@ describe('plan', () => {
   it('tries the data-parallel sizes that divide the global batch, each engine, with and without checkpointing', () => {
     const r = plan(model, { sample, globalBatch: 6, gpu: '1GB', gpus: 4, optimizer: 'adam', engines: ['fsdp2', 'ddp'], checkpoint: { modules: ['1'] } });
     expect(r.layouts.map((l) => `${l.dp} ${l.engine} ${l.checkpointing}`)).toEqual(['1 single false', '1 single true', '2 fsdp2 false', '2 fsdp2 true', '2 ddp false', '2 ddp true', '3 fsdp2 false', '3 fsdp2 true', '3 ddp false', '3 ddp true']);
+  });
+
+  it('tries each DeepSpeed ZeRO stage, or the one asked for', () => {
+    const every = plan(model, { sample, globalBatch: 4, gpu: '1GB', gpus: 2, optimizer: 'adam', engines: ['deepspeed'] });
+    expect(every.layouts.map((l) => `${l.dp} ${l.engine} ${l.zero}`)).toEqual(['1 single null', '2 deepspeed 1', '2 deepspeed 2', '2 deepspeed 3']);
+    const third = plan(model, { sample, globalBatch: 4, gpu: '1GB', gpus: 2, optimizer: 'adam', engines: ['deepspeed'], zero: 3 });
+    expect(third.layouts.map((l) => `${l.dp} ${l.engine} ${l.zero}`)).toEqual(['1 single null', '2 deepspeed 3']);
+    // By default every engine is tried, DeepSpeed's three stages among them.
+    expect(plan(model, { sample, globalBatch: 2, gpu: '1GB', gpus: 2, optimizer: 'adam' }).layouts.filter((l) => l.dp === 2).map((l) => `${l.engine}${l.zero ?? ''}`)).toEqual(['fsdp2', 'zero-redundancy', 'ddp', 'deepspeed1', 'deepspeed2', 'deepspeed3']);
   });
 
   it('bad job sizes are errors with their path', () => {

@@ -120,7 +120,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       return g.apply(lnF, h);
     }),
   );
-  const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab };
+  const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab, intermediate: shape.inner, gatedMlp: false, tied };
   const body = graph((g, [ids]) => {
     const h = g.apply(transformer, ids!);
     // `transformer_outputs` keeps the last hidden state until forward returns.

@@ -203,6 +203,9 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     headDim: shape.headDim,
     hidden: shape.hidden,
     vocab: shape.vocab,
+    intermediate: shape.intermediate,
+    gatedMlp: true,
+    tied: shape.tied,
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
   };
   const body = graph((g, [ids]) => {

@@ -56,12 +56,15 @@ const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (def
   --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks);
                          training only`;
 
-export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy'] as const;
+export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed'] as const;
 
 const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel GPUs (training; default 1: one GPU)
   --engine E             ${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,
                          gradients and optimizer state; DDP keeps them whole plus its gradient buckets;
-                         zero-redundancy is torch's ZeroRedundancyOptimizer over DDP
+                         zero-redundancy is torch's ZeroRedundancyOptimizer over DDP; deepspeed
+                         is DeepSpeed ZeRO (needs --zero)
+  --zero 1|2|3           DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters
+                         partitioned (implies --engine deepspeed; DeepSpeed's defaults for its buckets)
   --fsdp                 the same as --engine fsdp2
   --rank R               which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)`;
 
@@ -85,13 +88,16 @@ Usage
                                         the largest batch / context / resolution that fits
   vram-ts plan <model> --gpu <gpu> --gpus N --global-batch G [options]
                                         which data-parallel layouts fit, and the fewest GPUs
+  vram-ts compat zero-paper|deepspeed|megatron <model> [--gpus N]
+                                        a published formula next to vram-ts's rank, and why
+                                        they differ
   vram-ts grpo <model> [--group G] [--prompt P] [--completion L] [options]
                                         a GRPO step: generation, reference scoring, training
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
-  vram-ts fit|plan|grpo|korthikanti --help
+  vram-ts fit|plan|compat|grpo|korthikanti --help
                                         the options of each command
 
 ${MODEL}
@@ -171,7 +177,8 @@ Options
 ${gpu('the GPU of every rank (required)')}
   --gpus N               the most GPUs to use (required)
   --global-batch G       samples per optimizer step over all GPUs (required)
-  --engine E             try only this engine: ${ENGINES.join(', ')}
+  --engine E             try only this engine: ${ENGINES.join(', ')} (deepspeed: ZeRO 1, 2, 3)
+  --zero 1|2|3           try only this DeepSpeed ZeRO stage (implies --engine deepspeed)
   --checkpointing        also try activation checkpointing of every block
   --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
   --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
@@ -188,6 +195,34 @@ ${EXIT}
 
 Examples
   vram-ts plan qwen2.5-0.5b --gpu A800-80GB --gpus 8 --global-batch 16 --seq 32768 --precision bf16 --checkpointing
+`;
+
+export const COMPAT_HELP = `vram-ts compat zero-paper|deepspeed|megatron <model> [options]
+
+A published closed form, evaluated exactly as its authors' code does, next to vram-ts's
+simulation of one rank of the same job (Adam, bf16), and why the two differ:
+  zero-paper   the ZeRO paper's model states per GPU for DP, P_os, P_os+g, P_os+g+p
+  deepspeed    DeepSpeed's estimate_zero2/3_model_states_mem_needs, every offload option
+  megatron     Megatron-LM's theoretical memory (weights and optimizer, activations)
+<model> is a decoder LLM: ${LLMS.map((e) => e.id).join(', ')} or a config.json path.
+
+Options
+  --gpus N               GPUs (per node for deepspeed; default 8)
+  --nodes N              nodes (deepspeed; default 1)
+  --tp N                 tensor-parallel size (megatron; default 1)
+  --pp N                 pipeline-parallel size (megatron; default 1)
+  --seq N                sequence length of vram-ts's step and Megatron's activations (default ${DEFAULTS.seq})
+  --batch N              micro-batch size (default ${DEFAULTS.batch})
+  --attention A          ${ATTENTIONS.join(', ')} (default: what the transformers release picks)
+  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})
+  -h, --help             this help
+
+${EXIT}
+
+Examples
+  vram-ts compat zero-paper qwen2.5-0.5b --gpus 64
+  vram-ts compat deepspeed qwen2.5-0.5b --gpus 8 --nodes 2
+  vram-ts compat megatron llama-3-8b --gpus 8 --tp 2 --seq 4096
 `;
 
 export const GRPO_HELP = `vram-ts grpo <model> [options]

@@ -45,17 +45,19 @@ import {
   type HFConfigOptions,
   type Layer,
   type RankFigures,
+  type Layout,
   type PlanResult,
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
-import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, COMPAT_HELP, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { COMPATS, compatText, type Compat } from './compat.js';
 import { readSafetensors } from './safetensors.js';
 
 export { HELP } from './help.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
-export type Command = 'estimate' | 'fit' | 'plan' | 'grpo' | 'korthikanti' | 'safetensors';
+export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'korthikanti' | 'safetensors';
 
 const OPTIONS = {
   input: { type: 'string' },
@@ -94,6 +96,10 @@ const OPTIONS = {
   rank: { type: 'string' },
   'all-ranks': { type: 'boolean' },
   'global-batch': { type: 'string' },
+  zero: { type: 'string' },
+  nodes: { type: 'string' },
+  tp: { type: 'string' },
+  pp: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -101,13 +107,13 @@ export type Flag = keyof typeof OPTIONS;
 type Values = { [F in Flag]?: (typeof OPTIONS)[F]['type'] extends 'string' ? string : boolean };
 
 const MODEL_COMMANDS = ['estimate', 'fit', 'plan', 'grpo'] as const;
-const ALL: readonly Command[] = ['estimate', 'fit', 'plan', 'grpo', 'korthikanti', 'safetensors'];
+const ALL: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'korthikanti', 'safetensors'];
 
 /** Which commands take each flag; any other use is an error. */
 export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   input: ['estimate', 'fit', 'plan'],
-  batch: ['estimate', 'fit', 'korthikanti'],
-  seq: ['estimate', 'fit', 'plan', 'korthikanti'],
+  batch: ['estimate', 'fit', 'compat', 'korthikanti'],
+  seq: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'],
   classes: ['estimate', 'fit', 'plan'],
   train: ['estimate', 'fit'],
   infer: ['estimate', 'fit'],
@@ -116,10 +122,10 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   checkpointing: MODEL_COMMANDS,
   'lora-rank': MODEL_COMMANDS,
   qlora: MODEL_COMMANDS,
-  attention: MODEL_COMMANDS,
+  attention: [...MODEL_COMMANDS, 'compat'],
   device: MODEL_COMMANDS,
   framework: MODEL_COMMANDS,
-  transformers: MODEL_COMMANDS,
+  transformers: [...MODEL_COMMANDS, 'compat'],
   dtype: MODEL_COMMANDS,
   'no-cache': MODEL_COMMANDS,
   gpu: MODEL_COMMANDS,
@@ -135,12 +141,16 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   'micro-batch': ['grpo'],
   hidden: ['korthikanti'],
   heads: ['korthikanti'],
-  gpus: ['estimate', 'fit', 'plan'],
+  gpus: ['estimate', 'fit', 'plan', 'compat'],
   engine: ['estimate', 'fit', 'plan'],
   fsdp: ['estimate', 'fit'],
   rank: ['estimate', 'fit'],
   'all-ranks': ['estimate'],
   'global-batch': ['plan'],
+  zero: ['estimate', 'fit', 'plan'],
+  nodes: ['compat'],
+  tp: ['compat'],
+  pp: ['compat'],
   help: ALL,
 };
 
@@ -148,6 +158,7 @@ const COMMAND_NAMES: Readonly<Record<Command, string>> = {
   estimate: 'an estimate',
   fit: 'fit',
   plan: 'plan',
+  compat: 'compat',
   grpo: 'grpo',
   korthikanti: 'korthikanti',
   safetensors: 'vram-ts --safetensors FILE',
@@ -187,6 +198,9 @@ const LIMITS = {
   heads: 1_000_000,
   gpus: 1_000_000,
   'global-batch': 1_000_000_000,
+  nodes: 1_000_000,
+  tp: 1_000_000,
+  pp: 1_000_000,
 } as const;
 
 const LLM_ONLY = ['seq', 'attention', 'transformers', 'dtype', 'no-cache', 'lora-rank', 'qlora'] as const;
@@ -285,10 +299,11 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   }
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
   const gpus = values.gpus === undefined ? 1 : count(values, 'gpus', 1);
-  const engine = values.fsdp ? 'fsdp2' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
+  const zero = zeroStage(values);
+  const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
   const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, gpus - 1);
   // One GPU is one GPU whatever the engine.
-  const parallel = gpus > 1 ? { parallel: { engine, dp: gpus, rank: rankOf } } : {};
+  const parallel = gpus > 1 ? { parallel: { engine, dp: gpus, rank: rankOf, ...(zero !== undefined ? { zero } : {}) } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -300,6 +315,14 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
     ...parallel,
   };
+}
+
+/** --zero: DeepSpeed's stage, which only the deepspeed engine takes. */
+function zeroStage(values: Values): 1 | 2 | 3 | undefined {
+  if (values.zero === undefined) return undefined;
+  const stage = wholeNumber(values.zero, '--zero', 1, 3) as 1 | 2 | 3;
+  if (values.engine !== undefined && values.engine !== 'deepspeed') usage('--zero', `is a DeepSpeed ZeRO stage: not with --engine ${values.engine}`);
+  return stage;
 }
 
 /** The --gpu budget, refusing unknown names with the list of known ones. */
@@ -317,7 +340,7 @@ function gpuBudget(value: string): number {
 
 function commandOf(positionals: readonly string[], values: Values): Command {
   const first = positionals[0];
-  if (first === 'fit' || first === 'plan' || first === 'grpo' || first === 'korthikanti') return first;
+  if (first === 'fit' || first === 'plan' || first === 'compat' || first === 'grpo' || first === 'korthikanti') return first;
   return values.safetensors !== undefined ? 'safetensors' : 'estimate';
 }
 
@@ -331,9 +354,14 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
     if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${COMMAND_NAMES[command]}`);
     usage(`--${flag}`, `applies to ${where} only, not to ${COMMAND_NAMES[command]}${why !== undefined ? `: ${why}` : ''}`);
   }
-  const commands = ['fit', 'plan', 'grpo', 'korthikanti'];
-  const args = command === 'estimate' || command === 'safetensors' ? positionals : positionals.slice(1);
+  const commands = ['fit', 'plan', 'compat', 'grpo', 'korthikanti'];
+  const args = command === 'estimate' || command === 'safetensors' ? positionals : positionals.slice(command === 'compat' ? 2 : 1);
   const wanted = command === 'korthikanti' || command === 'safetensors' ? 0 : 1;
+  if (command === 'compat') {
+    const which = positionals[1];
+    if (which === undefined) usage('compat', 'which closed form?', { expected: COMPATS.join(', ') });
+    oneOf(which, 'compat', COMPATS);
+  }
   if (args.length > wanted) {
     const near = command === 'estimate' ? nearest(args[0]!, commands) : undefined;
     if (near !== undefined) usage(args[0]!, `unknown command; did you mean ${near}?`, { expected: commands.join(', ') });
@@ -344,8 +372,11 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.train && values.infer) usage('--train, --infer', 'pick one: a training step (--train, the default) or an inference forward (--infer)');
   if (values.infer && values.optimizer !== undefined) usage('--optimizer', 'applies to training; --infer runs no optimizer');
   if (values.infer && values.checkpointing) usage('--checkpointing', 'applies to training; --infer keeps nothing for backward');
-  if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined)) usage(values.gpus !== undefined ? '--gpus' : values.fsdp ? '--fsdp' : values.engine !== undefined ? '--engine' : '--rank', 'data-parallel ranks are estimated for training; --infer is one GPU');
+  if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined || values.zero !== undefined)) usage(values.gpus !== undefined ? '--gpus' : values.fsdp ? '--fsdp' : values.engine !== undefined ? '--engine' : values.zero !== undefined ? '--zero' : '--rank', 'data-parallel ranks are estimated for training; --infer is one GPU');
   if (values.fsdp && values.engine !== undefined && values.engine !== 'fsdp2') usage('--fsdp', `not with --engine ${values.engine}: --fsdp is --engine fsdp2`);
+  if (values.fsdp && values.zero !== undefined) usage('--zero', 'is a DeepSpeed ZeRO stage: not with --fsdp');
+  if (values.engine === 'deepspeed' && values.zero === undefined && command !== 'plan') usage('--engine', 'deepspeed needs the ZeRO stage', { expected: '--zero 1, 2 or 3' });
+  if (values.zero !== undefined && command !== 'plan' && (values.gpus === undefined || values.gpus === '1')) usage('--zero', 'needs --gpus N (N > 1): ZeRO partitions over data-parallel ranks');
   if (values['all-ranks'] && (values.gpus === undefined || values.gpus === '1')) usage('--all-ranks', 'needs --gpus N (N > 1): one GPU is one rank');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
@@ -489,7 +520,7 @@ function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
 
 /** The options of one GPU without checkpointing: what a plan varies itself. */
 function withoutParallel(values: Values): Values {
-  const { gpus: _gpus, engine: _engine, checkpointing: _checkpointing, ...rest } = values;
+  const { gpus: _gpus, engine: _engine, zero: _zero, checkpointing: _checkpointing, ...rest } = values;
   return rest;
 }
 
@@ -497,14 +528,15 @@ function withoutParallel(values: Values): Values {
 function formatPlan(result: PlanResult, title: string): string {
   const order = [...result.layouts].sort((a, b) => a.dp - b.dp || Number(b.fits) - Number(a.fits) || a.accumulation - b.accumulation || a.peak - b.peak);
   const head = ['gpus', 'engine', 'micro-batch', 'accumulation', 'checkpointing', 'peak (highest rank)', ''];
-  const rows = order.map((l) => [String(l.dp), l.engine, l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
+  const engineOf = (l: Layout) => (l.zero !== null ? `${l.engine} ZeRO-${l.zero}` : l.engine);
+  const rows = order.map((l) => [String(l.dp), engineOf(l), l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (row: readonly string[]) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
   const best = result.fewest;
   const verdict =
     best === undefined
       ? 'No layout fits.'
-      : `Fewest GPUs: ${best.dp} (${best.engine === 'single' ? 'one GPU' : best.engine}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
+      : `Fewest GPUs: ${best.dp} (${best.engine === 'single' ? 'one GPU' : engineOf(best)}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
   return [`Layouts of ${title} (${formatBytes(result.budget)} each):`, line(head), ...rows.map(line), '', verdict, 'Data parallelism only: tensor and pipeline parallelism are not modelled per rank yet.', ''].join('\n');
 }
 
@@ -524,14 +556,29 @@ function runPlan(ref: ModelRef, values: Values): Outcome {
   const format = oneOf(values.format ?? DEFAULTS.format, '--format', PLAN_FORMATS);
   const model = buildModel(ref, values);
   const { input, parallel: _parallel, checkpoint, ...options } = estimateOptions(withoutParallel(values), ref, model);
-  const engines = values.engine === undefined ? undefined : [oneOf(values.engine, '--engine', ENGINES)];
+  const zero = zeroStage(values);
+  const engines = zero !== undefined ? (['deepspeed'] as const) : values.engine === undefined ? undefined : [oneOf(values.engine, '--engine', ENGINES)];
   const tryCheckpoint = values.checkpointing ? estimateOptions(values, ref, model).checkpoint : undefined;
   const job = { gpu: values.gpu!, gpus: count(values, 'gpus', 1), globalBatch: count(values, 'global-batch', 1) };
-  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
+  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(zero !== undefined ? { zero } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
   const code = values.check && result.fewest === undefined ? 1 : 0;
   if (format === 'json') return { stdout: `${JSON.stringify({ ...job, budget: result.budget, fewest: result.fewest ?? null, layouts: result.layouts }, null, 2)}\n`, code };
   const what = ref.kind === 'llm' ? `${job.globalBatch} × ${(input as number[])[1]} tokens` : `${job.globalBatch} images of ${(input as number[]).slice(1).join('×')}`;
   return { stdout: formatPlan(result, `${ref.name}, ${what} per optimizer step, on up to ${job.gpus} × ${job.gpu}`), code };
+}
+
+function runCompat(which: Compat, ref: ModelRef, values: Values): Outcome {
+  if (ref.kind !== 'llm') usage('model', `compat compares decoder LLMs; ${ref.name} is a CNN`);
+  const model = buildModel(ref, values);
+  const tp = count(values, 'tp', 1);
+  const pp = count(values, 'pp', 1);
+  const gpus = count(values, 'gpus', 8);
+  if (which !== 'megatron' && (tp > 1 || pp > 1)) usage(tp > 1 ? '--tp' : '--pp', 'applies to compat megatron only');
+  const nodes = count(values, 'nodes', 1);
+  if (which !== 'deepspeed' && nodes > 1) usage('--nodes', 'applies to compat deepspeed only');
+  if (gpus % (tp * pp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp = ${tp * pp}`, { received: String(gpus) });
+  const job = { name: ref.name, gpus, nodes, seq: count(values, 'seq', DEFAULTS.seq), batch: count(values, 'batch', DEFAULTS.batch), tp, pp };
+  return { stdout: compatText(which, model, decoderMeta(model), job), code: 0 };
 }
 
 function runGrpo(ref: ModelRef, values: Values): Outcome {
@@ -620,17 +667,18 @@ function execute(argv: readonly string[]): Outcome {
   const { values, positionals } = parsed;
   const command = commandOf(positionals, values);
   if (values.help) {
-    const help = { fit: FIT_HELP, plan: PLAN_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP } as Partial<Record<Command, string>>;
+    const help = { fit: FIT_HELP, plan: PLAN_HELP, compat: COMPAT_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP } as Partial<Record<Command, string>>;
     return { stdout: help[command] ?? HELP, code: 0 };
   }
   checkUsage(command, values, positionals);
   if (command === 'safetensors') return { stdout: readSafetensors(values.safetensors!), code: 0 };
   if (command === 'korthikanti') return runKorthikanti(values);
-  const ref = resolveModel(command === 'estimate' ? positionals[0]! : positionals[1]!);
+  const ref = resolveModel(command === 'estimate' ? positionals[0]! : command === 'compat' ? positionals[2]! : positionals[1]!);
   checkKind(command, ref, values);
   checkValues(values);
   if (command === 'fit') return runFit(ref, values);
   if (command === 'plan') return runPlan(ref, values);
+  if (command === 'compat') return runCompat(positionals[1] as Compat, ref, values);
   if (command === 'grpo') return runGrpo(ref, values);
   return runEstimate(ref, values);
 }

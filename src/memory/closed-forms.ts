@@ -162,6 +162,8 @@ export function megatronPaddedVocab(vocab: number, tp: number, divisibleBy = 128
 export interface MegatronFigures {
   readonly weightAndOptimizer: number;
   readonly activation: number;
+  /** Parameters on the most loaded shard (first pipeline stage, one tensor-parallel rank) as its GPT counts them. */
+  readonly parametersOnShard: number;
   /** Which activation formula the report used. */
   readonly path: 'sp' | 'without-sp';
   /** report_theoretical_memory's (weight and optimizer, activation, total) in MiB, printed as "MB". */
@@ -272,5 +274,5 @@ export function megatronTheoretical(args: MegatronArgs, numMicrobatches?: number
   }
   const w = weightAndOptimizer / 1048576;
   const act = activation / 1048576;
-  return { weightAndOptimizer, activation, path: sp ? 'sp' : 'without-sp', reportMiB: [w, act, w + act] };
+  return { weightAndOptimizer, activation, parametersOnShard: tpPart + repl, path: sp ? 'sp' : 'without-sp', reportMiB: [w, act, w + act] };
 }

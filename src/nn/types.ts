@@ -88,6 +88,12 @@ export interface ModelMeta {
   readonly headDim: number;
   readonly hidden: number;
   readonly vocab: number;
+  /** The MLP's inner size (`intermediate_size`, GPT-2's `n_inner`). */
+  readonly intermediate: number;
+  /** A gated MLP (SwiGLU: gate, up and down projections) rather than two matrices. */
+  readonly gatedMlp: boolean;
+  /** Whether the LM head shares the token embedding's weight. */
+  readonly tied: boolean;
   /** Mistral's sliding window: the KV cache keeps at most this many positions. */
   readonly slidingWindow?: number;
 }

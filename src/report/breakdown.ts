@@ -70,7 +70,7 @@ export function formatBreakdown(result: Estimate): string {
   const root = result.modules[0]!;
   const lines: string[] = [];
   const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
-  const rank = result.parallel === null ? '' : ` · rank ${result.parallel.rank ?? 0} of ${result.parallel.dp} (${result.parallel.engine})`;
+  const rank = result.parallel === null ? '' : ` · rank ${result.parallel.rank ?? 0} of ${result.parallel.dp} (${result.parallel.engine}${result.parallel.zero !== undefined ? ` ZeRO-${result.parallel.zero}` : ''})`;
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');
   lines.push('What is held');

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/main.js';
+import { deepspeedZero2, estimate, formatBytes, llm, zeroPaper } from '../../src/index.js';
 
 const tmp = join(fileURLToPath(new URL('../..', import.meta.url)), '.tmp', 'cli');
 mkdirSync(tmp, { recursive: true });
@@ -83,6 +84,34 @@ describe('vram-ts command', () => {
     expect(cli(...args, '--batch', '2').err).toContain('--global-batch');
   });
 
+  it('compat: the closed form as its code computes it, beside the same job in vram-ts', () => {
+    const params = estimate(llm('qwen2.5-0.5b'), { input: [1, 1], optimizer: null }).params.total;
+    const paper = zeroPaper({ params, gpus: 8 });
+    const out = cli('compat', 'zero-paper', 'qwen2.5-0.5b', '--gpus', '8', '--seq', '256');
+    expect(out.code, out.err).toBe(0);
+    for (const bytes of [paper.baseline, paper.stage1, paper.stage2, paper.stage3]) expect(out.out).toContain(formatBytes(bytes));
+    const zero3 = estimate(llm('qwen2.5-0.5b'), { input: [1, 256], precision: 'bf16', parallel: { engine: 'deepspeed', dp: 8, zero: 3 }, timeline: false });
+    expect(out.out).toMatch(new RegExp(`P_os\\+g\\+p .* ${formatBytes(zero3.bytes.peak as number).replace('.', '\\.')}  DeepSpeed ZeRO-3`));
+    const ds = cli('compat', 'deepspeed', 'qwen2.5-0.5b', '--gpus', '8', '--nodes', '2', '--seq', '256');
+    expect(ds.out).toContain(formatBytes(deepspeedZero2({ totalParams: params, gpusPerNode: 8, nodes: 2, cpuOffload: false }).gpu));
+    expect(ds.out).toContain('largest layer 136,134,656 (model.embed_tokens)');
+    const mg = cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--tp', '2', '--seq', '1024');
+    expect(mg.code, mg.err).toBe(0);
+    expect(mg.out).toContain('tensor and pipeline parallelism are not modelled per rank yet');
+    for (const [args, flag] of [
+      [['compat', 'zero-paper', 'mobilenet_v3_small'], 'model'],
+      [['compat', 'zero-paper', 'qwen2.5-0.5b', '--tp', '2'], '--tp'],
+      [['compat', 'deepspeed', 'qwen2.5-0.5b', '--gpus', '8', '--nodes', '0'], '--nodes'],
+      [['compat', 'zero-paper', 'qwen2.5-0.5b', '--nodes', '2'], '--nodes'],
+      [['compat', 'zeropaper', 'qwen2.5-0.5b'], 'compat'],
+      [['compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '6', '--tp', '4'], '--gpus'],
+    ] as const) {
+      const r = cli(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toContain(flag);
+    }
+  });
+
   it('lists every rank with --all-ranks: the JSON exact per rank, the table in runs of equal ranks', () => {
     const args = ['qwen2.5-0.5b', '--seq', '512', '--precision', 'bf16', '--gpus', '6', '--engine', 'zero-redundancy', '--all-ranks'];
     const json = cli(...args, '--format', 'json');
@@ -109,7 +138,17 @@ describe('vram-ts command', () => {
     expect(ddp.bytes.peak).toBeGreaterThan(one.bytes.peak);
     expect(peak('--gpus', '8', '--engine', 'zero-redundancy', '--rank', '7').bytes.optimizer).toBeLessThan(one.bytes.optimizer);
     expect(peak('--gpus', '1', '--engine', 'fsdp2')).toEqual(one);
+    // DeepSpeed ZeRO: --zero picks the stage (the engine implied); stage 3 shards the parameters.
+    const zero3 = peak('--gpus', '8', '--zero', '3');
+    expect(zero3).toEqual(peak('--gpus', '8', '--engine', 'deepspeed', '--zero', '3'));
+    expect(zero3.bytes.parameters).toBeLessThan(peak('--gpus', '8', '--zero', '2').bytes.parameters);
+    expect(cli('qwen2.5-0.5b', '--seq', '64', '--gpus', '2', '--zero', '1').out.split('\n')[0]).toContain('rank 0 of 2 (deepspeed ZeRO-1)');
     for (const [args, flag] of [
+      [['--gpus', '2', '--engine', 'deepspeed'], '--engine'],
+      [['--gpus', '2', '--zero', '4'], '--zero'],
+      [['--zero', '2'], '--zero'],
+      [['--gpus', '2', '--zero', '2', '--fsdp'], '--zero'],
+      [['--gpus', '2', '--zero', '2', '--engine', 'ddp'], '--zero'],
       [['--gpus', '8', '--rank', '8'], '--rank'],
       [['--gpus', '2', '--fsdp', '--engine', 'ddp'], '--fsdp'],
       [['--gpus', '2', '--infer'], '--gpus'],

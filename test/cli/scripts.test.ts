@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { editDistance, nearest, wholeNumber } from '../../src/cli/args.js';
 import { CliError } from '../../src/cli/errors.js';
-import { FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP } from '../../src/cli/help.js';
+import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP } from '../../src/cli/help.js';
 import { SCOPE, run, stdoutFailure, type Command, type Flag } from '../../src/cli/main.js';
 import { GPUS } from '../../src/index.js';
 
@@ -303,7 +303,7 @@ describe('options that apply give what they say', () => {
 });
 
 describe('help', () => {
-  const helps: Record<Exclude<Command, 'safetensors'>, string> = { estimate: HELP, fit: FIT_HELP, plan: PLAN_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP };
+  const helps: Record<Exclude<Command, 'safetensors'>, string> = { estimate: HELP, fit: FIT_HELP, plan: PLAN_HELP, compat: COMPAT_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP };
 
   it('each command has its --help', () => {
     expect(cli('--help').out).toBe(HELP);
@@ -311,6 +311,7 @@ describe('help', () => {
     expect(cli('fit', 'gpt2', '-h').out).toBe(FIT_HELP);
     expect(cli('grpo', '--help').out).toBe(GRPO_HELP);
     expect(cli('plan', '--help').out).toBe(PLAN_HELP);
+    expect(cli('compat', '--help').out).toBe(COMPAT_HELP);
     expect(cli('korthikanti', '--help').out).toBe(KORTHIKANTI_HELP);
     expect(cli('korthikanti', '--help').code).toBe(0);
   });
@@ -328,6 +329,7 @@ describe('help', () => {
     const base: Record<Exclude<Command, 'safetensors'>, Record<'cnn' | 'llm', string[] | undefined>> = {
       estimate: { cnn: ['mobilenet_v3_small'], llm: ['gpt2', '--seq', '16'] },
       fit: { cnn: ['fit', 'mobilenet_v3_small', '--gpu', '4GB'], llm: ['fit', 'gpt2', '--gpu', '8GB'] },
+      compat: { cnn: undefined, llm: ['compat', 'zero-paper', 'gpt2', '--seq', '16'] },
       plan: { cnn: ['plan', 'mobilenet_v3_small', '--gpu', '4GB', '--gpus', '2', '--global-batch', '4'], llm: ['plan', 'gpt2', '--gpu', '8GB', '--gpus', '2', '--global-batch', '2'] },
       // GPT-2 reads at most 1024 positions: the default prompt + completion (1536) needs another model.
       grpo: { cnn: undefined, llm: ['grpo', 'qwen2.5-0.5b'] },
@@ -344,6 +346,7 @@ describe('help', () => {
         let args = base[command][kind]!;
         // The LLM base fixes --seq; fit's --batch needs another --solve than batch.
         if (flag === '--seq' && command === 'estimate') args = ['gpt2'];
+        if (flag === '--seq' && command === 'compat') args = ['compat', 'zero-paper', 'gpt2'];
         if (flag === '--batch' && command === 'fit') args = ['fit', 'gpt2', '--gpu', '8GB', '--solve', 'seq'];
         const without = cli(...args);
         const withDefault = cli(...args, flag, value);

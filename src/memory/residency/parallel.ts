@@ -2,6 +2,7 @@ import { fail } from '../../errors.js';
 import type { DType } from '../../tensor/dtype.js';
 import type { IR } from '../../trace/ir.js';
 import { ddp, zeroRedundancyPartition } from './ddp.js';
+import { deepspeed, deepspeedSettings } from './deepspeed.js';
 import { fsdp2 } from './fsdp2.js';
 import type { RankContext, Residency } from './types.js';
 
@@ -43,6 +44,25 @@ export interface ParallelPlan {
   readonly reshardAfterForward?: boolean;
   /** FSDP2 `MixedPrecisionPolicy`: compute (all-gather) and reduce dtypes; parameters stay stored in the model's dtype. */
   readonly mixedPrecision?: { readonly param?: DType; readonly reduce?: DType };
+  /** DeepSpeed: the ZeRO stage (1 optimizer state, 2 + gradients, 3 + parameters); required with `engine: 'deepspeed'`. */
+  readonly zero?: 0 | 1 | 2 | 3;
+  /**
+   * DeepSpeed's `zero_optimization` knobs that move memory, in elements as its config takes them
+   * (defaults are DeepSpeed's: reduce bucket 5e8, overlap_comm = stage 3, prefetch 5e7, max live
+   * 1e9, reuse distance 1e9, persistence 1e5, model persistence unlimited, sub-group 1e9; the
+   * Hugging Face Trainer's "auto" writes reduceBucketSize = h², and under ZeRO-3
+   * prefetchBucketSize = ⌊0.9·h²⌋ and paramPersistenceThreshold = 10·h).
+   */
+  readonly deepspeed?: {
+    readonly reduceBucketSize?: number;
+    readonly overlapComm?: boolean;
+    readonly prefetchBucketSize?: number;
+    readonly maxLiveParameters?: number;
+    readonly maxReuseDistance?: number;
+    readonly paramPersistenceThreshold?: number;
+    readonly modelPersistenceThreshold?: number;
+    readonly subGroupSize?: number;
+  };
   /** Tensor, pipeline, context and expert parallel sizes: only 1 is modelled so far. */
   readonly tp?: number;
   readonly pp?: number;
@@ -52,8 +72,9 @@ export interface ParallelPlan {
 
 /** Whether the engine's accounting can follow a model traced with reduced repeated blocks. */
 export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
-  // ZeroRedundancyOptimizer's greedy partition is over the whole model's tensors.
-  return plan === undefined || plan.engine !== 'zero-redundancy';
+  // ZeroRedundancyOptimizer's greedy partition is over the whole model's tensors; DeepSpeed's
+  // partitions, buckets and ZeRO-3's reuse distance follow each tensor's place in the whole model.
+  return plan === undefined || (plan.engine !== 'zero-redundancy' && plan.engine !== 'deepspeed');
 }
 
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
@@ -64,7 +85,12 @@ export function checkModelled(plan: ParallelPlan): void {
   }
   const rank = plan.rank ?? 0;
   if (rank >= plan.dp) fail('bad-option', 'the rank must be below the number of ranks', { path: ['parallel', 'rank'], expected: `0 .. ${plan.dp - 1}`, received: String(rank) });
-  if (plan.engine === 'deepspeed') fail('not-modelled', 'DeepSpeed ZeRO is not modelled yet', { path: ['parallel', 'engine'], expected: "'ddp' | 'zero-redundancy' | 'fsdp2'", received: plan.engine });
+  if (plan.engine !== 'deepspeed') {
+    for (const key of ['zero', 'deepspeed'] as const) if (plan[key] !== undefined) fail('bad-option', `${key} applies to engine 'deepspeed' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine });
+    return;
+  }
+  if (plan.zero === undefined) fail('bad-option', "engine 'deepspeed' needs the ZeRO stage", { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: 'undefined' });
+  if (plan.zero === 0) fail('not-modelled', 'DeepSpeed without ZeRO (stage 0: FP16_Optimizer / BF16_Optimizer) is not modelled', { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: '0' });
 }
 
 /**
@@ -91,6 +117,6 @@ export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[],
         reduceDtype: plan.mixedPrecision?.reduce ?? null,
       });
     case 'deepspeed':
-      return fail('not-modelled', 'DeepSpeed ZeRO is not modelled yet', { path: ['parallel', 'engine'] });
+      return deepspeed(deepspeedSettings(plan.zero!, plan.dp, rank, plan.deepspeed));
   }
 }
