@@ -63,9 +63,24 @@ export interface ParallelPlan {
     readonly modelPersistenceThreshold?: number;
     readonly subGroupSize?: number;
   };
-  /** Tensor, pipeline, context and expert parallel sizes: only 1 is modelled so far. */
+  /**
+   * What lives in host memory instead of the GPU: the optimizer (DeepSpeed `offload_optimizer`:
+   * the fp32 master and the optimizer state, the step on the CPU) and the parameters (DeepSpeed
+   * ZeRO-3 `offload_param`; FSDP2's `CPUOffloadPolicy` moves parameters, gradients and the
+   * optimizer state together: give both).
+   */
+  readonly offload?: { readonly optimizer?: boolean; readonly parameters?: boolean };
+  /** Tensor-parallel size (the model must be built for it: see the decoder's `tensorParallel`). */
   readonly tp?: number;
+  /** Pipeline stages. */
   readonly pp?: number;
+  /** The pipeline stage this rank runs (default 0). */
+  readonly stage?: number;
+  /** The pipeline schedule (default `1f1b`). */
+  readonly schedule?: 'gpipe' | '1f1b' | 'interleaved-1f1b';
+  /** Model chunks per pipeline rank under `interleaved-1f1b` (default 2). */
+  readonly virtualStages?: number;
+  /** Context- and expert-parallel sizes: only 1 is modelled so far. */
   readonly cp?: number;
   readonly ep?: number;
 }
@@ -82,6 +97,11 @@ export function checkModelled(plan: ParallelPlan): void {
   for (const key of ['tp', 'pp', 'cp', 'ep'] as const) {
     const value = plan[key];
     if (value !== undefined && value !== 1) fail('not-modelled', `${key} > 1 is not modelled yet: vram-ts estimates data-parallel ranks (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO)`, { path: ['parallel', key], expected: '1', received: String(value) });
+  }
+  if (plan.offload?.optimizer === true || plan.offload?.parameters === true) fail('not-modelled', 'offloading to host memory is not modelled yet', { path: ['parallel', 'offload'], expected: 'no offload', received: JSON.stringify(plan.offload) });
+  // The pipeline's knobs mean nothing without pipeline stages.
+  for (const key of ['stage', 'schedule', 'virtualStages'] as const) {
+    if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
   }
   const rank = plan.rank ?? 0;
   if (rank >= plan.dp) fail('bad-option', 'the rank must be below the number of ranks', { path: ['parallel', 'rank'], expected: `0 .. ${plan.dp - 1}`, received: String(rank) });
