@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { mobilenetV3Small, estimate } from '../src/index.js';
 import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
+import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
@@ -143,6 +144,36 @@ reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO and tensor, pipeline, con
 parallelism are not measured per rank; their closed forms (the ZeRO paper, DeepSpeed's estimators,
 Megatron's theoretical memory) are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
 
+// Pipeline ranks: torch.distributed.pipelining over gloo on CPU.
+const pipelineRows: PipelineComparison[] = loadPipelineFixtures().flatMap(comparePipelineFixture);
+const pipelineGroups = new Map<string, PipelineComparison[]>();
+for (const r of pipelineRows) {
+  const key = `${r.schedule} | ${r.figure}`;
+  pipelineGroups.set(key, [...(pipelineGroups.get(key) ?? []), r]);
+}
+const pipelineSummary = [...pipelineGroups].map(([key, group]) => {
+  const errors = group.map((r) => Math.abs(r.error));
+  const within = group.every((r) => Math.abs(r.error) <= pipelineTolerance(r));
+  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(pipelineTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+});
+const pipelineSection = `Measured on a CPU with real process groups: \`tools/oracle/pipeline_cpu.py\` starts one gloo process
+per pipeline rank on PyTorch 2.13 and runs \`torch.distributed.pipelining\` (\`PipelineStage\`,
+\`ScheduleGPipe\`, \`Schedule1F1B\`, \`ScheduleInterleaved1F1B\` with two stages per rank) over 2 and 4
+ranks and 2-8 micro-batches, on an MLP cut as \`nn.Sequential\` slices and on a real transformers
+4.40.2 Llama cut torchtitan-style; every rank is measured over the third step. vram-ts runs with
+\`parallel: { dp: 1, pp, stage, schedule, virtualStages, splits, keepOutputs }\`, \`device: 'cpu'\`.
+
+| schedule | figure | rows | mean error | max error | tolerance | all within |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+${pipelineSummary.join('\n')}
+
+| case | rank | figure | PyTorch bytes | vram-ts | error |
+| --- | ---: | --- | ---: | ---: | ---: |
+${pipelineRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+Not measured yet: pipelines on CUDA with NCCL (gloo's and NCCL's work objects may hold sent
+tensors differently), and a pipeline stage under a data-parallel engine.`;
+
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
 const seedRows = [
@@ -213,6 +244,10 @@ ${cudaSection}
 ## One rank of a data-parallel job
 
 ${rankSection}
+
+## One rank of a pipeline
+
+${pipelineSection}
 
 ## Pending
 

@@ -5,17 +5,22 @@ import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './m
 import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
-import { simulateInference, simulateStep, type StepResult } from './memory/simulate.js';
+import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
+import { pipelineRunner, type PipelineChunk } from './memory/pipeline-step.js';
+import { pipelineActions } from './memory/schedules.js';
+import { pipelineRankModel } from './trace/pipeline-stages.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
-import { checkModelled, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
+import { builtTensorParallel } from './catalog/tensor-parallel.js';
+import { checkModelled, checkTensorParallel, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
+import type { HostBytes } from './memory/residency/types.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
 import { add, mul, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
-import { tensor, type TensorSpec } from './tensor/spec.js';
+import { specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
-import { trace, type CheckpointPlan, type LoraPlan } from './trace/trace.js';
+import { trace, type CheckpointPlan, type LoraPlan, type TraceOptions } from './trace/trace.js';
 
 /** What to estimate: the input and how the model runs. */
 export interface EstimateOptions {
@@ -184,6 +189,11 @@ export interface Estimate<D extends Dim = Dim> {
   /** The data-parallel rank the figures are for (null: one device). */
   readonly parallel: ParallelPlan | null;
   /**
+   * With `parallel.offload`: what the rank keeps in host memory (`bytes` are then the GPU's
+   * figures). Absent without offloading.
+   */
+  readonly host?: HostBytes<D>;
+  /**
    * The traced model everything above was computed from. For a model with repeated blocks (see
    * RepeatedBlocks) the figures come from a trace of three of them; this IR, like the module
    * rows, the timeline and the step programs, is the whole model's, traced when first read.
@@ -229,6 +239,11 @@ export function trainableBy(prefixes: readonly string[], loraOnly: boolean): (ke
  * ```
  */
 export function traceModel(model: Layer, options: EstimateOptions): IR {
+  return traceWith(model, options, {});
+}
+
+/** traceModel with trace options the public options do not reach (a pipeline rank's per-input gradients). */
+function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'>): IR {
   checkModel(model);
   validate(options, estimateOptions);
   const mode = options.mode ?? 'train';
@@ -259,6 +274,7 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
     ...(options.freeze !== undefined || options.lora !== undefined ? { trainable: trainableBy(options.freeze ?? [], options.lora !== undefined) } : {}),
     ...(options.lora !== undefined ? { lora: { ...options.lora, targets: options.lora.targets ?? defaultLoraTargets(model), adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
     ...(quantize !== undefined ? { quantize } : {}),
+    ...overrides,
   });
 }
 
@@ -318,6 +334,7 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   if (typeof options === 'object' && options !== null && options.parallel !== undefined) {
     validate(options, estimateOptions);
     checkModelled(options.parallel);
+    checkTensorParallel(options.parallel, builtTensorParallel(model));
     const param = options.parallel.mixedPrecision?.param;
     if (param !== undefined) {
       // FSDP2 mixed precision: the forward and backward run in param_dtype; the sharded
@@ -337,6 +354,7 @@ function storedDtype(model: Layer, options: EstimateOptions): DType {
 }
 
 function estimateOf(model: Layer, options: EstimateOptions, stored: DType | undefined): Estimate {
+  if (typeof options === 'object' && options !== null && (options.parallel?.pp ?? 1) > 1) return estimatePipelineRank(model, options, stored);
   const repeated = model.kind === 'module' ? model.repeated : undefined;
   if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && followsRepeatedBlocks(options.parallel) && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
@@ -349,6 +367,50 @@ function estimateOf(model: Layer, options: EstimateOptions, stored: DType | unde
     }
   }
   return assemble(traceModel(model, options), options, undefined, model, stored);
+}
+
+/**
+ * One pipeline rank: its stages cut from the model and traced side by side, the schedule's
+ * actions replayed over them (src/memory/pipeline-step.ts) with the rank's data-parallel
+ * engine, if any, around them.
+ */
+function estimatePipelineRank(model: Layer, options: EstimateOptions, stored: DType | undefined): Estimate {
+  const plan = options.parallel!;
+  const pp = plan.pp!;
+  const schedule = plan.schedule ?? '1f1b';
+  const virtualStages = plan.virtualStages ?? (schedule === 'interleaved-1f1b' ? 2 : 1);
+  const rank = plan.stage ?? 0;
+  if (rank >= pp) fail('bad-option', 'the pipeline stage must be below the number of stages', { path: ['parallel', 'stage'], expected: `0 .. ${pp - 1}`, received: String(rank) });
+  if ((options.mode ?? 'train') !== 'train') fail('not-modelled', 'a pipeline-parallel inference forward is not modelled', { path: ['parallel', 'pp'] });
+  const microBatches = options.microBatches ?? 1;
+  const actions = pipelineActions(schedule, pp, rank, microBatches, virtualStages);
+  const { parallel: _parallel, ...alone } = options;
+  // The whole model's trace gives each cut's input (its shape and dtype).
+  const whole = traceModel(model, { ...alone, loss: 'none', mode: 'inference' });
+  const boundary = (child: string) => {
+    const mod = whole.modules.find((m) => m.key === child);
+    return whole.tensors[mod!.inputs[0]!]!.spec;
+  };
+  const cut = pipelineRankModel(model, whole.inputs.map((id) => whole.tensors[id]!.spec), { pp, virtualStages, rank, ...(plan.splits !== undefined ? { splits: plan.splits } : {}) }, boundary);
+  const rankOptions: EstimateOptions = { ...options, input: cut.inputs, ...(cut.final ? {} : { loss: 'none' }) };
+  const ir = traceWith(cut.model, rankOptions, { inputRequiresGrad: cut.inputRequiresGrad });
+  let input = 0;
+  const chunks = cut.stages.map((stage): PipelineChunk => {
+    const mod = stage.key === '' ? null : ir.modules.find((m) => m.key === stage.key)!;
+    const inputs = ir.inputs.slice(input, input + (stage.first ? whole.inputs.length : 1));
+    input += inputs.length;
+    return {
+      stage: stage.stage,
+      firstOp: mod?.firstOp ?? 0,
+      endOp: mod === null || stage.final ? ir.ops.length : mod.endOp,
+      outputs: mod?.outputs ?? ir.outputs,
+      sent: stage.final ? [] : (mod?.outputs ?? ir.outputs),
+      roots: [...(stage.first ? inputs : []), ...(stage.final ? ir.targets : [])],
+      received: stage.first ? null : inputs[0]!,
+      final: stage.final,
+    };
+  });
+  return assemble(ir, rankOptions, undefined, cut.model, stored, pipelineRunner({ chunks, actions, keepOutputs: plan.keepOutputs ?? true }));
 }
 
 /** FSDP's default units: a model's repeated blocks (decoder layers), else none (the root alone). */
@@ -417,7 +479,7 @@ export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, num
 }
 
 /** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
-function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, stored: DType | undefined): Estimate {
+function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, stored: DType | undefined, run?: StepSettings['run']): Estimate {
   const blocks = reduced?.blocks;
   // With reduced blocks, what the interior block has counts `times` over.
   const weigh = (unit: number, bytes: Dim): Dim => (blocks !== undefined && unit === 1 ? mul(bytes, blocks.times) : bytes);
@@ -448,14 +510,14 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
   let gradients: Dim = 0;
   let optimizerBytes: Dim = 0;
   if (train) {
-    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(blocks?.storageUnit[t.storage] ?? -1, ir.storages[t.storage]!.bytes));
+    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(blocks?.storageUnit[t.storage] ?? -1, specBytes(t.gradSpec ?? t.spec)));
   }
   const peakExpression = options.peakExpression ?? true;
   const runs: [keyof Estimate['steps'], () => StepResult][] = [];
   let main: StepResult;
   if (train) {
     const parallel = options.parallel === undefined ? {} : { residency: residencyOf(options.parallel, defaultUnits(model), stored ?? ir.settings.paramDtype), ...(stored !== undefined ? { bufferDtype: stored } : {}) };
-    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...parallel });
+    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...parallel, ...(run !== undefined ? { run } : {}) });
     optimizerBytes = main.optimizerState ?? 0;
     if (main.resident !== undefined) gradients = main.resident.gradients;
     const steady = main;
@@ -501,6 +563,7 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
     steps,
     optimizer: spec,
     parallel: options.parallel ?? null,
+    ...(main.host !== undefined ? { host: main.host } : {}),
   } as Omit<Estimate, 'modules' | 'timeline' | 'ir'> as Estimate;
   // What is read less often is made when read: the module rows, the timeline and, for a
   // model estimated from reduced blocks, the full model's IR and programs.

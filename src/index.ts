@@ -12,6 +12,7 @@ export { activationRule, type ActivationAttrs, type ActivationKind } from './ops
 export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
 export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
 export { copyUnlessOne } from './ops/view.js';
+export { allGatherRule as allGatherOp, allReduceRule as allReduceOp, globalViewRule as globalViewOp, parallelLogSoftmaxRule as parallelLogSoftmaxOp, parallelNllLossRule as parallelNllLossOp, reduceScatterRule as reduceScatterOp, tpCopyRule as tpCopyOp, vocabEmbeddingRule as vocabEmbeddingOp, type CollectiveAttrs, type GlobalViewAttrs, type VocabEmbeddingAttrs } from './ops/collective.js';
 export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
 export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
 export type { EmbeddingAttrs } from './ops/embedding.js';
@@ -51,6 +52,9 @@ export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
 export type { Engine, ParallelPlan } from './memory/residency/parallel.js';
+export type { HostBytes } from './memory/residency/types.js';
+export { inFlight, pipelineActions, type PipelineAction, type PipelineSchedule } from './memory/schedules.js';
+export { pipelineRankModel, type PipelineCut, type PipelineRankModel, type RankStage } from './trace/pipeline-stages.js';
 export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './memory/closed-forms.js';
 export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
 export { formatBreakdown, torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
@@ -76,6 +80,7 @@ export { attention, type AttentionImpl, type AttentionOptions } from './nn/atten
 export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.js';
 export { llamaFamily, type DecoderOptions, type LlamaShape } from './catalog/llama.js';
 export { gpt2Model, type Gpt2Shape } from './catalog/gpt2.js';
+export { builtTensorParallel, chunkRows, localDecoderSizes, type LocalDecoderSizes, type TensorParallelBuild, type TensorParallelOptions } from './catalog/tensor-parallel.js';
 export { fromHFConfig, type HFConfig, type HFConfigOptions } from './catalog/hf.js';
 export { DEFAULT_TRANSFORMERS, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES, transformersRules, type HFFamily, type HFRules, type ReleaseRule, type LlamaFamilyName, type MaskRule, type ReleaseVariant, type RotaryRule, TRANSFORMERS_RANGES } from './catalog/transformers.js';
 export { HF_ACTIVATIONS, hfActivation, type HFActivation } from './nn/hfActivation.js';

@@ -102,10 +102,12 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
       stage: integer(0, 1_000_000),
       schedule: oneOf(['gpipe', '1f1b', 'interleaved-1f1b'], 'schedule'),
       virtualStages: integer(1, 1_000_000),
+      splits: names,
+      keepOutputs: boolean,
       cp: integer(1, 1_000_000),
       ep: integer(1, 1_000_000),
     },
-    required: ['engine', 'dp'],
+    required: ['dp'],
   }),
 };
 
@@ -184,4 +186,13 @@ export const korthikantiOptions = object({
 });
 
 /** DecoderOptions / HFConfigOptions (fromHFConfig, llm, llamaFamily, gpt2Model). */
-export const decoderOptions = object({ fields: { attention: oneOf(['eager', 'sdpa', 'flash'], 'attention'), dtype, transformers: string, useCache: boolean } });
+export const decoderOptions = object({
+  fields: {
+    attention: oneOf(['eager', 'sdpa', 'flash'], 'attention'),
+    dtype,
+    transformers: string,
+    useCache: boolean,
+    tensorParallel: object({ fields: { size: integer(1, 1_000_000), rank: integer(0, 1_000_000), sequenceParallel: boolean, lossParallel: boolean, retie: boolean }, required: ['size'] }),
+    pipelineStage: object({ fields: { layers: arrayOf(integer(0, LIMITS.layers), { min: 2, max: 2 }) }, required: ['layers'] }),
+  },
+});

@@ -21,6 +21,12 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
   readonly gpus: number;
   /** Engines to try on more than one GPU (default all: FSDP2, ZeroRedundancyOptimizer, DDP, DeepSpeed ZeRO stages 1-3). */
   readonly engines?: readonly Engine[];
+  /**
+   * Pipeline sizes to try (default `[1]`: no pipeline). A layout on pp stages runs 1F1B with the
+   * rank's share split into at least pp micro-batches; its data-parallel engine, with more than
+   * one pipeline, is DDP (the one modelled around pipeline stages).
+   */
+  readonly pipelines?: readonly number[];
   /** DeepSpeed: try only this ZeRO stage (default 1, 2 and 3). */
   readonly zero?: 1 | 2 | 3;
   /** A checkpointing plan to try besides none (e.g. every decoder layer). */
@@ -34,6 +40,8 @@ export interface Layout {
   /** DeepSpeed's ZeRO stage (null for the other engines). */
   readonly zero: 1 | 2 | 3 | null;
   readonly dp: number;
+  /** Pipeline stages (1: none); the layout uses dp · pp GPUs. */
+  readonly pp: number;
   /** Samples per forward on one rank (0: not even one fits). */
   readonly microBatch: number;
   /** Micro-batches per optimizer step (gradient accumulation). */
@@ -60,8 +68,8 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * every data-parallel size that divides the global batch, engine (DeepSpeed: each ZeRO stage) and
  * checkpointing choice, the
  * largest micro-batch dividing the rank's share whose step fits on every rank (each rank's exact
- * peak, gradient accumulation included). Tensor and pipeline parallelism are not searched: vram-ts
- * does not model them per rank yet.
+ * peak, gradient accumulation included); with `pipelines`, each pipeline size too (1F1B, every
+ * stage's peak). Tensor parallelism is not searched.
  *
  * @example
  * ```ts
@@ -72,7 +80,10 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, checkpoint, ...rest } = options;
+  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], checkpoint, ...rest } = options;
+  pipelines.forEach((pp, i) => {
+    if (!Number.isSafeInteger(pp) || pp < 1) fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
+  });
   if (!Number.isSafeInteger(globalBatch) || globalBatch < 1) fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
   if (!Number.isSafeInteger(gpus) || gpus < 1) fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
   sample.forEach((size, i) => {
@@ -81,15 +92,19 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
   const budget = memoryBudget(gpu);
   const layouts: Layout[] = [];
   const choices = checkpoint === undefined ? [false] : [false, true];
-  for (let dp = 1; dp <= gpus; dp += 1) {
-    if (globalBatch % dp !== 0) continue;
-    for (const engine of dp === 1 ? (['single'] as const) : engines) {
-      for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
-        for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+  for (const pp of [...new Set(pipelines)].sort((a, b) => a - b)) {
+    for (let dp = 1; dp * pp <= gpus; dp += 1) {
+      // 1F1B needs pp micro-batches of at least one sample from each rank's share.
+      if (globalBatch % dp !== 0 || globalBatch / dp < pp) continue;
+      const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => e === 'ddp') : engines;
+      for (const engine of dpEngines) {
+        for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
+          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+        }
       }
     }
   }
-  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp - b.dp || a.accumulation - b.accumulation || a.peak - b.peak);
+  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp * a.pp - b.dp * b.pp || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
 }
 
@@ -98,6 +113,7 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
   /** Samples per step on one rank. */
   readonly share: number;
   readonly dp: number;
+  readonly pp: number;
   readonly engine: Engine | 'single';
   readonly zero: 1 | 2 | 3 | null;
   readonly gpu: string | number;
@@ -106,23 +122,25 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
 
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
-  const { sample, share, dp, engine, zero, gpu, budget, ...estimateOnly } = trial;
-  const parallel = engine === 'single' ? {} : { parallel: { engine, dp, ...(zero !== null ? { zero } : {}) } };
+  const { sample, share, dp, pp, engine, zero, gpu, budget, ...estimateOnly } = trial;
+  const pipeline = pp > 1 ? { pp } : {};
+  const parallel = engine === 'single' && pp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(zero !== null ? { zero } : {}) } };
   const checkpointing = trial.checkpoint !== undefined;
   const stepPeak = (micro: number) => {
     const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
-    const peaks = engine === 'single' ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
+    const peaks = engine === 'single' && pp === 1 ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
     const peak = Math.max(...peaks);
     return { peak, rank: peaks.indexOf(peak) };
   };
   // The peak grows with the micro-batch: solve for it once, then check each divisor below it
-  // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak).
-  const largest = maxFitting(model, 'B', { ...estimateOnly, ...parallel, input: [sym('B', { max: share }), ...sample], gpu });
+  // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak). A
+  // pipeline's first stage is solved with pp micro-batches in flight, its most under 1F1B.
+  const largest = maxFitting(model, 'B', { ...estimateOnly, ...parallel, input: [sym('B', { max: Math.floor(share / pp) }), ...sample], ...(pp > 1 ? { microBatches: pp } : {}), gpu });
   for (let micro = largest; micro >= 1; micro -= 1) {
-    if (share % micro !== 0) continue;
+    if (share % micro !== 0 || share / micro < pp) continue;
     const { peak, rank } = stepPeak(micro);
-    if (peak <= budget) return { engine, zero, dp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+    if (peak <= budget) return { engine, zero, dp, pp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
   // Not even one sample per forward: the one-sample step's peak says by how much.
-  return { engine, zero, dp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+  return { engine, zero, dp, pp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
 }

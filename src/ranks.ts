@@ -6,7 +6,12 @@ import type { Dim } from './sym/expr.js';
 
 /** One rank's figures in {@link estimateRanks}. */
 export interface RankFigures {
+  /** The global rank: data-parallel ranks within a pipeline stage, stage after stage (`stage · dp + dpRank`). */
   readonly rank: number;
+  /** The pipeline stage (0 without pipeline parallelism). */
+  readonly stage: number;
+  /** The data-parallel rank within the stage. */
+  readonly dpRank: number;
   /** The rank's peak over the steady step. */
   readonly peak: Dim;
   /** What the rank keeps between steps: its parameters, gradients and optimizer state. */
@@ -18,8 +23,9 @@ export interface RankFigures {
 }
 
 /**
- * Every rank of a data-parallel job, each estimated as `estimate(model, { ...options,
- * parallel: { ...plan, rank } })` would. Ranks differ where the engine shards unevenly: FSDP2's
+ * Every rank of a data-parallel (and pipeline-parallel) job, each estimated as
+ * `estimate(model, { ...options, parallel: { ...plan, rank, stage } })` would: pipeline stages hold
+ * different layers and different numbers of micro-batches in flight. Ranks differ where the engine shards unevenly: FSDP2's
  * padded last chunks, ZeroRedundancyOptimizer's greedy partition. DDP keeps the same bytes on
  * every rank (measured: worlds 2-8, first and last ranks), and DeepSpeed ZeRO-3 cuts every
  * parameter into equal (padded) partitions, so their ranks share one estimate; ZeRO-1/2's
@@ -36,12 +42,15 @@ export interface RankFigures {
 export function estimateRanks(model: Layer, options: EstimateOptions): readonly RankFigures[] {
   const plan: ParallelPlan | undefined = options.parallel;
   if (plan === undefined) fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: "{ engine, dp }", received: 'undefined' });
-  const figures = (rank: number, r: Estimate): RankFigures => ({ rank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r });
-  const at = (rank: number) => estimate(model, { ...options, parallel: { ...plan, rank } });
+  const stages = plan.pp ?? 1;
   // ZeRO-3 gives every rank the same ⌈n/N⌉ of each parameter (the last one's padded).
-  if (plan.engine === 'ddp' || (plan.engine === 'deepspeed' && plan.zero === 3)) {
-    const shared = at(0);
-    return Array.from({ length: plan.dp }, (_, rank) => figures(rank, shared));
-  }
-  return Array.from({ length: plan.dp }, (_, rank) => figures(rank, at(rank)));
+  const shared = plan.engine === undefined || plan.engine === 'ddp' || (plan.engine === 'deepspeed' && plan.zero === 3);
+  return Array.from({ length: stages }, (_, stage) => {
+    const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
+    const first = at(0);
+    return Array.from({ length: plan.dp }, (_, dpRank): RankFigures => {
+      const r = dpRank === 0 || shared ? first : at(dpRank);
+      return { rank: stage * plan.dp + dpRank, stage, dpRank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r };
+    });
+  }).flat();
 }

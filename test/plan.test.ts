@@ -9,8 +9,9 @@ const sample = [1024];
 /** The step of a layout, every rank, as estimate computes it. */
 function peakOf(layout: Layout, share: number, micro: number): number {
   const options = { input: [micro, ...sample], optimizer: 'adam' as const, microBatches: share / micro, timeline: false };
-  if (layout.engine === 'single') return estimate(model, options).bytes.peak as number;
-  return Math.max(...estimateRanks(model, { ...options, parallel: { engine: layout.engine, dp: layout.dp, ...(layout.zero !== null ? { zero: layout.zero } : {}) } }).map((r) => r.peak as number));
+  if (layout.engine === 'single' && layout.pp === 1) return estimate(model, options).bytes.peak as number;
+  const engine = layout.engine === 'single' ? {} : { engine: layout.engine };
+  return Math.max(...estimateRanks(model, { ...options, parallel: { ...engine, dp: layout.dp, ...(layout.pp > 1 ? { pp: layout.pp } : {}), ...(layout.zero !== null ? { zero: layout.zero } : {}) } }).map((r) => r.peak as number));
 }
 
 describe('plan', () => {
@@ -19,9 +20,11 @@ describe('plan', () => {
       fc.property(fc.integer({ min: 60, max: 400 }), fc.constantFrom(8, 12, 16), (mib, globalBatch) => {
         const gpu = `${mib}MiB`;
         const budget = memoryBudget(gpu);
-        const r = plan(model, { sample, globalBatch, gpu, gpus: 4, optimizer: 'adam' });
+        const r = plan(model, { sample, globalBatch, gpu, gpus: 4, optimizer: 'adam', pipelines: [1, 2] });
         for (const layout of r.layouts) {
           expect(globalBatch % layout.dp).toBe(0);
+          expect(layout.dp * layout.pp).toBeLessThanOrEqual(4);
+          if (layout.fits) expect(layout.accumulation).toBeGreaterThanOrEqual(layout.pp);
           const share = globalBatch / layout.dp;
           if (!layout.fits) {
             expect(peakOf(layout, share, 1)).toBeGreaterThan(budget);
@@ -30,11 +33,11 @@ describe('plan', () => {
           expect(layout.microBatch * layout.accumulation).toBe(share);
           expect(layout.peak).toBe(peakOf(layout, share, layout.microBatch));
           expect(layout.peak).toBeLessThanOrEqual(budget);
-          const larger = Array.from({ length: share }, (_, i) => i + 1).find((m) => m > layout.microBatch && share % m === 0);
+          const larger = Array.from({ length: share }, (_, i) => i + 1).find((m) => m > layout.microBatch && share % m === 0 && share / m >= layout.pp);
           if (larger !== undefined) expect(peakOf(layout, share, larger)).toBeGreaterThan(budget);
         }
         const fitting = r.layouts.filter((l) => l.fits);
-        expect(r.fewest?.dp).toBe(fitting.length === 0 ? undefined : Math.min(...fitting.map((l) => l.dp)));
+        expect(r.fewest === undefined ? undefined : r.fewest.dp * r.fewest.pp).toBe(fitting.length === 0 ? undefined : Math.min(...fitting.map((l) => l.dp * l.pp)));
       }),
       { numRuns: 6 },
     );

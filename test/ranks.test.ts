@@ -28,6 +28,18 @@ describe('estimateRanks', () => {
     expect(ranks.map((r) => r.optimizer)).toEqual([1000 * 256 * 8, (256 + 256 * 10 + 10) * 8]);
   });
 
+  it('a pipeline job: every stage under every data-parallel rank, each as estimate gives it', () => {
+    const layers: [string, object][] = [];
+    for (let i = 0; i < 4; i += 1) layers.push(['linear', { out: 64 }], ['relu', {}]);
+    const model = seqFromSpecs([...layers, ['linear', { out: 10 }]] as never);
+    const options = { input: [8, 64], optimizer: 'adam', microBatches: 4 } as const;
+    const ranks = estimateRanks(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2 } });
+    expect(ranks.map((r) => [r.rank, r.stage, r.dpRank])).toEqual([[0, 0, 0], [1, 0, 1], [2, 1, 0], [3, 1, 1]]);
+    for (const r of ranks) expect(r.peak).toBe(estimate(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2, stage: r.stage, rank: r.dpRank } }).bytes.peak);
+    // The stages split the parameters.
+    expect((ranks[0]!.parameters as number) + (ranks[2]!.parameters as number)).toBe(estimate(model, options).bytes.parameters);
+  });
+
   it('without a plan: an error at options.parallel', () => {
     const model = seqFromSpecs([['linear', { out: 4 }]]);
     expect(() => estimateRanks(model, { input: [1, 4] })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel'] })] }));

@@ -1,3 +1,4 @@
+import { fail } from '../errors.js';
 import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
 import { addRule } from '../ops/merge.js';
 import { attention } from '../nn/attention.js';
@@ -53,6 +54,7 @@ export interface Gpt2Shape {
 export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
   checkKeys(shape, ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout', 'tied', 'activation'], 'gpt2Model');
   validate(options, decoderOptions, ['options']);
+  if (options.tensorParallel !== undefined) fail('not-modelled', "tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are", { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
   const rules = transformersRules(options.transformers, ['transformers']);
   const impl = options.attention ?? rules.defaultAttention['gpt2'];
   const cache = (options.useCache ?? true) ? rules.cache : false;

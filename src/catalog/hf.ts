@@ -8,6 +8,7 @@ import type { DType } from '../tensor/dtype.js';
 import { gpt2Model } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules, type HFRules } from './transformers.js';
+import type { TensorParallelOptions } from './tensor-parallel.js';
 
 /** A Hugging Face `config.json` object. */
 export type HFConfig = Readonly<Record<string, unknown>>;
@@ -234,8 +235,9 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
  * release does not read are ignored as it ignores them (`head_dim` before 4.45, `mlp_bias`
  * before 4.41), `use_cache` and `torch_dtype` are honoured, and a `quantization_config`
  * (bitsandbytes 4/8-bit, GPTQ, AWQ, FP8, FBGEMM FP8) stores the Linear layers its quantizer
- * converts in that format. Unknown model types and bad fields give a VramError naming each
- * field.
+ * converts in that format. `options.tensorParallel` builds one rank of a tensor-parallel job
+ * (llama, qwen2, mistral; see {@link TensorParallelOptions}). Unknown model types and bad fields
+ * give a VramError naming each field.
  *
  * @example
  * ```ts
@@ -261,6 +263,11 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   const useCache = options.useCache ?? r.flag('use_cache');
   const decoder: DecoderOptions = { ...options, transformers: rules.release, useCache, ...(dtype !== undefined ? { dtype } : {}) };
   let build: () => ModuleLayer;
+  if (family === 'gpt2' && options.tensorParallel !== undefined) {
+    // GPT-2's fused Conv1D c_attn ([h, 3h], q/k/v interleaved by column blocks) is not the
+    // Llama plan: ColwiseParallel on it would split across q/k/v, not across heads.
+    r.issues.push({ path: ['options', 'tensorParallel'], code: 'not-modelled', message: "tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are", expected: 'absent', received: JSON.stringify(options.tensorParallel) });
+  }
   if (family === 'gpt2') {
     const hidden = r.integer('n_embd');
     const heads = r.integer('n_head');

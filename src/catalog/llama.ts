@@ -1,3 +1,4 @@
+import { fail } from '../errors.js';
 import { castRule } from '../ops/cast.js';
 import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
 import { addRule } from '../ops/merge.js';
@@ -12,10 +13,12 @@ import { module } from '../nn/module.js';
 import { opLayer } from '../nn/op.js';
 import { repeatedBlocks } from '../nn/repeated.js';
 import { rmsNorm } from '../nn/rmsNorm.js';
-import type { GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
+import type { GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorParallelBuild, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
+import { localDecoderSizes, type TensorParallelOptions } from './tensor-parallel.js';
+import { allGatherRule, allReduceRule, globalViewRule, reduceScatterRule, tpCopyRule, vocabEmbeddingRule } from '../ops/collective.js';
 import { transformersRules, type HFRules } from './transformers.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
@@ -66,6 +69,21 @@ export interface DecoderOptions {
    * values go into the cache that the output holds until the forward returns.
    */
   readonly useCache?: boolean;
+  /**
+   * Build one rank of a tensor-parallel job (PyTorch DTensor's ColwiseParallel /
+   * RowwiseParallel plan, vocab-parallel embedding and LM head, optional sequence and loss
+   * parallelism; see {@link TensorParallelOptions}). Llama, Qwen2 and Mistral only; estimate
+   * such a model with `parallel.tp` equal to the size, or without `parallel.tp`.
+   */
+  readonly tensorParallel?: TensorParallelOptions;
+  /**
+   * Build one pipeline stage, cut as torchtitan cuts a Hugging Face decoder: layers
+   * [start, end) only (keeping their names); `embed_tokens` on the first stage alone (later
+   * stages take the received hidden states as `inputs_embeds`); the final norm and `lm_head`
+   * on the last stage alone (Identity before it). The stage returns `.logits` (no labels: the
+   * pipeline's loss function runs outside the model).
+   */
+  readonly pipelineStage?: { readonly layers: readonly [number, number] };
 }
 
 const PREFIX: Readonly<Record<LlamaShape['family'], string>> = { llama: 'Llama', qwen2: 'Qwen2', mistral: 'Mistral' };
@@ -120,8 +138,28 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const cache = (options.useCache ?? true) ? rules.cache : false;
   const prefix = PREFIX[shape.family];
   const rotaryRules = rules.rotary[shape.family];
+  const tpOptions = options.tensorParallel;
+  const local = tpOptions === undefined ? { heads: shape.heads, kvHeads: shape.kvHeads, intermediate: shape.intermediate, vocab: shape.vocab } : localDecoderSizes(shape, tpOptions);
+  const tp: TensorParallelBuild | undefined =
+    tpOptions === undefined
+      ? undefined
+      : { size: tpOptions.size, rank: tpOptions.rank ?? 0, sequenceParallel: tpOptions.sequenceParallel ?? false, lossParallel: tpOptions.lossParallel ?? false, tied: shape.tied && (tpOptions.retie ?? false) };
+  // parallelize_module gives each module its own DTensor parameter: a tie survives only re-tied.
+  // A pipeline cut keeps the tied Parameter on both sides as two: embed_tokens on the first
+  // stage, lm_head's own weight on the last (nothing synchronises their gradients).
+  const tied = (tp === undefined ? shape.tied : tp.tied) && (options.pipelineStage === undefined || (options.pipelineStage.layers[0] === 0 && options.pipelineStage.layers[1] === shape.layers));
+  const blockTp = tp === undefined ? {} : { tensorParallel: { size: tp.size, sequence: tp.sequenceParallel } };
   const gqaAllowed = rules.sdpaGqa === 'enable-gqa' && (rules.gqaHeadDimMax === undefined || shape.headDim <= rules.gqaHeadDimMax);
-  const layers: Layer[] = Array.from({ length: shape.layers }, (_, i) => {
+  const stage = options.pipelineStage;
+  const [start, end] = stage?.layers ?? [0, shape.layers];
+  if (stage !== undefined) {
+    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > shape.layers || start >= end) fail('bad-option', 'a pipeline stage is a non-empty run of the layers', { path: ['options', 'pipelineStage', 'layers'], expected: `[start, end) within 0 .. ${shape.layers}`, received: JSON.stringify(stage.layers) });
+    if (tp !== undefined) fail('not-modelled', 'a pipeline stage of a tensor-parallel decoder is not modelled yet', { path: ['options', 'pipelineStage'] });
+  }
+  const first = start === 0;
+  const last = end === shape.layers;
+  const layers: Layer[] = Array.from({ length: end - start }, (_, k) => {
+    const i = start + k;
     const rotary = layerRotary(shape, rules, prefix);
     // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
     const buffersOp = opLayer(rotaryBuffersRule, null, { headDim: shape.headDim });
@@ -130,8 +168,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       name: 'self_attn',
       className: `${prefix}Attention`,
       hidden: shape.hidden,
-      heads: shape.heads,
-      kvHeads: shape.kvHeads,
+      heads: local.heads,
+      kvHeads: local.kvHeads,
       headDim: shape.headDim,
       qkvBias: shape.qkvBias,
       outBias: shape.outBias,
@@ -144,8 +182,9 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       sdpaContiguous: rules.sdpaContiguous === 'always',
       ...(rotary !== undefined ? { rotary, rotaryGathered: rotaryRules.placement === 'attention-cached' } : {}),
       ...(leftover !== undefined ? { unusedModule: leftover } : {}),
+      ...blockTp,
     });
-    const mlp = gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: shape.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu' });
+    const mlp = gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...blockTp });
     const inputNorm = rmsNorm({ size: shape.hidden, name: 'input_layernorm', className: `${prefix}RMSNorm` });
     const postNorm = rmsNorm({ size: shape.hidden, name: 'post_attention_layernorm', className: `${prefix}RMSNorm` });
     const layer: ModuleLayer = Object.freeze({
@@ -166,24 +205,36 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     });
     return layer;
   });
-  const embedTokens = embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' });
+  // A short rank's vocabulary shard is a narrowed view of a buffer padded to ⌈V/t⌉ rows.
+  const paddedVocab = tp === undefined ? shape.vocab : Math.ceil(shape.vocab / tp.size);
+  const vocabStorage = paddedVocab !== local.vocab ? { storageRows: paddedVocab } : {};
+  // Tensor parallel: RowwiseParallel(input_layouts=Replicate()) on the embedding (vocab-parallel).
+  const embedTokens = tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage }, { name: 'embed_tokens' });
   const finalNorm = rmsNorm({ size: shape.hidden, name: 'norm', className: `${prefix}RMSNorm` });
   const rotaryModule =
     rotaryRules.placement === 'model' ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => inner.call(rotaryRule, [x!], { headDim: shape.headDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}) }))) : undefined;
-  const lmHead = linear({ out: shape.vocab, bias: false, name: 'lm_head', ...(shape.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
+  const lmHead = linear({ out: local.vocab, bias: false, ...vocabStorage, name: 'lm_head', ...(tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
   const model = module(
     'model',
     `${prefix}Model`,
     graph((g, [ids]) => {
-      const embeds = g.apply(embedTokens, ids!);
+      // A later pipeline stage is fed the received hidden states as inputs_embeds.
+      if (!first) return stageModel(g, ids!);
+      let embeds = g.apply(embedTokens, ids!);
+      // The vocab-parallel embedding's Partial output: all-reduced, or reduce-scattered over
+      // the sequence (sequence parallel, kept a DTensor: `use_local_output=False`).
+      if (tp !== undefined) embeds = tp.sequenceParallel ? g.call(reduceScatterRule, [embeds], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [embeds], {})[0]!;
       g.hold(embeds);
+      // What Python reads of the (DTensor) embeddings' shape: the whole sequence.
+      const [batch, seq] = ids!.shape as [Dim, Dim];
+      const global = tp?.sequenceParallel === true ? g.call(globalViewRule, [embeds], { shape: [batch, seq, shape.hidden] })[0]! : embeds;
       // cache_position = arange(S) (position_ids is a view of it): alive for the whole forward.
       g.hold(g.call(positionsRule, [ids!], {})[0]!);
-      const mask = causalMask(g, embeds, shape, rules, impl);
+      const mask = causalMask(g, global, shape, rules, impl);
       if (mask !== undefined) g.hold(mask);
       const shared: TensorRef[] = [];
       if (rotaryModule !== undefined) {
-        const [cos, sin] = g.applyAll(rotaryModule, embeds) as [TensorRef, TensorRef];
+        const [cos, sin] = g.applyAll(rotaryModule, global) as [TensorRef, TensorRef];
         g.hold(cos);
         g.hold(sin);
         shared.push(cos, sin);
@@ -191,9 +242,26 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       if (mask !== undefined) shared.push(mask);
       let h = embeds;
       for (const layer of layers) h = g.apply(layer, h, ...shared);
-      return g.apply(finalNorm, h);
+      return last ? g.apply(finalNorm, h) : h;
     }),
   );
+  /** Qwen2Model.forward(inputs_embeds=h): positions, mask and rotary tables from h, the stage's layers. */
+  function stageModel(g: GraphBuilder, embeds: TensorRef): TensorRef {
+    g.hold(g.call(positionsRule, [embeds], {})[0]!);
+    const mask = causalMask(g, embeds, shape, rules, impl);
+    if (mask !== undefined) g.hold(mask);
+    const shared: TensorRef[] = [];
+    if (rotaryModule !== undefined) {
+      const [cos, sin] = g.applyAll(rotaryModule, embeds) as [TensorRef, TensorRef];
+      g.hold(cos);
+      g.hold(sin);
+      shared.push(cos, sin);
+    }
+    if (mask !== undefined) shared.push(mask);
+    let h = embeds;
+    for (const layer of layers) h = g.apply(layer, h, ...shared);
+    return last ? g.apply(finalNorm, h) : h;
+  }
   const meta: ModelMeta = {
     kind: 'decoder',
     family: shape.family,
@@ -207,17 +275,25 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     gatedMlp: true,
     tied: shape.tied,
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
+    ...(tp !== undefined ? { tensorParallel: tp } : {}),
   };
   const body = graph((g, [ids]) => {
     const h = g.apply(model, ids!);
     // `outputs = self.model(...)` keeps the last hidden state until forward returns.
     g.hold(h);
-    let logits = g.apply(lmHead, h);
+    // ColwiseParallel on lm_head: the replicated input wrapped (or, sequence parallel, gathered).
+    const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherRule, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyRule, [h], {})[0]!;
+    // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
+    let logits = last ? g.apply(lmHead, headInput) : headInput;
+    // Without loss_parallel the vocabulary shards are all-gathered (`output_layouts=Replicate()`).
+    if (tp !== undefined && !tp.lossParallel) logits = g.call(allGatherRule, [logits], { dim: 2, size: tp.size, backward: 'split', extent: shape.vocab })[0]!;
+    const parallelLoss = tp?.lossParallel === true;
     const upcast = rules.logitsUpcast[shape.family];
     if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
     // The output returns the logits: they live through the loss.
     g.hold(logits);
-    return g.gradEnabled ? causalLmLoss(g, logits, ids!, shape.vocab, rules.loss[shape.family], upcast === 'loss') : logits;
+    // A pipeline stage gets no labels: its loss function runs outside the model.
+    return g.gradEnabled && stage === undefined ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, rules.loss[shape.family], upcast === 'loss', parallelLoss) : logits;
   });
   return Object.freeze({
     kind: 'module',
@@ -226,6 +302,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
     body,
-    repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count }, options)),
+    ...(stage === undefined
+      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
+      : {}),
   });
 }

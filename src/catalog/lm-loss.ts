@@ -1,4 +1,5 @@
 import { castRule } from '../ops/cast.js';
+import { parallelLogSoftmaxRule, parallelNllLossRule } from '../ops/collective.js';
 import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
 import { copyRule, copyUnlessOne, sliceRule, viewRule } from '../ops/view.js';
 import type { GraphBuilder, TensorRef } from '../nn/types.js';
@@ -18,8 +19,10 @@ export type CausalLmLossStyle = 'shift' | 'pad-shift';
  *   padded with -100 (a new int64 [B, S + 1]) and shifted (`.contiguous()`: a copy unless the
  *   batch is 1).
  * `upcast`: the logits go to float32 first (`logits.float()` inside the loss).
+ * `lossParallel`: the logits are one rank's vocabulary shard (`vocab` its rows) and the cross
+ * entropy runs under `loss_parallel()` (see {@link parallelLogSoftmaxRule}).
  */
-export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef, vocab: number, style: CausalLmLossStyle, upcast: boolean): TensorRef {
+export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef, vocab: number, style: CausalLmLossStyle, upcast: boolean, lossParallel = false): TensorRef {
   const [batch, seq] = ids.shape as [Dim, Dim];
   let scores = upcast ? g.call(castRule, [logits], { dtype: 'float32' })[0]! : logits;
   let rows: Dim = mul(batch, seq);
@@ -40,6 +43,7 @@ export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef,
   }
   const flat = g.call(viewRule, [scores], { shape: [rows, vocab] })[0]!;
   const target = g.call(viewRule, [labels], { shape: [rows] })[0]!;
+  if (lossParallel) return g.call(parallelNllLossRule, [g.call(parallelLogSoftmaxRule, [flat], {})[0]!, target], {})[0]!;
   const logp = g.call(logSoftmaxRule, [flat], { dim: 1 })[0]!;
   return g.call(nllLossRule, [logp, target], {})[0]!;
 }

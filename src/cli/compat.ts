@@ -34,6 +34,9 @@ export interface CompatJob {
   readonly pp: number;
 }
 
+/** The same decoder built as one tensor-parallel rank (undefined: the model cannot be). */
+export type Rebuild = (tensorParallel: { readonly size: number; readonly sequenceParallel: boolean }) => Layer | undefined;
+
 /** What vram-ts's rank holds: the states between steps and the step's peak. */
 interface Ours {
   readonly parameters: number;
@@ -149,7 +152,7 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
   ].join('\n');
 }
 
-function megatronText(model: Layer, meta: ModelMeta, params: number, job: CompatJob): string {
+function megatronText(model: Layer, meta: ModelMeta, params: number, job: CompatJob, rebuild?: Rebuild): string {
   const dp = Math.max(1, Math.floor(job.gpus / (job.tp * job.pp)));
   const args = {
     numLayers: meta.layers,
@@ -187,13 +190,23 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     ),
     '',
   ];
-  if (job.tp > 1 || job.pp > 1) {
-    lines.push('vram-ts: tensor and pipeline parallelism are not modelled per rank yet; nothing to set beside it.', '');
+  if (job.tp > 1 && job.pp > 1) {
+    lines.push('vram-ts: a pipeline stage of a tensor-parallel decoder is not modelled yet; give --tp or --pp alone to set one beside it.', '');
     return lines.join('\n');
   }
-  const bf16 = ours(model, job, { precision: 'bf16' }, dp > 1 ? { engine: 'deepspeed', dp, zero: 1 } : undefined);
+  // TP: the rank's model as DTensor's plan builds it, sequence parallel as Megatron's args say;
+  // PP: the first stage under 1F1B with pp micro-batches (its most in flight), as Megatron counts it.
+  const rankModel = job.tp > 1 ? rebuild?.({ size: job.tp, sequenceParallel: true }) : model;
+  if (rankModel === undefined) {
+    lines.push(`vram-ts: ${meta.family} is not built tensor-parallel (its fused attention projection); nothing to set beside it.`, '');
+    return lines.join('\n');
+  }
+  const engine = dp > 1 ? ({ engine: 'deepspeed', dp, zero: 1 } as const) : undefined;
+  const pipeline = job.pp > 1 ? { dp, pp: job.pp, stage: 0 } : undefined;
+  const bf16 = job.pp > 1 ? ours(rankModel, job, { precision: 'bf16', microBatches: job.pp }, dp > 1 ? { engine: 'ddp', ...pipeline! } : pipeline) : ours(rankModel, job, { precision: 'bf16' }, engine);
+  const how = [job.tp > 1 ? `tensor parallel ${job.tp} with sequence parallel (PyTorch DTensor's plan)` : '', job.pp > 1 ? `pipeline stage 0 of ${job.pp} (1F1B, ${job.pp} micro-batches${dp > 1 ? ', DDP' : ''})` : '', job.pp === 1 && dp > 1 ? 'DeepSpeed ZeRO-1, the nearest to a distributed optimizer' : ''].filter((x) => x !== '').join(', ') || 'one GPU';
   lines.push(
-    `vram-ts, rank 0 of ${dp} (${dp > 1 ? 'DeepSpeed ZeRO-1, the nearest to a distributed optimizer' : 'one GPU'}, bf16, Adam; full activations, no recompute):`,
+    `vram-ts, rank 0 (${how}, bf16, Adam; full activations, no recompute):`,
     table(
       ['', 'bytes', 'size'],
       [
@@ -209,13 +222,22 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     "- Its activations are Korthikanti et al.'s per-layer formula (selective recompute drops the",
     "  attention scores); vram-ts counts every tensor Hugging Face's code keeps, op by op, and the",
     '  logits and the loss, and peaks where the step does.',
+    ...(job.tp > 1
+      ? [
+          "- PyTorch's sequence parallel saves the all-gathered inputs of the column-parallel matmuls at",
+          "  full length (Megatron's 34/t saves them sharded). Under a data-parallel engine vram-ts sizes",
+          "  the vocab-parallel embedding's gradient at the shard, not the whole table PyTorch makes",
+          '  (measured without data parallelism only).',
+        ]
+      : []),
+    ...(job.pp > 1 ? ["- A pipeline stage also holds torch.distributed.pipelining's receive buffers, one per micro-batch."] : []),
     '',
   );
   return lines.join('\n');
 }
 
 /** The text of one compat subcommand. */
-export function compatText(which: Compat, model: Layer, meta: ModelMeta, job: CompatJob): string {
+export function compatText(which: Compat, model: Layer, meta: ModelMeta, job: CompatJob, rebuild?: Rebuild): string {
   const params = (estimate(model, { input: [1, 1], optimizer: null, timeline: false }) as Estimate<number>).params.total;
   switch (which) {
     case 'zero-paper':
@@ -223,6 +245,6 @@ export function compatText(which: Compat, model: Layer, meta: ModelMeta, job: Co
     case 'deepspeed':
       return deepspeedText(model, params, job);
     case 'megatron':
-      return megatronText(model, meta, params, job);
+      return megatronText(model, meta, params, job, rebuild);
   }
 }

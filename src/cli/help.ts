@@ -57,6 +57,8 @@ const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (def
                          training only`;
 
 export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed'] as const;
+export const SCHEDULES = ['1f1b', 'gpipe', 'interleaved-1f1b'] as const;
+export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
 
 const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel GPUs (training; default 1: one GPU)
   --engine E             ${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,
@@ -65,6 +67,19 @@ const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel G
                          is DeepSpeed ZeRO (needs --zero)
   --zero 1|2|3           DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters
                          partitioned (implies --engine deepspeed; DeepSpeed's defaults for its buckets)
+  --offload WHAT         ${OFFLOADS.join(', ')}: host memory instead of the GPU (DeepSpeed
+                         offload_optimizer / offload_param at ZeRO-3; FSDP2's CPUOffloadPolicy is all)
+  --tp N                 tensor parallelism (PyTorch DTensor's plan on Llama/Qwen2/Mistral: heads,
+                         MLP and vocabulary split N ways); --gpus is tp × pp × data-parallel ranks
+  --sp                   sequence parallelism with --tp (norms and residuals hold S/N; needs a
+                         concrete --seq, not fit --solve seq)
+  --pp N                 pipeline stages (torch.distributed.pipelining): --gpus is then pp × the
+                         data-parallel ranks of each stage; needs --micro-batches >= N for 1f1b
+  --stage S              which pipeline stage to estimate (default 0)
+  --schedule S           ${SCHEDULES.join(', ')} (default 1f1b)
+  --virtual-stages V     stages per pipeline rank with interleaved-1f1b (default 2)
+  --micro-batches M      micro-batches per optimizer step (gradient accumulation; a pipeline's
+                         micro-batches), each of --batch samples (default 1)
   --fsdp                 the same as --engine fsdp2
   --rank R               which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)`;
 
@@ -179,6 +194,7 @@ ${gpu('the GPU of every rank (required)')}
   --global-batch G       samples per optimizer step over all GPUs (required)
   --engine E             try only this engine: ${ENGINES.join(', ')} (deepspeed: ZeRO 1, 2, 3)
   --zero 1|2|3           try only this DeepSpeed ZeRO stage (implies --engine deepspeed)
+  --pp N                 also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)
   --checkpointing        also try activation checkpointing of every block
   --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
   --input CxHxW          image size for CNNs (default ${DEFAULTS.input})

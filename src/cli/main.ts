@@ -50,7 +50,7 @@ import {
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
-import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, COMPAT_HELP, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, OFFLOADS, SCHEDULES, COMPAT_HELP, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
 import { COMPATS, compatText, type Compat } from './compat.js';
 import { readSafetensors } from './safetensors.js';
 
@@ -97,9 +97,15 @@ const OPTIONS = {
   'all-ranks': { type: 'boolean' },
   'global-batch': { type: 'string' },
   zero: { type: 'string' },
+  pp: { type: 'string' },
+  stage: { type: 'string' },
+  schedule: { type: 'string' },
+  'virtual-stages': { type: 'string' },
+  'micro-batches': { type: 'string' },
+  offload: { type: 'string' },
   nodes: { type: 'string' },
   tp: { type: 'string' },
-  pp: { type: 'string' },
+  sp: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -148,9 +154,16 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   'all-ranks': ['estimate'],
   'global-batch': ['plan'],
   zero: ['estimate', 'fit', 'plan'],
+  pp: ['estimate', 'fit', 'plan', 'compat'],
+  stage: ['estimate', 'fit'],
+  schedule: ['estimate', 'fit'],
+  'virtual-stages': ['estimate', 'fit'],
+  'micro-batches': ['estimate', 'fit'],
+  offload: ['estimate', 'fit'],
   nodes: ['compat'],
-  tp: ['compat'],
-  pp: ['compat'],
+  tp: ['estimate', 'fit', 'compat'],
+  sp: ['estimate', 'fit'],
+
   help: ALL,
 };
 
@@ -201,6 +214,8 @@ const LIMITS = {
   nodes: 1_000_000,
   tp: 1_000_000,
   pp: 1_000_000,
+  'virtual-stages': 1_000_000,
+  'micro-batches': 1_000_000,
 } as const;
 
 const LLM_ONLY = ['seq', 'attention', 'transformers', 'dtype', 'no-cache', 'lora-rank', 'qlora'] as const;
@@ -259,7 +274,7 @@ function readConfig(file: string): Record<string, unknown> {
   return config as Record<string, unknown>;
 }
 
-function buildModel(ref: ModelRef, values: Values): Layer {
+function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 'tensorParallel'> = {}): Layer {
   if (ref.cnn !== undefined) {
     const numClasses = count(values, 'classes', DEFAULTS.classes);
     return ref.cnn === 'mobilenet_v3_small' ? mobilenetV3Small({ numClasses }) : mobilenetV3Large({ numClasses });
@@ -269,6 +284,7 @@ function buildModel(ref: ModelRef, values: Values): Layer {
     ...(values.transformers !== undefined ? { transformers: values.transformers } : {}),
     ...(values.dtype !== undefined ? { dtype: oneOf(values.dtype, '--dtype', DTYPES) } : {}),
     ...(values['no-cache'] ? { useCache: false } : {}),
+    ...extra,
   };
   if (ref.file === undefined) return llm(ref.name, decoder);
   const config = readConfig(ref.file);
@@ -300,10 +316,25 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
   const gpus = values.gpus === undefined ? 1 : count(values, 'gpus', 1);
   const zero = zeroStage(values);
+  const explicitEngine = values.fsdp === true || zero !== undefined || values.engine !== undefined;
   const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
-  const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, gpus - 1);
-  // One GPU is one GPU whatever the engine.
-  const parallel = gpus > 1 ? { parallel: { engine, dp: gpus, rank: rankOf, ...(zero !== undefined ? { zero } : {}) } } : {};
+  const pp = values.pp === undefined ? 1 : count(values, 'pp', 1);
+  const tp = values.tp === undefined ? 1 : count(values, 'tp', 1);
+  if (gpus % (pp * tp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp (${tp * pp}): the rest are data-parallel ranks`, { received: String(gpus) });
+  const dp = gpus / (pp * tp);
+  const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, dp - 1);
+  const pipeline =
+    pp > 1
+      ? {
+          pp,
+          ...(values.stage !== undefined ? { stage: wholeNumber(values.stage, '--stage', 0, pp - 1) } : {}),
+          ...(values.schedule !== undefined ? { schedule: oneOf(values.schedule, '--schedule', SCHEDULES) } : {}),
+          ...(values['virtual-stages'] !== undefined ? { virtualStages: count(values, 'virtual-stages', 1) } : {}),
+        }
+      : {};
+  const offload = values.offload === undefined ? {} : { offload: offloadOf(values.offload) };
+  // One GPU is one GPU whatever the engine; a pipeline stage on one rank per stage has no data-parallel engine unless asked for.
+  const parallel = gpus > 1 ? { parallel: { ...(dp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...pipeline, ...offload } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -313,8 +344,25 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     ...(values.framework !== undefined ? { framework: oneOf(values.framework, '--framework', FRAMEWORKS) } : {}),
     ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
+    ...(values['micro-batches'] !== undefined ? { microBatches: count(values, 'micro-batches', 1) } : {}),
     ...parallel,
   };
+}
+
+/** --tp N (--sp): the decoder built as one tensor-parallel rank (PyTorch DTensor's plan). */
+function tensorParallelOf(values: Values): Pick<HFConfigOptions, 'tensorParallel'> {
+  const size = values.tp === undefined ? 1 : count(values, 'tp', 1);
+  if (size === 1) {
+    if (values.sp) usage('--sp', 'sequence parallelism shards across tensor-parallel ranks: give --tp N (N > 1)');
+    return {};
+  }
+  return { tensorParallel: { size, ...(values.sp ? { sequenceParallel: true } : {}) } };
+}
+
+/** --offload: what DeepSpeed (or FSDP2's CPUOffloadPolicy, with all) keeps in host memory. */
+function offloadOf(value: string): { optimizer?: boolean; parameters?: boolean } {
+  const which = oneOf(value, '--offload', OFFLOADS);
+  return which === 'optimizer' ? { optimizer: true } : which === 'parameters' ? { parameters: true } : { optimizer: true, parameters: true };
 }
 
 /** --zero: DeepSpeed's stage, which only the deepspeed engine takes. */
@@ -378,6 +426,11 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.engine === 'deepspeed' && values.zero === undefined && command !== 'plan') usage('--engine', 'deepspeed needs the ZeRO stage', { expected: '--zero 1, 2 or 3' });
   if (values.zero !== undefined && command !== 'plan' && (values.gpus === undefined || values.gpus === '1')) usage('--zero', 'needs --gpus N (N > 1): ZeRO partitions over data-parallel ranks');
   if (values['all-ranks'] && (values.gpus === undefined || values.gpus === '1')) usage('--all-ranks', 'needs --gpus N (N > 1): one GPU is one rank');
+  for (const flag of ['stage', 'schedule', 'virtual-stages'] as const) if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
+  if ((command === 'estimate' || command === 'fit') && values.pp !== undefined && values.gpus === undefined) usage('--pp', 'needs --gpus (pp × the data-parallel ranks of each stage)');
+  if ((command === 'estimate' || command === 'fit') && values.tp !== undefined && values.gpus === undefined) usage('--tp', 'needs --gpus (tp × pp × the data-parallel ranks)');
+  if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined)) usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
+  if (values.offload !== undefined && (values.gpus === undefined || values.gpus === '1')) usage('--offload', 'needs --gpus N with --zero or --fsdp: offloading is an engine feature');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
   if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
@@ -442,7 +495,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
   if (values.gpu !== undefined && !values.check && NO_VERDICT_FORMATS.includes(format)) {
     usage('--gpu', `--format ${format} has no room for a fit verdict: add --check (exit 1 when it does not fit) or use --format table, markdown or json`);
   }
-  const model = buildModel(ref, values);
+  const model = buildModel(ref, values, tensorParallelOf(values));
   const options = estimateOptions(values, ref, model);
   const gpu = values.gpu;
   const verdict = gpu !== undefined ? fits(model, { ...options, gpu }) : undefined;
@@ -475,7 +528,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
       case 'json': {
         const json = {
           ...estimateToJSON(r),
-          ...(ranks !== undefined ? { ranks: ranks.map(({ rank, peak, parameters, gradients, optimizer }) => ({ rank, peak, parameters, gradients, optimizer })) } : {}),
+          ...(ranks !== undefined ? { ranks: ranks.map(({ rank, stage, dpRank, peak, parameters, gradients, optimizer }) => ({ rank, stage, dpRank, peak, parameters, gradients, optimizer })) } : {}),
           ...(kv !== undefined ? { kvCache: kv } : {}),
           ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
         };
@@ -502,7 +555,9 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
 
 /** Every rank's peak and states, runs of equal ranks on one line (`0-6`). */
 function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
-  const cells = (r: RankFigures) => [r.peak, r.parameters, r.gradients, r.optimizer].map((b) => formatBytes(b as number));
+  const staged = ranks.some((r) => r.stage > 0);
+  // With pipeline stages each rank's stage is a column (ranks of one stage merge into runs).
+  const cells = (r: RankFigures) => [...(staged ? [String(r.stage)] : []), ...[r.peak, r.parameters, r.gradients, r.optimizer].map((b) => formatBytes(b as number))];
   const runs: { first: number; last: number; cells: string[] }[] = [];
   for (const r of ranks) {
     const row = cells(r);
@@ -510,7 +565,7 @@ function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
     if (prev !== undefined && prev.cells.join() === row.join()) prev.last = r.rank;
     else runs.push({ first: r.rank, last: r.rank, cells: row });
   }
-  const head = ['rank', 'peak', 'parameters', 'gradients', 'optimizer'];
+  const head = ['rank', ...(staged ? ['stage'] : []), 'peak', 'parameters', 'gradients', 'optimizer'];
   const rows = runs.map((run) => [run.first === run.last ? String(run.first) : `${run.first}-${run.last}`, ...run.cells]);
   if (markdown) return [`| ${head.join(' | ')} |`, `| --- | ${head.slice(1).map(() => '---:').join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`), ''].join('\n');
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
@@ -520,24 +575,25 @@ function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
 
 /** The options of one GPU without checkpointing: what a plan varies itself. */
 function withoutParallel(values: Values): Values {
-  const { gpus: _gpus, engine: _engine, zero: _zero, checkpointing: _checkpointing, ...rest } = values;
+  const { gpus: _gpus, engine: _engine, zero: _zero, pp: _pp, checkpointing: _checkpointing, ...rest } = values;
   return rest;
 }
 
 /** The layouts a plan tried, fewest GPUs first, and the one it picks. */
 function formatPlan(result: PlanResult, title: string): string {
-  const order = [...result.layouts].sort((a, b) => a.dp - b.dp || Number(b.fits) - Number(a.fits) || a.accumulation - b.accumulation || a.peak - b.peak);
-  const head = ['gpus', 'engine', 'micro-batch', 'accumulation', 'checkpointing', 'peak (highest rank)', ''];
-  const engineOf = (l: Layout) => (l.zero !== null ? `${l.engine} ZeRO-${l.zero}` : l.engine);
-  const rows = order.map((l) => [String(l.dp), engineOf(l), l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
+  const order = [...result.layouts].sort((a, b) => a.dp * a.pp - b.dp * b.pp || a.pp - b.pp || Number(b.fits) - Number(a.fits) || a.accumulation - b.accumulation || a.peak - b.peak);
+  const piped = result.layouts.some((l) => l.pp > 1);
+  const head = ['gpus', ...(piped ? ['pp'] : []), 'engine', 'micro-batch', piped ? 'micro-batches' : 'accumulation', 'checkpointing', 'peak (highest rank)', ''];
+  const engineOf = (l: Layout) => (l.zero !== null ? `${l.engine} ZeRO-${l.zero}` : l.engine === 'single' && l.pp > 1 ? 'none' : l.engine);
+  const rows = order.map((l) => [String(l.dp * l.pp), ...(piped ? [String(l.pp)] : []), engineOf(l), l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp * l.pp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (row: readonly string[]) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
   const best = result.fewest;
   const verdict =
     best === undefined
       ? 'No layout fits.'
-      : `Fewest GPUs: ${best.dp} (${best.engine === 'single' ? 'one GPU' : engineOf(best)}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
-  return [`Layouts of ${title} (${formatBytes(result.budget)} each):`, line(head), ...rows.map(line), '', verdict, 'Data parallelism only: tensor and pipeline parallelism are not modelled per rank yet.', ''].join('\n');
+      : `Fewest GPUs: ${best.dp * best.pp} (${best.pp > 1 ? `${best.pp} pipeline stages, ${best.dp} data-parallel (${engineOf(best)})` : best.engine === 'single' ? 'one GPU' : engineOf(best)}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
+  return [`Layouts of ${title} (${formatBytes(result.budget)} each):`, line(head), ...rows.map(line), '', verdict, piped ? 'Pipelines run 1F1B; tensor parallelism is not searched.' : 'Data parallelism only (--pp N also tries pipelines); tensor parallelism is not searched.', ''].join('\n');
 }
 
 function runFit(ref: ModelRef, values: Values): Outcome {
@@ -546,7 +602,7 @@ function runFit(ref: ModelRef, values: Values): Outcome {
   if (solve === 'resolution' && ref.kind !== 'cnn') usage('--solve', `resolution needs a CNN; ${ref.name} is an LLM`, { expected: 'batch or seq', received: 'resolution' });
   if (solve === 'batch' && values.batch !== undefined) usage('--batch', 'is what --solve batch solves for: leave it out');
   if (solve === 'seq' && values.seq !== undefined) usage('--seq', 'is what --solve seq solves for: leave it out');
-  const model = buildModel(ref, values);
+  const model = buildModel(ref, values, tensorParallelOf(values));
   const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
   const best = maxFitting(model, symbol, { ...estimateOptions(values, ref, model, solve), gpu: values.gpu! });
   return { stdout: `${best}\n`, code: values.check && best < 1 ? 1 : 0 };
@@ -560,7 +616,9 @@ function runPlan(ref: ModelRef, values: Values): Outcome {
   const engines = zero !== undefined ? (['deepspeed'] as const) : values.engine === undefined ? undefined : [oneOf(values.engine, '--engine', ENGINES)];
   const tryCheckpoint = values.checkpointing ? estimateOptions(values, ref, model).checkpoint : undefined;
   const job = { gpu: values.gpu!, gpus: count(values, 'gpus', 1), globalBatch: count(values, 'global-batch', 1) };
-  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(zero !== undefined ? { zero } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
+  const maxPp = values.pp === undefined ? 1 : count(values, 'pp', 1);
+  const pipelines = Array.from({ length: maxPp }, (_, i) => i + 1);
+  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(zero !== undefined ? { zero } : {}), ...(maxPp > 1 ? { pipelines } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
   const code = values.check && result.fewest === undefined ? 1 : 0;
   if (format === 'json') return { stdout: `${JSON.stringify({ ...job, budget: result.budget, fewest: result.fewest ?? null, layouts: result.layouts }, null, 2)}\n`, code };
   const what = ref.kind === 'llm' ? `${job.globalBatch} × ${(input as number[])[1]} tokens` : `${job.globalBatch} images of ${(input as number[]).slice(1).join('×')}`;
@@ -578,7 +636,8 @@ function runCompat(which: Compat, ref: ModelRef, values: Values): Outcome {
   if (which !== 'deepspeed' && nodes > 1) usage('--nodes', 'applies to compat deepspeed only');
   if (gpus % (tp * pp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp = ${tp * pp}`, { received: String(gpus) });
   const job = { name: ref.name, gpus, nodes, seq: count(values, 'seq', DEFAULTS.seq), batch: count(values, 'batch', DEFAULTS.batch), tp, pp };
-  return { stdout: compatText(which, model, decoderMeta(model), job), code: 0 };
+  const rebuild = (tensorParallel: { readonly size: number; readonly sequenceParallel: boolean }) => (decoderMeta(model).family === 'gpt2' ? undefined : buildModel(ref, values, { tensorParallel }));
+  return { stdout: compatText(which, model, decoderMeta(model), job, rebuild), code: 0 };
 }
 
 function runGrpo(ref: ModelRef, values: Values): Outcome {

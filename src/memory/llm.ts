@@ -38,7 +38,8 @@ function min(a: Dim, b: Dim): Dim {
 /**
  * Bytes of the KV cache: 2 (keys and values) × layers × kv heads × head dim × positions ×
  * batch × bytes per element, positions capped by the sliding window where the model has one
- * (Mistral). GQA/MQA models cache only their kv heads.
+ * (Mistral). GQA/MQA models cache only their kv heads; a tensor-parallel rank's model
+ * (`tensorParallel`) its share of them.
  *
  * @example
  * ```ts
@@ -53,7 +54,9 @@ export function kvCache(model: Layer, options: KvCacheOptions): Dim {
   const meta = decoderMeta(model);
   const dtype = checkDType(options.dtype ?? 'bfloat16', ['dtype']);
   const positions = meta.slidingWindow === undefined ? options.seq : min(options.seq, meta.slidingWindow);
-  return bytesOf(mul(mul(2 * meta.layers * meta.kvHeads * meta.headDim, positions), options.batch), dtype);
+  // A tensor-parallel rank caches its own kv heads (kvHeads / t).
+  const kvHeads = meta.kvHeads / (meta.tensorParallel?.size ?? 1);
+  return bytesOf(mul(mul(2 * meta.layers * kvHeads * meta.headDim, positions), options.batch), dtype);
 }
 
 /** Options of {@link generation}. */

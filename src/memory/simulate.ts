@@ -10,8 +10,8 @@ import type { OptimizerSpec } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
 import { once, sweepConcrete, withBytes, type Repetition } from './program.js';
 import { singleDevice } from './residency/single.js';
-import type { RankContext, Residency } from './residency/types.js';
-import { idBlocks, planOf, viewKeeper } from './step-plan.js';
+import type { HostBytes, RankContext, Residency } from './residency/types.js';
+import { idBlocks, planOf, viewKeeper, type IdBlocks, type Plan } from './step-plan.js';
 
 /** How the step runs. */
 export interface StepSettings {
@@ -31,6 +31,23 @@ export interface StepSettings {
    * parameters for compute; the module's floating buffers keep the model's dtype).
    */
   readonly bufferDtype?: DType;
+  /**
+   * Runs the step's micro-batches and allocates the model's inputs (default: one input, the
+   * micro-batches one after another, as gradient accumulation does). A pipeline rank replays
+   * its schedule here.
+   */
+  readonly run?: { readonly inputs: (step: StepRun) => void; readonly micro: (step: StepRun) => void };
+}
+
+/** What a step's micro-batches run with: the shared storages (buffers) in `storageBlock`. */
+export interface StepRun {
+  readonly ir: IR;
+  readonly plan: Plan;
+  readonly ledger: Ledger;
+  readonly residency: Residency;
+  readonly storageBlock: IdBlocks;
+  readonly opUnit: Int8Array | null;
+  readonly microBatches: number;
 }
 
 
@@ -53,6 +70,8 @@ export interface StepResult {
   readonly optimizerState?: Dim;
   /** Training under a sharding engine: the parameters and gradients this device keeps. */
   readonly resident?: { readonly parameters: Dim; readonly gradients: Dim };
+  /** Training with offloading: what the device's rank keeps in host memory. */
+  readonly host?: HostBytes;
 }
 
 const NOT_COMPUTED: PeakPoint = { bytes: 0, phase: 'end', label: 'not computed', event: 0, byCategory: zeroTotals() };
@@ -98,20 +117,25 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   for (const s of ir.storages) {
     if (s.role === 'param') residency.param(s.id);
     if (s.role === 'buffer') storageBlock.set(s.id, ledger.alloc(bufferBytes(s), 'buffers', 1, ownerOf(s.id)));
-    if (s.role === 'input') storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
+    if (s.role === 'input' && settings.run === undefined) storageBlock.set(s.id, ledger.alloc(s.bytes, 'input', 1, ownerOf(s.id)));
   }
+  const micro = Math.max(1, settings.microBatches ?? 1);
+  const opUnit = blocks?.opUnit ?? null;
+  const run: StepRun = { ir, plan, ledger, residency, storageBlock, opUnit, microBatches: micro };
+  settings.run?.inputs(run);
   const { grads: gradBlocks, state: stateBlocks } = residency.start();
   ledger.record('start', 'before the step');
 
   residency.zeroGrad();
   ledger.record('zero_grad', 'zero_grad(set_to_none=True)');
 
-  const micro = Math.max(1, settings.microBatches ?? 1);
-  const opUnit = blocks?.opUnit ?? null;
-  for (let m = 0; m < micro; m += 1) {
-    const prefix = micro > 1 ? `micro-batch ${m + 1}: ` : '';
-    forwardBackward(ir, plan, ledger, storageBlock, residency, prefix, opUnit);
-    residency.endBackward(prefix, m === micro - 1);
+  if (settings.run !== undefined) settings.run.micro(run);
+  else {
+    for (let m = 0; m < micro; m += 1) {
+      const prefix = micro > 1 ? `micro-batch ${m + 1}: ` : '';
+      forwardBackward(ir, plan, ledger, storageBlock, residency, prefix, opUnit);
+      residency.endBackward(prefix, m === micro - 1);
+    }
   }
 
   const stepMark = ledger.program().events.length;
@@ -123,7 +147,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
   // Added to the result, not spread into a copy: its symbolic totals are made when read.
-  return Object.assign(steady, { optimizerState: residency.optimizerState(), ...(residency.resident !== undefined ? { resident: residency.resident() } : {}), first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)) });
+  return Object.assign(steady, { optimizerState: residency.optimizerState(), ...(residency.resident !== undefined ? { resident: residency.resident() } : {}), ...(residency.host !== undefined ? { host: residency.host() } : {}), first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)) });
 }
 
 /**

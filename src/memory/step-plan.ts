@@ -150,6 +150,12 @@ export function tensorBytes(ir: IR, id: number): Dim {
   return bytesOf(numel(spec), spec.dtype);
 }
 
+/** Bytes of a parameter's gradient: its own size unless the op declared another gradient spec (a DTensor's placement). */
+export function gradientBytes(ir: IR, id: number): Dim {
+  const spec = ir.tensors[id]!.gradSpec ?? ir.tensors[id]!.spec;
+  return bytesOf(numel(spec), spec.dtype);
+}
+
 export function opLabel(ir: IR, op: IROp): string {
   const key = ir.modules[op.module]!.key;
   return key === '' ? op.op : `${key} ${op.op}`;

@@ -6,6 +6,7 @@ import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
 import { sdpaRule } from '../ops/attention.js';
 import { linearRule } from '../ops/linear.js';
+import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
 import type { Dim } from '../sym/expr.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
@@ -81,6 +82,15 @@ export interface AttentionOptions extends LayerOptions {
   readonly sdpaGqa?: 'repeat' | 'enable-gqa';
   /** sdpa: make q, k, v contiguous before the kernel (copies of the transposed views). Default false. */
   readonly sdpaContiguous?: boolean;
+  /**
+   * One rank of tensor parallelism (llama style): `heads`/`kvHeads` are then the rank's local
+   * counts. q/k/v are ColwiseParallel (each wraps the replicated input: an all-reduce of its
+   * gradient in backward), o_proj RowwiseParallel (its output all-reduced). With `sequence`
+   * the input arrives sharded on the sequence and is all-gathered first (PrepareModuleInput;
+   * a reduce-scatter of the summed gradient in backward), and o_proj's output is
+   * reduce-scattered back to s/t positions.
+   */
+  readonly tensorParallel?: { readonly size: number; readonly sequence: boolean };
 }
 
 /** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
@@ -133,13 +143,15 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous'], 'attention');
+  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel'], 'attention');
   const nh = options.heads;
   const nkv = options.kvHeads ?? nh;
   const d = options.headDim ?? options.hidden / nh;
   const impl = options.impl ?? 'eager';
   const style = options.style ?? 'llama';
   if (!Number.isInteger(d) || nh % nkv !== 0) fail('bad-config', 'heads must divide hidden and kv heads must divide heads', { path: [options.name ?? 'attention'], received: `hidden ${options.hidden}, heads ${nh}, kv heads ${nkv}` });
+  const tp = options.tensorParallel;
+  if (tp !== undefined && style === 'gpt2') fail('not-modelled', "tensor parallelism of GPT-2's fused Conv1D attention is not modelled", { path: [options.name ?? 'attention', 'tensorParallel'], expected: "style 'llama'", received: 'gpt2' });
   const groups = nh / nkv;
   const p = options.dropout ?? 0;
   const locals = options.locals ?? 'inline';
@@ -163,7 +175,10 @@ export function attention(options: AttentionOptions): ModuleLayer {
   const body = graph((g, inputs) => {
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
     const cache = g.training && g.checkpointing ? false : options.cache ?? false;
-    const h = inputs[0]!;
+    // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
+    const h = tp?.sequence === true ? g.call(allGatherRule, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
+    // ColwiseParallel without sequence parallel: each projection wraps the replicated input.
+    const projected = (): TensorRef => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [h], {})[0]! : h);
     const [batch, seq] = h.shape as [Dim, Dim];
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
     let q: TensorRef;
@@ -180,9 +195,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
       // query, key, value are views of c_attn's output, locals until forward returns.
       g.hold(q);
     } else {
-      q = heads(g, g.apply(qProj, h), batch, seq, nh, d);
-      k = heads(g, g.apply(kProj, h), batch, seq, nkv, d);
-      v = heads(g, g.apply(vProj, h), batch, seq, nkv, d);
+      q = heads(g, g.apply(qProj, projected()), batch, seq, nh, d);
+      k = heads(g, g.apply(kProj, projected()), batch, seq, nkv, d);
+      v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
       let cosIn: TensorRef;
       let sinIn: TensorRef;
       if (options.rotary !== undefined) {
@@ -276,7 +291,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
       g.touch(v);
     }
     const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
-    const out = g.apply(outProj, flat);
+    let out = g.apply(outProj, flat);
+    // RowwiseParallel's output: all-reduced (Replicate) or reduce-scattered (Shard(1)).
+    if (tp !== undefined) out = tp.sequence ? g.call(reduceScatterRule, [out], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [out], {})[0]!;
     const result = style === 'gpt2' ? g.apply(residDropout, out) : out;
     if (weights === undefined) return result;
     if (options.returnWeights) return [result, weights];

@@ -16,6 +16,6 @@ export type LinearOptions = LinearAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function linear(options: LinearOptions): OpLayer<LinearAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'bias', 'in', 'tiedWeight', 'transposedWeight', 'quant'], 'linear');
+  const [attrs, layer] = splitOptions(options, ['out', 'bias', 'in', 'tiedWeight', 'transposedWeight', 'quant', 'storageRows'], 'linear');
   return opLayer(linearRule, 'Linear', attrs, layer);
 }

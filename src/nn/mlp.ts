@@ -1,4 +1,5 @@
 import { linearRule } from '../ops/linear.js';
+import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
 import { mulRule } from '../ops/merge.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
@@ -61,6 +62,13 @@ export interface GatedMlpOptions extends LayerOptions {
   /** The gate's activation, a Hugging Face `ACT2FN` name (default `silu`: SwiGLU). */
   readonly activation?: string;
   readonly className?: string;
+  /**
+   * One rank of tensor parallelism: `intermediate` is then the rank's share. gate/up are
+   * ColwiseParallel (each wraps the replicated input: an all-reduce of its gradient in
+   * backward), down RowwiseParallel (output all-reduced); with `sequence` the input is
+   * all-gathered first and down's output reduce-scattered (see {@link attention}).
+   */
+  readonly tensorParallel?: { readonly size: number; readonly sequence: boolean };
 }
 
 /**
@@ -75,19 +83,24 @@ export interface GatedMlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className'], 'gatedMlp');
+  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className', 'tensorParallel'], 'gatedMlp');
+  const tp = options.tensorParallel;
   const bias = options.bias ?? false;
   const activation = hfActivation(options.activation ?? 'silu', 'act_fn', [options.name ?? 'mlp', 'activation']);
   // Layers made once, not at every trace.
   const gateProj = linear({ out: options.intermediate, bias, name: 'gate_proj' });
   const upProj = linear({ out: options.intermediate, bias, name: 'up_proj' });
   const downProj = linear({ out: options.hidden, bias, name: 'down_proj' });
-  const body = graph((g, [x]) => {
-    const gate = g.apply(gateProj, x!);
+  const body = graph((g, [input]) => {
+    const x = tp?.sequence === true ? g.call(allGatherRule, [input!], { dim: 1, size: tp.size })[0]! : input!;
+    const projected = () => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [x], {})[0]! : x);
+    const gate = g.apply(gateProj, projected());
     const act = g.apply(activation, gate);
-    const up = g.apply(upProj, x!);
+    const up = g.apply(upProj, projected());
     const product = g.call(mulRule, [act, up], {})[0]!;
-    return g.apply(downProj, product);
+    const down = g.apply(downProj, product);
+    if (tp === undefined) return down;
+    return tp.sequence ? g.call(reduceScatterRule, [down], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [down], {})[0]!;
   });
   return Object.freeze({ kind: 'module', className: options.className ?? 'LlamaMLP', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

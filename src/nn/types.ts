@@ -64,6 +64,12 @@ export interface RepeatedBlocks {
   /** The model body the blocks are in (a model whose body is another one is traced whole). */
   readonly body: Layer;
   readonly withCount: (count: number) => ModuleLayer;
+  /**
+   * The model's pipeline stage holding blocks [start, end): the input embedding on the first
+   * stage only, the output head on the last only, the received hidden states as the input of
+   * the others; it returns what feeds the loss (logits) or the next stage (hidden states).
+   */
+  readonly stage?: (start: number, end: number) => ModuleLayer;
 }
 
 /**
@@ -96,6 +102,22 @@ export interface ModelMeta {
   readonly tied: boolean;
   /** Mistral's sliding window: the KV cache keeps at most this many positions. */
   readonly slidingWindow?: number;
+  /**
+   * The tensor parallelism this rank's model was built for (`tensorParallel` of the decoder
+   * builders). The other fields stay the whole model's (the config's); the parameters and
+   * activations the model traces to are the rank's.
+   */
+  readonly tensorParallel?: TensorParallelBuild;
+}
+
+/** What a rank's model records about the tensor parallelism it was built for (plain data). */
+export interface TensorParallelBuild {
+  readonly size: number;
+  readonly rank: number;
+  readonly sequenceParallel: boolean;
+  readonly lossParallel: boolean;
+  /** Whether the LM head shares the embedding's table on the rank (a tied config re-tied after parallelizing). */
+  readonly tied: boolean;
 }
 
 /** `body(x) + x` (or `+=` in place), optionally through a shortcut layer. */

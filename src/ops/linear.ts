@@ -21,6 +21,11 @@ export interface LinearAttrs {
    * dequantises the whole weight to the activations' dtype for each matmul, forward and backward.
    */
   readonly quant?: QuantScheme | 'nf4';
+  /**
+   * Rows (out features) the weight's storage holds when more than `out`: a DTensor shard of an
+   * uneven dimension is a narrowed view of a buffer padded to ⌈n/t⌉ rows (measured, torch 2.13).
+   */
+  readonly storageRows?: number;
 }
 
 /**
@@ -64,7 +69,8 @@ export const linearRule: OpRule<LinearAttrs> = {
       };
     }
     const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
-    const params = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }];
+    const padded = attrs.storageRows !== undefined && attrs.storageRows !== out && !attrs.transposedWeight ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), features], ctx.paramDtype) } : {};
+    const params: OwnedTensor[] = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...padded }];
     if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     return {
       outputs: [tensor([...lead, out], input!.dtype)],

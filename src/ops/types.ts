@@ -32,6 +32,17 @@ export interface OwnedTensor {
   readonly spec: TensorSpec;
   /** Parameter key of an already traced parameter this one is tied to (shared storage). */
   readonly tiedTo?: string;
+  /**
+   * The gradient autograd accumulates for this parameter when it is not the parameter's shape
+   * (a DTensor whose gradient comes out with another placement: the vocab-parallel embedding's
+   * is Replicate, the whole table). Default: the parameter's spec.
+   */
+  readonly gradSpec?: TensorSpec;
+  /**
+   * What the storage behind the tensor holds when it is more than the tensor: a narrowed view
+   * of a padded buffer (DTensor's uneven shards keep ⌈n/t⌉ rows on every rank). Default: the spec.
+   */
+  readonly storageSpec?: TensorSpec;
 }
 
 /**

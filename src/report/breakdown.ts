@@ -1,5 +1,6 @@
 import type { Estimate } from '../estimate.js';
 import { formatDim } from '../sym/format.js';
+import { add } from '../sym/ops.js';
 import type { IR } from '../trace/ir.js';
 import { ljust, pyFixed, pyThousands, rjust } from './pyformat.js';
 import { torchsummaryModules } from './torchsummary.js';
@@ -70,7 +71,11 @@ export function formatBreakdown(result: Estimate): string {
   const root = result.modules[0]!;
   const lines: string[] = [];
   const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
-  const rank = result.parallel === null ? '' : ` · rank ${result.parallel.rank ?? 0} of ${result.parallel.dp} (${result.parallel.engine}${result.parallel.zero !== undefined ? ` ZeRO-${result.parallel.zero}` : ''})`;
+  const plan = result.parallel;
+  const pipeline = plan === null || (plan.pp ?? 1) === 1 ? '' : ` · pipeline stage ${plan.stage ?? 0} of ${plan.pp} (${plan.schedule ?? '1f1b'}${plan.schedule === 'interleaved-1f1b' ? `, ${plan.virtualStages ?? 2} stages per rank` : ''})`;
+  const dataParallel = plan === null || (plan.engine === undefined && plan.dp === 1) ? '' : ` · rank ${plan.rank ?? 0} of ${plan.dp} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
+  const tp = plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '';
+  const rank = tp + pipeline + dataParallel;
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');
   lines.push('What is held');
@@ -83,6 +88,11 @@ export function formatBreakdown(result: Estimate): string {
   if (ir.settings.gradEnabled) {
     lines.push(row('gradients', `${pyThousands(params.trainable)} trainable`, show(bytes.gradients)));
     lines.push(row('optimizer state', result.optimizer === null ? 'none' : result.optimizer.name, show(bytes.optimizer)));
+  }
+  if (result.host !== undefined) {
+    // Offloaded: what the rank keeps in host memory instead (not part of the GPU figures above).
+    const host = result.host;
+    lines.push(row('host memory (offloaded)', '', show(add(add(host.parameters, host.gradients), add(host.optimizer, host.staging)))));
   }
   const at = result.peak;
   lines.push('');

@@ -21,6 +21,8 @@ export interface IRTensor {
   readonly key?: string | undefined;
   /** What a saved-only tensor is (`save_mean`, `mask`, `indices`, `original input`). */
   readonly label?: string | undefined;
+  /** Parameters: the gradient's spec where it is not the parameter's (the op's OwnedTensor.gradSpec). */
+  readonly gradSpec?: TensorSpec | undefined;
 }
 
 /** One allocation: the bytes its first tensor needs. */

@@ -22,8 +22,8 @@ import type { IR, IRModule, IROp, IRStorage, IRTensor, TensorRole, TraceSettings
 /** How to trace: the settings of {@link IR} plus the input and which parameters train. */
 export interface TraceOptions extends TraceSettings {
   readonly inputs: readonly TensorSpec[];
-  /** Whether the inputs themselves need gradients (default false: data). */
-  readonly inputRequiresGrad?: boolean;
+  /** Whether the inputs themselves need gradients (default false: data); per input, or for all. */
+  readonly inputRequiresGrad?: boolean | readonly boolean[];
   /** Whether the parameter with this key trains (default: all). */
   readonly trainable?: (key: string) => boolean;
   /**
@@ -330,8 +330,9 @@ function ownedIds(state: State, list: readonly OwnedTensor[] | undefined, role: 
     checkShape(state, owned.spec);
     // Integer and packed parameters (quantized weights, int8 tables) never get gradients.
     const trainable = role === 'param' && isFloating(owned.spec.dtype) && (options.trainable?.(key) ?? true);
-    const storage = newStorage(state, specBytes(owned.spec), owned.spec.dtype, role, trainable);
+    const storage = newStorage(state, specBytes(owned.storageSpec ?? owned.spec), owned.spec.dtype, role, trainable);
     const id = newTensor(state, owned.spec, storage, role, null, trainable && options.gradEnabled, key, undefined);
+    if (owned.gradSpec !== undefined) state.tensors[id] = { ...state.tensors[id]!, gradSpec: owned.gradSpec };
     if (role === 'param') owner.params.push(id);
     else owner.buffers.push(id);
     ids.set(owned.name, id);
@@ -795,6 +796,7 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
     },
   } as State['context'];
   checkDType(options.paramDtype, ['dtype']);
+  const needsGrad = (i: number) => (typeof options.inputRequiresGrad === 'object' ? options.inputRequiresGrad[i] : options.inputRequiresGrad) ?? false;
   const inputRefs = options.inputs.map((spec, i) => {
     checkDType(spec.dtype, ['input', i]);
     for (const dim of spec.shape) {
@@ -803,7 +805,7 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
       }
     }
     const storage = newStorage(state, specBytes(spec), spec.dtype, 'input');
-    return ref(state, newTensor(state, tensor(spec.shape, spec.dtype), storage, 'input', null, (options.inputRequiresGrad ?? false) && options.gradEnabled, undefined, undefined));
+    return ref(state, newTensor(state, tensor(spec.shape, spec.dtype), storage, 'input', null, needsGrad(i) && options.gradEnabled, undefined, undefined));
   });
   let outputs: TensorRef[];
   if ((model.kind === 'op' && model.className !== null) || model.kind === 'seq' || model.kind === 'branch' || model.kind === 'module') {

@@ -97,7 +97,9 @@ describe('vram-ts command', () => {
     expect(ds.out).toContain('largest layer 136,134,656 (model.embed_tokens)');
     const mg = cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--tp', '2', '--seq', '1024');
     expect(mg.code, mg.err).toBe(0);
-    expect(mg.out).toContain('tensor and pipeline parallelism are not modelled per rank yet');
+    expect(mg.out).toContain('vram-ts, rank 0 (tensor parallel 2 with sequence parallel');
+    expect(cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--pp', '2', '--seq', '256').out).toContain('vram-ts, rank 0 (pipeline stage 0 of 2 (1F1B, 2 micro-batches, DDP)');
+    expect(cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--tp', '2', '--pp', '2', '--seq', '256').out).toContain('not modelled yet');
     for (const [args, flag] of [
       [['compat', 'zero-paper', 'mobilenet_v3_small'], 'model'],
       [['compat', 'zero-paper', 'qwen2.5-0.5b', '--tp', '2'], '--tp'],
@@ -121,6 +123,32 @@ describe('vram-ts command', () => {
     for (const r of ranks) expect((JSON.parse(cli(...args.slice(0, -1), '--rank', String(r.rank), '--format', 'json').out) as { bytes: { optimizer: number } }).bytes.optimizer).toBe(r.optimizer);
     const table = cli(...args);
     expect(table.out).toMatch(/Every rank \(6\):\nrank +peak +parameters +gradients +optimizer\n0 /);
+  });
+
+  it('offloads to host memory (--offload) and runs micro-batches (--micro-batches), refusing what does not apply', () => {
+    const json = (...args: string[]) => {
+      const r = cli('qwen2.5-0.5b', '--seq', '256', '--precision', 'bf16', '--format', 'json', ...args);
+      expect(r.code, r.err).toBe(0);
+      return JSON.parse(r.out) as { bytes: { peak: number; optimizer: number }; host?: { optimizer: number } };
+    };
+    const zero3 = json('--gpus', '8', '--zero', '3');
+    const offloaded = json('--gpus', '8', '--zero', '3', '--offload', 'optimizer');
+    expect(offloaded.bytes.optimizer).toBeLessThan(zero3.bytes.optimizer);
+    expect(offloaded.host!.optimizer).toBeGreaterThan(0);
+    expect(json('--micro-batches', '2').bytes.peak).toBeGreaterThanOrEqual(json().bytes.peak);
+    for (const [args, flag] of [
+      [['--offload', 'optimizer'], '--offload'],
+      [['--gpus', '8', '--zero', '3', '--offload', 'disk'], '--offload'],
+      [['--gpus', '8', '--engine', 'ddp', '--offload', 'optimizer'], 'offload'],
+      [['--stage', '1'], '--stage'],
+      [['--pp', '2'], '--pp'],
+      [['--gpus', '6', '--pp', '4'], '--gpus'],
+      [['--infer', '--micro-batches', '2'], '--micro-batches'],
+    ] as const) {
+      const r = cli('qwen2.5-0.5b', '--seq', '64', ...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toContain(flag);
+    }
   });
 
   it('estimates one rank of N data-parallel GPUs (--gpus, --fsdp, --engine, --rank)', () => {

@@ -348,6 +348,9 @@ describe('help', () => {
         if (flag === '--seq' && command === 'estimate') args = ['gpt2'];
         if (flag === '--seq' && command === 'compat') args = ['compat', 'zero-paper', 'gpt2'];
         if (flag === '--batch' && command === 'fit') args = ['fit', 'gpt2', '--gpu', '8GB', '--solve', 'seq'];
+        // A pipeline's flags need a pipeline (virtual stages: the interleaved schedule's).
+        // GPT-2 is not cut into stages: a Qwen2 is.
+        if (['--stage', '--schedule', '--virtual-stages'].includes(flag)) args = [...args.map((a) => (a === 'gpt2' ? 'qwen2.5-0.5b' : a)), '--gpus', '2', '--pp', '2', '--micro-batches', '2', ...(flag === '--virtual-stages' ? ['--schedule', 'interleaved-1f1b'] : [])];
         const without = cli(...args);
         const withDefault = cli(...args, flag, value);
         expect(without.code, `${command} ${flag}`).toBe(0);

@@ -14,6 +14,8 @@ import type { RankContext, Residency } from './types.js';
  *   po  deepspeed/runtime/zero/parameter_offload.py    cfg deepspeed/runtime/zero/config.py
  *   eng deepspeed/runtime/engine.py                    ru  deepspeed/runtime/utils.py
  *   cc  deepspeed/runtime/comm/coalesced_collectives.py
+ * Offloading (ZeRO-Offload, `offload_optimizer` / `offload_param` with device cpu) is read from the
+ * same files; notes with every rule: /work/notes/offload.md.
  */
 
 /**
@@ -44,6 +46,13 @@ export interface DeepSpeedSettings {
   readonly modelPersistenceThreshold: number;
   /** `sub_group_size`, elements (default 1e9, cfg:175): stage 3's fp32 gradient and optimizer tile. */
   readonly subGroupSize: number;
+  /**
+   * `offload_optimizer: {device: cpu}` (default off): the fp32 master, the optimizer state and the
+   * fp32 gradient partition live on the host, and DeepSpeedCPUAdam / DeepSpeedCPULion steps there.
+   */
+  readonly offloadOptimizer: boolean;
+  /** `offload_param: {device: cpu}` (ZeRO-3 only, default off): the parameters' partitions live on the host between gathers. */
+  readonly offloadParam: boolean;
 }
 
 /** DeepSpeed's defaults for the size knobs (cfg); `overlapComm` defaults to `stage === 3`. */
@@ -60,7 +69,7 @@ export const DEEPSPEED_DEFAULTS = Object.freeze({
 /** The settings with DeepSpeed's defaults for every knob not given. */
 export function deepspeedSettings(stage: 0 | 1 | 2 | 3, shards: number, rank: number, knobs: Partial<Omit<DeepSpeedSettings, 'stage' | 'shards' | 'rank'>> = {}): DeepSpeedSettings {
   const set = Object.fromEntries(Object.entries(knobs).filter(([, v]) => v !== undefined));
-  return { stage, shards, rank, ...DEEPSPEED_DEFAULTS, overlapComm: stage === 3, ...set };
+  return { stage, shards, rank, ...DEEPSPEED_DEFAULTS, overlapComm: stage === 3, offloadOptimizer: false, offloadParam: false, ...set };
 }
 
 const NOT_AVAILABLE = 0;
@@ -101,6 +110,19 @@ const AVAILABLE = 2;
  *   gradient partition (s3:2285), a flatten and fp32 cast per sub-group (s3:2398-2417), and
  *   gathers the persistent parameters again (s3:2566-2572).
  *
+ * - ZeRO-Offload (`offloadOptimizer`, cpu; read, not measured): the fp32 master, the optimizer
+ *   state (DeepSpeedCPUAdam / DeepSpeedCPULion: fp32 exp_avg and exp_avg_sq) and the fp32
+ *   gradient partition live on the host, reported in `host`. Stages 1/2 keep the bit16 flat buffer
+ *   and the IPG buckets on the GPU, add one GPU buffer of the largest parameter (s12:591-593),
+ *   build no grads_in_partition: at the boundary each in-partition slice is normed in fp64 and
+ *   cast to fp32 on the GPU, then copied to the host (s12:1650-1666); the step allocates nothing on
+ *   the GPU. Stage 3 moves the gradient partitions to the host too (s3:740-752): each parameter's
+ *   reduce-scatter partition is copied back to the GPU for the norm and the fp32 cast, one at a
+ *   time (s3:1886-1934). `offloadParam` (stage 3) keeps the parameter partitions on the host
+ *   (s3:926-954, pp:1800-1815): a gather first copies them to the GPU (pp:1330-1333), at world 1
+ *   the copy is the gathered parameter (pp:96-100); persistent parameters stay gathered on the GPU.
+ *   Pinned or not, host buffers never count on the GPU.
+ *
  * Modelled as the steady step (trace complete, the optimizer state existing), the one vram-ts
  * reports; the first step is the generic one (no optimizer state until the step), not ZeRO-3's
  * recording pass. Needs the whole trace (the partitions, buckets and the coordinator's decisions
@@ -112,12 +134,19 @@ export function deepspeed(settings: DeepSpeedSettings): (ctx: RankContext) => Re
     // Partitions, buckets and the coordinator's reuse distance follow each tensor's place in the whole model.
     if (ctx.times !== 1) fail('not-modelled', 'DeepSpeed ZeRO needs the whole trace, not reduced repeated blocks', { path: ['parallel', 'engine'] });
     if (ctx.optimizer === null) fail('bad-option', 'DeepSpeed ZeRO partitions an optimizer: give one (engine.backward asserts an optimizer, eng:3219)', { path: ['optimizer'], expected: 'an optimizer', received: 'null' });
+    // ZeRO-Offload steps with DeepSpeedCPUAdam (Adam/AdamW, eng:2109-2110) or DeepSpeedCPULion (eng:2174-2175); a
+    // client torch optimizer is refused unless zero_force_ds_cpu_optimizer is false (eng:2040-2043).
+    if (settings.offloadOptimizer && !CPU_OPTIMIZERS.includes(ctx.optimizer.name)) fail('not-modelled', `ZeRO-Offload steps on the host with DeepSpeedCPUAdam or DeepSpeedCPULion; ${ctx.optimizer.name} there is not modelled`, { path: ['optimizer'], expected: CPU_OPTIMIZERS.join(' | '), received: ctx.optimizer.name });
     const common = commonOf(ctx);
     return settings.stage === 3 ? stage3(ctx, settings, common) : stage12(ctx, settings, common);
   };
 }
 
+/** The optimizers DeepSpeed has a CPU implementation of (deepspeed/ops: cpu_adam, cpu_lion). */
+const CPU_OPTIMIZERS: readonly string[] = ['adam', 'adamw', 'lion'];
+
 function checkSettings(s: DeepSpeedSettings): void {
+  if (s.offloadParam && s.stage !== 3) fail('bad-option', 'DeepSpeed offloads parameters (offload_param) only under ZeRO-3 (eng:2415 gives stages 1/2 no parameter offload config)', { path: ['parallel', 'offload', 'parameters'], expected: 'zero: 3', received: `zero: ${s.stage}` });
   if (s.stage === 0) fail('not-modelled', 'DeepSpeed without ZeRO (stage 0) runs FP16_Optimizer / BF16_Optimizer (eng:2019, eng:2065-2067), which is not modelled', { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: '0' });
   if (![1, 2, 3].includes(s.stage)) fail('bad-option', 'unknown ZeRO stage', { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: String(s.stage) });
   if (!Number.isSafeInteger(s.shards) || s.shards < 1) fail('bad-option', 'the number of ranks must be an integer >= 1', { path: ['parallel', 'dp'], expected: 'integer >= 1', received: String(s.shards) });
@@ -209,6 +238,12 @@ function flatOptimizer(ctx: RankContext, elements: number, label: string) {
   const state = update.state.filter((s) => s.place === 'device' || ir.settings.device === 'cpu');
   return {
     bytes: state.reduce((total, s) => total + (s.bytes as number), 0),
+    /**
+     * The state of the CPU optimizer ZeRO-Offload steps with instead: DeepSpeedCPUAdam and
+     * DeepSpeedCPULion both make fp32 exp_avg and exp_avg_sq of the partition and keep `step` as a
+     * Python int (ops/adam/cpu_adam.py:145-154, ops/lion/cpu_lion.py:110-119).
+     */
+    hostBytes: 8 * elements,
     allocate: () => state.map((s) => ledger.alloc(s.bytes, 'optimizer')),
     step() {
       if (update.listTemps !== 0) {
@@ -294,6 +329,20 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
   let gip: number | null = null;
   let held: number | null = null;
   let pad: number | null = null;
+  // ZeRO-Offload (cpu_offload, s12:186-191): the master, its fp32 gradient and the optimizer live on
+  // self.device = cpu (s12:238); contiguous_gradients is forced on (s12:260).
+  const offload = settings.offloadOptimizer;
+  // largest_param_numel over the param groups (s12:558-567): temp_grad_buffer_for_gpu_offload, a GPU
+  // buffer in the model dtype kept for the whole run (s12:591-593), and its host twin (s12:585-590).
+  const largestParam = Math.max(0, ...c.order.map(c.n));
+  // Each in-partition parameter's slice of the rank's partition (grad_position's num_elements, s12:1473-1496).
+  const sliceOf = new Map<number, number>();
+  {
+    let k = 0;
+    c.order.forEach((p, i) => {
+      if (layout.inPartition[i]) sliceOf.set(p, layout.slices[k++]!);
+    });
+  }
 
   const freeGrad = (p: number) => {
     const block = gradients.grads.get(p);
@@ -317,6 +366,28 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
     return out;
   };
   const copyInPartition = (q: number, label: string) => {
+    if (offload) {
+      // copy_grads_in_partition with cpu_offload (s12:1650-1666): no grads_in_partition. Between
+      // boundaries the gradient goes to a host accumulation buffer through the persistent GPU
+      // buffer (async_accumulate_grad_in_cpu_via_gpu, s12:1516-1557: in place, no allocation); at
+      // the boundary its slice's norm in fp64 on the GPU (set_norm_for_param_grad_in_gpu,
+      // s12:1575-1588), the slice cast to fp32 on the GPU when the model is 16-bit and copied into
+      // the host fp32 partition, then .grad = None (async_inplace_copy_grad_to_fp32_buffer_from_gpu, s12:1590-1605).
+      if (!boundary()) return;
+      const slice = sliceOf.get(q) ?? 0;
+      if (slice > 0) {
+        const norm = ledger.alloc(8 * slice, 'temporaries');
+        ledger.record('backward', `${label} (ZeRO-Offload gradient norm, fp64)`);
+        ledger.release(norm);
+        if (cast) {
+          const up = ledger.alloc(4 * slice, 'temporaries');
+          ledger.record('backward', `${label} (ZeRO-Offload fp32 gradient to the host)`);
+          ledger.release(up);
+        }
+      }
+      freeGrad(q);
+      return;
+    }
     if (gip === null) {
       gip = ledger.alloc(c.lpBytes(layout.gradPartition), 'gradients');
       ledger.record('backward', `${label} (ZeRO grads_in_partition)`);
@@ -374,6 +445,11 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
     },
     start() {
       ledger.alloc(c.lpBytes(layout.aligned), 'parameters');
+      if (offload) {
+        // The bit16 flat buffer stays on the GPU; the master and the state are on the host (s12:492-507).
+        if (largestParam > 0) ledger.alloc(c.lpBytes(largestParam), 'communication');
+        return { grads: [], state: [] };
+      }
       ledger.alloc(masterBytes, 'optimizer');
       // No gradient outlives a step (the step frees the partition, s12:2372; the epilogue every .grad, s12:2034-2044).
       return { grads: [], state: optimizer.allocate() };
@@ -415,8 +491,9 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
       else later = gip;
       gip = null;
       if (last) {
-        // averaged_gradients: views, and zeros where the partition holds alignment padding (s12:2118-2190).
-        if (layout.pad > 0) pad = ledger.alloc(c.lpBytes(layout.pad), 'gradients');
+        // averaged_gradients: views, and zeros where the partition holds alignment padding (s12:2118-2190);
+        // with cpu_offload the epilogue builds none (s12:935).
+        if (layout.pad > 0 && !offload) pad = ledger.alloc(c.lpBytes(layout.pad), 'gradients');
         ledger.record('backward', label);
       }
       // _release_ipg_buffers, then every .grad set to None (s12:828-835, s12:2034-2044).
@@ -428,6 +505,13 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
       micro += 1;
     },
     step() {
+      if (offload) {
+        // The norm from the per-parameter norms taken in backward (s12:2240-2241, a one-element
+        // tensor), the step on the host (s12:2323-2330), the bit16 partition written in place from
+        // the host buffer (s12:2336-2341), the all-gather in place (ru:1005-1013): nothing new on the GPU.
+        ledger.record('step', 'ZeRO-Offload optimizer step on the host');
+        return;
+      }
       // The norm: one fp64 copy of each gradient slice at a time (s12:2054-2104).
       const largest = Math.max(0, ...layout.slices);
       if (largest > 0) {
@@ -454,11 +538,24 @@ function stage12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resi
       if (fp32 !== null) ledger.release(fp32);
       else dropPartition();
     },
-    optimizerState: () => masterBytes + optimizer.bytes,
+    optimizerState: () => (offload ? 0 : masterBytes + optimizer.bytes),
     resident: () => ({
       parameters: c.lpBytes(layout.aligned) + c.all.filter((p) => !c.trainable(p)).reduce((s, p) => s + (ir.storages[ir.tensors[p]!.storage]!.bytes as number), 0),
-      gradients: c.lpBytes(layout.gradPartition),
+      gradients: offload ? 0 : c.lpBytes(layout.gradPartition),
     }),
+    ...(offload
+      ? {
+          host: () => ({
+            parameters: 0,
+            // The fp32 gradient partition (s12:840-846, kept under cpu_offload: s12:852); with
+            // accumulation a model-dtype buffer per in-partition parameter, whole (s12:1525-1528, s12:1554-1555).
+            gradients: 4 * P + (ctx.microBatches > 1 ? c.lpBytes(layout.gradPartition) : 0),
+            optimizer: masterBytes + optimizer.hostBytes,
+            // param_buffer_of_bit16_for_cpu_offload_groups (s12:497-507), temp_grad_buffer_for_cpu_offload (s12:585-590).
+            staging: c.lpBytes(P) + c.lpBytes(largestParam),
+          }),
+        }
+      : {}),
   };
 }
 
@@ -518,8 +615,13 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
   }
   const subSizes = subGroups.map((g) => g.reduce((s, p) => s + q(p), 0));
   const optimizers = subSizes.map((S, k) => flatOptimizer(ctx, S, `fp32 sub-group ${k}`));
-  // The fp32 master of each sub-group; the bit16 partitions themselves when they are fp32 already (s3:1119-1132).
-  const masterBytes = cast ? subSizes.reduce((s, S) => s + 4 * S, 0) : 0;
+  // ZeRO-Offload: the fp32 master, its gradients and the optimizer state on self.device = cpu (s3:328);
+  // offload_param: the parameters' partitions on the host (s3:926-954, pp:1800-1815).
+  const offloadOptimizer = settings.offloadOptimizer;
+  const offloadParam = settings.offloadParam;
+  // The fp32 master of each sub-group; the bit16 partitions themselves when they are fp32 already and
+  // on the same device (s3:1112-1118), else an fp32 clone: on the host with offload_optimizer (s3:1107-1110).
+  const masterBytes = cast || offloadParam || offloadOptimizer ? subSizes.reduce((s, S) => s + 4 * S, 0) : 0;
   // Persistent parameters: numel ≤ threshold while the total stays under the model threshold, over named_parameters (po:311-329).
   const persistent = new Set<number>();
   let persistentTotal = 0;
@@ -533,7 +635,9 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
   const persistentList = c.all.filter((p) => persistent.has(p));
   // _post_step's all-gather (s3:2570): per parameter a q·N buffer (pp:2024, pp:2112); at world 1 the
   // coalesced call is no gather at all (pp:2001-2003) but a lone parameter goes the sequential way (pp:1716-1717).
-  const persistentBytes = (p: number) => (N > 1 ? paddedBytes(p) : persistentList.length === 1 ? (bytesOf(c.n(p), dtypeOf(p)) as number) : 0);
+  // With offload_param the partition is on the host, so at world 1 the no-gather handle's .to(device) is a copy (pp:63-74).
+  const persistentBytes = (p: number) => (N > 1 ? paddedBytes(p) : persistentList.length === 1 || offloadParam ? (bytesOf(c.n(p), dtypeOf(p)) as number) : 0);
+  const partitionBytes = (p: number) => bytesOf(q(p), dtypeOf(p)) as number;
 
   const identity = (m: number) => ir.modules[m]!.sharedWith ?? m;
   const direct = ir.modules.map((mod) => [...new Set(mod.params)].sort(byId));
@@ -558,10 +662,24 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
   let mostRecent = new Map<number, number>();
   let bucket: number[] = [];
   let elements = 0;
+  let micro = 0;
+  const boundary = () => micro === ctx.microBatches - 1;
 
   const alloc = (bytes: number, category: Category) => ledger.alloc(bytes, category);
+  /**
+   * offload_param: the partitions' host-to-device copies an all-gather makes first
+   * (`ds_tensor.to(device)`: _all_gather_dtype's cat inputs pp:1330-1333, _all_gather_sequential's
+   * input pp:1366-1369, _allgather_params_coalesced's local_tensors pp:2012-2014), live while the
+   * gather's buffers are made.
+   */
+  const hostCopies = (params: readonly number[], phase: 'forward' | 'backward' | 'step', label_: string) => {
+    if (!offloadParam || N === 1 || params.length === 0) return;
+    const block = alloc(params.reduce((s, p) => s + partitionBytes(p), 0), 'communication');
+    ledger.record(phase, `${label_} (ZeRO-3 partitions copied from the host)`);
+    ledger.release(block);
+  };
   /** all_gather_coalesced of NOT_AVAILABLE parameters: one call, per dtype (ppc:582-613, pp:1514-1580). */
-  const gather = (params: readonly number[]) => {
+  const gather = (params: readonly number[], phase: 'forward' | 'backward', label_: string) => {
     const sorted = [...params].sort(byId);
     for (const p of sorted) {
       status.set(p, INFLIGHT);
@@ -571,13 +689,20 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
     const dtypes = [...new Set(sorted.map(dtypeOf))];
     for (const dtype of dtypes) {
       const group = sorted.filter((p) => dtypeOf(p) === dtype);
-      if (N === 1) parts.push({ params: group, flat: null }); // no gather: the partition is the parameter (pp:1531-1532)
+      if (N === 1) {
+        // No gather: the partition is the parameter (pp:1531-1532), unless it lives on the host: then
+        // the no-gather handle's .to(device) is the gathered copy (pp:96-100).
+        if (offloadParam) for (const p of group) data.set(p, alloc(bytesOf(c.n(p), dtype) as number, 'parameters'));
+        parts.push({ params: group, flat: null });
+      }
       else if (group.length === 1) {
         // _all_gather_sequential: the padded buffer is the parameter's storage (pp:1345-1374).
         data.set(group[0]!, alloc(paddedBytes(group[0]!), 'parameters'));
         parts.push({ params: group, flat: null });
       } else parts.push({ params: group, flat: alloc(group.reduce((s, p) => s + paddedBytes(p), 0), 'communication') }); // _all_gather_dtype (pp:1301-1343)
     }
+    // The host partitions' copies exist while the gather's buffers are made; they go when it is launched.
+    hostCopies(sorted, phase, label_);
     const handle: Handle = { parts, refs: sorted.length, complete: false };
     for (const p of sorted) registry.set(p, handle);
   };
@@ -623,7 +748,7 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
     const phase = forward ? 'forward' : 'backward';
     const params = paramsOf(m);
     const missing = params.filter((p) => status.get(p) === NOT_AVAILABLE);
-    if (missing.length > 0) gather(missing);
+    if (missing.length > 0) gather(missing, phase, `${prefix}${label(m)}`);
     if (!forward && !activeBackward.has(identity(m))) activeBackward.set(identity(m), m);
     const done: Handle[] = [];
     let waited = missing.length > 0;
@@ -664,7 +789,7 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
         }
       }
       if (numel > 0) {
-        gather([...batch]);
+        gather([...batch], phase, `${prefix}${label(m)} prefetch`);
         ledger.record(phase, `${prefix}${label(m)} (ZeRO-3 prefetch)`);
       }
     }
@@ -723,6 +848,31 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
     }
     // The padding list goes when reduce_scatter_coalesced returns; each q.grad = None frees a gradient kept whole.
     for (const block of temps.slice(0, -1)) ledger.release(block);
+    if (offloadOptimizer) {
+      // partition_grads (s3:1886-1934) with the gradient partitions on the host: per parameter whose
+      // partition holds real data, a GPU copy of it (grad_buffer.to(device), s3:1904-1917) until the
+      // next parameter's; at the boundary its fp64 norm (_constant_buffered_norm2, s3:1842-1849, in
+      // pieces of 2.5e8) and its fp32 cast copied into the host fp32 gradient (s3:1393-1407), then .grad = None.
+      for (const p of params) {
+        if (q(p) * settings.rank >= c.n(p)) {
+          freeGrad(p);
+          continue;
+        }
+        const copy = alloc(c.lpBytes(q(p)), 'communication');
+        if (boundary()) {
+          const norm = alloc(8 * Math.min(q(p), 250_000_000), 'temporaries');
+          ledger.record('backward', `${label_} (ZeRO-Offload gradient partition norm, fp64)`);
+          ledger.release(norm);
+          if (cast) {
+            const up = alloc(4 * q(p), 'temporaries');
+            ledger.record('backward', `${label_} (ZeRO-Offload fp32 gradient partition to the host)`);
+            ledger.release(up);
+          }
+        } else ledger.record('backward', `${label_} (ZeRO-Offload gradient partition to the host)`);
+        freeGrad(p);
+        ledger.release(copy);
+      }
+    }
     for (const p of params) freeGrad(p);
     if (temps.length > 0) ledger.release(temps[temps.length - 1]!);
     bucket = [];
@@ -751,17 +901,23 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
     start() {
       // lp_param_buffer (s3:918-924), frozen parameters' own partitions (pp:1808), the fp32 master,
       // the persistent IPG bucket (s3:730-735) and gradient partitions (s3:740-752).
-      alloc(c.lpBytes(Q), 'parameters');
-      const frozen = frozenPartitions();
-      if (frozen > 0) alloc(frozen, 'parameters');
-      if (masterBytes > 0) alloc(masterBytes, 'optimizer');
+      // With offload_param the partitions (trainable and frozen) are on the host; with
+      // offload_optimizer the master and the gradient partitions (s3:740-752: device = self.device).
+      if (!offloadParam) {
+        alloc(c.lpBytes(Q), 'parameters');
+        const frozen = frozenPartitions();
+        if (frozen > 0) alloc(frozen, 'parameters');
+      }
+      if (masterBytes > 0 && !offloadOptimizer) alloc(masterBytes, 'optimizer');
       alloc(c.lpBytes(RB), 'communication');
-      alloc(c.lpBytes(Q), 'gradients');
+      if (!offloadOptimizer) alloc(c.lpBytes(Q), 'gradients');
       // Last step's _post_step left the persistent parameters gathered.
       gatherPersistent();
-      return { grads: [], state: optimizers.flatMap((o) => o.allocate()) };
+      return { grads: [], state: offloadOptimizer ? [] : optimizers.flatMap((o) => o.allocate()) };
     },
-    zeroGrad: noop,
+    zeroGrad: () => {
+      micro = 0;
+    },
     beforeForward(op, prefix) {
       if (op.index === 0) resetStep();
       run(forward[op.index]!, true, prefix);
@@ -793,6 +949,7 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
       }
       for (const p of [...gradients.grads.keys()]) freeGrad(p);
       gradients.endBackward();
+      micro += 1;
     },
     step() {
       // _partition_all_parameters: every gathered parameter, the persistent ones too (s3:2609, ppc:537-550).
@@ -806,6 +963,18 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
       for (const p of c.all) {
         active.get(p)!.clear();
         release(p);
+      }
+      if (offloadOptimizer) {
+        // The norm from the per-partition norms taken in backward (s3:2391-2392); no fp32 gradient on
+        // the GPU (_prepare_sub_group, s3:2424-2425); the step on the host; the bit16 partitions
+        // written in place from the fp32 ones (s3:2585-2590).
+        ledger.record('step', 'ZeRO-Offload optimizer step on the host');
+        gatherPersistent();
+        if (persistentList.length > 0) {
+          ledger.record('step', 'ZeRO-3 persistent parameters gathered');
+          hostCopies(persistentList, 'step', 'ZeRO-3 persistent parameters');
+        }
+        return;
       }
       // The norm: one fp64 copy of a gradient partition at a time (s3:2285).
       const largest = Math.max(0, ...c.order.map(q));
@@ -828,13 +997,29 @@ function stage3(ctx: RankContext, settings: DeepSpeedSettings, c: Common): Resid
       });
       // _post_step gathers the persistent parameters again (s3:2566-2572).
       gatherPersistent();
-      if (persistentList.length > 0) ledger.record('step', 'ZeRO-3 persistent parameters gathered');
+      if (persistentList.length > 0) {
+        ledger.record('step', 'ZeRO-3 persistent parameters gathered');
+        hostCopies(persistentList, 'step', 'ZeRO-3 persistent parameters');
+      }
     },
-    optimizerState: () => masterBytes + optimizers.reduce((s, o) => s + o.bytes, 0),
+    optimizerState: () => (offloadOptimizer ? 0 : masterBytes + optimizers.reduce((s, o) => s + o.bytes, 0)),
     resident: () => ({
-      parameters: c.lpBytes(Q) + frozenPartitions() + persistentList.reduce((s, p) => s + persistentBytes(p), 0),
-      gradients: c.lpBytes(Q),
+      parameters: (offloadParam ? 0 : c.lpBytes(Q) + frozenPartitions()) + persistentList.reduce((s, p) => s + persistentBytes(p), 0),
+      gradients: offloadOptimizer ? 0 : c.lpBytes(Q),
     }),
+    ...(offloadOptimizer || offloadParam
+      ? {
+          host: () => ({
+            // fp16_partitioned_groups_flat in host memory (s3:926-951) and the frozen parameters' own partitions (pp:1800-1815).
+            parameters: offloadParam ? c.lpBytes(Q) + frozenPartitions() : 0,
+            // grad_partitions_flat_buffer (s3:740-752) and each sub-group's fp32 gradient (s3:1286-1291).
+            gradients: offloadOptimizer ? c.lpBytes(Q) + 4 * Q : 0,
+            // The fp32 master clone (s3:1107-1110) and the CPU optimizer's state.
+            optimizer: offloadOptimizer ? masterBytes + optimizers.reduce((s, o) => s + o.hostBytes, 0) : 0,
+            staging: 0,
+          }),
+        }
+      : {}),
   };
 }
 

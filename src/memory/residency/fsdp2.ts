@@ -25,6 +25,11 @@ export interface Fsdp2Settings {
   readonly reduceDtype: DType | null;
   /** Micro-batches that reduce-scatter: every one, or the last (`set_requires_gradient_sync(False)` before). */
   readonly gradientSync: 'every' | 'last';
+  /**
+   * `offload_policy=CPUOffloadPolicy()`: sharded parameters, their sharded gradients and the
+   * optimizer state (and step) on the host (default false).
+   */
+  readonly offload?: boolean;
 }
 
 /** A parameter's dim-0 chunking over d ranks, as torch.chunk and FSDP2's padding make it. */
@@ -62,6 +67,15 @@ interface Unit {
  *   gradients go, the reduce-scatter output (a shard) is made — cast to the stored dtype when the
  *   reduce dtype differs — and holds the sharded gradients (added to existing ones under
  *   gradient accumulation); the reduce-scatter input is held until the next reduce.
+ * With `CPUOffloadPolicy` (`_fsdp_api.py:183-196`, read at PyTorch 2.13): the padded
+ * sharded parameters live on the host (`_fsdp_param.py:312-315`, `.cpu()`); each all-gather first
+ * copies every sharded parameter to the GPU in the compute dtype (`all_gather_inputs`,
+ * `_fsdp_param.py:896-900`; no foreach copy-in with offload, `_fsdp_collectives.py:385-393`),
+ * these copies live beside the all-gather output until the copy-in (`foreach_all_gather`,
+ * `_fsdp_collectives.py:337-361`); the reduce-scatter output is copied to the host per parameter
+ * (`.to(cpu)`, `_fsdp_collectives.py:711-743`, unpadded `sharded_size` views) and freed on the GPU
+ * when `foreach_reduce` returns; the sharded gradients, so the optimizer and its state, are on the
+ * host, and the step allocates nothing on the GPU.
  * Read from the sources; not measured (no FSDP2 on PyTorch 1.13).
  */
 export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency {
@@ -82,6 +96,10 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       return tensor(spec.shape.length === 0 ? [mine] : [mine, ...spec.shape.slice(1)], settings.storeDtype(param));
     };
     const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+    const localNumel = (param: number) => {
+      const spec = localSpec(param);
+      return spec.shape.reduce<Dim>((a, b) => mul(a, b), 1);
+    };
     const ownerOfUnit = (unit: Unit) => (unit.params.length === 0 ? -1 : ctx.owner(ir.tensors[unit.params[0]!]!.storage));
     const optimizer = optimizerOver(
       ctx,
@@ -121,9 +139,20 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       unsharded.delete(unit);
     };
     const gatherBlock = (unit: Unit) => ledger.alloc(bytesOf(unit.gathered, gatherDtype(unit)), 'communication');
+    const offload = settings.offload === true;
+    /** CPUOffloadPolicy: the unit's sharded parameters copied to the GPU (compute dtype) before its all-gather output is made. */
+    const hostCopies = (unit: Unit) => (offload ? ledger.alloc(bytesOf(unit.shardNumel, gatherDtype(unit)), 'communication') : null);
+    /** All-gather with the host copies: output made, copied in, then the copies go (`del param_all_gather_inputs`). */
+    const gatherFromHost = (unit: Unit, phase: 'forward' | 'backward', label: string) => {
+      const copies = hostCopies(unit)!;
+      const gather = gatherBlock(unit);
+      ledger.record(phase, `${label} (FSDP sharded parameters copied from the host)`);
+      ledger.release(copies);
+      return gather;
+    };
     const unshardForward = (unit: Unit, label: string) => {
       if (unsharded.has(unit) || unit.params.length === 0) return;
-      const gather = gatherBlock(unit);
+      const gather = offload ? gatherFromHost(unit, 'forward', label) : gatherBlock(unit);
       ledger.record('forward', `${label} (FSDP all-gather)`);
       // wait_for_unshard drops the previous unit's all-gather output before the copy-out, but its
       // local `prev_all_gather_state` keeps it until the function returns, after the copy-out.
@@ -134,7 +163,7 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
     };
     const unshardBackward = (unit: Unit, label: string) => {
       if (unsharded.has(unit) || unit.params.length === 0) return;
-      const gather = prefetched.get(unit) ?? gatherBlock(unit);
+      const gather = prefetched.get(unit) ?? (offload ? gatherFromHost(unit, 'backward', label) : gatherBlock(unit));
       prefetched.delete(unit);
       // wait_for_unshard frees the all-gather output forward left held.
       if (heldGather !== null) ledger.release(heldGather);
@@ -149,7 +178,7 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       backwardStarted.add(unit);
       unshardBackward(unit, label);
       const next = backwardOrder[backwardOrder.indexOf(unit) + 1];
-      if (next !== undefined && !unsharded.has(next) && !prefetched.has(next) && next.params.length > 0) prefetched.set(next, gatherBlock(next));
+      if (next !== undefined && !unsharded.has(next) && !prefetched.has(next) && next.params.length > 0) prefetched.set(next, offload ? gatherFromHost(next, 'backward', `${label} prefetch`) : gatherBlock(next));
     };
     // A unit's post-backward counts for its own block, whichever op's hook runs it.
     const inUnit = (unit: Unit, after: number, run: () => void) => {
@@ -203,6 +232,16 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         unshardedGrads.delete(p);
       }
       const cast = reduceDtype(unit) !== storeDtypeOf(unit);
+      if (offload) {
+        // The output (cast to the stored dtype when needed) is copied to the host; nothing of it stays on the GPU.
+        const output = ledger.alloc(bytesOf(unit.shardNumel, reduceDtype(unit)), 'communication');
+        ledger.record('backward', `${label} (FSDP reduce-scatter)`);
+        const stored = cast ? ledger.alloc(bytesOf(unit.shardNumel, storeDtypeOf(unit)), 'communication') : null;
+        ledger.release(output);
+        if (stored !== null) ledger.release(stored);
+        heldReduce = input;
+        return;
+      }
       let output = ledger.alloc(bytesOf(unit.shardNumel, reduceDtype(unit)), cast ? 'communication' : 'gradients', 1, ownerOfUnit(unit));
       ledger.record('backward', `${label} (FSDP reduce-scatter)`);
       if (cast) {
@@ -220,6 +259,8 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
     return {
       param: noop,
       start() {
+        // CPUOffloadPolicy: the shards, their gradients and the optimizer state are all on the host.
+        if (offload) return { grads: [], state: [] };
         // The sharded parameters, last step's sharded gradients, the optimizer state on the local chunks.
         for (const unit of units) for (const p of unit.params) ledger.alloc(storeBytes(p), 'parameters', 1, ctx.owner(ir.tensors[p]!.storage));
         const grads = units.filter((u) => u.params.some(trainable)).map((unit) => {
@@ -283,9 +324,26 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         heldGather = null;
         for (const unit of [...unsharded.keys()]) reshard(unit);
       },
-      step: optimizer.step,
-      optimizerState: optimizer.optimizerState,
+      // The optimizer steps on the CPU tensors (CPUOffloadPolicy): no GPU temporaries.
+      step: offload ? () => ledger.record('step', 'optimizer step on the host (FSDP2 CPUOffloadPolicy)') : optimizer.step,
+      optimizerState: offload ? () => 0 : optimizer.optimizerState,
+      ...(offload
+        ? {
+            host: () => {
+              const weigh = (bytes: Dim, owner: number) => (owner === 1 && ctx.times !== 1 ? mul(bytes, ctx.times) : bytes);
+              const mine = (p: number) => weigh(bytesOf(localNumel(p), settings.storeDtype(p)), ctx.owner(ir.tensors[p]!.storage));
+              return {
+                parameters: sum(units.flatMap((unit) => unit.params.map((p) => weigh(storeBytes(p), ctx.owner(ir.tensors[p]!.storage))))),
+                // One host tensor per parameter of its unpadded local chunk (the reduce-scatter output's view copied out).
+                gradients: sum(units.flatMap((unit) => unit.params.filter(trainable).map(mine))),
+                optimizer: optimizer.hostState(),
+                staging: 0,
+              };
+            },
+          }
+        : {}),
       resident: () => {
+        if (offload) return { parameters: 0, gradients: 0 };
         const weigh = (bytes: Dim, owner: number) => (owner === 1 && ctx.times !== 1 ? mul(bytes, ctx.times) : bytes);
         return {
           parameters: sum(units.flatMap((unit) => unit.params.map((p) => weigh(storeBytes(p), ctx.owner(ir.tensors[p]!.storage))))),

@@ -4,6 +4,7 @@ import type { IR } from '../../trace/ir.js';
 import { ddp, zeroRedundancyPartition } from './ddp.js';
 import { deepspeed, deepspeedSettings } from './deepspeed.js';
 import { fsdp2 } from './fsdp2.js';
+import { singleDevice } from './single.js';
 import type { RankContext, Residency } from './types.js';
 
 /** The distributed engines vram-ts models per rank. */
@@ -17,9 +18,10 @@ export interface ParallelPlan {
   /**
    * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
    * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
-   * `deepspeed` (ZeRO stages 0-3).
+   * `deepspeed` (ZeRO stages 0-3). Required with more than one data-parallel rank; without it
+   * a rank holds its (pipeline stage's) model alone, as on one GPU.
    */
-  readonly engine: Engine;
+  readonly engine?: Engine;
   /** Data-parallel ranks (GPUs). */
   readonly dp: number;
   /** The rank to estimate (default 0; ranks differ by padding and partitions). */
@@ -64,10 +66,13 @@ export interface ParallelPlan {
     readonly subGroupSize?: number;
   };
   /**
-   * What lives in host memory instead of the GPU: the optimizer (DeepSpeed `offload_optimizer`:
-   * the fp32 master and the optimizer state, the step on the CPU) and the parameters (DeepSpeed
-   * ZeRO-3 `offload_param`; FSDP2's `CPUOffloadPolicy` moves parameters, gradients and the
-   * optimizer state together: give both).
+   * What lives in host memory instead of the GPU (device `cuda` only): the optimizer (DeepSpeed
+   * `offload_optimizer: {device: cpu}` at ZeRO 1-3: the fp32 master, the optimizer state and the
+   * fp32 gradient partition, the step by DeepSpeedCPUAdam / DeepSpeedCPULion, so `adam`, `adamw`
+   * or `lion`) and the parameters (DeepSpeed ZeRO-3 `offload_param: {device: cpu}`; FSDP2's
+   * `CPUOffloadPolicy` moves parameters, gradients and the optimizer state together: give both).
+   * The estimate's `bytes` are then the GPU's figures and `host` the host's. Read from the
+   * engines' sources, not measured. DDP and ZeroRedundancyOptimizer offload nothing.
    */
   readonly offload?: { readonly optimizer?: boolean; readonly parameters?: boolean };
   /** Tensor-parallel size (the model must be built for it: see the decoder's `tensorParallel`). */
@@ -80,6 +85,10 @@ export interface ParallelPlan {
   readonly schedule?: 'gpipe' | '1f1b' | 'interleaved-1f1b';
   /** Model chunks per pipeline rank under `interleaved-1f1b` (default 2). */
   readonly virtualStages?: number;
+  /** Where pipeline stages 1 .. pp·v − 1 begin: a top-level child's name each (default: an even cut). */
+  readonly splits?: readonly string[];
+  /** `schedule.step(return_outputs=...)`: the final stage keeps every micro-batch's output to the next step (default true, torch's). */
+  readonly keepOutputs?: boolean;
   /** Context- and expert-parallel sizes: only 1 is modelled so far. */
   readonly cp?: number;
   readonly ep?: number;
@@ -94,23 +103,76 @@ export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
 
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
 export function checkModelled(plan: ParallelPlan): void {
-  for (const key of ['tp', 'pp', 'cp', 'ep'] as const) {
+  // tp is checked against the model it estimates (checkTensorParallel).
+  for (const key of ['cp', 'ep'] as const) {
     const value = plan[key];
     if (value !== undefined && value !== 1) fail('not-modelled', `${key} > 1 is not modelled yet: vram-ts estimates data-parallel ranks (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO)`, { path: ['parallel', key], expected: '1', received: String(value) });
   }
-  if (plan.offload?.optimizer === true || plan.offload?.parameters === true) fail('not-modelled', 'offloading to host memory is not modelled yet', { path: ['parallel', 'offload'], expected: 'no offload', received: JSON.stringify(plan.offload) });
+  checkOffload(plan);
   // The pipeline's knobs mean nothing without pipeline stages.
   for (const key of ['stage', 'schedule', 'virtualStages'] as const) {
+    if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
+  }
+  if (plan.engine === undefined && plan.dp > 1) fail('bad-option', 'more than one data-parallel rank needs an engine', { path: ['parallel', 'engine'], expected: "'ddp' | 'zero-redundancy' | 'fsdp2' | 'deepspeed'", received: 'undefined' });
+  if ((plan.pp ?? 1) > 1 && plan.dp > 1 && (plan.engine !== 'ddp' || (plan.virtualStages ?? (plan.schedule === 'interleaved-1f1b' ? 2 : 1)) > 1)) {
+    fail('not-modelled', 'pipeline stages are modelled alone or under DDP with one stage per rank so far', { path: ['parallel', 'engine'], expected: "dp 1, or engine 'ddp' with gpipe / 1f1b", received: `${plan.engine ?? 'none'} with ${plan.schedule ?? '1f1b'}` });
+  }
+  for (const key of ['splits', 'keepOutputs'] as const) {
     if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
   }
   const rank = plan.rank ?? 0;
   if (rank >= plan.dp) fail('bad-option', 'the rank must be below the number of ranks', { path: ['parallel', 'rank'], expected: `0 .. ${plan.dp - 1}`, received: String(rank) });
   if (plan.engine !== 'deepspeed') {
-    for (const key of ['zero', 'deepspeed'] as const) if (plan[key] !== undefined) fail('bad-option', `${key} applies to engine 'deepspeed' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine });
+    for (const key of ['zero', 'deepspeed'] as const) if (plan[key] !== undefined) fail('bad-option', `${key} applies to engine 'deepspeed' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine ?? 'no engine' });
     return;
   }
   if (plan.zero === undefined) fail('bad-option', "engine 'deepspeed' needs the ZeRO stage", { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: 'undefined' });
   if (plan.zero === 0) fail('not-modelled', 'DeepSpeed without ZeRO (stage 0: FP16_Optimizer / BF16_Optimizer) is not modelled', { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: '0' });
+}
+
+/** Whether the plan offloads anything to host memory. */
+export function offloads(plan: ParallelPlan): boolean {
+  return plan.offload?.optimizer === true || plan.offload?.parameters === true;
+}
+
+/**
+ * What each engine offloads, as its sources allow (read, not measured): DeepSpeed
+ * `offload_optimizer` at ZeRO 1-3 and `offload_param` at ZeRO-3 only (stages 1/2 take no
+ * parameter offload config: engine.py:2415 passes only `offload_optimizer_config` to
+ * DeepSpeedZeroOptimizer, so DeepSpeed would silently ignore it; here it is an error); FSDP2's
+ * `CPUOffloadPolicy` moves parameters, gradients and optimizer state together (both flags);
+ * DDP and ZeroRedundancyOptimizer offload nothing. Every combination outside these is a VramError
+ * with its path.
+ */
+function checkOffload(plan: ParallelPlan): void {
+  if (!offloads(plan)) return;
+  const given = JSON.stringify(plan.offload);
+  if (plan.engine === 'ddp' || plan.engine === 'zero-redundancy') fail('not-modelled', `${plan.engine === 'ddp' ? 'DistributedDataParallel' : 'ZeroRedundancyOptimizer'} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: given });
+  if (plan.engine === 'fsdp2') {
+    // CPUOffloadPolicy (_fsdp_api.py): parameters, gradients and optimizer state together.
+    for (const key of ['optimizer', 'parameters'] as const) {
+      if (plan.offload?.[key] !== true) fail('bad-option', "FSDP2's CPUOffloadPolicy offloads parameters, gradients and the optimizer state together: give both offload.optimizer and offload.parameters", { path: ['parallel', 'offload', key], expected: 'true', received: String(plan.offload?.[key]) });
+    }
+  }
+  if (plan.engine === 'deepspeed' && plan.offload?.parameters === true && plan.zero !== undefined && plan.zero !== 3) {
+    fail('bad-option', 'DeepSpeed offloads parameters (offload_param) only under ZeRO-3; stages 1/2 ignore it (engine.py:2415)', { path: ['parallel', 'offload', 'parameters'], expected: 'zero: 3, or no parameter offload', received: `zero: ${plan.zero}` });
+  }
+}
+
+/**
+ * `parallel.tp` against the tensor-parallel size the model was built for (`built`, 1 when it
+ * was built whole): equal, or absent (the model is one rank's already), or a VramError at
+ * `['parallel', 'tp']`. Tensor parallelism is a property of the model (its local shapes and
+ * collectives), not of the residency: the data-parallel engine then holds the rank's local
+ * parameters.
+ */
+export function checkTensorParallel(plan: ParallelPlan, built: number): void {
+  if (plan.tp === undefined || plan.tp === built) return;
+  const message =
+    built === 1
+      ? `parallel.tp is ${plan.tp} but the model was built whole: build one rank's model with the decoder's tensorParallel: { size: ${plan.tp} }`
+      : `parallel.tp is ${plan.tp} but the model was built for tensor-parallel size ${built} (its tensorParallel option)`;
+  fail('bad-option', message, { path: ['parallel', 'tp'], expected: String(built), received: String(plan.tp) });
 }
 
 /**
@@ -119,8 +181,20 @@ export function checkModelled(plan: ParallelPlan): void {
  */
 export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
   checkModelled(plan);
+  const make = engineResidency(plan, defaultUnits, storeDtype);
+  if (!offloads(plan)) return make;
+  return (ctx) => {
+    // On a CPU estimate the "device" is host memory already: moving state from CPU to CPU means nothing.
+    if (ctx.ir.settings.device === 'cpu') fail('bad-option', "offloading to host memory needs device 'cuda': on a CPU estimate everything is host memory already", { path: ['parallel', 'offload'], expected: "absent with device 'cpu'", received: JSON.stringify(plan.offload) });
+    return make(ctx);
+  };
+}
+
+function engineResidency(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
   const rank = plan.rank ?? 0;
-  switch (plan.engine) {
+  const engine = plan.engine;
+  if (engine === undefined) return singleDevice;
+  switch (engine) {
     case 'ddp':
       return ddp({ bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' });
     case 'zero-redundancy':
@@ -135,8 +209,9 @@ export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[],
         reshardAfterForward: plan.reshardAfterForward ?? true,
         storeDtype: () => storeDtype,
         reduceDtype: plan.mixedPrecision?.reduce ?? null,
+        offload: offloads(plan),
       });
     case 'deepspeed':
-      return deepspeed(deepspeedSettings(plan.zero!, plan.dp, rank, plan.deepspeed));
+      return deepspeed(deepspeedSettings(plan.zero!, plan.dp, rank, { ...plan.deepspeed, offloadOptimizer: plan.offload?.optimizer === true, offloadParam: plan.offload?.parameters === true }));
   }
 }

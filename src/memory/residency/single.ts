@@ -4,7 +4,7 @@ import { dimKey, type Dim } from '../../sym/expr.js';
 import { mul, sum } from '../../sym/ops.js';
 import type { TensorSpec } from '../../tensor/spec.js';
 import { paramUpdate, type OptimizerSpec, type ParamUpdate } from '../optimizers.js';
-import { tensorBytes } from '../step-plan.js';
+import { gradientBytes, tensorBytes } from '../step-plan.js';
 import type { RankContext, Residency } from './types.js';
 
 /**
@@ -59,11 +59,11 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
         if (!ir.storages[storage]!.trainable) continue;
         const existing = grads.get(param);
         if (existing === undefined) {
-          grads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+          grads.set(param, ledger.alloc(gradientBytes(ir, param), 'gradients'));
           earlier.delete(param);
         } else if (earlier.has(param)) {
-          inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
-        } else accumulations.push([param, existing, ledger.alloc(tensorBytes(ir, param), 'temporaries')]);
+          inPlace.push(ledger.alloc(gradientBytes(ir, param), 'temporaries'));
+        } else accumulations.push([param, existing, ledger.alloc(gradientBytes(ir, param), 'temporaries')]);
       }
       if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
       for (const block of copyGrads) ledger.release(block);
@@ -72,7 +72,7 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
       for (const block of inPlace) ledger.release(block);
       inPlace.length = 0;
       for (const [param, existing, fresh] of accumulations) {
-        const summed = ledger.alloc(tensorBytes(ir, param), 'gradients');
+        const summed = ledger.alloc(gradientBytes(ir, param), 'gradients');
         ledger.record('backward', `${label} (accumulate grad)`);
         ledger.release(existing);
         ledger.release(fresh);
@@ -92,7 +92,7 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
  * Adam's `denom` living into the next tensor's update; foreach's list-wide intermediates), and
  * the bytes of state on the device.
  */
-export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[] } {
+export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[]; readonly hostState: () => Dim } {
   const { ir, ledger, optimizer } = ctx;
   const framework = ir.settings.framework ?? 'torch-2';
   const list: readonly ParamUpdate[] = optimizer === null ? [] : params.map((id) => updateOf(optimizer, specOf(id), framework));
@@ -109,6 +109,8 @@ export function optimizerOver(ctx: RankContext, params: readonly number[], specO
       return blocks;
     },
     optimizerState: () => sum(list.flatMap((update, u) => update.state.filter((s) => onDevice(s.place)).map((s) => weigh(s.bytes, owners[u]!)))),
+    // The whole state in host memory (an optimizer stepping on the CPU: offloading engines).
+    hostState: () => sum(list.flatMap((update, u) => update.state.map((s) => weigh(s.bytes, owners[u]!)))),
     step() {
       if (optimizer === null) return;
       // The list-wide intermediates of the whole model: the interior block's share as many times as it repeats.
@@ -123,8 +125,19 @@ export function optimizerOver(ctx: RankContext, params: readonly number[], specO
       const repeated = ctx.times !== 1;
       for (let u = 0; u < list.length; u += 1) {
         const update = list[u]!;
-        if (update.temps.length === 0) continue;
+        // A gradient with another placement than its DTensor parameter (gradSpec) is
+        // redistributed to the parameter's by each op of the update that reads it: a clone of
+        // the parameter's size, freed with the op; Adam's addcmul_(grad, grad) makes two at once
+        // (measured, torch 2.13 CPU, for-loop).
+        const redistributed = ir.tensors[params[u]!]!.gradSpec !== undefined;
+        if (update.temps.length === 0 && !redistributed) continue;
         if (repeated) ledger.setUnit(owners[u]!);
+        if (redistributed) {
+          const copies = Array.from({ length: optimizer.name === 'adam' || optimizer.name === 'adamw' ? 2 : 1 }, () => ledger.alloc(tensorBytes(ir, params[u]!), 'temporaries'));
+          ledger.record('step', `${optimizer.name} ${ir.tensors[params[u]!]!.key ?? params[u]} (gradient redistributed)`);
+          for (const block of copies) ledger.release(block);
+        }
+        if (update.temps.length === 0) continue;
         const temps = update.temps.map((bytes) => ledger.alloc(bytes, 'temporaries'));
         ledger.record('step', `${optimizer.name} ${ir.tensors[params[u]!]!.key ?? params[u]}`);
         const kept = update.carriesLast ? temps.pop()! : null;
@@ -151,7 +164,7 @@ export function singleDevice(ctx: RankContext): Residency {
     start() {
       // The steady step: last step's gradients and the optimizer state exist before it starts.
       const grads = plan.trainable.map((id) => {
-        const block = ledger.alloc(tensorBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
+        const block = ledger.alloc(gradientBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
         gradients.grads.set(id, block);
         return block;
       });

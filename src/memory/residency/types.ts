@@ -56,4 +56,32 @@ export interface Residency {
   readonly optimizerState: () => Dim;
   /** Bytes of parameters and gradients this device keeps between steps, when not the whole model's (sharding). */
   readonly resident?: () => { readonly parameters: Dim; readonly gradients: Dim };
+  /** With offloading: what the rank keeps in host memory instead (see HostBytes). */
+  readonly host?: () => HostBytes;
+}
+
+/**
+ * What one rank keeps in host (CPU) memory when an engine offloads (`parallel.offload`): the
+ * estimate's `bytes.parameters/gradients/optimizer` are then the GPU-resident figures and these
+ * the host ones. Page-locked (pinned) or not, they are host memory and never count on the GPU.
+ * Read from the engines' sources (DeepSpeed ZeRO-Offload, FSDP2's `CPUOffloadPolicy`), not
+ * measured.
+ *
+ * @example
+ * ```ts
+ * import { estimate, linear, relu, seq } from 'vram-ts';
+ * const mlp = seq(linear({ out: 6 }), relu(), linear({ out: 4 }));
+ * const r = estimate(mlp, { input: [2, 8], parallel: { engine: 'fsdp2', dp: 2, offload: { optimizer: true, parameters: true } } });
+ * console.log(r.bytes.parameters, r.host?.parameters); // 0 164
+ * ```
+ */
+export interface HostBytes<D extends Dim = Dim> {
+  /** Parameter partitions or shards kept on the host (DeepSpeed ZeRO-3 `offload_param`, FSDP2). */
+  readonly parameters: D;
+  /** Gradient partitions or shards on the host (the fp32 gradient partition the CPU optimizer reads, accumulation buffers). */
+  readonly gradients: D;
+  /** The fp32 master partition (DeepSpeed) and the optimizer state the CPU step updates. */
+  readonly optimizer: D;
+  /** The engine's own host staging buffers (DeepSpeed stages 1/2: the bit16 copy-back buffer and the gradient transfer buffer). */
+  readonly staging: D;
 }
