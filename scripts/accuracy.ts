@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { mobilenetV3Small, estimate } from '../src/index.js';
 import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
 import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
+import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
@@ -140,9 +141,10 @@ Not measured yet: anything on CUDA with NCCL (\`tools/measure_distributed.py\` i
 machine and has not run there: this work had none), and what the communication libraries allocate
 outside PyTorch's allocator. One CPU-only effect is modelled as such: PyTorch's CPU \`_chunk_cat\`
 pads a gradient whose first dimension does not divide by the world size into a copy before the
-reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO and tensor, pipeline, context and expert
-parallelism are not measured per rank; their closed forms (the ZeRO paper, DeepSpeed's estimators,
-Megatron's theoretical memory) are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
+reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO (stages 1-3 and its offload) and FSDP2's
+CPU offload are read from their sources and not measured; context and expert parallelism are not
+modelled. The closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory)
+are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
 
 // Pipeline ranks: torch.distributed.pipelining over gloo on CPU.
 const pipelineRows: PipelineComparison[] = loadPipelineFixtures().flatMap(comparePipelineFixture);
@@ -173,6 +175,29 @@ ${pipelineRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)}
 
 Not measured yet: pipelines on CUDA with NCCL (gloo's and NCCL's work objects may hold sent
 tensors differently), and a pipeline stage under a data-parallel engine.`;
+
+// Tensor-parallel ranks: the real transformers 4.40.2 Llama under DTensor TP/SP.
+const tpRows = loadTpFixtures().flatMap((fx) => {
+  const r = estimateTpFixture(fx);
+  const measured = fx.train[fx.case.optimizer]!;
+  const label = `TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
+  const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
+  return [row('parameters (bytes)', measured.paramBytes, r.bytes.parameters), row('gradients', measured.gradBytes, r.bytes.gradients), row('optimizer state', measured.optimizerStateBytes, r.bytes.optimizer), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', measured.livePeakBytes, r.bytes.peak)];
+});
+const tpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/tp_cpu.py\` applies DTensor
+tensor parallelism (\`ColwiseParallel\` on q/k/v/gate/up, \`RowwiseParallel\` on o/down and the
+vocab-parallel embedding, \`SequenceParallel\` norms, \`loss_parallel\`) to the real transformers 4.40.2
+Llama on PyTorch 2.13 and measures rank 0 (or 1) over a training step; transformers 4.40.2's
+attention reads its head counts from the module, so the oracle sets them to the rank's local
+values (what later releases' \`tp_plan\` does). vram-ts builds the rank with
+\`fromHFConfig(config, { tensorParallel })\`. Largest error: ${(Math.max(...tpRows.map((r) => Math.abs(r.error))) * 100).toFixed(3)}%.
+
+| case | layout | figure | PyTorch bytes | vram-ts | error |
+| --- | --- | --- | ---: | ---: | ---: |
+${tpRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+Not measured yet: TP on CUDA with NCCL, TP under a data-parallel engine, and TP inside a
+pipeline stage (not modelled).`;
 
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
@@ -248,6 +273,10 @@ ${rankSection}
 ## One rank of a pipeline
 
 ${pipelineSection}
+
+## One tensor-parallel rank
+
+${tpSection}
 
 ## Pending
 

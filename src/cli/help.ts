@@ -78,6 +78,7 @@ const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel G
   --stage S              which pipeline stage to estimate (default 0)
   --schedule S           ${SCHEDULES.join(', ')} (default 1f1b)
   --virtual-stages V     stages per pipeline rank with interleaved-1f1b (default 2)
+  --no-return-outputs    schedule.step(return_outputs=False): the last stage keeps no outputs
   --micro-batches M      micro-batches per optimizer step (gradient accumulation; a pipeline's
                          micro-batches), each of --batch samples (default 1)
   --fsdp                 the same as --engine fsdp2

@@ -101,6 +101,7 @@ const OPTIONS = {
   stage: { type: 'string' },
   schedule: { type: 'string' },
   'virtual-stages': { type: 'string' },
+  'no-return-outputs': { type: 'boolean' },
   'micro-batches': { type: 'string' },
   offload: { type: 'string' },
   nodes: { type: 'string' },
@@ -158,6 +159,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   stage: ['estimate', 'fit'],
   schedule: ['estimate', 'fit'],
   'virtual-stages': ['estimate', 'fit'],
+  'no-return-outputs': ['estimate', 'fit'],
   'micro-batches': ['estimate', 'fit'],
   offload: ['estimate', 'fit'],
   nodes: ['compat'],
@@ -330,6 +332,7 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
           ...(values.stage !== undefined ? { stage: wholeNumber(values.stage, '--stage', 0, pp - 1) } : {}),
           ...(values.schedule !== undefined ? { schedule: oneOf(values.schedule, '--schedule', SCHEDULES) } : {}),
           ...(values['virtual-stages'] !== undefined ? { virtualStages: count(values, 'virtual-stages', 1) } : {}),
+          ...(values['no-return-outputs'] ? { keepOutputs: false } : {}),
         }
       : {};
   const offload = values.offload === undefined ? {} : { offload: offloadOf(values.offload) };
@@ -426,7 +429,7 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if (values.engine === 'deepspeed' && values.zero === undefined && command !== 'plan') usage('--engine', 'deepspeed needs the ZeRO stage', { expected: '--zero 1, 2 or 3' });
   if (values.zero !== undefined && command !== 'plan' && (values.gpus === undefined || values.gpus === '1')) usage('--zero', 'needs --gpus N (N > 1): ZeRO partitions over data-parallel ranks');
   if (values['all-ranks'] && (values.gpus === undefined || values.gpus === '1')) usage('--all-ranks', 'needs --gpus N (N > 1): one GPU is one rank');
-  for (const flag of ['stage', 'schedule', 'virtual-stages'] as const) if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
+  for (const flag of ['stage', 'schedule', 'virtual-stages', 'no-return-outputs'] as const) if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
   if ((command === 'estimate' || command === 'fit') && values.pp !== undefined && values.gpus === undefined) usage('--pp', 'needs --gpus (pp × the data-parallel ranks of each stage)');
   if ((command === 'estimate' || command === 'fit') && values.tp !== undefined && values.gpus === undefined) usage('--tp', 'needs --gpus (tp × pp × the data-parallel ranks)');
   if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined)) usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');

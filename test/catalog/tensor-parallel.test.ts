@@ -4,8 +4,8 @@
  * SequenceParallel norms, loss_parallel): hand-worked local shapes and counts, the laws TP and
  * SP obey, and the per-layer activations beside Korthikanti et al.'s formula.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import fc from 'fast-check';
+import { estimateTpFixture, loadTpFixtures } from '../helpers/tp-oracle.js';
 import { describe, expect, it } from 'vitest';
 import { chunkRows, estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, localDecoderSizes, sym, VramError, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
 
@@ -291,21 +291,8 @@ describe('per-layer activations beside Korthikanti et al. (eager, bf16, MHA, no 
   });
 });
 
-interface TpFixture {
-  readonly id: string;
-  readonly case: { readonly config: Readonly<Record<string, unknown>>; readonly transformers: string; readonly input: readonly number[]; readonly tp: number; readonly rank: number; readonly sequenceParallel: boolean; readonly lossParallel: boolean; readonly optimizer: 'sgd' | 'adam'; readonly retie?: boolean };
-  readonly params: { readonly whole: number; readonly local: number };
-  readonly savedBytes: number;
-  readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly gradBytes: number; readonly paramBytes: number; readonly optimizerStateBytes: number }>>;
-  readonly paramTable: readonly { readonly name: string; readonly param: readonly number[]; readonly grad: readonly number[] | null }[];
-}
-
 describe('measured: transformers 4.40.2 Llama under DTensor TP/SP on PyTorch 2.13 CPU (test/fixtures/tp-cpu, tools/oracle/tp_cpu.py)', () => {
-  const dir = new URL('../fixtures/tp-cpu/', import.meta.url);
-  const fixtures = readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as TpFixture);
+  const fixtures = loadTpFixtures();
 
   it('has the cases', () => {
     expect(fixtures.map((f) => f.id)).toEqual(['tp1', 'tp2', 'tp2_lp', 'tp2_r1_uneven_vocab', 'tp2_sp', 'tp2_sp_lp', 'tp2_tied_sp', 'tp2_tied_sp_retied', 'tp4_mha_b1', 'tp4_mha_b1_adam', 'tp4_mha_b1_sp']);
@@ -315,9 +302,7 @@ describe('measured: transformers 4.40.2 Llama under DTensor TP/SP on PyTorch 2.1
     it(`${fx.id}: local parameters, gradients and optimizer state exact, saved bytes within 16 B, the step's peak within 0.1%`, () => {
       const c = fx.case;
       const measured = fx.train[c.optimizer]!;
-      const tp = c.tp > 1 ? { tensorParallel: { size: c.tp, rank: c.rank, sequenceParallel: c.sequenceParallel, lossParallel: c.lossParallel, retie: c.retie ?? false } } : {};
-      const model = fromHFConfig(c.config, { transformers: c.transformers, attention: 'eager', useCache: false, ...tp });
-      const r = estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: c.optimizer, timeline: false });
+      const r = estimateTpFixture(fx);
       expect(r.params.total).toBe(fx.params.local);
       expect(num(r.bytes.parameters)).toBe(measured.paramBytes);
       // The vocab-parallel embedding's gradient is Replicate, the whole [V, h] on every rank,
