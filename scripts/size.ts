@@ -11,8 +11,9 @@ import { build } from 'esbuild';
 // compact programs replayed in closed form) and symbolic peaks in vector form (0.3). 42.6 KB
 // with the per-rank engines estimate runs (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO
 // with ZeRO-3's parameter coordinator: 9 KB of it), which a sync `estimate(model, { parallel })`
-// cannot load on demand.
-const BUDGET = 46 * 1024;
+// cannot load on demand. 48.2 KB with pipeline ranks (the schedules, the stage cutter and the
+// runner), tensor-parallel collectives in the ops and offloading, all reached by estimate.
+const BUDGET = 50 * 1024;
 const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {
