@@ -17,7 +17,15 @@ export default defineConfig([
     sourcemap: true,
     target: 'node18',
     platform: 'node',
-    // The CLI imports the library through the package's own entry, not a second copy.
-    external: ['vram-ts'],
+    // The CLI imports the library (src/cli/*.ts import '../index.js') from the package's own
+    // built entry, dist/index.js, instead of bundling a second copy of it.
+    esbuildPlugins: [
+      {
+        name: 'library-entry',
+        setup(build) {
+          build.onResolve({ filter: /^\.\.\/index\.js$/ }, (args) => (/[\\/]src[\\/]cli$/.test(args.resolveDir) ? { path: './index.js', external: true } : undefined));
+        },
+      },
+    ],
   },
 ]);

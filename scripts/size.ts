@@ -1,7 +1,8 @@
 /**
  * `npm run size`: the minified + gzipped size of the core ESM bundle (what an app that
  * estimates and solves pulls in: estimate, fits/maxFitting, symbols and the layer builders),
- * and of the whole package for information. Fails when the core passes its budget.
+ * of the CLI's own code (it imports the library's entry), and of the whole package for
+ * information. Fails when the core or the CLI passes its budget.
  */
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
@@ -30,11 +31,20 @@ async function gzipped(exports: string): Promise<number> {
 }
 
 const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv2d, bn, linear, relu, hardswish, residual, branch, module');
+// The CLI on top of the library: dist/cli.js imports dist/index.js, so this is its own code only.
+const CLI_BUDGET = 24 * 1024;
+const cliBuild = await build({ entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname], bundle: false, minify: true, format: 'esm', platform: 'node', write: false, logLevel: 'error' });
+const cli = gzipSync(cliBuild.outputFiles[0]!.contents, { level: 9 }).length;
 const full = await gzipped('*');
 const kb = (n: number) => `${(n / 1024).toFixed(2)} KB`;
 console.log(`core ESM bundle (minified + gzip): ${kb(core)} (budget ${kb(BUDGET)})`);
 console.log(`whole package (minified + gzip): ${kb(full)} (reports, catalogs, charts included)`);
+console.log(`CLI on top of it (minified + gzip): ${kb(cli)} (budget ${kb(CLI_BUDGET)})`);
 if (core > BUDGET) {
   console.error('core bundle is over budget');
+  process.exitCode = 1;
+}
+if (cli > CLI_BUDGET) {
+  console.error('the CLI is over budget (does it bundle the library again?)');
   process.exitCode = 1;
 }
