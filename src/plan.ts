@@ -27,6 +27,14 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
    * one pipeline, is DDP (the one modelled around pipeline stages).
    */
   readonly pipelines?: readonly number[];
+  /**
+   * Tensor-parallel sizes to try, with the model built as one rank of each (`size` 1: the
+   * model itself), e.g. `(size) => fromHFConfig(config, { tensorParallel: { size } })`. A TP
+   * layout runs without pipeline stages and, across its replicas, without a data-parallel engine
+   * (DDP, FSDP2 and ZeRO size a TP embedding's gradient at the shard: not exact), so its replicas
+   * are only counted when `dp` is 1.
+   */
+  readonly tensorParallel?: { readonly sizes: readonly number[]; readonly model: (size: number) => Layer };
   /** DeepSpeed: try only this ZeRO stage (default 1, 2 and 3). */
   readonly zero?: 1 | 2 | 3;
   /** A checkpointing plan to try besides none (e.g. every decoder layer). */
@@ -40,8 +48,10 @@ export interface Layout {
   /** DeepSpeed's ZeRO stage (null for the other engines). */
   readonly zero: 1 | 2 | 3 | null;
   readonly dp: number;
-  /** Pipeline stages (1: none); the layout uses dp · pp GPUs. */
+  /** Pipeline stages (1: none). */
   readonly pp: number;
+  /** Tensor-parallel ranks per model replica (1: none); the layout uses dp · tp · pp GPUs. */
+  readonly tp: number;
   /** Samples per forward on one rank (0: not even one fits). */
   readonly microBatch: number;
   /** Micro-batches per optimizer step (gradient accumulation). */
@@ -69,7 +79,7 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * checkpointing choice, the
  * largest micro-batch dividing the rank's share whose step fits on every rank (each rank's exact
  * peak, gradient accumulation included); with `pipelines`, each pipeline size too (1F1B, every
- * stage's peak). Tensor parallelism is not searched.
+ * stage's peak); with `tensorParallel`, each tensor-parallel size (the model built as one rank).
  *
  * @example
  * ```ts
@@ -80,7 +90,7 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], checkpoint, ...rest } = options;
+  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, checkpoint, ...rest } = options;
   pipelines.forEach((pp, i) => {
     if (!Number.isSafeInteger(pp) || pp < 1) fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
   });
@@ -99,12 +109,15 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
       const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => e === 'ddp') : engines;
       for (const engine of dpEngines) {
         for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
-          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, tp: 1, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
         }
       }
     }
   }
-  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp * a.pp - b.dp * b.pp || a.accumulation - b.accumulation || a.peak - b.peak);
+  for (const tp of [...new Set(tensorParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus).sort((a, b) => a - b)) {
+    for (const checkpointing of choices) layouts.push(bestLayout(tensorParallel!.model(tp), { ...rest, sample, share: globalBatch, dp: 1, pp: 1, tp, engine: 'single', zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+  }
+  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp * a.pp * a.tp - b.dp * b.pp * b.tp || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
 }
 
@@ -114,6 +127,7 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
   readonly share: number;
   readonly dp: number;
   readonly pp: number;
+  readonly tp: number;
   readonly engine: Engine | 'single';
   readonly zero: 1 | 2 | 3 | null;
   readonly gpu: string | number;
@@ -122,13 +136,14 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
 
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
-  const { sample, share, dp, pp, engine, zero, gpu, budget, ...estimateOnly } = trial;
+  const { sample, share, dp, pp, tp, engine, zero, gpu, budget, ...estimateOnly } = trial;
   const pipeline = pp > 1 ? { pp } : {};
-  const parallel = engine === 'single' && pp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(zero !== null ? { zero } : {}) } };
+  const parallel = engine === 'single' && pp === 1 && tp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(tp > 1 ? { tp } : {}), ...(zero !== null ? { zero } : {}) } };
   const checkpointing = trial.checkpoint !== undefined;
   const stepPeak = (micro: number) => {
     const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
     const peaks = engine === 'single' && pp === 1 ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
+    // A TP rank's model is rank 0's; the others differ only by the vocabulary's padding.
     const peak = Math.max(...peaks);
     return { peak, rank: peaks.indexOf(peak) };
   };
@@ -139,8 +154,8 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   for (let micro = largest; micro >= 1; micro -= 1) {
     if (share % micro !== 0 || share / micro < pp) continue;
     const { peak, rank } = stepPeak(micro);
-    if (peak <= budget) return { engine, zero, dp, pp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+    if (peak <= budget) return { engine, zero, dp, pp, tp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
   // Not even one sample per forward: the one-sample step's peak says by how much.
-  return { engine, zero, dp, pp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+  return { engine, zero, dp, pp, tp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
 }

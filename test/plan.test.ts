@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimateRanks, estimate, memoryBudget, plan, type Layout } from '../src/index.js';
+import { estimateRanks, estimate, fromHFConfig, memoryBudget, plan, type Layout } from '../src/index.js';
 import { seqFromSpecs } from './helpers/layer-spec.js';
 
 const model = seqFromSpecs([['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 10 }]]);
@@ -55,6 +55,17 @@ describe('plan', () => {
     expect(third.layouts.map((l) => `${l.dp} ${l.engine} ${l.zero}`)).toEqual(['1 single null', '2 deepspeed 3']);
     // By default every engine is tried, DeepSpeed's three stages among them.
     expect(plan(model, { sample, globalBatch: 2, gpu: '1GB', gpus: 2, optimizer: 'adam' }).layouts.filter((l) => l.dp === 2).map((l) => `${l.engine}${l.zero ?? ''}`)).toEqual(['fsdp2', 'zero-redundancy', 'ddp', 'deepspeed1', 'deepspeed2', 'deepspeed3']);
+  });
+
+  it('tries tensor parallelism with the model built as one rank of each size', () => {
+    const config = { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 };
+    const build = (size: number) => fromHFConfig(config, size > 1 ? { tensorParallel: { size } } : {});
+    const r = plan(build(1), { sample: [64], globalBatch: 4, gpu: '4MB', gpus: 2, optimizer: 'adam', engines: ['ddp'], tensorParallel: { sizes: [1, 2], model: build } });
+    const tp = r.layouts.filter((l) => l.tp === 2);
+    expect(tp.map((l) => [l.dp, l.pp, l.engine])).toEqual([[1, 1, 'single']]);
+    const layout = tp[0]!;
+    const micro = layout.fits ? layout.microBatch : 1;
+    expect(layout.peak).toBe(estimate(build(2), { input: [micro, 64], optimizer: 'adam', microBatches: 4 / micro, timeline: false, parallel: { dp: 1, tp: 2 } }).bytes.peak);
   });
 
   it('bad job sizes are errors with their path', () => {
