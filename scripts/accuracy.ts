@@ -5,10 +5,11 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { mobilenetV3Small, estimate } from '../src/index.js';
+import { HF_MODEL_TYPES, mobilenetV3Small, estimate } from '../src/index.js';
 import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
 import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
 import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
+import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
@@ -57,6 +58,7 @@ const hfSections = loadHFFixtures().map(({ release, fixtures: measured }) => {
     hfRows.push(...compareFixture(fixture, built.layer).comparisons);
   }
   const env = (measured[0] as unknown as { env?: { torch?: string } } | undefined)?.env;
+  const framework = env?.torch?.startsWith('1.') === false ? 'torch-2' : 'torch-1.13';
   return {
     release,
     rows: hfRows,
@@ -66,7 +68,7 @@ ${measured.length} cases built by the real, unmodified modeling code of transfor
 (\`AutoModelForCausalLM.from_config\`, eager attention, random weights) on PyTorch ${env?.torch ?? '?'} CPU, fp32, one thread,
 measured by \`tools/oracle/oracle.py\` (cases in \`tools/oracle/cases/hf-${release}.json\`, fixtures in
 \`test/fixtures/hf-${release}/\`), next to \`fromHFConfig(config, { transformers: '${release}', attention: 'eager' })\` with
-\`device: 'cpu', framework: 'torch-1.13'\`. Training runs \`model(ids, labels=ids)\` with the config's \`use_cache\` (true),
+\`device: 'cpu', framework: '${framework}'\` (mixture-of-experts cases with the routing the real forward took, recorded by the oracle). Training runs \`model(ids, labels=ids)\` with the config's \`use_cache\` (true),
 then backward and the optimizer; inference is a no-grad forward with the config's \`use_cache\` and again with \`use_cache=False\`.
 
 | category | figure | rows | mean error | max error | tolerance | all within |
@@ -79,6 +81,17 @@ ${hfRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | 
   };
 });
 const hfText = hfSections.length === 0 ? 'No real-code fixtures are committed.' : hfSections.map((section) => section.text).join('\n\n');
+// Which model families the real code measured, release by release (every family fromHFConfig reads).
+const familiesMeasured = new Map<string, Set<string>>();
+for (const { release, fixtures: measured } of loadHFFixtures()) {
+  for (const fixture of measured) {
+    const type = String((fixture.case as { config?: { model_type?: unknown } }).config?.model_type ?? '?');
+    familiesMeasured.set(type, (familiesMeasured.get(type) ?? new Set()).add(release));
+  }
+}
+const familyTable = `| model_type | measured on the real code (transformers release, CPU fp32) |
+| --- | --- |
+${[...HF_MODEL_TYPES].sort().map((family) => `| ${family} | ${familiesMeasured.has(family) ? [...familiesMeasured.get(family)!].sort().join(', ') : family === 'gemma3' ? 'its text_config is read as gemma3_text' : 'read only (no real-code case)'} |`).join('\n')}`;
 
 // The same cases on a CUDA GPU with PyTorch 2.x (tools/measure_cuda.py), when committed.
 const cudaFixtures = loadCudaFixtures();
@@ -141,7 +154,7 @@ Not measured yet: anything on CUDA with NCCL (\`tools/measure_distributed.py\` i
 machine and has not run there: this work had none), and what the communication libraries allocate
 outside PyTorch's allocator. One CPU-only effect is modelled as such: PyTorch's CPU \`_chunk_cat\`
 pads a gradient whose first dimension does not divide by the world size into a copy before the
-reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO (stages 1-3 and its offload) and FSDP2's
+reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO is measured below; its offload and FSDP2's
 CPU offload are read from their sources and not measured; context and expert parallelism are not
 modelled. The closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory)
 are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
@@ -175,6 +188,38 @@ ${pipelineRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)}
 
 Not measured yet: pipelines on CUDA with NCCL (gloo's and NCCL's work objects may hold sent
 tensors differently), and a pipeline stage under a data-parallel engine.`;
+
+// DeepSpeed ZeRO itself over gloo on CPU.
+const deepspeedRows: DeepSpeedComparison[] = loadDeepSpeedFixtures().flatMap(compareDeepSpeedFixture);
+const deepspeedGroups = new Map<string, DeepSpeedComparison[]>();
+for (const r of deepspeedRows) {
+  const key = `ZeRO-${r.stage} | ${r.figure}`;
+  deepspeedGroups.set(key, [...(deepspeedGroups.get(key) ?? []), r]);
+}
+const deepspeedSummary = [...deepspeedGroups].map(([key, group]) => {
+  const errors = group.map((r) => Math.abs(r.error));
+  const within = group.every((r) => Math.abs(r.error) <= deepspeedTolerance(r));
+  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(deepspeedTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+});
+const deepspeedSection = `Measured on a CPU with real process groups: \`tools/oracle/deepspeed_cpu.py\` runs DeepSpeed's own
+ZeRO optimizers (the source at edaa7221, \`DS_ACCELERATOR=cpu\`, one gloo process per rank, torch's
+Adam/AdamW as the client optimizer) on PyTorch 2.13 over stages 1-3, 2 and 4 ranks, fp32 and bf16,
+default and small reduce buckets, \`overlap_comm\`, gradient accumulation, persistence thresholds,
+and a real transformers 4.40.2 Llama under ZeRO-3 (what it patches to run, and why it changes no
+allocation: each fixture's \`adjustments\`). The peak compared leaves out the full-size copies gloo
+makes inside its collectives (\`livePeakWithoutBackendTempsBytes\`; NCCL makes none); the
+offload cases are not tabled, since on a CPU the host and the device are one memory.
+
+| stage | figure | rows | mean error | max error | tolerance | all within |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+${deepspeedSummary.join('\n')}
+
+| case | rank | figure | DeepSpeed bytes | vram-ts | error |
+| --- | ---: | --- | ---: | ---: | ---: |
+${deepspeedRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+Not measured yet: DeepSpeed on CUDA (its streams, NCCL, the caching allocator's rounding), the
+offload split between GPU and host, DeepSpeed's compiled CPU Adam.`;
 
 // Tensor-parallel ranks: the real transformers 4.40.2 Llama under DTensor TP/SP.
 const tpRows = loadTpFixtures().flatMap((fx) => {
@@ -248,6 +293,10 @@ the next section.
 
 ## Real Hugging Face transformers, release by release
 
+Every family \`fromHFConfig\` reads, and where the real code measured it:
+
+${familyTable}
+
 ${hfText}
 
 ## The seed's question: what torchsummary says and what PyTorch keeps
@@ -269,6 +318,10 @@ ${cudaSection}
 ## One rank of a data-parallel job
 
 ${rankSection}
+
+## One rank of DeepSpeed ZeRO
+
+${deepspeedSection}
 
 ## One rank of a pipeline
 

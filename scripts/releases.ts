@@ -34,7 +34,8 @@ read and are refused). Releases read or measured file by file: ${TRANSFORMERS_RE
 4.56 the ranges follow upstream's release branch points, so a patch release that back-ported a
 change could differ.
 
-Measured on the real code (docs/accuracy.md): **4.40.2** on PyTorch 1.13 CPU (every rule's 4.40 variant).
+Measured on the real code (docs/accuracy.md): **4.40.2** on PyTorch 1.13 CPU (every rule's 4.40 variant),
+and **5.18.0** on PyTorch 2.13 CPU for the families of issue 13 (Qwen3, Gemma 1-3, Phi-3: their 5.17 variants).
 The other variants are read from the source only until a GPU session measures them (PyTorch 2 is needed
 for releases after 4.4x).
 

@@ -8,6 +8,7 @@ import type { DType } from '../tensor/dtype.js';
 import { gpt2Model } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules, type HFRules } from './transformers.js';
+import { MOE_FAMILIES, moeConfigModel } from './moe.js';
 import type { TensorParallelOptions } from './tensor-parallel.js';
 
 /** A Hugging Face `config.json` object. */
@@ -23,13 +24,22 @@ export interface HFConfigOptions extends DecoderOptions {
   readonly dtype?: DType;
 }
 
-const FAMILIES = ['llama', 'qwen2', 'mistral', 'gpt2'] as const;
+const FAMILIES = ['llama', 'qwen2', 'mistral', 'gpt2', 'qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'] as const;
+
+/** The Llama variations (catalog/llama.ts builds them from the options of {@link LlamaShape}). */
+type Variant = 'qwen3' | 'gemma' | 'gemma2' | 'gemma3_text' | 'phi3';
 
 /** Values the config classes give fields a config.json leaves out (transformers 4.40 – 4.56, configuration_*.py). */
 const DEFAULTS: Readonly<Record<(typeof FAMILIES)[number], Readonly<Record<string, unknown>>>> = {
   llama: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, hidden_act: 'silu', max_position_embeddings: 2048, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, mlp_bias: false, head_dim: null },
   mistral: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, hidden_act: 'silu', max_position_embeddings: 4096 * 32, use_cache: true, tie_word_embeddings: false, sliding_window: 4096, attention_dropout: 0, head_dim: null },
   qwen2: { vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, use_sliding_window: false, sliding_window: 4096, max_window_layers: 28, attention_dropout: 0 },
+  // transformers 5.18 configuration_*.py (GemmaConfig's are 4.40.2's too; there hidden_activation None means gelu_pytorch_tanh).
+  qwen3: { vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, head_dim: 128, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, attention_bias: false, use_sliding_window: false, sliding_window: 4096, max_window_layers: 28, layer_types: null, attention_dropout: 0 },
+  gemma: { vocab_size: 256000, hidden_size: 3072, intermediate_size: 24576, num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 16, head_dim: 256, hidden_act: 'gelu_pytorch_tanh', hidden_activation: null, max_position_embeddings: 8192, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0 },
+  gemma2: { vocab_size: 256000, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 8192, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0, query_pre_attn_scalar: 256, sliding_window: 4096, layer_types: null, final_logit_softcapping: 30.0, attn_logit_softcapping: 50.0 },
+  gemma3_text: { vocab_size: 262208, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 131072, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0, query_pre_attn_scalar: 256, sliding_window: 4096, sliding_window_pattern: 6, layer_types: null, final_logit_softcapping: null, attn_logit_softcapping: null, use_bidirectional_attention: false },
+  phi3: { vocab_size: 32064, hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, head_dim: null, resid_pdrop: 0, attention_dropout: 0, hidden_act: 'silu', max_position_embeddings: 4096, use_cache: true, tie_word_embeddings: false, sliding_window: null, partial_rotary_factor: 1.0 },
   gpt2: { vocab_size: 50257, n_positions: 1024, n_embd: 768, n_layer: 12, n_head: 12, n_inner: null, activation_function: 'gelu_new', resid_pdrop: 0.1, embd_pdrop: 0.1, attn_pdrop: 0.1, use_cache: true, tie_word_embeddings: true },
 };
 
@@ -100,7 +110,21 @@ class Reader {
 }
 
 /** The class transformers builds for each family's causal LM. */
-const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gpt2: 'GPT2LMHeadModel' };
+const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gpt2: 'GPT2LMHeadModel', qwen3: 'Qwen3ForCausalLM', gemma: 'GemmaForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3_text: 'Gemma3ForCausalLM', phi3: 'Phi3ForCausalLM' };
+
+/**
+ * Every `model_type` {@link fromHFConfig} reads (and `gemma3`, whose `text_config` it reads).
+ *
+ * @example
+ * ```ts
+ * import { HF_MODEL_TYPES } from 'vram-ts';
+ * console.log(HF_MODEL_TYPES.includes('mixtral')); // true
+ * ```
+ */
+export const HF_MODEL_TYPES: readonly string[] = Object.freeze([...FAMILIES, ...MOE_FAMILIES, 'gemma3']);
+
+/** The text decoder's model_type a multimodal config's `text_config` has when it names none. */
+const TEXT_CONFIG_TYPE: Readonly<Record<string, string>> = { gemma3: 'gemma3_text' };
 
 /**
  * Fields that would change the architecture vram-ts builds are honoured or refused, never
@@ -108,10 +132,10 @@ const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 
  */
 function architecture(config: HFConfig, family: (typeof FAMILIES)[number], issues: VramIssue[]): void {
   for (const field of ['num_local_experts', 'num_experts', 'n_routed_experts']) {
-    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a mixture-of-experts config: its experts are not modelled (model_type mixtral, qwen2_moe, deepseek are not supported yet)', expected: 'a dense llama, qwen2, mistral or gpt2 config', received: JSON.stringify(config[field]) });
+    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: `experts in a dense ${family} config: a mixture of experts is read from its own model_type (${MOE_FAMILIES.join(', ')})`, expected: `a dense ${family} config`, received: JSON.stringify(config[field]) });
   }
   for (const field of ['vision_config', 'text_config', 'audio_config']) {
-    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a multimodal config: only decoder-only text models are read', expected: 'a llama, qwen2, mistral or gpt2 config', received: 'an object' });
+    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a multimodal config: only its text decoder is read, from a model_type whose text_config is one (gemma3)', expected: `a text-only ${family} config`, received: 'an object' });
   }
   const classes = config.architectures;
   if (classes === undefined || classes === null) return;
@@ -196,6 +220,108 @@ function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issue
   }
 }
 
+/** A soft-capping value: a positive number, or null (none). */
+function softcap(r: Reader, field: string): number | undefined {
+  const value = r.value(field);
+  if (value === null || value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) r.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a positive number or null`, expected: 'number > 0 | null', received: JSON.stringify(value) });
+  return typeof value === 'number' ? value : undefined;
+}
+
+/**
+ * Per layer, the window of a sliding layer or null: `layer_types` when given, else the config
+ * class's pattern (Gemma 2: every other layer from the first; Gemma 3: all but every
+ * `sliding_window_pattern`-th; Qwen3: layers from `max_window_layers` on with
+ * `use_sliding_window`).
+ */
+function layerWindows(family: Variant, r: Reader, layers: number, window: number | null): (number | null)[] | undefined {
+  const types = r.value('layer_types');
+  if (types !== null && types !== undefined) {
+    if (!Array.isArray(types) || types.length !== layers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {
+      r.issues.push({ path: ['layer_types'], code: 'bad-config', message: 'layer_types must list sliding_attention or full_attention for every layer', expected: `${layers} of sliding_attention | full_attention`, received: JSON.stringify(types) });
+      return undefined;
+    }
+    if (types.includes('sliding_attention') && window === null) r.issues.push({ path: ['sliding_window'], code: 'bad-config', message: 'sliding_attention layers need a sliding_window', expected: 'integer >= 1', received: 'null' });
+    return types.map((t) => (t === 'sliding_attention' ? window : null));
+  }
+  if (family === 'gemma2') return Array.from({ length: layers }, (_, i) => ((i + 1) % 2 !== 0 ? window : null));
+  if (family === 'gemma3_text') {
+    const pattern = r.integer('sliding_window_pattern');
+    return Array.from({ length: layers }, (_, i) => ((i + 1) % pattern !== 0 ? window : null));
+  }
+  if (family === 'qwen3' && window !== null) {
+    const from = r.integer('max_window_layers', 0);
+    return Array.from({ length: layers }, (_, i) => (i >= from ? window : null));
+  }
+  return undefined;
+}
+
+/** Qwen3, Gemma 1-3 and Phi-3 as variations of Llama (modeling_<family>.py of the releases read; see FamilyRules). */
+function variantShape(family: Variant, r: Reader, rules: HFRules): LlamaShape {
+  const hidden = r.integer('hidden_size');
+  const heads = r.integer('num_attention_heads');
+  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
+  // Every one reads head_dim (Phi-3 with getattr(config, "head_dim", hidden // heads)).
+  const headDim = r.optionalInteger('head_dim') ?? hidden / heads;
+  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
+  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+  const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
+  const gemma = family === 'gemma' || family === 'gemma2' || family === 'gemma3_text';
+  const bias = family === 'phi3' ? false : r.flag('attention_bias');
+  // Gemma 4.x: ACT2FN[hidden_activation or gelu_pytorch_tanh]; 5.x: hidden_act. Gemma 2/3: hidden_activation.
+  const activation =
+    family === 'gemma' ? (rules.release.startsWith('4.') ? (r.value('hidden_activation') === null ? 'gelu_pytorch_tanh' : r.activation('hidden_activation')) : r.activation('hidden_act')) : gemma ? r.activation('hidden_activation') : r.activation('hidden_act');
+  // Qwen3: sliding_window only with use_sliding_window; Gemma 3 with bidirectional attention halves it.
+  let window = family === 'qwen3' && !r.flag('use_sliding_window') ? null : family === 'gemma' ? null : r.optionalInteger('sliding_window');
+  if (family === 'gemma3_text' && window !== null && r.flag('use_bidirectional_attention')) window = Math.floor(window / 2) + 1;
+  const windows = family === 'phi3' || family === 'gemma' ? undefined : layerWindows(family, r, layers, window);
+  const factor = family === 'phi3' ? partialRotary(r) : 1;
+  const rotaryDim = Math.floor(headDim * factor);
+  if (family === 'phi3' && (rotaryDim < 2 || rotaryDim % 2 !== 0)) r.issues.push({ path: ['partial_rotary_factor'], code: 'bad-config', message: 'head_dim × partial_rotary_factor must be an even number of at least 2', expected: 'a factor giving an even rotary width', received: String(factor) });
+  const attnSoftcap = family === 'gemma2' || family === 'gemma3_text' ? softcap(r, 'attn_logit_softcapping') : undefined;
+  const finalSoftcap = family === 'gemma2' || family === 'gemma3_text' ? softcap(r, 'final_logit_softcapping') : undefined;
+  if (family === 'gemma2' || family === 'gemma3_text') r.integer('query_pre_attn_scalar');
+  return {
+    family,
+    hidden,
+    intermediate: r.integer('intermediate_size'),
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    vocab: r.integer('vocab_size'),
+    tied: r.flag('tie_word_embeddings'),
+    qkvBias: bias,
+    outBias: bias,
+    mlpBias: false,
+    attentionDropout: r.probability('attention_dropout'),
+    maxPositions: r.integer('max_position_embeddings'),
+    activation,
+    ...(family === 'qwen3' ? { qkNorm: 'projection' as const } : {}),
+    ...(family === 'gemma3_text' ? { qkNorm: 'transpose' as const, localRotary: true } : {}),
+    ...(gemma ? { normOffset: true, embedScale: true } : {}),
+    ...(family === 'gemma2' || family === 'gemma3_text' ? { sandwichNorms: true } : {}),
+    ...(attnSoftcap !== undefined ? { attnSoftcap } : {}),
+    ...(finalSoftcap !== undefined ? { finalSoftcap } : {}),
+    ...(windows !== undefined && windows.some((w) => w !== null) ? { layerWindows: windows } : {}),
+    ...(family === 'phi3' ? { fused: true, rotaryDim, residDropout: r.probability('resid_pdrop'), ...(window !== null ? { slidingWindow: window } : {}) } : {}),
+  };
+}
+
+/** Phi-3's partial_rotary_factor: in rope_parameters / rope_scaling (5.x) or at the top level, default 1. */
+function partialRotary(r: Reader): number {
+  for (const field of ['rope_parameters', 'rope_scaling']) {
+    const nested = r.value(field);
+    if (typeof nested === 'object' && nested !== null && typeof (nested as Record<string, unknown>).partial_rotary_factor === 'number') return (nested as Record<string, number>).partial_rotary_factor!;
+  }
+  const value = r.value('partial_rotary_factor');
+  if (typeof value !== 'number' || !(value > 0 && value <= 1)) {
+    r.issues.push({ path: ['partial_rotary_factor'], code: 'bad-config', message: 'partial_rotary_factor must be a number in (0, 1]', expected: '0 < factor <= 1', received: JSON.stringify(value) });
+    return 1;
+  }
+  return value;
+}
+
 function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFRules): LlamaShape {
   const hidden = r.integer('hidden_size');
   const heads = r.integer('num_attention_heads');
@@ -229,8 +355,9 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
 }
 
 /**
- * A model from a Hugging Face `config.json` object (model_type `llama`, `qwen2`, `mistral` or
- * `gpt2`), as a transformers release builds it (`options.transformers`, default the newest
+ * A model from a Hugging Face `config.json` object (model_type `llama`, `qwen2`, `mistral`,
+ * `gpt2`, `qwen3`, `gemma`, `gemma2`, `gemma3_text`, `phi3`, or a multimodal config whose
+ * `text_config` is one of them, e.g. `gemma3`: its text decoder), as a transformers release builds it (`options.transformers`, default the newest
  * release read): fields the config leaves out take the config class's defaults, fields that
  * release does not read are ignored as it ignores them (`head_dim` before 4.45, `mlp_bias`
  * before 4.41), `use_cache` and `torch_dtype` are honoured, and a `quantization_config`
@@ -244,14 +371,31 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFR
  * import { estimate, fromHFConfig } from 'vram-ts';
  * const gpt2 = fromHFConfig({ model_type: 'gpt2', n_embd: 768, n_layer: 12, n_head: 12, n_positions: 1024, vocab_size: 50257 });
  * console.log(estimate(gpt2, { input: [1, 8], mode: 'inference' }).params.total); // 124439808
+ * const gemma3 = fromHFConfig({ model_type: 'gemma3', text_config: { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 16, vocab_size: 512 } });
+ * console.log(gemma3.className); // "Gemma3ForCausalLM"
  * ```
  */
 export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): ModuleLayer {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) fail('bad-config', 'a config must be an object', { received: config === null ? 'null' : typeof config });
   validate(options, decoderOptions, ['options']);
+  // A multimodal config (Gemma 3, …) whose text_config is a decoder vram-ts builds: its text model alone.
+  const nested = config.text_config;
+  if (typeof nested === 'object' && nested !== null && !Array.isArray(nested) && !(typeof config.model_type === 'string' && (FAMILIES as readonly string[]).includes(config.model_type))) {
+    const text = nested as HFConfig;
+    const textType = text.model_type ?? (typeof config.model_type === 'string' ? TEXT_CONFIG_TYPE[config.model_type] : undefined);
+    const dtype = text.torch_dtype ?? text.dtype ?? config.torch_dtype ?? config.dtype;
+    try {
+      return fromHFConfig({ ...text, model_type: textType, ...(dtype !== undefined ? { torch_dtype: dtype } : {}) }, options);
+    } catch (e) {
+      if (e instanceof VramError) throw new VramError(e.issues.map((issue) => ({ ...issue, path: ['text_config', ...(issue.path ?? [])] })));
+      throw e;
+    }
+  }
   const type = config.model_type;
+  // Mixture-of-experts families (catalog/moe.ts).
+  if (typeof type === 'string' && (MOE_FAMILIES as readonly string[]).includes(type)) return moeConfigModel(config, options);
   if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
-    fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: FAMILIES.join(' | '), received: JSON.stringify(type) });
+    fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: [...FAMILIES, ...MOE_FAMILIES].join(' | '), received: JSON.stringify(type) });
   }
   const family = type as (typeof FAMILIES)[number];
   const rules = transformersRules(options.transformers, ['transformers']);
@@ -287,7 +431,7 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
     };
     build = () => gpt2Model(shape, decoder);
   } else {
-    const shape = llamaShape(family, r, rules);
+    const shape = family === 'llama' || family === 'qwen2' || family === 'mistral' ? llamaShape(family, r, rules) : variantShape(family, r, rules);
     build = () => llamaFamily(shape, decoder);
   }
   if (r.issues.length > 0) throw new VramError(r.issues);

@@ -19,14 +19,23 @@ import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
 import { localDecoderSizes, type TensorParallelOptions } from './tensor-parallel.js';
 import { allGatherRule, allReduceRule, globalViewRule, reduceScatterRule, tpCopyRule, vocabEmbeddingRule } from '../ops/collective.js';
-import { transformersRules, type HFRules } from './transformers.js';
+import { TRANSFORMERS_RULES, transformersRules, type FamilyRules, type HFRules, type LlamaFamilyName, type VariantFamilyName } from './transformers.js';
+import { activationRule } from '../ops/activation.js';
+import { embeddingRule } from '../ops/embedding.js';
+import { bufferScaleRule } from '../ops/layerNorm.js';
+import { mulScalarRule } from '../ops/pointwise.js';
+import { dropout } from '../nn/dropout.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
+import type { MoeOptions } from './moe.js';
 
-/** The shape of a Llama-family decoder (Llama, Qwen2, Mistral). */
+/**
+ * The shape of a Llama-family decoder (Llama, Qwen2, Mistral) or of a variation of it (Qwen3,
+ * Gemma 1-3, Phi-3: the optional fields from `qkNorm` on).
+ */
 export interface LlamaShape {
-  readonly family: 'llama' | 'qwen2' | 'mistral';
+  readonly family: 'llama' | 'qwen2' | 'mistral' | VariantFamilyName;
   readonly hidden: number;
   readonly intermediate: number;
   readonly layers: number;
@@ -47,6 +56,48 @@ export interface LlamaShape {
   readonly activation?: string;
   /** Qwen2 up to 4.41: the mask applies `sliding_window` whatever `use_sliding_window` says (its temporaries). */
   readonly maskWindow?: boolean;
+  /** Qwen3 (`projection`: on each projection's [B, S, heads, head_dim] view) and Gemma 3 (`transpose`: after the transposes): RMSNorm `q_norm`/`k_norm` over head_dim. */
+  readonly qkNorm?: 'projection' | 'transpose';
+  /** Gemma: every RMSNorm computes `x * (1 + weight)` in float32 before the cast back. */
+  readonly normOffset?: boolean;
+  /** Gemma: the embeddings are multiplied by sqrt(hidden) (where, the release's {@link FamilyRules.embedScale}). */
+  readonly embedScale?: boolean;
+  /** Gemma 2/3: the attention output is normed (`post_attention_layernorm`) before the residual, the MLP sits between `pre_feedforward_layernorm` and `post_feedforward_layernorm`. */
+  readonly sandwichNorms?: boolean;
+  /** Gemma 2: attention-logit soft-capping `tanh(scores / cap) * cap` (eager). */
+  readonly attnSoftcap?: number;
+  /** Gemma 2: final-logit soft-capping `tanh(logits / cap) * cap`. */
+  readonly finalSoftcap?: number;
+  /**
+   * Per layer: the sliding window of a local layer, null for a global one (Gemma 2/3, Qwen3's
+   * `layer_types`). The model builds a causal and a sliding-window mask; the KV cache of a
+   * local layer keeps at most its window.
+   */
+  readonly layerWindows?: readonly (number | null)[];
+  /** Gemma 3: local layers use their own rotary tables (`rope_local_base_freq`), computed beside the global ones. */
+  readonly localRotary?: boolean;
+  /** Phi-3: fused `qkv_proj` and `gate_up_proj`. */
+  readonly fused?: boolean;
+  /** Phi-3: rotary on the first `rotaryDim` dims of each head (head_dim × partial_rotary_factor), the rest concatenated back. */
+  readonly rotaryDim?: number;
+  /** Phi-3's `resid_pdrop`: dropout of the attention and MLP outputs before each residual add. */
+  readonly residDropout?: number;
+  /**
+   * Mixture-of-experts decoders (catalog/moe.ts): layer i's MLP module when it is not the gated
+   * MLP (a MoE block, named as the checkpoint names it), or undefined for the gated MLP. With
+   * this hook the layers may differ, so the model declares no repeated blocks.
+   */
+  readonly layerMlp?: (layer: number) => ModuleLayer | undefined;
+  /**
+   * DeepSeek's multi-head latent attention (catalog/deepseek.ts): layer i's `self_attn` module
+   * when it is not {@link attention}'s; it takes the normed hidden states and the model's
+   * shared tensors (cos, sin, the mask) and returns the output and, eager, the weights.
+   */
+  readonly layerAttention?: (layer: number) => ModuleLayer | undefined;
+  /** Class-name prefix when it is not the family's (`Mixtral`, `Qwen2Moe`, `DeepseekV3`). */
+  readonly classPrefix?: string;
+  /** Extra facts the model's meta records (MoE: {@link ModelMeta.moe}). */
+  readonly extraMeta?: Partial<ModelMeta>;
 }
 
 /** Options shared by the decoder builders. */
@@ -84,13 +135,30 @@ export interface DecoderOptions {
    * pipeline's loss function runs outside the model).
    */
   readonly pipelineStage?: { readonly layers: readonly [number, number] };
+  /** Mixture-of-experts decoders only: see {@link MoeOptions} (catalog/moe.ts). */
+  readonly moe?: MoeOptions;
 }
 
-const PREFIX: Readonly<Record<LlamaShape['family'], string>> = { llama: 'Llama', qwen2: 'Qwen2', mistral: 'Mistral' };
+const PREFIX: Readonly<Record<LlamaShape['family'], string>> = { llama: 'Llama', qwen2: 'Qwen2', mistral: 'Mistral', qwen3: 'Qwen3', gemma: 'Gemma', gemma2: 'Gemma2', gemma3_text: 'Gemma3', phi3: 'Phi3' };
+
+const VARIANTS: readonly string[] = ['qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'] satisfies readonly VariantFamilyName[];
+
+/** The release's rules of a family: Llama/Qwen2/Mistral's own fields, or a variation's {@link HFRules.families} entry (a VramError where its code was not read). */
+function familyRules(family: LlamaShape['family'], rules: HFRules): FamilyRules {
+  if (!VARIANTS.includes(family)) {
+    const f = family as LlamaFamilyName;
+    return { rotary: rules.rotary[f], mask: rules.mask[f], logitsUpcast: rules.logitsUpcast[f], loss: rules.loss[f], defaultAttention: rules.defaultAttention[f], embedScale: 'model' };
+  }
+  const own = rules.families[family as VariantFamilyName];
+  if (own !== undefined) return own;
+  const variants = TRANSFORMERS_RULES.find((r) => r.field === `families.${family}`)?.variants ?? [];
+  const read = variants.flatMap((v, i) => (v.value === undefined ? [] : [`${v.from} ${i + 1 < variants.length ? `– before ${variants[i + 1]!.from}` : 'and later'}`]));
+  return fail('unsupported-release', `the ${family} modeling code of this transformers release was not read`, { path: ['transformers'], expected: read.join(' or '), received: JSON.stringify(rules.release) });
+}
 
 /** The rotary module a layer's attention owns, or undefined when the model computes cos/sin once (with or without a leftover module). */
 function layerRotary(shape: LlamaShape, rules: HFRules, prefix: string): Layer | undefined {
-  const rotary = rules.rotary[shape.family];
+  const rotary = familyRules(shape.family, rules).rotary;
   const positions = shape.maxPositions ?? 2048;
   const className = `${prefix}RotaryEmbedding`;
   if (rotary.placement === 'attention') {
@@ -104,7 +172,7 @@ function layerRotary(shape: LlamaShape, rules: HFRules, prefix: string): Layer |
 
 /** The float mask eager attention adds (expanded over the batch where it is built once), or undefined for sdpa/flash. */
 function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules: HFRules, impl: AttentionImpl): TensorRef | undefined {
-  const style = rules.mask[shape.family];
+  const style = familyRules(shape.family, rules).mask;
   if (impl !== 'eager' || style === 'none') return undefined;
   // Mistral always, Qwen2 up to 4.41 too: `_make_causal_mask` applies config.sliding_window.
   const window = shape.slidingWindow !== undefined || (shape.family === 'qwen2' && shape.maskWindow === true);
@@ -131,13 +199,21 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  * ```
  */
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
-  checkKeys(shape, ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout', 'slidingWindow', 'maxPositions', 'activation', 'maskWindow'], 'llamaFamily');
+  checkKeys(shape, ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout', 'slidingWindow', 'maxPositions', 'activation', 'maskWindow', 'layerMlp', 'layerAttention', 'classPrefix', 'extraMeta', 'qkNorm', 'normOffset', 'embedScale', 'sandwichNorms', 'attnSoftcap', 'finalSoftcap', 'layerWindows', 'localRotary', 'fused', 'rotaryDim', 'residDropout'], 'llamaFamily');
   validate(options, decoderOptions, ['options']);
   const rules = transformersRules(options.transformers, ['transformers']);
-  const impl = options.attention ?? rules.defaultAttention[shape.family];
+  const fam = familyRules(shape.family, rules);
+  const impl = options.attention ?? fam.defaultAttention;
   const cache = (options.useCache ?? true) ? rules.cache : false;
-  const prefix = PREFIX[shape.family];
-  const rotaryRules = rules.rotary[shape.family];
+  const prefix = shape.classPrefix ?? PREFIX[shape.family];
+  const rotaryRules = fam.rotary;
+  const variant = VARIANTS.includes(shape.family);
+  const windows = shape.layerWindows;
+  if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
+  if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
+  if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
+  const rotaryDim = shape.rotaryDim ?? shape.headDim;
+  const norm = (size: number, name: string) => rmsNorm({ size, name, className: `${prefix}RMSNorm`, ...(shape.normOffset === true ? { offset: true } : {}) });
   const tpOptions = options.tensorParallel;
   const local = tpOptions === undefined ? { heads: shape.heads, kvHeads: shape.kvHeads, intermediate: shape.intermediate, vocab: shape.vocab } : localDecoderSizes(shape, tpOptions);
   const tp: TensorParallelBuild | undefined =
@@ -164,7 +240,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
     const buffersOp = opLayer(rotaryBuffersRule, null, { headDim: shape.headDim });
     const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(buffersOp, x!))) : undefined;
-    const attn = attention({
+    const attn = shape.layerAttention?.(i) ?? attention({
       name: 'self_attn',
       className: `${prefix}Attention`,
       hidden: shape.hidden,
@@ -182,25 +258,40 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       sdpaContiguous: rules.sdpaContiguous === 'always',
       ...(rotary !== undefined ? { rotary, rotaryGathered: rotaryRules.placement === 'attention-cached' } : {}),
       ...(leftover !== undefined ? { unusedModule: leftover } : {}),
+      ...(shape.qkNorm !== undefined ? { qkNorm: { q: norm(shape.headDim, 'q_norm'), k: norm(shape.headDim, 'k_norm'), at: shape.qkNorm } } : {}),
+      ...(shape.attnSoftcap !== undefined ? { softcap: shape.attnSoftcap } : {}),
+      ...(shape.fused === true ? { fusedQkv: true } : {}),
+      // Measured for the variations (transformers 5.18, PyTorch 2 CPU); Llama/Qwen2/Mistral keep the copy until measured.
+      ...(variant ? { sdpaOutputTransposed: true } : {}),
+      ...(shape.rotaryDim !== undefined || shape.fused === true ? { rotaryDim } : {}),
       ...blockTp,
     });
-    const mlp = gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...blockTp });
-    const inputNorm = rmsNorm({ size: shape.hidden, name: 'input_layernorm', className: `${prefix}RMSNorm` });
-    const postNorm = rmsNorm({ size: shape.hidden, name: 'post_attention_layernorm', className: `${prefix}RMSNorm` });
+    const mlp = shape.layerMlp?.(i) ?? gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...(shape.fused === true ? { fused: true } : {}), ...blockTp });
+    const inputNorm = norm(shape.hidden, 'input_layernorm');
+    const postNorm = norm(shape.hidden, 'post_attention_layernorm');
+    const preFeedforward = norm(shape.hidden, 'pre_feedforward_layernorm');
+    const postFeedforward = norm(shape.hidden, 'post_feedforward_layernorm');
+    const residAttn = dropout({ p: shape.residDropout ?? 0, name: 'resid_attn_dropout' });
+    const residMlp = dropout({ p: shape.residDropout ?? 0, name: 'resid_mlp_dropout' });
+    const sandwich = shape.sandwichNorms === true;
     const layer: ModuleLayer = Object.freeze({
       kind: 'module',
       name: `layers.${i}`,
       className: `${prefix}DecoderLayer`,
       // __init__ registers self_attn, mlp, then the norms: model.parameters() follows that order.
-      childOrder: ['self_attn', 'mlp', 'input_layernorm', 'post_attention_layernorm'],
+      childOrder: ['self_attn', mlp.name ?? 'mlp', 'input_layernorm', 'post_attention_layernorm', ...(sandwich ? ['pre_feedforward_layernorm', 'post_feedforward_layernorm'] : [])],
       body: graph((g, [h, ...rest]) => {
         const normed = g.apply(inputNorm, h!);
         const [out, weights] = g.applyAll(attn, normed, ...rest);
         // `hidden_states, _ = self.self_attn(...)`: the eager attention weights live until the layer returns.
         if (weights !== undefined) g.hold(weights);
-        const mid = g.call(addRule, [h!, out!], {})[0]!;
-        const normed2 = g.apply(postNorm, mid);
-        return g.call(addRule, [mid, g.apply(mlp, normed2)], {})[0]!;
+        // Gemma 2/3: post_attention_layernorm on the attention output; Phi-3: resid_attn_dropout.
+        const attnOut = sandwich ? g.apply(postNorm, out!) : shape.residDropout !== undefined ? g.apply(residAttn, out!) : out!;
+        const mid = g.call(addRule, [h!, attnOut], {})[0]!;
+        const normed2 = g.apply(sandwich ? preFeedforward : postNorm, mid);
+        const mlpOut = g.apply(mlp, normed2);
+        const last = sandwich ? g.apply(postFeedforward, mlpOut) : shape.residDropout !== undefined ? g.apply(residMlp, mlpOut) : mlpOut;
+        return g.call(addRule, [mid, last], {})[0]!;
       }),
     });
     return layer;
@@ -209,10 +300,30 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const paddedVocab = tp === undefined ? shape.vocab : Math.ceil(shape.vocab / tp.size);
   const vocabStorage = paddedVocab !== local.vocab ? { storageRows: paddedVocab } : {};
   // Tensor parallel: RowwiseParallel(input_layouts=Replicate()) on the embedding (vocab-parallel).
-  const embedTokens = tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage }, { name: 'embed_tokens' });
-  const finalNorm = rmsNorm({ size: shape.hidden, name: 'norm', className: `${prefix}RMSNorm` });
+  // Gemma 5.x: GemmaTextScaledWordEmbedding multiplies by its 0-dim buffer embed_scale.
+  const scaledEmbedding = shape.embedScale === true && fam.embedScale === 'embedding';
+  const embedTokens = scaledEmbedding
+    ? module('embed_tokens', `${prefix}TextScaledWordEmbedding`, graph((g, [ids]) => g.call(bufferScaleRule, [g.call(embeddingRule, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!))
+    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage }, { name: 'embed_tokens' });
+  const finalNorm = norm(shape.hidden, 'norm');
+  // Gemma 3: one table pair per layer type present, the local ones from rope_local_base_freq.
+  // Phi-3's sliding_window makes every layer local.
+  const allLocal = variant && windows === undefined && shape.slidingWindow !== undefined;
+  const isLocal = (i: number) => allLocal || (windows?.[i] !== undefined && windows[i] !== null);
+  const tableTypes = shape.localRotary === true && windows !== undefined ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])] : [''];
   const rotaryModule =
-    rotaryRules.placement === 'model' ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => inner.call(rotaryRule, [x!], { headDim: shape.headDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}) }))) : undefined;
+    rotaryRules.placement === 'model'
+      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryRule, [x!], { headDim: rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
+      : undefined;
+  /** Layer i's rotary tables and mask: the local ones for a sliding layer of Gemma 3 (tables) and Gemma 2/3, Qwen3 (mask). */
+  const layerInputs = (i: number, tables: readonly TensorRef[], masks: { readonly full?: TensorRef | undefined; readonly sliding?: TensorRef | undefined }): TensorRef[] => {
+    const pair = tables.length > 2 && (tableTypes[0] === 'sliding_attention_' ? !isLocal(i) : isLocal(i)) ? tables.slice(2, 4) : tables.slice(0, 2);
+    const mask = isLocal(i) ? masks.sliding : masks.full;
+    return [...pair, ...(mask !== undefined ? [mask] : [])];
+  };
+  /** Whether sdpa gets a sliding-window mask: masking_utils skips it only for inputs no longer than the window. */
+  const minWindow = allLocal ? shape.slidingWindow : windows === undefined ? undefined : Math.min(...windows.filter((w): w is number => w !== null));
+  const sdpaSlidingMask = (seq: Dim) => impl === 'sdpa' && minWindow !== undefined && fam.mask === 'masking-utils' && !(typeof seq === 'number' && seq < minWindow);
   const lmHead = linear({ out: local.vocab, bias: false, ...vocabStorage, name: 'lm_head', ...(tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
   const model = module(
     'model',
@@ -230,18 +341,29 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       const global = tp?.sequenceParallel === true ? g.call(globalViewRule, [embeds], { shape: [batch, seq, shape.hidden] })[0]! : embeds;
       // cache_position = arange(S) (position_ids is a view of it): alive for the whole forward.
       g.hold(g.call(positionsRule, [ids!], {})[0]!);
-      const mask = causalMask(g, global, shape, rules, impl);
-      if (mask !== undefined) g.hold(mask);
-      const shared: TensorRef[] = [];
-      if (rotaryModule !== undefined) {
-        const [cos, sin] = g.applyAll(rotaryModule, global) as [TensorRef, TensorRef];
-        g.hold(cos);
-        g.hold(sin);
-        shared.push(cos, sin);
+      // Gemma 2/3, Qwen3 with local layers: create_causal_mask and create_sliding_window_causal_mask
+      // (sdpa: none for the global layers, a bool one for the local layers unless the input fits the window).
+      const masks: { full?: TensorRef | undefined; sliding?: TensorRef | undefined } = {};
+      if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
+      else if (allLocal && impl === 'eager') masks.sliding = causalMask(g, global, shape, rules, impl);
+      else if (impl === 'eager' && fam.mask === 'masking-utils') {
+        masks.full = g.call(causalMaskRule, [global], { style: 'masking-utils', slidingWindow: false })[0]!;
+        masks.sliding = g.call(causalMaskRule, [global], { style: 'masking-utils', slidingWindow: true })[0]!;
+      } else if (sdpaSlidingMask(seq)) {
+        const bool = g.call(causalMaskRule, [global], { bool: true })[0]!;
+        masks.sliding = g.call(expandRule, [bool], { shape: [batch, 1, seq, seq] })[0]!;
       }
-      if (mask !== undefined) shared.push(mask);
-      let h = embeds;
-      for (const layer of layers) h = g.apply(layer, h, ...shared);
+      for (const mask of [masks.full, masks.sliding]) if (mask !== undefined) g.hold(mask);
+      const tables: TensorRef[] = [];
+      if (rotaryModule !== undefined) {
+        tables.push(...g.applyAll(rotaryModule, global));
+        for (const t of tables) g.hold(t);
+      }
+      // Gemma 4.x: `hidden_states = inputs_embeds * torch.tensor(hidden ** 0.5, dtype)` in the model.
+      let h = shape.embedScale === true && !scaledEmbedding ? g.call(mulScalarRule, [embeds], { scalarDtype: embeds.dtype })[0]! : embeds;
+      layers.forEach((layer, k) => {
+        h = g.apply(layer, h, ...layerInputs(start + k, tables, masks));
+      });
       return last ? g.apply(finalNorm, h) : h;
     }),
   );
@@ -275,7 +397,9 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     gatedMlp: true,
     tied: shape.tied,
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
+    ...(windows !== undefined ? { layerWindows: windows } : {}),
     ...(tp !== undefined ? { tensorParallel: tp } : {}),
+    ...shape.extraMeta,
   };
   const body = graph((g, [ids]) => {
     const h = g.apply(model, ids!);
@@ -285,15 +409,21 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherRule, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyRule, [h], {})[0]!;
     // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
     let logits = last ? g.apply(lmHead, headInput) : headInput;
+    if (shape.finalSoftcap !== undefined && last) {
+      // Gemma 2: `logits / cap`, `tanh` (its result kept), `* cap`.
+      logits = g.call(mulScalarRule, [logits], {})[0]!;
+      logits = g.call(activationRule('tanh'), [logits], {})[0]!;
+      logits = g.call(mulScalarRule, [logits], {})[0]!;
+    }
     // Without loss_parallel the vocabulary shards are all-gathered (`output_layouts=Replicate()`).
     if (tp !== undefined && !tp.lossParallel) logits = g.call(allGatherRule, [logits], { dim: 2, size: tp.size, backward: 'split', extent: shape.vocab })[0]!;
     const parallelLoss = tp?.lossParallel === true;
-    const upcast = rules.logitsUpcast[shape.family];
+    const upcast = fam.logitsUpcast;
     if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
     // The output returns the logits: they live through the loss.
     g.hold(logits);
     // A pipeline stage gets no labels: its loss function runs outside the model.
-    return g.gradEnabled && stage === undefined ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, rules.loss[shape.family], upcast === 'loss', parallelLoss) : logits;
+    return g.gradEnabled && stage === undefined ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss) : logits;
   });
   return Object.freeze({
     kind: 'module',
@@ -302,8 +432,9 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta,
     body,
-    ...(stage === undefined
-      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
+    // Layers of different windows differ in their inputs: traced whole.
+    ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
+      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count, ...(windows !== undefined ? { layerWindows: windows.slice(0, count) } : {}) }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
       : {}),
   });
 }

@@ -7,6 +7,24 @@ export type HFFamily = 'llama' | 'qwen2' | 'mistral' | 'gpt2';
 /** The Llama-style families (rotary, RMSNorm, gated MLP). */
 export type LlamaFamilyName = Exclude<HFFamily, 'gpt2'>;
 
+/**
+ * Decoder families built as variations of Llama (q/k norms, Gemma's norms and embedding scale,
+ * soft-capping, local/global layers, Phi-3's fused projections) whose code was read only at
+ * some releases: their rules are {@link HFRules.families}.
+ */
+export type VariantFamilyName = 'qwen3' | 'gemma' | 'gemma2' | 'gemma3_text' | 'phi3';
+
+/** The release-dependent rules of one {@link VariantFamilyName} family (the fields of HFRules it has its own value of). */
+export interface FamilyRules {
+  readonly rotary: RotaryRule;
+  readonly mask: MaskRule;
+  readonly logitsUpcast: 'always' | 'labels' | 'loss' | 'never';
+  readonly loss: 'shift' | 'pad-shift';
+  readonly defaultAttention: 'eager' | 'sdpa';
+  /** Gemma's embedding scale: a 0-dim tensor in the activations' dtype made in the model's forward (`model`, 4.x), or the embedding module's 0-dim float32 buffer `embed_scale` (`embedding`, 5.x). */
+  readonly embedScale: 'model' | 'embedding';
+}
+
 /** Where a Llama-family decoder computes its rotary tables, and which buffers that leaves. */
 export interface RotaryRule {
   /**
@@ -67,6 +85,11 @@ export interface HFRules {
   readonly defaultAttention: Readonly<Record<HFFamily, 'eager' | 'sdpa'>>;
   /** `from_pretrained` without a dtype: float32 (4.x) or the config's dtype (5.x, `dtype="auto"`). */
   readonly defaultDtype: 'float32' | 'config';
+  /**
+   * The rules of the Llama variations (Qwen3, Gemma 1-3, Phi-3) at this release; a family is
+   * absent where its code was not read (the builders refuse it).
+   */
+  readonly families: Readonly<Partial<Record<VariantFamilyName, FamilyRules>>>;
 }
 
 /** One variant of a rule: the first release it holds for (until the next variant's) and where it was read. */
@@ -108,6 +131,10 @@ const LLAMA = 'models/llama/modeling_llama.py';
 const MISTRAL = 'models/mistral/modeling_mistral.py';
 const QWEN2 = 'models/qwen2/modeling_qwen2.py';
 const GPT2 = 'models/gpt2/modeling_gpt2.py';
+const GEMMA = 'models/gemma/modeling_gemma.py';
+
+/** What every Llama variation of 5.x does: rotary once per forward (original_inv_freq kept), masking_utils, upcast inside ForCausalLMLoss. */
+const FAMILY_5X: FamilyRules = { rotary: { placement: 'model', originalInvFreq: true }, mask: 'masking-utils', logitsUpcast: 'loss', loss: 'pad-shift', defaultAttention: 'sdpa', embedScale: 'embedding' };
 
 const v = (from: string, value: unknown, source: string, says: string): ReleaseVariant => ({ from, value, source, says });
 
@@ -290,6 +317,47 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     variants: [
       v('4.40.0', 'float32', 'modeling_utils.py', 'float32 unless torch_dtype (4.56+: dtype) is given; "auto" reads the config'),
       v('5.17.0', 'config', 'modeling_utils.py', 'dtype="auto" by default: the config\'s dtype'),
+    ],
+  },
+  {
+    name: 'Gemma rules',
+    field: 'families.gemma',
+    variants: [
+      v('4.40.0', { rotary: { placement: 'attention' }, mask: 'update-causal-mask', logitsUpcast: 'always', loss: 'shift', defaultAttention: 'sdpa', embedScale: 'model' }, `${GEMMA} (GemmaRotaryEmbedding, _update_causal_mask, GemmaForCausalLM)`, 'rotary per attention (inv_freq made at the first forward); Llama-style mask; logits.float() on every forward; shifted copies into the loss; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)) in the activations dtype'),
+      v('4.41.0', undefined, GEMMA, 'not read from 4.41 to 5.16: refused'),
+      v('5.17.0', FAMILY_5X, `${GEMMA} (GemmaTextScaledWordEmbedding, GemmaRotaryEmbedding), masking_utils.py, loss/loss_utils.py`, 'rotary once per forward; embeddings scaled inside embed_tokens by the 0-dim buffer embed_scale; masking_utils; ForCausalLMLoss'),
+    ],
+  },
+  {
+    name: 'Qwen3 rules',
+    field: 'families.qwen3',
+    variants: [
+      v('4.40.0', undefined, 'models/qwen3/modeling_qwen3.py', 'Qwen3 arrived in 4.51; 4.51 – 5.16 not read: refused'),
+      v('5.17.0', FAMILY_5X, 'models/qwen3/modeling_qwen3.py', 'Llama 5.x with q_norm/k_norm (RMSNorm over head_dim) on the projections before the transpose'),
+    ],
+  },
+  {
+    name: 'Gemma 2 rules',
+    field: 'families.gemma2',
+    variants: [
+      v('4.40.0', undefined, 'models/gemma2/modeling_gemma2.py', 'Gemma 2 arrived in 4.42; 4.42 – 5.16 not read: refused'),
+      v('5.17.0', FAMILY_5X, 'models/gemma2/modeling_gemma2.py, masking_utils.py', 'Gemma norms and scaled embedding, four norms per layer, attention-logit and final-logit soft-capping (tanh), one causal and one sliding-window mask per forward for the layer_types'),
+    ],
+  },
+  {
+    name: 'Gemma 3 (text) rules',
+    field: 'families.gemma3_text',
+    variants: [
+      v('4.40.0', undefined, 'models/gemma3/modeling_gemma3.py', 'Gemma 3 arrived in 4.50; 4.50 – 5.16 not read: refused'),
+      v('5.17.0', FAMILY_5X, 'models/gemma3/modeling_gemma3.py, masking_utils.py', 'Gemma 2 layers with q_norm/k_norm after the transpose; one rotary table pair per layer type present (local rope base for sliding layers)'),
+    ],
+  },
+  {
+    name: 'Phi-3 rules',
+    field: 'families.phi3',
+    variants: [
+      v('4.40.0', undefined, 'models/phi3/modeling_phi3.py', 'Phi-3 is not in 4.40.2 (4.41 – 5.16 not read): refused'),
+      v('5.17.0', FAMILY_5X, 'models/phi3/modeling_phi3.py', 'fused qkv_proj (registered after o_proj) and gate_up_proj (chunked views), rotary on a slice [..., :rot] then cat with the rest, residual dropouts'),
     ],
   },
 ]);

@@ -147,7 +147,8 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
     "  optimizer's fp32 master and moments are 12Ψ/N.",
     "- ZeRO-3's largest-layer term is 4 bytes per parameter of the largest module's own parameters",
     '  (gathered with its gradients); vram-ts follows what DeepSpeed gathers, prefetches and keeps.',
-    '- vram-ts\'s DeepSpeed rules are read from DeepSpeed\'s sources, not measured.',
+    '- vram-ts\'s DeepSpeed rules are read from DeepSpeed\'s sources and checked against DeepSpeed run',
+    '  on CPU (gloo), not yet on a GPU.',
     '',
   ].join('\n');
 }

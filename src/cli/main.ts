@@ -11,6 +11,8 @@ import { readFileSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { parseArgs } from 'node:util';
 import {
   VramError,
+  activeParams,
+  type ModelMeta,
   breakdownSvg,
   decoderMeta,
   estimate,
@@ -518,7 +520,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
     const notes =
       (kv !== undefined
         ? `\nKV cache for ${kv.batch} × ${kv.seq} tokens (${kv.dtype}): ${formatCount(kv.bytes)} B (${formatBytes(kv.bytes)}), ${kv.inPeak ? "included in the peak above (use_cache: the forward keeps every layer's keys and values)" : 'not included (--no-cache)'}.\n`
-        : '') + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
+        : '') + moeNote(model, r.params.total) + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
     const ranks = values['all-ranks'] ? estimateRanks(model, { ...options, timeline: false }) : undefined;
     const rankText = ranks === undefined ? '' : `\n${formatRanks(ranks, format === 'markdown')}`;
     switch (format) {
@@ -784,4 +786,16 @@ export function stdoutFailure(error: unknown, exitCode: number): { exitCode: num
   const code = typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : '';
   if (code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED') return { exitCode, line: undefined };
   return { exitCode: 2, line: `vram-ts: stdout: cannot write (${fsReason(error)})\n` };
+}
+
+/** Mixture-of-experts models: the active parameters per token next to the total; MLA: what its cache holds. */
+function moeNote(model: Layer, total: number): string {
+  const meta = model.kind === 'module' ? model.meta : undefined;
+  const moe = meta?.moe;
+  let note = '';
+  if (moe !== undefined) {
+    note += `\nMixture of experts: ${formatCount(total)} parameters, ${formatCount(activeParams(model as { meta?: ModelMeta }, total))} active per token (${moe.k} of ${moe.experts} routed experts in ${moe.moeLayers} MoE layers${moe.sharedExperts > 0 ? `, ${moe.sharedExperts} shared` : ''}).\n`;
+  }
+  if (meta?.mla !== undefined) note += `Multi-head latent attention: the cache holds the latent, ${meta.mla.latentPerToken} elements per token and layer (kv_lora_rank + qk_rope_head_dim).\n`;
+  return note;
 }

@@ -38,8 +38,10 @@ function min(a: Dim, b: Dim): Dim {
 /**
  * Bytes of the KV cache: 2 (keys and values) × layers × kv heads × head dim × positions ×
  * batch × bytes per element, positions capped by the sliding window where the model has one
- * (Mistral). GQA/MQA models cache only their kv heads; a tensor-parallel rank's model
- * (`tensorParallel`) its share of them.
+ * (Mistral, Phi-3), layer by layer where only some layers slide (Gemma 2/3: `layerWindows`). GQA/MQA models cache only their kv heads; a tensor-parallel rank's model
+ * (`tensorParallel`) its share of them. Multi-head latent attention (DeepSeek-V2/V3) caches its
+ * latent, `kv_lora_rank + qk_rope_head_dim` per token and layer (ModelMeta.mla), as transformers
+ * 5.x and MLA-aware engines (vLLM, SGLang) do.
  *
  * @example
  * ```ts
@@ -53,9 +55,18 @@ export function kvCache(model: Layer, options: KvCacheOptions): Dim {
   validate(options, kvCacheOptions);
   const meta = decoderMeta(model);
   const dtype = checkDType(options.dtype ?? 'bfloat16', ['dtype']);
-  const positions = meta.slidingWindow === undefined ? options.seq : min(options.seq, meta.slidingWindow);
   // A tensor-parallel rank caches its own kv heads (kvHeads / t).
   const kvHeads = meta.kvHeads / (meta.tensorParallel?.size ?? 1);
+  // DeepSeek's multi-head latent attention: the latent (kv_lora_rank + qk_rope_head_dim) per token and layer, whatever the head count.
+  if (meta.mla !== undefined) return bytesOf(mul(mul(meta.layers * meta.mla.hfCachePerToken, options.seq), options.batch), dtype);
+  if (meta.layerWindows !== undefined) {
+    // Gemma 2/3, Qwen3 layer_types: each sliding layer keeps at most its window, the global ones every position.
+    const counts = new Map<number | null, number>();
+    for (const w of meta.layerWindows) counts.set(w, (counts.get(w) ?? 0) + 1);
+    const positions = sum([...counts].map(([w, n]) => mul(n, w === null ? options.seq : min(options.seq, w))));
+    return bytesOf(mul(mul(2 * kvHeads * meta.headDim, positions), options.batch), dtype);
+  }
+  const positions = meta.slidingWindow === undefined ? options.seq : min(options.seq, meta.slidingWindow);
   return bytesOf(mul(mul(2 * meta.layers * kvHeads * meta.headDim, positions), options.batch), dtype);
 }
 

@@ -4,7 +4,8 @@ import { causalWhereRule, copyRule, copyUnlessOne, expandRule, sliceRule, transp
 import { matmulRule } from '../ops/matmul.js';
 import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
-import { sdpaRule } from '../ops/attention.js';
+import { activationRule } from '../ops/activation.js';
+import { sdpaMaskedRule, sdpaRule } from '../ops/attention.js';
 import { linearRule } from '../ops/linear.js';
 import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
 import type { Dim } from '../sym/expr.js';
@@ -91,6 +92,28 @@ export interface AttentionOptions extends LayerOptions {
    * reduce-scattered back to s/t positions.
    */
   readonly tensorParallel?: { readonly size: number; readonly sequence: boolean };
+  /**
+   * Llama style: RMSNorm modules over head_dim on the queries and keys (registered after
+   * o_proj as `q_norm`, `k_norm`). `projection` (Qwen3): each right after its projection, on
+   * the [B, S, heads, head_dim] view; `transpose` (Gemma 3): after all three projections, on
+   * the transposed views.
+   */
+  readonly qkNorm?: { readonly q: Layer; readonly k: Layer; readonly at: 'projection' | 'transpose' };
+  /** Attention-logit soft-capping (Gemma 2): eager scores become `tanh(scores / cap) * cap`, the tanh's result kept. */
+  readonly softcap?: number;
+  /** Phi-3: one fused `qkv_proj` (registered after `o_proj`) whose output q, k and v are slices (views) of. */
+  readonly fusedQkv?: boolean;
+  /**
+   * Phi-3's `apply_rotary_pos_emb`: rotary on the slice `[..., :rotaryDim]` (cos and sin are
+   * that wide), then `cat` with the rest, a new tensor even when rotaryDim = head_dim.
+   */
+  readonly rotaryDim?: number;
+  /**
+   * sdpa/flash: the kernel's output is laid out [B, S, heads, head_dim] (PyTorch 2's CPU flash
+   * kernel, measured; CUDA's flash and memory-efficient kernels), so the transpose back is
+   * contiguous: `.contiguous()` copies nothing and o_proj reads (and saves) that storage.
+   */
+  readonly sdpaOutputTransposed?: boolean;
 }
 
 /** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
@@ -143,7 +166,7 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel'], 'attention');
+  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel', 'qkNorm', 'softcap', 'fusedQkv', 'rotaryDim', 'sdpaOutputTransposed'], 'attention');
   const nh = options.heads;
   const nkv = options.kvHeads ?? nh;
   const d = options.headDim ?? options.hidden / nh;
@@ -157,7 +180,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
   const locals = options.locals ?? 'inline';
   // repeat_kv is expand + reshape: a view when there is one kv head (the merged dimension has
   // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
-  const repeats = groups > 1 && impl !== 'flash' && !(impl === 'sdpa' && options.sdpaGqa === 'enable-gqa');
+  const repeatsUnmasked = groups > 1 && impl !== 'flash' && !(impl === 'sdpa' && options.sdpaGqa === 'enable-gqa');
   const repeatIsView = nkv === 1;
   // The projections and dropouts, made once rather than at every trace.
   const bias = options.qkvBias ?? false;
@@ -165,6 +188,12 @@ export function attention(options: AttentionOptions): ModuleLayer {
   const qProj = linear({ out: nh * d, bias, name: 'q_proj' });
   const kProj = linear({ out: nkv * d, bias, name: 'k_proj' });
   const vProj = linear({ out: nkv * d, bias, name: 'v_proj' });
+  const qkvProj = linear({ out: (nh + 2 * nkv) * d, bias, name: 'qkv_proj' });
+  const fusedQkv = options.fusedQkv === true;
+  if (fusedQkv && tp !== undefined) fail('not-modelled', 'tensor parallelism of a fused qkv_proj is not modelled', { path: [options.name ?? 'attention', 'tensorParallel'], expected: 'absent', received: JSON.stringify(tp) });
+  const qkNorm = options.qkNorm;
+  const rotaryDim = options.rotaryDim;
+  const tanh = activationRule('tanh');
   const attnDropout = dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' });
   const outProj =
     style === 'gpt2'
@@ -195,17 +224,40 @@ export function attention(options: AttentionOptions): ModuleLayer {
       // query, key, value are views of c_attn's output, locals until forward returns.
       g.hold(q);
     } else {
-      q = heads(g, g.apply(qProj, projected()), batch, seq, nh, d);
-      k = heads(g, g.apply(kProj, projected()), batch, seq, nkv, d);
-      v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
+      if (fusedQkv) {
+        const fused = g.apply(qkvProj, h);
+        const part = (start: number, end: number) => g.call(sliceRule, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
+        q = heads(g, part(0, nh), batch, seq, nh, d);
+        k = heads(g, part(nh, nh + nkv), batch, seq, nkv, d);
+        v = heads(g, part(nh + nkv, nh + 2 * nkv), batch, seq, nkv, d);
+      } else if (qkNorm?.at === 'projection') {
+        // Qwen3: `self.q_norm(self.q_proj(x).view(hidden_shape)).transpose(1, 2)`.
+        const normed = (proj: Layer, norm: Layer, count: number) => {
+          const split = g.call(viewRule, [g.apply(proj, projected())], { shape: [batch, seq, count, d] })[0]!;
+          return g.call(transposeRule, [g.apply(norm, split)], { dim0: 1, dim1: 2 })[0]!;
+        };
+        q = normed(qProj, qkNorm.q, nh);
+        k = normed(kProj, qkNorm.k, nkv);
+        v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
+      } else {
+        q = heads(g, g.apply(qProj, projected()), batch, seq, nh, d);
+        k = heads(g, g.apply(kProj, projected()), batch, seq, nkv, d);
+        v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
+      }
+      if (qkNorm?.at === 'transpose') {
+        q = g.apply(qkNorm.q, q);
+        k = g.apply(qkNorm.k, k);
+      }
       let cosIn: TensorRef;
       let sinIn: TensorRef;
       if (options.rotary !== undefined) {
         [cosIn, sinIn] = g.applyAll(options.rotary, v) as [TensorRef, TensorRef];
         mask = inputs[1];
       } else {
-        cosIn = inputs[1]!;
-        sinIn = inputs[2]!;
+        // Llama style without its own rotary module takes the model's tables as inputs.
+        if (inputs[1] === undefined || inputs[2] === undefined) fail('bad-layer', "llama-style attention without `rotary` takes the rotary tables as its second and third inputs (cos, sin)", { path: ['attention', 'inputs'], expected: 'hidden states, cos, sin[, mask]', received: `${inputs.length} input${inputs.length === 1 ? '' : 's'}` });
+        cosIn = inputs[1];
+        sinIn = inputs[2];
         mask = inputs[3];
       }
       // `cos, sin = ...` are locals of forward until it returns; tables gathered inside
@@ -215,13 +267,20 @@ export function attention(options: AttentionOptions): ModuleLayer {
         g.hold(cosIn);
         g.hold(sinIn);
       }
-      const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, d] })[0]!;
-      const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, d] })[0]!;
+      const rot = rotaryDim ?? d;
+      const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, rot] })[0]!;
+      const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, rot] })[0]!;
       // `query_states, key_states = apply_rotary_pos_emb(...)`: the originals are dropped only
       // when both are rotated.
       const [q0, k0] = [q, k];
-      q = rotate(g, q, cos, sin, d);
-      k = rotate(g, k, cos, sin, d);
+      // Phi-3: `cat([rotate(x[..., :rot]), x[..., rot:]])`.
+      const partial = (x: TensorRef) => {
+        const head = g.call(sliceRule, [x], { dim: -1, start: 0, end: rot })[0]!;
+        const rest = g.call(sliceRule, [x], { dim: -1, start: rot, end: d })[0]!;
+        return g.call(catRule, [rotate(g, head, cos, sin, rot), rest], { dim: -1 })[0]!;
+      };
+      q = rotaryDim === undefined ? rotate(g, q, cos, sin, d) : partial(q);
+      k = rotaryDim === undefined ? rotate(g, k, cos, sin, d) : partial(k);
       for (const t of gathered ? [q0, k0, cosIn, sinIn] : [q0, k0]) g.touch(t);
       g.hold(q);
     }
@@ -238,6 +297,8 @@ export function attention(options: AttentionOptions): ModuleLayer {
       g.hold(k);
       g.hold(v);
     }
+    // use_gqa_in_sdpa: enable_gqa only without a mask.
+    const repeats = repeatsUnmasked || (groups > 1 && impl === 'sdpa' && style === 'llama' && mask !== undefined);
     if (repeats) {
       const repeat = repeatIsView ? expandRule : copyRule;
       k = g.call(repeat, [k], { shape: [batch, nh, seq, d] })[0]!;
@@ -266,6 +327,12 @@ export function attention(options: AttentionOptions): ModuleLayer {
         scores = g.call(softmaxRule, [scores], { dim: -1 })[0]!;
       } else {
         scores = g.call(mulScalarRule, [scores], {})[0]!;
+        if (options.softcap !== undefined) {
+          // Gemma 2: `attn_weights / softcap`, `tanh`, `* softcap` (tanh keeps its result).
+          scores = g.call(mulScalarRule, [scores], {})[0]!;
+          scores = g.call(tanh, [scores], {})[0]!;
+          scores = g.call(mulScalarRule, [scores], {})[0]!;
+        }
         scores = maskScores(g, scores, mask, seq, null);
         scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
         scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
@@ -282,9 +349,11 @@ export function attention(options: AttentionOptions): ModuleLayer {
         if (!repeats || repeatIsView) ks = g.call(copyRule, [k], {})[0]!;
         if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
       }
-      context = g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
+      // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
+      context = impl === 'sdpa' && mask !== undefined && style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
     }
-    const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
+    const back = g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!;
+    const merged = impl !== 'eager' && options.sdpaOutputTransposed === true ? back : g.call(copyRule, [back], {})[0]!;
     if (locals === 'function') {
       // eager_attention_forward returns here: its repeated k/v go now.
       g.touch(k);
@@ -301,8 +370,11 @@ export function attention(options: AttentionOptions): ModuleLayer {
     g.hold(weights);
     return result;
   });
+  // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
+  const childOrder = fusedQkv ? { childOrder: ['o_proj', 'qkv_proj'] } : qkNorm !== undefined ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] } : {};
   return Object.freeze({
     kind: 'module',
+    ...childOrder,
     className: options.className ?? (style === 'gpt2' ? 'GPT2Attention' : 'LlamaAttention'),
     body,
     ...(options.name !== undefined ? { name: options.name } : {}),

@@ -13,6 +13,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function avgPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation'], 'avgPool2d');
+  const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation', 'ceilMode'], 'avgPool2d');
   return opLayer(avgPool2dRule, 'AvgPool2d', attrs, layer);
 }

@@ -7,6 +7,11 @@ export interface BranchOptions extends LayerOptions {
   readonly merge: Merge;
   /** Module class shown in reports (default `Branch`). */
   readonly className?: string;
+  /**
+   * Trace the paths (a sequence's children) in the enclosing module, with no Branch node:
+   * SqueezeNet's Fire runs expand1x1, its activation, expand3x3, its activation, then cat.
+   */
+  readonly inline?: boolean;
 }
 
 /**
@@ -19,15 +24,27 @@ export interface BranchOptions extends LayerOptions {
  * const inception = branch([conv2d({ out: 8, kernel: 1 }), conv2d({ out: 8, kernel: 3, padding: 1 })], { merge: 'concat' });
  * console.log(estimate(inception, { input: [1, 4, 8, 8] }).modules[0]?.outputShape); // [ 1, 16, 8, 8 ]
  * ```
+ *
+ * @example
+ * ```ts
+ * import { branch, conv2d, estimate, module, relu, seq } from 'vram-ts';
+ * // torchvision's SqueezeNet Fire: squeeze, then two expands concatenated, all children of Fire
+ * const fire = module('3', 'Fire', seq(conv2d({ out: 16, kernel: 1, name: 'squeeze' }), relu({ inplace: true, name: 'squeeze_activation' }),
+ *   branch([seq(conv2d({ out: 64, kernel: 1, name: 'expand1x1' }), relu({ inplace: true, name: 'expand1x1_activation' })),
+ *           seq(conv2d({ out: 64, kernel: 3, padding: 1, name: 'expand3x3' }), relu({ inplace: true, name: 'expand3x3_activation' }))],
+ *     { merge: 'concat', inline: true })));
+ * console.log(estimate(seq(fire), { input: [1, 64, 8, 8] }).modules[1]?.outputShape); // [ 1, 128, 8, 8 ]
+ * ```
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function branch(paths: readonly Layer[], options: BranchOptions): BranchLayer {
-  checkKeys(options, ['merge', 'className'], 'branch');
+  checkKeys(options, ['merge', 'className', 'inline'], 'branch');
   return Object.freeze({
     kind: 'branch',
     className: options.className ?? 'Branch',
     paths: Object.freeze([...paths]),
     merge: options.merge,
+    ...(options.inline === true ? { inline: true } : {}),
     ...(options.name !== undefined ? { name: options.name } : {}),
   });
 }

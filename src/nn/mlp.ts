@@ -1,6 +1,8 @@
 import { linearRule } from '../ops/linear.js';
 import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
 import { mulRule } from '../ops/merge.js';
+import { sliceRule } from '../ops/view.js';
+import { fail } from '../errors.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { hfActivation } from './hfActivation.js';
@@ -69,6 +71,12 @@ export interface GatedMlpOptions extends LayerOptions {
    * all-gathered first and down's output reduce-scattered (see {@link attention}).
    */
   readonly tensorParallel?: { readonly size: number; readonly sequence: boolean };
+  /**
+   * Phi-3's fused form: one `gate_up_proj` [2·intermediate] whose output is chunked into two
+   * views (the gate's activation keeps the whole fused output), `up * activation_fn(gate)`,
+   * `down_proj`.
+   */
+  readonly fused?: boolean;
 }
 
 /**
@@ -83,15 +91,24 @@ export interface GatedMlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className', 'tensorParallel'], 'gatedMlp');
+  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className', 'tensorParallel', 'fused'], 'gatedMlp');
   const tp = options.tensorParallel;
   const bias = options.bias ?? false;
-  const activation = hfActivation(options.activation ?? 'silu', 'act_fn', [options.name ?? 'mlp', 'activation']);
+  const fused = options.fused === true;
+  if (fused && tp !== undefined) fail('not-modelled', "tensor parallelism of a fused gate_up_proj is not modelled", { path: [options.name ?? 'mlp', 'tensorParallel'], expected: 'absent', received: JSON.stringify(tp) });
+  const activation = hfActivation(options.activation ?? 'silu', fused ? 'activation_fn' : 'act_fn', [options.name ?? 'mlp', 'activation']);
+  const gateUpProj = linear({ out: 2 * options.intermediate, bias, name: 'gate_up_proj' });
   // Layers made once, not at every trace.
   const gateProj = linear({ out: options.intermediate, bias, name: 'gate_proj' });
   const upProj = linear({ out: options.intermediate, bias, name: 'up_proj' });
   const downProj = linear({ out: options.hidden, bias, name: 'down_proj' });
   const body = graph((g, [input]) => {
+    if (fused) {
+      const both = g.apply(gateUpProj, input!);
+      const gate = g.call(sliceRule, [both], { dim: -1, start: 0, end: options.intermediate })[0]!;
+      const up = g.call(sliceRule, [both], { dim: -1, start: options.intermediate, end: 2 * options.intermediate })[0]!;
+      return g.apply(downProj, g.call(mulRule, [up, g.apply(activation, gate)], {})[0]!);
+    }
     const x = tp?.sequence === true ? g.call(allGatherRule, [input!], { dim: 1, size: tp.size })[0]! : input!;
     const projected = () => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [x], {})[0]! : x);
     const gate = g.apply(gateProj, projected());

@@ -2,7 +2,18 @@ import type { OpRule } from '../ops/types.js';
 import { anything, object, string, validate } from '../validate.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
-/** Builds an op layer; shared by the one-line builders. */
+/**
+ * Builds an op layer from a rule: a torch module of class `className`, or a functional call
+ * when that is null. The one-line builders are this; so is any op rule a user wraps.
+ *
+ * @example
+ * ```ts
+ * import { estimate, opLayer, permuteOp, seq, conv2d, layerNorm } from 'vram-ts';
+ * // ConvNeXt's Permute([0, 2, 3, 1]) then LayerNorm over the channels
+ * const toLast = opLayer(permuteOp, 'Permute', { dims: [0, 2, 3, 1] });
+ * console.log(estimate(seq(conv2d({ out: 8, kernel: 1 }), toLast, layerNorm()), { input: [1, 3, 4, 4] }).modules[2]?.outputShape); // [ 1, 4, 4, 8 ]
+ * ```
+ */
 /* @__NO_SIDE_EFFECTS__ */
 export function opLayer<A>(rule: OpRule<A>, className: string | null, attrs: A, options: LayerOptions = {}): OpLayer<A> {
   return Object.freeze({ kind: 'op', rule, attrs, className, ...(options.name !== undefined ? { name: options.name } : {}) });

@@ -1,5 +1,5 @@
 import { castRule } from '../ops/cast.js';
-import { scaleRule } from '../ops/layerNorm.js';
+import { offsetScaleRule, scaleRule } from '../ops/layerNorm.js';
 import { mulRule } from '../ops/merge.js';
 import { addScalarRule, meanRule, powRule, rsqrtRule } from '../ops/pointwise.js';
 import { graph } from './graph.js';
@@ -12,12 +12,18 @@ export interface RmsNormOptions extends LayerOptions {
   readonly eps?: number;
   /** Class shown in reports (default `LlamaRMSNorm`). */
   readonly className?: string;
+  /**
+   * Gemma's RMSNorm: the float32 normed tensor times `1 + weight` (a new float32 tensor at
+   * every call), then cast back (`(x * w).to(dtype)` rather than Llama's `w * x.to(dtype)`).
+   */
+  readonly offset?: boolean;
 }
 
 /**
  * Hugging Face's RMSNorm, op for op: upcast to float32, `pow(2)`, `mean(-1)`, `+ eps`,
  * `rsqrt`, multiply, cast back, `weight *`. Autograd keeps the float32 input, x² (PyTorch
  * 1.13 only), rsqrt and the normalised tensor, so in 16-bit training the upcast copies count.
+ * With `offset` (Gemma) the float32 normed tensor is scaled by `1 + weight` before the cast back.
  *
  * @example
  * ```ts
@@ -28,7 +34,7 @@ export interface RmsNormOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function rmsNorm(options: RmsNormOptions): ModuleLayer {
-  checkKeys(options, ['size', 'eps', 'className'], 'rmsNorm');
+  checkKeys(options, ['size', 'eps', 'className', 'offset'], 'rmsNorm');
   const body = graph((g, [x]) => {
     const input = x!;
     const h = g.call(castRule, [input], { dtype: 'float32' })[0]!;
@@ -37,6 +43,7 @@ export function rmsNorm(options: RmsNormOptions): ModuleLayer {
     const shifted = g.call(addScalarRule, [variance], {})[0]!;
     const inverse = g.call(rsqrtRule, [shifted], {})[0]!;
     const normed = g.call(mulRule, [h, inverse], {})[0]!;
+    if (options.offset === true) return g.call(castRule, [g.call(offsetScaleRule, [normed], { size: options.size })[0]!], { dtype: input.dtype })[0]!;
     const back = g.call(castRule, [normed], { dtype: input.dtype })[0]!;
     return g.call(scaleRule, [back], { size: options.size })[0]!;
   });

@@ -6,6 +6,7 @@ import { hardsigmoid } from './hardsigmoid.js';
 import { relu } from './relu.js';
 import { sigmoid } from './sigmoid.js';
 import type { Layer, LayerOptions } from './types.js';
+import { fail } from '../errors.js';
 import { checkKeys } from './op.js';
 
 /** Options of {@link squeezeExcitation}. */
@@ -14,10 +15,15 @@ export interface SqueezeExcitationOptions extends LayerOptions {
   readonly squeeze: number;
   /** The gate: torchvision's default `sigmoid`; MobileNetV3 uses `hardsigmoid`. */
   readonly scaleActivation?: 'sigmoid' | 'hardsigmoid';
+  /**
+   * The squeeze's activation, torchvision's `activation` argument (default `relu()`): EfficientNet
+   * passes `silu({ inplace: true })`. Any layer; it is named `activation`.
+   */
+  readonly activation?: Layer;
 }
 
 /**
- * torchvision.ops.SqueezeExcitation: avgpool → fc1 (1×1 conv) → ReLU → fc2 → gate,
+ * torchvision.ops.SqueezeExcitation: avgpool → fc1 (1×1 conv) → activation (ReLU) → fc2 → gate,
  * then `scale * input`, which saves both the full-size input and the scale.
  *
  * @example
@@ -26,15 +32,27 @@ export interface SqueezeExcitationOptions extends LayerOptions {
  * const r = estimate(seq(conv2d({ out: 16, kernel: 1 }), squeezeExcitation({ squeeze: 8 })), { input: [1, 3, 8, 8] });
  * console.log(r.params.total); // 64 + 136 + 144
  * ```
+ *
+ * @example
+ * ```ts
+ * import { estimate, silu, squeezeExcitation } from 'vram-ts';
+ * // EfficientNet's: SiLU(inplace=True) in the squeeze
+ * const se = squeezeExcitation({ squeeze: 4, activation: silu({ inplace: true }), name: 'se' });
+ * console.log(estimate(se, { input: [1, 16, 8, 8] }).modules.map((m) => m.className).join(' ')); // "SqueezeExcitation AdaptiveAvgPool2d Conv2d SiLU Conv2d Sigmoid"
+ * ```
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
-  checkKeys(options, ['squeeze', 'scaleActivation'], 'squeezeExcitation');
+  checkKeys(options, ['squeeze', 'scaleActivation', 'activation'], 'squeezeExcitation');
+  const given = options.activation;
+  if (given !== undefined && (typeof given !== 'object' || given === null || typeof (given as { kind?: unknown }).kind !== 'string')) {
+    fail('bad-attribute', 'activation must be a layer', { path: ['squeezeExcitation', 'activation'], expected: 'a layer such as silu({ inplace: true })', received: String(given) });
+  }
   const gate = options.scaleActivation === 'hardsigmoid' ? hardsigmoid({ name: 'scale_activation' }) : sigmoid({ name: 'scale_activation' });
   // Made once, not at every trace; fc2 depends on the input's channels, once per channel count.
   const avgpool = adaptiveAvgPool2d({ output: 1, name: 'avgpool' });
   const fc1 = conv2d({ out: options.squeeze, kernel: 1, name: 'fc1' });
-  const activation = relu({ name: 'activation' });
+  const activation: Layer = given === undefined ? relu({ name: 'activation' }) : Object.freeze({ ...given, name: 'activation' });
   const fc2 = new Map<number, Layer>();
   const body = graph((g, [input]) => {
     const channels = input!.shape[1] as number;

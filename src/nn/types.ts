@@ -47,6 +47,11 @@ export interface ModuleLayer {
    * order: `model.parameters()` (and so a for-loop optimizer) follows registration.
    */
   readonly childOrder?: readonly string[];
+  /**
+   * Child modules torch registers but forward never calls (MultiheadAttention's `out_proj`, used
+   * through `F.linear`): reports that follow torchinfo count this module as a parent, not a leaf.
+   */
+  readonly idleChildren?: readonly string[];
   /** Identical blocks the model runs one after another (see {@link RepeatedBlocks}). */
   readonly repeated?: RepeatedBlocks;
 }
@@ -103,11 +108,29 @@ export interface ModelMeta {
   /** Mistral's sliding window: the KV cache keeps at most this many positions. */
   readonly slidingWindow?: number;
   /**
+   * Per layer (Gemma 2/3, Qwen3's layer_types): the sliding window of a local layer, whose KV
+   * cache keeps at most that many positions, or null for a global layer. Absent: every layer
+   * is as {@link slidingWindow} says.
+   */
+  readonly layerWindows?: readonly (number | null)[];
+  /**
    * The tensor parallelism this rank's model was built for (`tensorParallel` of the decoder
    * builders). The other fields stay the whole model's (the config's); the parameters and
    * activations the model traces to are the rank's.
    */
   readonly tensorParallel?: TensorParallelBuild;
+  /**
+   * A mixture of experts: experts per MoE layer, experts per token, how many layers are MoE,
+   * each routed expert's parameters, and the parameters a token does not use
+   * (`inactiveParams` = MoE layers × (experts − k) × expert size): active = total − inactive.
+   */
+  readonly moe?: { readonly experts: number; readonly k: number; readonly moeLayers: number; readonly expertParams: number; readonly sharedExperts: number; readonly inactiveParams: number };
+  /**
+   * Multi-head latent attention (DeepSeek-V2/V3): per token and layer, the latent an
+   * MLA-aware engine (vLLM, SGLang) caches, `kv_lora_rank + qk_rope_head_dim` elements, and
+   * what Hugging Face's cache holds.
+   */
+  readonly mla?: { readonly kvLoraRank: number; readonly qkRopeHeadDim: number; readonly qkNopeHeadDim: number; readonly vHeadDim: number; readonly qLoraRank: number | null; readonly latentPerToken: number; readonly hfCachePerToken: number };
 }
 
 /** What a rank's model records about the tensor parallelism it was built for (plain data). */
@@ -126,6 +149,10 @@ export interface ResidualLayer {
   readonly body: Layer;
   readonly inplace: boolean;
   readonly shortcut?: Layer;
+  /** A layer applied to x after the body (torchvision's `downsample`), then added. */
+  readonly downsample?: Layer;
+  /** The body's children (a sequence's) are traced in the enclosing module, not in a node of their own. */
+  readonly inline?: boolean;
   readonly name?: string;
 }
 
@@ -138,6 +165,8 @@ export interface BranchLayer {
   readonly className: string;
   readonly paths: readonly Layer[];
   readonly merge: Merge;
+  /** The paths (sequences' children) are traced in the enclosing module, not in a node of their own (SqueezeNet's Fire). */
+  readonly inline?: boolean;
   readonly name?: string;
 }
 

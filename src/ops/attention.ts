@@ -21,7 +21,8 @@ export const sdpaRule: OpRule<SdpaAttrs> = {
   apply([q, k, v], attrs, ctx) {
     if (ctx.framework === 'torch-1.13') fail('unsupported-op', 'scaled_dot_product_attention needs PyTorch 2 (transformers runs eager attention on 1.13)', { path: ctx.path, expected: "framework 'torch-2', or attention: 'eager'", received: ctx.framework });
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
-    const out = tensor(q!.shape, q!.dtype);
+    // The value's head dim may differ from the query's (DeepSeek's MLA: v_head_dim).
+    const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);
     return {
       outputs: [out],
       saves: () => [
@@ -34,5 +35,19 @@ export const sdpaRule: OpRule<SdpaAttrs> = {
       ],
       macs: () => mul(product(q!.shape), mul(k!.shape[2]!, 2)),
     };
+  },
+};
+
+/**
+ * scaled_dot_product_attention given a bool `attn_mask` (the fourth input): PyTorch first turns
+ * it into a float mask of the query's dtype (`convert_boolean_attn_mask`, a new full-size
+ * tensor), which the kernel's backward keeps besides what {@link sdpaRule} keeps.
+ */
+export const sdpaMaskedRule: OpRule<SdpaAttrs> = {
+  name: 'scaled_dot_product_attention',
+  arity: 4,
+  apply([q, k, v, mask], attrs, ctx) {
+    const base = sdpaRule.apply([q!, k!, v!], attrs, ctx);
+    return { ...base, saves: (needs) => [...base.saves(needs), { extra: tensor(mask!.shape, q!.dtype), label: 'float attn_mask' }] };
   },
 };

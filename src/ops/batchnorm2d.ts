@@ -1,7 +1,8 @@
 import { fail } from '../errors.js';
 import { numel, specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim, expectRank } from './check.js';
-import type { OpRule, SavedRef } from './types.js';
+import type { Dim } from '../sym/expr.js';
+import type { KernelStep, OpRule, SavedRef } from './types.js';
 
 /** Attributes of torch.nn.BatchNorm2d. */
 export interface BatchNorm2dAttrs {
@@ -58,6 +59,10 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
         return saved;
       },
       macs: () => numel(input!),
+      // PyTorch 1.13's CPU kernel: in training the batch statistics come with two more [C]
+      // temporaries first; after the output, a per-channel scale and shift ([C] each) live for
+      // the normalization (measured: eval and training, with and without autograd).
+      ...(ctx.device === 'cpu' ? cpuForward(specBytes(perChannel), batchStats) : {}),
       // PyTorch 1.13's CPU batch_norm_backward computes through one more input-sized buffer.
       // Both backends' backward kernels take a contiguous grad_output.
       backward: () => ({
@@ -67,3 +72,17 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
     };
   },
 };
+
+/** The CPU kernel's forward allocations besides the output (and, recorded in training, the saved statistics). */
+function cpuForward(channelBytes: Dim, batchStats: boolean): { forwardSteps: KernelStep[]; forwardStepsUnrecorded: KernelStep[] } {
+  const affineSteps: KernelStep[] = [{ alloc: 'alpha', bytes: channelBytes }, { alloc: 'beta', bytes: channelBytes }, { free: 'alpha' }, { free: 'beta' }];
+  if (!batchStats) {
+    const steps: KernelStep[] = [{ results: 'outputs' }, ...affineSteps];
+    return { forwardSteps: steps, forwardStepsUnrecorded: steps };
+  }
+  const temps: KernelStep[] = [{ alloc: 'mean temp', bytes: channelBytes }, { alloc: 'var temp', bytes: channelBytes }, { free: 'mean temp' }, { free: 'var temp' }];
+  return {
+    forwardSteps: [...temps, { results: 'outputs' }, ...affineSteps],
+    forwardStepsUnrecorded: [{ alloc: 'save_mean', bytes: channelBytes }, { alloc: 'save_invstd', bytes: channelBytes }, ...temps, { results: 'outputs' }, ...affineSteps, { free: 'save_mean' }, { free: 'save_invstd' }],
+  };
+}

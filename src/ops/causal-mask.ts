@@ -27,6 +27,11 @@ export interface CausalMaskAttrs {
   readonly style?: CausalMaskStyle;
   /** `_make_causal_mask`'s sliding window (a second bool mask while it is applied). */
   readonly slidingWindow?: boolean;
+  /**
+   * `masking-utils` for sdpa (`sdpa_mask`, a mask it cannot skip: a sliding window shorter than
+   * the input): a bool [1, 1, S, S] that the model expands over the batch.
+   */
+  readonly bool?: boolean;
 }
 
 function maskSteps(style: CausalMaskStyle, b: Dim, s: Dim, dtype: DType, slidingWindow: boolean): { shape: Dim[]; steps: KernelStep[] } {
@@ -85,6 +90,7 @@ export const causalMaskRule: OpRule<CausalMaskAttrs> = {
   arity: 1,
   apply([embeds], attrs) {
     const [b, s] = embeds!.shape as [Dim, Dim];
+    if (attrs.bool === true) return { outputs: [tensor([1, 1, s, s], 'bool')], nonDifferentiableOutputs: [0], saves: () => [], backward: () => ({ inputGrads: ['none'] }) };
     const { shape, steps } = maskSteps(attrs.style ?? 'masking-utils', b, s, embeds!.dtype, attrs.slidingWindow ?? false);
     return {
       outputs: [tensor(shape, embeds!.dtype)],

@@ -19,6 +19,26 @@ export interface ConvGeometry {
   readonly padded: boolean;
   readonly groups: number;
   readonly elementBytes: number;
+  /** The strides (default [2, 2] when `strided`, [1, 1] otherwise): a strided 1×1 kernel's scratchpad depends on them. */
+  readonly stride?: readonly [number, number];
+}
+
+/**
+ * oneDNN's strided 1×1 convolution (ResNet's downsample) first reduces its input to unit stride
+ * in a scratchpad of pad16(C)·Ho·Wo elements plus 128 bytes (one image), when every output
+ * position maps back onto the input exactly (H = Ho·sh and W = Wo·sw; measured: 32×32 → 16×16
+ * has it, 33×33 → 17×17 does not). 0 for every other convolution. For symbolic sizes and
+ * stride 2 the indicator is exact: H − 2·Ho is 0 or −1.
+ */
+function rtusScratch(g: ConvGeometry): Dim {
+  if (g.kh !== 1 || g.kw !== 1 || !g.strided || g.padded || g.dilated || g.groups !== 1) return 0;
+  const [sh, sw] = g.stride ?? [2, 2];
+  const fits = (size: Dim, out: Dim, s: number): Dim => {
+    if (typeof size === 'number' && typeof out === 'number') return size === out * s ? 1 : 0;
+    return s === 1 ? 1 : s === 2 ? add(1, sub(size, mul(out, 2))) : 1;
+  };
+  const indicator = mul(fits(g.h, g.ho, sh), fits(g.w, g.wo, sw));
+  return mul(indicator, add(bytes(g, pad16(g.cIn), g.ho, g.wo), 128));
 }
 
 const pad16 = (c: number) => Math.ceil(c / 16) * 16;
@@ -81,7 +101,8 @@ const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementB
 /**
  * What the oneDNN kernels allocate through PyTorch's CPU allocator (read off the oracle's
  * allocator traces, test/fixtures/pytorch-traces): blocked formats pad channels to 16; the
- * forward computes into a blocked output and copies it out; backward reorders the gradient
+ * forward reorders an input of 16 or more channels (and any strided 1×1 or grouped one) into a
+ * blocked buffer, computes into a blocked output and copies it out; backward reorders the gradient
  * (and, for grouped convolutions, the input) into blocked buffers, once for the input
  * gradient and once for the weight gradient.
  */
@@ -94,15 +115,25 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
     return { forward: plain, backward: () => [{ results: 'inputGrads' }, { results: 'paramGrads' }] };
   }
   const perGroupIn = g.cIn / g.groups;
+  // A strided 1×1 kernel reorders its plain input into the blocked layout, and reduces it to unit stride in a scratchpad.
+  const scratch = rtusScratch(g);
+  const strided1x1 = g.kh === 1 && g.kw === 1 && g.strided && g.groups === 1;
+  const scratchSteps = (steps: KernelStep[]): KernelStep[] => (scratch === 0 ? [] : steps);
   const outBlocked = bytes(g, g.n, pad16(g.out), g.ho, g.wo);
   const inBlocked = bytes(g, g.n, pad16(g.cIn), g.h, g.w);
   const weightBlocked = grouped ? bytes(g, pad16(g.out), perGroupIn, g.kh, g.kw) : bytes(g, pad16(g.out), g.cIn, g.kh, g.kw);
+  // A plain convolution reads an input of fewer than 16 channels (a stem) as it is; from 16 on it
+  // reorders the input and the weight into blocked formats first (measured on 1.13: 3×3 with 3…12
+  // input channels keep them plain, 16 and 24 are reordered, padded to 16).
+  const blockedInput = grouped || strided1x1 || g.cIn >= 16;
   const forward: KernelStep[] = [
-    ...(grouped ? [{ alloc: 'input (blocked)', bytes: inBlocked }] : []),
-    { alloc: 'weight (blocked)', bytes: weightBlocked },
+    ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }]),
+    ...(blockedInput ? [{ alloc: 'input (blocked)', bytes: inBlocked }] : []),
+    { alloc: 'weight (blocked)', bytes: !grouped && blockedInput ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : weightBlocked },
     { alloc: 'output (blocked)', bytes: outBlocked },
     { free: 'weight (blocked)' },
     { free: 'input (blocked)' },
+    ...scratchSteps([{ free: 'scratchpad' }]),
     { results: 'outputs' },
     { free: 'output (blocked)' },
   ];
@@ -113,19 +144,48 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
         { alloc: 'grad output (blocked)', bytes: outBlocked },
         { alloc: 'weight (blocked)', bytes: grouped ? weightBlocked : bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) },
         { alloc: 'grad input (blocked)', bytes: inBlocked },
+        ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }, { free: 'scratchpad' }]),
         { free: 'weight (blocked)' },
         { free: 'grad output (blocked)' },
         { results: 'inputGrads' },
         { free: 'grad input (blocked)' },
       );
     } else steps.push({ results: 'inputGrads' });
-    if (weightGrad) {
+    if (weightGrad && grouped && g.kh * g.kw >= 25) {
+      // A depthwise kernel of 5×5 or more (EfficientNet's) computes its weight gradient in one
+      // scratchpad of 4·k²·(4C + Ho·Wo) + 256 B, whatever the batch, with no blocked grad_output
+      // or input (measured: 5×5 and 7×7, 32 to 96 channels, 5…40 pixels, strides 1 and 2, batch
+      // 1 to 8; EfficientNet-B0's 480, 672 and 1152 channels). 3×3 takes the path below.
+      const k2 = g.kh * g.kw;
+      const depthwiseScratch = add(mul(mul(g.ho, g.wo), 4 * k2), 16 * k2 * g.cIn + 256);
+      steps.push(
+        // not padded to 16 here (measured with 72 channels)
+        { alloc: 'grad weight (blocked)', bytes: bytes(g, g.cIn, g.kh, g.kw) },
+        { alloc: 'depthwise scratchpad', bytes: depthwiseScratch },
+        { free: 'depthwise scratchpad' },
+        { results: 'paramGrads' },
+        { free: 'grad weight (blocked)' },
+      );
+    } else if (weightGrad && !grouped && (g.kh >= 16 || g.kw >= 16)) {
+      // A kernel of 16 or more (ViT's patch embedding) takes oneDNN's gemm path for the weight
+      // gradient: no blocked grad_output, but a scratchpad of 4× the weight plus one image's
+      // im2col columns and 256 B (measured: 16×16 and 32×32 kernels; 4×4 … 14×14 take the path below).
+      const gemmScratch = add(add(mul(bytes(g, g.out, g.cIn, g.kh, g.kw), 4), bytes(g, g.cIn * g.kh * g.kw, g.ho, g.wo)), 256);
+      steps.push(
+        { alloc: 'grad weight (blocked)', bytes: weightBlocked },
+        { alloc: 'gemm scratchpad', bytes: gemmScratch },
+        { free: 'gemm scratchpad' },
+        { results: 'paramGrads' },
+        { free: 'grad weight (blocked)' },
+      );
+    } else if (weightGrad) {
       // Plain NCHW input is read as it is when it has few channels (first layers).
-      const inputCopy = grouped ? inBlocked : g.cIn >= 8 ? bytes(g, g.n, g.cIn, g.h, g.w) : 0;
+      const inputCopy = grouped || strided1x1 ? inBlocked : g.cIn >= 8 ? bytes(g, g.n, g.cIn, g.h, g.w) : 0;
       steps.push(
         { alloc: 'grad output (blocked) ', bytes: outBlocked },
         ...(inputCopy !== 0 ? [{ alloc: 'input (blocked)', bytes: inputCopy }] : []),
-        { alloc: 'grad weight (blocked)', bytes: weightBlocked },
+        { alloc: 'grad weight (blocked)', bytes: strided1x1 ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : weightBlocked },
+        ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }, { free: 'scratchpad' }]),
         { free: 'input (blocked)' },
         { free: 'grad output (blocked) ' },
         { results: 'paramGrads' },

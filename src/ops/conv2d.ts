@@ -81,6 +81,7 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
             const geometry: ConvGeometry = {
               n, cIn: inChannels, h: padded?.shape[2] ?? h, w: padded?.shape[3] ?? w, out, ho, wo, kh, kw, groups, elementBytes: 4,
               strided: sh !== 1 || sw !== 1,
+              stride: [sh, sw],
               dilated: dh !== 1 || dw !== 1,
               padded: pads.some((p) => p !== 0),
             };

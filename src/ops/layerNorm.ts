@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim } from './check.js';
 import type { OpRule, SavedRef } from './types.js';
 
@@ -53,6 +53,50 @@ export const scaleRule: OpRule<ScaleAttrs> = {
       outputs: [tensor(x!.shape, x!.dtype)],
       params: [{ name: 'weight', spec: tensor([attrs.size], ctx.paramDtype) }],
       saves: (needs) => [...(needs.params ? [{ input: 0 }] : []), ...(needs.inputs[0] ? [{ param: 'weight' }] : [])],
+    };
+  },
+};
+
+/**
+ * Gemma's RMSNorm scale `x * (1.0 + weight.float())` with a [size] parameter: a new float32
+ * [size] tensor `1 + weight` is made at every call, and mul keeps both operands (x for the
+ * weight's gradient, `1 + weight` for x's). The output is float32 (x is the float32 normed
+ * tensor); the weight's gradient is a full-size product summed over the leading dimensions.
+ */
+export const offsetScaleRule: OpRule<ScaleAttrs> = {
+  name: 'offset_scale',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const size = concreteDim(x!.shape[x!.shape.length - 1]!, 'offset_scale features', ctx);
+    if (size !== attrs.size) fail('channel-mismatch', 'the scale size differs from the input features', { path: ctx.path, expected: String(attrs.size), received: String(size) });
+    const out = tensor(x!.shape, x!.dtype === 'float64' ? 'float64' : 'float32');
+    return {
+      outputs: [out],
+      params: [{ name: 'weight', spec: tensor([attrs.size], ctx.paramDtype) }],
+      saves: (needs) => [...(needs.params ? [{ input: 0 }] : []), ...(needs.inputs[0] ? [{ extra: tensor([attrs.size], 'float32'), label: '1 + weight' }] : [])],
+      backward: () => ({ steps: [{ results: 'inputGrads' }, { alloc: 'grad * x (before sum)', bytes: specBytes(out) }, { free: 'grad * x (before sum)' }, { results: 'paramGrads' }] }),
+    };
+  },
+};
+
+/** Attributes of {@link bufferScaleRule}. */
+export interface BufferScaleAttrs {
+  /** The 0-dim buffer's name (`embed_scale`). */
+  readonly buffer: string;
+}
+
+/**
+ * `x * buffer` with a 0-dim float32 buffer the module owns (Gemma's scaled word embedding,
+ * transformers 5.x: `embed_scale`): mul keeps the buffer when x needs a gradient.
+ */
+export const bufferScaleRule: OpRule<BufferScaleAttrs> = {
+  name: 'buffer_scale',
+  arity: 1,
+  apply([x], attrs) {
+    return {
+      outputs: [tensor(x!.shape, x!.dtype)],
+      buffers: [{ name: attrs.buffer, spec: tensor([], 'float32') }],
+      saves: (needs) => (needs.inputs[0] ? [{ buffer: attrs.buffer }] : []),
     };
   },
 };

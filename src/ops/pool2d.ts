@@ -1,4 +1,5 @@
-import { add, product } from '../sym/ops.js';
+import { fail } from '../errors.js';
+import { add, ceilDiv, max, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { expectAtLeast, expectRank, intPair } from './check.js';
@@ -11,6 +12,34 @@ export interface Pool2dAttrs {
   readonly stride?: number | readonly [number, number];
   readonly padding?: number | readonly [number, number];
   readonly dilation?: number | readonly [number, number];
+  /**
+   * `ceil_mode`: the output length rounds up, keeping a last partial window when it starts
+   * inside the input or its left padding (torch's pooling_output_shape). Default false.
+   */
+  readonly ceilMode?: boolean;
+}
+
+/**
+ * Output length of a pooling window along one axis, as torch's `pooling_output_shape`: floor
+ * mode is `windowOutput`'s ⌊(L + 2p − span)/s⌋ + 1; ceil mode is ⌈(L + 2p − span)/s⌉ + 1, less one when that last
+ * window would start at or past L + p, i.e. min(⌈(L + 2p − span)/s⌉, ⌈(L + p)/s⌉ − 1) + 1.
+ *
+ * @example
+ * ```ts
+ * import { poolOutput } from 'vram-ts';
+ * // kernel 3, stride 2, no padding: 56 → 27 in floor mode, 28 in ceil mode
+ * console.log(poolOutput(56, 3, 2, 0, 1, false), poolOutput(56, 3, 2, 0, 1, true)); // 27 28
+ * ```
+ */
+export function poolOutput(size: Dim, kernel: number, stride: number, pad: number, dilation: number, ceilMode: boolean): Dim {
+  if (!ceilMode) return windowOutput(size, kernel, stride, pad, pad, dilation);
+  const span = dilation * (kernel - 1) + 1;
+  const rounded = ceilDiv(sub(add(size, 2 * pad), span), stride);
+  // When the span less the left pad covers a stride, the last window always starts inside.
+  if (span - pad >= stride && typeof size !== 'number') return add(rounded, 1);
+  const starts = sub(ceilDiv(add(size, pad), stride), 1);
+  // min(a, b) = a + b − max(a, b)
+  return add(sub(add(rounded, starts), max(rounded, starts)), 1);
 }
 
 function poolShape(shape: readonly Dim[], attrs: Pool2dAttrs, ctx: Parameters<OpRule<Pool2dAttrs>['apply']>[2]) {
@@ -21,7 +50,9 @@ function poolShape(shape: readonly Dim[], attrs: Pool2dAttrs, ctx: Parameters<Op
   const [n, c, h, w] = shape as [Dim, Dim, Dim, Dim];
   expectAtLeast(add(h, 2 * ph), dh * (kh - 1) + 1, ctx, 'pooling window is larger than the padded input height');
   expectAtLeast(add(w, 2 * pw), dw * (kw - 1) + 1, ctx, 'pooling window is larger than the padded input width');
-  return [n, c, windowOutput(h, kh, sh, ph, ph, dh), windowOutput(w, kw, sw, pw, pw, dw)] as const;
+  const ceil = attrs.ceilMode ?? false;
+  if (typeof ceil !== 'boolean') fail('bad-attribute', 'ceilMode must be a boolean', { path: [...ctx.path, 'ceilMode'], expected: 'boolean', received: String(ceil) });
+  return [n, c, poolOutput(h, kh, sh, ph, dh, ceil), poolOutput(w, kw, sw, pw, dw, ceil)] as const;
 }
 
 /** avg_pool2d saves its input (derivatives.yaml: avg_pool2d_backward(grad, self, ...)). */
@@ -38,7 +69,9 @@ export const avgPool2dRule: OpRule<Pool2dAttrs> = {
 /**
  * max_pool2d_with_indices saves its input and the int64 indices of the maxima. On CUDA
  * `max_pool2d` always runs the with-indices kernel, so a no-grad forward still allocates the
- * indices and drops them (measured on PyTorch 2.11); on CPU it then runs a kernel without.
+ * indices and drops them (measured on PyTorch 2.11); so does PyTorch 1.13's CPU `max_pool2d`
+ * (measured: the output, then the int64 indices, freed when it returns); 2.x on CPU runs a kernel
+ * without them.
  */
 export const maxPool2dRule: OpRule<Pool2dAttrs> = {
   name: 'max_pool2d',
@@ -51,7 +84,7 @@ export const maxPool2dRule: OpRule<Pool2dAttrs> = {
       outputs: [tensor(shape, input!.dtype)],
       saves: () => [{ input: 0 }, { extra: indices, label: 'indices' }],
       backward: () => ({ contiguousGradOutput: true }),
-      ...(ctx.device === 'cuda' ? { forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }] } : {}),
+      ...(ctx.device === 'cuda' || ctx.framework === 'torch-1.13' ? { forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }] } : {}),
     };
   },
 };
@@ -78,6 +111,42 @@ export const adaptiveAvgPool2dRule: OpRule<AdaptiveAvgPool2dAttrs> = {
       saves: () => (oh === 1 && ow === 1 && ctx.framework !== 'torch-1.13' ? [] : [{ input: 0 }]),
       // The mean's backward expands any gradient; the pooling kernel wants it contiguous.
       backward: () => ({ contiguousGradOutput: oh !== 1 || ow !== 1 }),
+      macs: () => product(input!.shape),
+    };
+  },
+};
+
+/** Attributes of torch.nn.AdaptiveMaxPool2d. */
+export interface AdaptiveMaxPool2dAttrs {
+  readonly output?: number | readonly [number, number];
+}
+
+/**
+ * adaptive_max_pool2d returns the maxima and their int64 indices; autograd keeps the input and
+ * the indices (derivatives.yaml: `adaptive_max_pool2d_backward(grad, self, result1)`). Without
+ * autograd the kernel still makes the indices, dropped when it returns.
+ *
+ * @example
+ * ```ts
+ * import { adaptiveMaxPool2dOp, estimate, graph } from 'vram-ts';
+ * const pool = graph((g, [x]) => g.call(adaptiveMaxPool2dOp, [x!], { output: 2 })[0]!);
+ * // the input (1·4·8·8·4 B) and the int64 indices (1·4·2·2·8 B)
+ * console.log(estimate(pool, { input: [1, 4, 8, 8], inputRequiresGrad: true }).bytes.activations); // 1024 + 128
+ * ```
+ */
+export const adaptiveMaxPool2dRule: OpRule<AdaptiveMaxPool2dAttrs> = {
+  name: 'adaptive_max_pool2d',
+  arity: 1,
+  apply([input], attrs, ctx) {
+    expectRank(input!, [4], ctx, 'adaptiveMaxPool2d');
+    const [oh, ow] = intPair(attrs.output ?? 1, 'output', ctx, 1);
+    const [n, c] = input!.shape as [Dim, Dim];
+    const indices = tensor([n, c, oh, ow], 'int64');
+    return {
+      outputs: [tensor([n, c, oh, ow], input!.dtype)],
+      saves: () => [{ input: 0 }, { extra: indices, label: 'indices' }],
+      backward: () => ({ contiguousGradOutput: true }),
+      forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }, { free: 'indices' }],
       macs: () => product(input!.shape),
     };
   },

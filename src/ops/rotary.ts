@@ -17,6 +17,8 @@ export interface RotaryAttrs {
   readonly cachedPositions?: number;
   /** transformers 5.x: `original_inv_freq`, a second float32 [head_dim/2] buffer. */
   readonly originalInvFreq?: boolean;
+  /** A prefix of the buffers' names (Gemma 3 keeps one set per layer type: `sliding_attention_inv_freq`). */
+  readonly bufferPrefix?: string;
 }
 
 /**
@@ -34,8 +36,9 @@ export const rotaryRule: OpRule<RotaryAttrs> = {
     const dtype = x!.dtype;
     const table = tensor([1, s, d], dtype);
     const f32 = (n: Dim) => bytesOf(n, 'float32');
-    const buffers: OwnedTensor[] = [{ name: 'inv_freq', spec: tensor([d / 2], 'float32') }];
-    if (attrs.originalInvFreq) buffers.push({ name: 'original_inv_freq', spec: tensor([d / 2], 'float32') });
+    const prefix = attrs.bufferPrefix ?? '';
+    const buffers: OwnedTensor[] = [{ name: `${prefix}inv_freq`, spec: tensor([d / 2], 'float32') }];
+    if (attrs.originalInvFreq) buffers.push({ name: `${prefix}original_inv_freq`, spec: tensor([d / 2], 'float32') });
     if (attrs.cachedPositions !== undefined) {
       buffers.push({ name: '_cos_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) }, { name: '_sin_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) });
     }

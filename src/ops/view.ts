@@ -144,3 +144,57 @@ export const causalWhereRule: OpRule<MaskedFillAttrs> = {
     };
   },
 };
+
+/** Attributes of permute. */
+export interface PermuteAttrs {
+  /** The new order of the dimensions (negative counts from the end). */
+  readonly dims: readonly number[];
+}
+
+/**
+ * `x.permute(dims)`: a view; its gradient is the incoming one permuted back (a view too).
+ *
+ * @example
+ * ```ts
+ * import { estimate, graph, permuteOp } from 'vram-ts';
+ * const nhwc = graph((g, [x]) => g.call(permuteOp, [x!], { dims: [0, 2, 3, 1] })[0]!);
+ * console.log(estimate(nhwc, { input: [1, 3, 4, 5], inputRequiresGrad: true }).bytes.activations); // 0
+ * ```
+ */
+export const permuteRule: OpRule<PermuteAttrs> = {
+  name: 'permute',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const rank = x!.shape.length;
+    const dims = attrs.dims.map((d, i) => dimIndex(d, rank, ctx, `dims[${i}]`));
+    if (dims.length !== rank || new Set(dims).size !== rank) fail('bad-attribute', 'permute needs each dimension once', { path: [...ctx.path, 'dims'], expected: `a permutation of ${rank} dimensions`, received: `[${attrs.dims.join(', ')}]` });
+    return { outputs: [tensor(dims.map((d) => x!.shape[d]!), x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+  },
+};
+
+/** Attributes of select (`x[:, index]`). */
+export interface SelectAttrs {
+  readonly dim: number;
+  readonly index: number;
+}
+
+/**
+ * `x.select(dim, index)` (`x[:, 0]`, ViT's class token): a view without that dimension; its
+ * backward (SelectBackward) scatters the gradient into a new zero tensor of the input's size.
+ *
+ * @example
+ * ```ts
+ * import { estimate, graph, selectOp } from 'vram-ts';
+ * // ViT's x[:, 0]: the class token's row, a view
+ * const token = graph((g, [x]) => g.call(selectOp, [x!], { dim: 1, index: 0 })[0]!);
+ * console.log(estimate(token, { input: [2, 197, 768] }).modules.length); // 1
+ * ```
+ */
+export const selectRule: OpRule<SelectAttrs> = {
+  name: 'select',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
+    return { outputs: [tensor(x!.shape.filter((_, i) => i !== dim), x!.dtype)], alias: 'view', saves: () => [] };
+  },
+};

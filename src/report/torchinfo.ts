@@ -120,7 +120,8 @@ function buildRows(ir: IR, wrapper: string | undefined): Row[] {
       className: module.className,
       depth: module.path.length,
       layerId,
-      isLeaf: module.children.length === 0,
+      // torchinfo: a leaf has no child modules at all, called or not (MultiheadAttention's out_proj).
+      isLeaf: module.children.length === 0 && (module.idleChildren?.length ?? 0) === 0,
       recursive,
       numParams,
       trainableParams,

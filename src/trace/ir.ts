@@ -116,6 +116,8 @@ export interface IRModule {
   readonly sharedWith: number | null;
   /** Child names in registration order when it differs from the order they ran (see ModuleLayer.childOrder). */
   readonly childOrder?: readonly string[];
+  /** Child modules registered but never called (see ModuleLayer.idleChildren). */
+  readonly idleChildren?: readonly string[];
 }
 
 /** The options the trace was made under. */

@@ -1,5 +1,5 @@
 import { VramError, fail } from '../errors.js';
-import type { Layer, OpLayer, QuantizationPlan, TensorRef } from '../nn/types.js';
+import type { BranchLayer, Layer, OpLayer, QuantizationPlan, TensorRef } from '../nn/types.js';
 import type { KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from '../ops/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
 import { LIMITS } from '../limits.js';
@@ -101,6 +101,7 @@ interface MutableModule {
   /** Storages its forward keeps referenced until it returns. */
   held: number[];
   childOrder?: readonly string[];
+  idleChildren?: readonly string[];
 }
 
 interface State {
@@ -603,6 +604,26 @@ function first(outputs: readonly TensorRef[], path: readonly string[]): TensorRe
   return out;
 }
 
+/** A sequence's children run in the enclosing module (named by their names or indexes); any other layer is traced as it is. */
+function traceInline(state: State, layer: Layer, inputs: readonly TensorRef[], slot: string | undefined): TensorRef[] {
+  if (layer.kind !== 'seq') return traceLayer(state, layer, inputs, slot);
+  let current = inputs;
+  layer.children.forEach((child, i) => {
+    current = traceLayer(state, child, [first(current, modulePath(state))], String(i));
+  });
+  return [...current];
+}
+
+/** A branch's merge of its path outputs: concat along channels, or add/mul left to right. */
+function mergePaths(state: State, layer: BranchLayer, outs: readonly TensorRef[], path: readonly string[]): TensorRef[] {
+  if (outs.length === 0) fail('empty-branch', 'a branch needs at least one path', { path });
+  if (layer.merge === 'concat') return runOp(state, catRule, { dim: 1 }, outs);
+  const rule = layer.merge === 'add' ? addRule : mulRule;
+  let merged: TensorRef[] = [outs[0]!];
+  for (const next of outs.slice(1)) merged = runOp(state, rule, {}, [merged[0]!, next]);
+  return merged;
+}
+
 function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], slot: string | undefined): TensorRef[] {
   const name = layer.name ?? slot ?? defaultName(state);
   switch (layer.kind) {
@@ -620,6 +641,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
     case 'module': {
       const module = openShared(state, layer, name, layer.className, inputs, false);
       if (layer.childOrder !== undefined) module.childOrder = layer.childOrder;
+      if (layer.idleChildren !== undefined) module.idleChildren = layer.idleChildren;
       const outputs = traceLayer(state, layer.body, inputs, undefined);
       closeModule(state, module, outputs);
       return outputs;
@@ -627,10 +649,17 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
     case 'residual': {
       const x = first(inputs, modulePath(state));
       const shortcut = layer.shortcut ? first(traceLayer(state, layer.shortcut, [x], undefined), modulePath(state)) : x;
-      const body = first(traceLayer(state, layer.body, [x], layer.name ?? slot), modulePath(state));
-      return runOp(state, addRule, { inplace: layer.inplace }, [body, shortcut]);
+      const body = first(layer.inline === true ? traceInline(state, layer.body, [x], layer.name ?? slot) : traceLayer(state, layer.body, [x], layer.name ?? slot), modulePath(state));
+      // torchvision's blocks: `out = body(x); identity = self.downsample(x); out += identity`.
+      const identity = layer.downsample ? first(traceLayer(state, layer.downsample, [x], undefined), modulePath(state)) : shortcut;
+      return runOp(state, addRule, { inplace: layer.inplace }, [body, identity]);
     }
     case 'branch': {
+      if (layer.inline === true) {
+        const x = first(inputs, modulePath(state));
+        const outs = layer.paths.map((path, i) => first(traceInline(state, path, [x], String(i)), modulePath(state)));
+        return mergePaths(state, layer, outs, modulePath(state));
+      }
       const module = openShared(state, layer, name, layer.className, inputs, false);
       const x = first(inputs, module.path);
       const outs = layer.paths.map((path, i) => first(traceLayer(state, path, [x], String(i)), module.path));
@@ -754,6 +783,7 @@ function checkDepthOnce(model: Layer): void {
     else if (layer.kind === 'residual') {
       stack.push([layer.body, depth + 1]);
       if (layer.shortcut !== undefined) stack.push([layer.shortcut, depth + 1]);
+      if (layer.downsample !== undefined) stack.push([layer.downsample, depth + 1]);
     } else if (layer.kind === 'branch') for (const path of layer.paths) stack.push([path, depth + 1]);
   }
 }

@@ -15,7 +15,13 @@ describe('fidelity against real Hugging Face transformers (CPU, fp32)', () => {
     const measured = releases.find((r) => r.release === '4.40.2')?.fixtures ?? [];
     expect(measured.length).toBeGreaterThanOrEqual(30);
     const families = new Set(measured.map((f) => String(f.case.config?.model_type)));
-    expect([...families].sort()).toEqual(['gpt2', 'llama', 'mistral', 'qwen2']);
+    for (const family of ['gpt2', 'llama', 'mistral', 'qwen2', 'gemma']) expect(families.has(family), family).toBe(true);
+  });
+
+  it('measures the dense families of issue 13 on real code (Gemma on 4.40.2; Qwen3, Gemma 1-3, Phi-3 on 5.18.0)', () => {
+    const families = (release: string) => new Set((releases.find((r) => r.release === release)?.fixtures ?? []).map((f) => String(f.case.config?.model_type)));
+    expect(families('4.40.2').has('gemma')).toBe(true);
+    for (const family of ['qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3']) expect(families('5.18.0').has(family), family).toBe(true);
   });
 
   for (const { release, fixtures } of releases) {

@@ -34,10 +34,13 @@ describe('fidelity against PyTorch 1.13 (CPU, fp32)', () => {
         // Modules returning tuples have no single output shape in the fixture.
         if (mine === undefined || mine.className !== m.className || m.outputShape === null) continue;
         matched += 1;
-        expect(mine.outputShape, `${m.path} output shape`).toEqual(m.outputShape);
+        // A module called more than once (torchvision's shared `relu`) has a row per call: any of them.
+        const calls = estimate.modules.filter((row) => row.path.join('.') === m.path).map((row) => row.outputShape);
+        expect(calls, `${m.path} output shape`).toContainEqual(m.outputShape);
         expect(mine.ownParams, `${m.path} parameters`).toBe(m.params);
       }
-      if (categoryOf(fixture) === 'cnn') expect(matched).toBe(fixture.modules.length);
+      // Every module that ran (an MBConv without a residual never calls its StochasticDepth).
+      if (categoryOf(fixture) === 'cnn') expect(matched).toBe(fixture.modules.filter((m) => m.outputShape !== null).length);
     });
   }
 });

@@ -3,7 +3,7 @@
  * vram-ts with them. Shared by the fidelity tests and `npm run accuracy`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
+import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, vision, VISION_MODELS, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
 export interface OracleFixture {
@@ -23,6 +23,8 @@ export interface OracleFixture {
     /** Real Hugging Face cases: `use_cache` of the training forward (absent: the config's). */
     readonly trainUseCache?: boolean;
   };
+  /** The oracle's environment (`torch`: the PyTorch version that ran). */
+  readonly env?: { readonly torch?: string };
   readonly params: { readonly total: number; readonly trainable: number };
   readonly modules: readonly { readonly path: string; readonly className: string; readonly params: number; readonly outputShape: readonly number[] | null }[];
   readonly saved: { readonly bytes: number };
@@ -30,6 +32,10 @@ export interface OracleFixture {
   readonly inference?: { readonly peakBytes: number };
   /** Real Hugging Face models: the same no-grad forward with `use_cache=False`. */
   readonly inferenceNoCache?: { readonly peakBytes: number };
+  /** Mixture-of-experts cases: the (token, k) pairs each expert got, per MoE layer, in each forward measured. */
+  readonly routing?: Readonly<Record<string, unknown>>;
+  /** transformers 5.x: the attention and experts implementations that ran. */
+  readonly hfImplementation?: { readonly attention?: string; readonly experts?: string };
 }
 
 const fixturesRoot = new URL('../fixtures/', import.meta.url);
@@ -55,7 +61,7 @@ export function loadHFFixtures(): { readonly release: string; readonly folder: s
 export type Category = 'cnn' | 'sequential' | 'transformer' | 'hf';
 
 export function categoryOf(fixture: OracleFixture): Category {
-  if (fixture.case.model.startsWith('mobilenet')) return 'cnn';
+  if (fixture.case.model.startsWith('mobilenet') || VISION_MODELS.includes(fixture.case.model)) return 'cnn';
   if (fixture.case.model === 'sequential') return 'sequential';
   if (fixture.case.model === 'hf') return 'hf';
   return 'transformer';
@@ -64,10 +70,24 @@ export function categoryOf(fixture: OracleFixture): Category {
 /** The release whose code ref_transformers.py mirrors, per family (its README's table). */
 export const MIRROR_RELEASE: Readonly<Record<string, string>> = { llama: '4.53.0', gpt2: '4.44.2' };
 
-/** A real-code case as vram-ts builds it; `useCache` as the measured forward ran (the config's default unless given). */
-function hfModel(fixture: OracleFixture, useCache?: boolean): Layer {
+/** One recorded forward's routing (`savedForward`, `inference`, `inferenceNoCache`, `trainStep3.<optimizer>`) as per-MoE-layer counts, layers in order. */
+export function recordedRouting(fixture: OracleFixture, forward: string): number[][] | undefined {
+  let node: unknown = fixture.routing;
+  for (const key of forward.split('.')) node = node !== undefined && node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined;
+  if (node === undefined || node === null || typeof node !== 'object') return undefined;
+  const layerOf = (path: string) => Number(/layers\.(\d+)\./.exec(path)?.[1] ?? -1);
+  return Object.entries(node as Record<string, { perExpert: number[] }>)
+    .sort(([a], [b]) => layerOf(a) - layerOf(b))
+    .map(([, v]) => v.perExpert);
+}
+
+/** A real-code case as vram-ts builds it; `useCache` as the measured forward ran (the config's default unless given); MoE cases with the named forward's recorded routing. */
+function hfModel(fixture: OracleFixture, useCache?: boolean, forward = 'savedForward'): Layer {
   const c = fixture.case;
-  return fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager', ...(useCache !== undefined ? { useCache } : {}) });
+  const expertTokens = recordedRouting(fixture, forward);
+  const experts = fixture.hfImplementation?.experts;
+  const moe = expertTokens === undefined ? {} : { moe: { expertTokens, ...(experts === 'eager' || experts === 'grouped_mm' ? { experts: experts as 'eager' | 'grouped_mm' } : {}) } };
+  return fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager', ...(useCache !== undefined ? { useCache } : {}), ...moe });
 }
 
 /** The same model built with vram-ts, or the reason it cannot be yet. */
@@ -77,8 +97,13 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
     case 'mobilenet_v3_small':
     case 'mobilenet_v3_large':
       return { layer: (c.model === 'mobilenet_v3_small' ? mobilenetV3Small : mobilenetV3Large)({ numClasses: c.numClasses ?? 1000, widthMult: c.widthMult ?? 1, dropout: c.dropout ?? 0.2 }) };
+    case 'resnet18': case 'resnet34': case 'resnet50': case 'resnet101': case 'resnet152': case 'resnext50_32x4d': case 'resnext101_32x8d':
+    case 'wide_resnet50_2': case 'wide_resnet101_2': case 'efficientnet_b0': case 'efficientnet_b1': case 'efficientnet_b2': case 'efficientnet_b3':
+    case 'efficientnet_b4': case 'efficientnet_b5': case 'efficientnet_b6': case 'efficientnet_b7':
+    case 'vit_b_16': case 'vit_b_32': case 'vit_l_16': case 'vit_l_32': case 'vit_h_14':
+      return { layer: vision(c.model, { numClasses: c.numClasses ?? 1000 }) };
     case 'sequential':
-      return { layer: seqFromSpecs(c.layers ?? []) };
+      return { layer: seqFromSpecs(c.layers ?? [], c.input[1] ?? 0) };
     case 'llama':
     case 'gpt2':
       // tools/oracle/ref_transformers.py, a mirror written here, runs without a cache and follows
@@ -100,9 +125,11 @@ export const OPTIMIZERS: Readonly<Record<string, OptimizerName | OptimizerSpec>>
   adam_foreach: { name: 'adam', impl: 'foreach' },
 };
 
-/** The oracle's setting: PyTorch 1.13 on CPU, fp32, in the case's module mode. */
+/** The oracle's setting: CPU, fp32, the case's module mode, the PyTorch version that ran (1.13, or 2 for transformers 5.x). */
 export function oracleOptions(fixture: OracleFixture) {
-  return { input: fixture.case.input, device: 'cpu' as const, framework: 'torch-1.13' as const, moduleMode: fixture.case.mode, timeline: false };
+  // The fixtures of transformers 5.x ran on PyTorch 2 (env.torch); the others on 1.13.
+  const framework = fixture.env?.torch !== undefined && !fixture.env.torch.startsWith('1.') ? ('torch-2' as const) : ('torch-1.13' as const);
+  return { input: fixture.case.input, device: 'cpu' as const, framework, moduleMode: fixture.case.mode, timeline: false };
 }
 
 export interface Comparison {
@@ -130,7 +157,9 @@ export function compareFixture(fixture: OracleFixture, layer: Layer): { comparis
   // Real-code training forwards ran with the case's `trainUseCache` when it sets one.
   const trainUseCache = fixture.case.trainUseCache;
   const trained = trainUseCache === undefined ? layer : hfModel(fixture, trainUseCache);
-  const saved = estimate(trained, { ...base, optimizer: null });
+  // Mixture-of-experts cases: each forward measured with the routing recorded for it.
+  const routed = (forward: string, useCache?: boolean): Layer => (fixture.routing === undefined ? (useCache === false ? hfModel(fixture, false) : forward === 'inference' ? layer : trained) : hfModel(fixture, forward === 'inference' || forward === 'inferenceNoCache' ? useCache : (trainUseCache ?? useCache), forward));
+  const saved = estimate(routed('savedForward'), { ...base, optimizer: null });
   const out: Comparison[] = [
     compare(fixture, 'parameters', fixture.params.total, saved.params.total),
     compare(fixture, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number),
@@ -138,16 +167,16 @@ export function compareFixture(fixture: OracleFixture, layer: Layer): { comparis
   for (const [name, train] of Object.entries(fixture.train ?? {})) {
     const optimizer = OPTIMIZERS[name];
     if (optimizer === undefined) continue;
-    const r = estimate(trained, { ...base, optimizer });
+    const r = estimate(routed(`trainStep3.${name}`), { ...base, optimizer });
     out.push(compare(fixture, `train peak (${name})`, train.livePeakBytes, r.bytes.peak as number));
     out.push(compare(fixture, `optimizer state (${name})`, train.optimizerStateBytes, r.bytes.optimizer as number));
   }
   if (fixture.inference !== undefined) {
-    const r = estimate(layer, { ...base, mode: 'inference' });
+    const r = estimate(routed('inference'), { ...base, mode: 'inference' });
     out.push(compare(fixture, 'inference peak', fixture.inference.peakBytes, r.bytes.peak as number));
   }
   if (fixture.inferenceNoCache !== undefined) {
-    const r = estimate(hfModel(fixture, false), { ...base, mode: 'inference' });
+    const r = estimate(routed('inferenceNoCache', false), { ...base, mode: 'inference' });
     out.push(compare(fixture, 'inference peak (use_cache=False)', fixture.inferenceNoCache.peakBytes, r.bytes.peak as number));
   }
   return { comparisons: out, estimate: saved };

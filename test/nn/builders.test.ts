@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  attention,
   bn,
   branch,
   conv2d,
@@ -90,6 +91,11 @@ describe('builders', () => {
     expect(r.params.total).toBe(16 * 8 + 8 + 8 * 16 + 16);
     expect(r.ir.ops.map((op) => op.op)).toEqual(['adaptive_avg_pool2d', 'conv2d', 'relu', 'conv2d', 'sigmoid', 'mul']);
     expect(r.modules[0]!.outputShape).toEqual([1, 16, 7, 7]);
+  });
+
+  it('llama-style attention without its rotary tables is a VramError with a path, not a TypeError', () => {
+    const attn = attention({ style: 'llama', hidden: 64, heads: 4, kvHeads: 4, headDim: 16 } as never);
+    expect(() => estimate(attn, { input: [1, 8, 64] })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ code: 'bad-layer', path: ['attention', 'inputs'] })] }));
   });
 
   it('graph wires any dataflow and keeps op names in the tree', () => {

@@ -12,7 +12,13 @@ from typing import Any, List, Sequence, Tuple, Union
 
 import torch
 from torch import nn
+from functools import partial
+
+from torchvision.models.efficientnet import MBConv, MBConvConfig
+from torchvision.models.resnet import BasicBlock, Bottleneck
+from torchvision.models.squeezenet import Fire
 from torchvision.ops.misc import SqueezeExcitation
+from torchvision.ops.stochastic_depth import StochasticDepth
 
 Shape = Tuple[int, ...]
 
@@ -41,10 +47,25 @@ KNOWN_ATTRS = {
     "flatten": set(),
     "identity": set(),
     "avgpool2d": {"kernel", "stride", "padding"},
-    "maxpool2d": {"kernel", "stride", "padding"},
+    "maxpool2d": {"kernel", "stride", "padding", "ceilMode"},
     "adaptiveavgpool2d": {"output"},
+    "adaptivemaxpool2d": {"output"},
+    "groupnorm": {"groups"},
+    "stochasticdepth": {"p", "mode"},
     "residual": {"inplace"},
-    "se": {"squeeze"},
+    "se": {"squeeze", "activation"},
+    # torchvision's own blocks (torchvision 0.14), built by their classes:
+    "basicblock": {"out", "stride"},  # resnet.BasicBlock with _make_layer's downsample
+    "bottleneck": {"planes", "stride", "groups", "baseWidth"},  # resnet.Bottleneck (expansion 4)
+    "fire": {"squeeze", "expand1x1", "expand3x3"},  # squeezenet.Fire
+    "mbconv": {"expandRatio", "kernel", "stride", "out", "sdProb"},  # efficientnet.MBConv, BatchNorm2d
+    "mha": {"heads", "dropout", "batchFirst", "needWeights"},  # SelfAttention(nn.MultiheadAttention)
+    "conv1d": {"out", "kernel", "stride", "padding", "dilation", "groups", "bias"},
+    "upsample": {"mode", "size", "scaleFactor", "alignCorners"},
+    "layernorm2d": set(),  # torchvision.models.convnext.LayerNorm2d(C)
+    "convtranspose2d": {"out", "kernel", "stride", "padding", "outputPadding", "bias"},
+    "clstoken": set(),  # ClassToken: cat([class_token.expand(N, -1, -1), x], dim=1), class_token [1, 1, D]
+    "posembed": set(),  # PosEmbedding: x + pos_embedding, pos_embedding [1, S, D]
     "branch": {"merge"},
 }
 
@@ -74,6 +95,40 @@ class Residual(nn.Module):
 
     def extra_repr(self) -> str:
         return f"inplace={self.inplace}"
+
+
+class SelfAttention(nn.Module):
+    """``self.attn(x, x, x, need_weights=...)[0]``: nn.MultiheadAttention as self-attention (E = the last dim)."""
+
+    def __init__(self, embed_dim: int, heads: int, dropout: float, batch_first: bool, need_weights: bool):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(embed_dim, heads, dropout=dropout, batch_first=batch_first)
+        self.need_weights = need_weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=self.need_weights)[0]
+
+
+class ClassToken(nn.Module):
+    """ViT's class token: ``torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)``."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.class_token = nn.Parameter(torch.zeros(1, 1, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.class_token.expand(x.shape[0], -1, -1), x], dim=1)
+
+
+class PosEmbedding(nn.Module):
+    """ViT's position embedding: ``x + self.pos_embedding`` ([1, S, D])."""
+
+    def __init__(self, seq: int, dim: int):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.empty(1, seq, dim).normal_(std=0.02))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pos_embedding
 
 
 class Branch(nn.Module):
@@ -170,11 +225,55 @@ def build_layer(layer: Any, shape: Shape, path: List[Union[int, str]]) -> Tuple[
         k = _pair(attrs["kernel"], path, "kernel")
         s = _pair(attrs.get("stride", attrs["kernel"]), path, "stride")
         p = _pair(attrs.get("padding", 0), path, "padding")
-        m = nn.AvgPool2d(k, s, p) if kind == "avgpool2d" else nn.MaxPool2d(k, s, p)
+        m = nn.AvgPool2d(k, s, p) if kind == "avgpool2d" else nn.MaxPool2d(k, s, p, ceil_mode=attrs.get("ceilMode", False))
     elif kind == "adaptiveavgpool2d":
         m = nn.AdaptiveAvgPool2d(_pair(attrs.get("output", 1), path, "output"))
+    elif kind == "adaptivemaxpool2d":
+        m = nn.AdaptiveMaxPool2d(_pair(attrs.get("output", 1), path, "output"))
+    elif kind == "groupnorm":
+        m = nn.GroupNorm(attrs["groups"], shape[1])
+    elif kind == "stochasticdepth":
+        m = StochasticDepth(attrs["p"], attrs.get("mode", "row"))
     elif kind == "se":
-        m = SqueezeExcitation(shape[1], attrs["squeeze"])
+        activation = {"relu": nn.ReLU, "silu": partial(nn.SiLU, inplace=True)}[attrs.get("activation", "relu")]
+        m = SqueezeExcitation(shape[1], attrs["squeeze"], activation=activation)
+    elif kind in ("basicblock", "bottleneck"):
+        block = BasicBlock if kind == "basicblock" else Bottleneck
+        planes = attrs["out"] if kind == "basicblock" else attrs["planes"]
+        stride = attrs.get("stride", 1)
+        downsample = None
+        if stride != 1 or shape[1] != planes * block.expansion:
+            downsample = nn.Sequential(
+                nn.Conv2d(shape[1], planes * block.expansion, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes * block.expansion),
+            )
+        extra = {} if kind == "basicblock" else {"groups": attrs.get("groups", 1), "base_width": attrs.get("baseWidth", 64)}
+        m = block(shape[1], planes, stride, downsample, **extra)
+    elif kind == "conv1d":
+        m = nn.Conv1d(shape[1], attrs["out"], attrs["kernel"], stride=attrs.get("stride", 1), padding=attrs.get("padding", 0),
+                      dilation=attrs.get("dilation", 1), groups=attrs.get("groups", 1), bias=attrs.get("bias", True))
+    elif kind == "layernorm2d":
+        from torchvision.models.convnext import LayerNorm2d
+
+        m = LayerNorm2d(shape[1])
+    elif kind == "convtranspose2d":
+        m = nn.ConvTranspose2d(shape[1], attrs["out"], attrs["kernel"], stride=attrs.get("stride", 1), padding=attrs.get("padding", 0),
+                               output_padding=attrs.get("outputPadding", 0), bias=attrs.get("bias", True))
+    elif kind == "upsample":
+        size = attrs.get("size")
+        m = nn.Upsample(size=tuple(size) if isinstance(size, list) else size, scale_factor=attrs.get("scaleFactor"),
+                        mode=attrs.get("mode", "nearest"), align_corners=attrs.get("alignCorners"))
+    elif kind == "clstoken":
+        m = ClassToken(shape[-1])
+    elif kind == "posembed":
+        m = PosEmbedding(shape[1], shape[-1])
+    elif kind == "mha":
+        m = SelfAttention(shape[-1], attrs["heads"], attrs.get("dropout", 0.0), attrs.get("batchFirst", False), attrs.get("needWeights", True))
+    elif kind == "fire":
+        m = Fire(shape[1], attrs["squeeze"], attrs["expand1x1"], attrs["expand3x3"])
+    elif kind == "mbconv":
+        cnf = MBConvConfig(attrs["expandRatio"], attrs["kernel"], attrs.get("stride", 1), shape[1], attrs["out"], 1)
+        m = MBConv(cnf, attrs.get("sdProb", 0.0), nn.BatchNorm2d)
     elif kind == "residual":
         body, body_shape = build_sequential(children or [], shape, path + ["children"])
         if body_shape != shape:

@@ -28,12 +28,20 @@ sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-import torchvision  # noqa: E402
+try:  # mobilenet cases only; a venv made for transformers (torch 2.x) need not have it
+    import torchvision  # noqa: E402
+except ImportError:  # pragma: no cover
+    torchvision = None
 from torch import nn  # noqa: E402
+from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import hf_models  # noqa: E402
-import layers  # noqa: E402
+
+try:  # the layer language uses torchvision's SqueezeExcitation
+    import layers  # noqa: E402
+except ImportError:  # pragma: no cover
+    layers = None
 import ref_transformers  # noqa: E402
 
 THREADS = 1
@@ -43,6 +51,16 @@ TRANSFORMERS = ("llama", "gpt2", "hf")
 HF_SRC = {"path": None}
 ARGS_DEFAULT = {"cases": os.path.join("tools", "oracle", "cases.json"), "out": os.path.join("test", "fixtures", "pytorch")}
 ARGS = dict(ARGS_DEFAULT)
+# Mixture-of-experts cases ("hf"): tokens per expert in the forwards measured (hf_models._Routing).
+# ORACLE_NO_ROUTING=1 turns the hooks off (checked: the figures are the same either way).
+ROUTING: Dict[str, Any] = {}
+ROUTING_ON = os.environ.get("ORACLE_NO_ROUTING") is None
+
+
+def routing_recorder(case: dict, model: nn.Module):
+    if case["model"] != "hf" or not ROUTING_ON:
+        return None
+    return hf_models.routing_recorder(model)
 
 # --------------------------------------------------------------------------------------------
 # small helpers
@@ -120,6 +138,13 @@ def family(case: dict) -> str:
     return "transformer" if case["model"] in TRANSFORMERS else "classifier"
 
 
+VISION = tuple(
+    ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "wide_resnet50_2", "wide_resnet101_2"]
+    + [f"efficientnet_b{i}" for i in range(8)]
+    + ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+)
+
+
 def build_model(case: dict) -> nn.Module:
     torch.manual_seed(0)
     kind = case["model"]
@@ -131,6 +156,9 @@ def build_model(case: dict) -> nn.Module:
             width_mult=case.get("widthMult", 1.0),
             dropout=case.get("dropout", 0.2),
         )
+    if kind in VISION:
+        # torchvision's own classifiers (vram-ts: vision(name) in src/catalog/vision.ts)
+        return getattr(torchvision.models, kind)(weights=None, num_classes=case.get("numClasses", 1000))
     if kind == "sequential":
         return layers.build_model(case)
     if kind == "hf":
@@ -394,6 +422,7 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
         rows.append(row)
 
     mstack = ModuleStack(model, on_finish=on_finish)
+    routing = routing_recorder(case, model)
     # Which op saved a tensor: autograd saves an op's inputs *before* the op reaches the Python
     # dispatch mode and its outputs *after*.  So every pack is recorded with the number of
     # top-level ops dispatched so far (k); the autograd node that holds the tensor tells its
@@ -425,6 +454,13 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
     empty = {"count": 0}
     in_loss_phase = {"cnn": False}
 
+    # A storage saved by a branch of the graph that dies during the forward (e.g. a router's
+    # top-k over scores that require grad: the indices need no grad, so that branch and what it
+    # saved are freed at once) is not held at backward, and its address can be reused by a later
+    # storage. Weak references tell the two apart: such storages go to saved.freedBeforeBackward.
+    weak: Dict[int, Any] = {}
+    dead: List[dict] = []
+
     def pack(t: torch.Tensor):
         ptr, nbytes = storage_key(t)
         if ptr in param_ptrs:
@@ -434,7 +470,10 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
             return t
         call = len(calls)
         calls.append((ptr, len(funcs)))
+        if ptr in records and weak[ptr].expired():
+            dead.append(records.pop(ptr))
         if ptr not in records:
+            weak[ptr] = StorageWeakRef(t.storage())
             module = mstack.current()
             loss = LOSS_STATE["active"] > 0
             rec = {
@@ -483,6 +522,14 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
                 loss = F.cross_entropy(out, y)
                 LOSS_STATE["active"] -= 1
     mstack.remove()
+    if routing is not None:
+        ROUTING["savedForward"] = routing.snapshot()
+        routing.remove()
+    # only the loss is held from here on, as in a training step
+    del out
+    for ptr in [p for p in records if weak[p].expired()]:
+        dead.append(records.pop(ptr))
+    weak.clear()
 
     # walk the autograd graph: which node (and which of its saved attributes) holds each pack
     holder: Dict[int, Tuple[str, str]] = {}
@@ -508,7 +555,8 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
                 holder[c] = (node.name(), attr[len("_saved_"):])
         for nf, _ in node.next_functions:
             stack.append(nf)
-    for rec in records.values():
+    dead.sort(key=lambda r: r["_first"])
+    for rec in list(records.values()) + dead:
         first = rec.pop("_first")
         h = holder.get(first)
         if h is None:
@@ -544,7 +592,13 @@ def measure_saved(case: dict, model: nn.Module, x, y) -> Tuple[dict, list]:
     }
     if not is_tf:
         saved["lossStorages"] = [s for s in storages if s.get("inLoss")]
-    del loss, out
+    if dead:
+        saved["freedBeforeBackward"] = {
+            "about": "storages saved during the forward but freed before it ended (a graph branch that died); not in bytes",
+            "bytes": sum(s["bytes"] for s in dead),
+            "storages": dead,
+        }
+    del loss
     gc.collect()
     return saved, rows
 
@@ -661,8 +715,12 @@ def measure_inference(case: dict, model: nn.Module, x, use_cache: Optional[bool]
     buf_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
     in_bytes = x.numel() * x.element_size()
     with torch.no_grad():
+        routing = routing_recorder(case, model)  # on the warm-up forward only (same routing)
         out = run_forward(case, model, x, None, with_loss=False, use_cache=use_cache)
         del out
+        if routing is not None:
+            ROUTING["inference" if use_cache is None else "inferenceNoCache"] = routing.snapshot()
+            routing.remove()
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             out = run_forward(case, model, x, None, with_loss=False, use_cache=use_cache)
             del out
@@ -749,10 +807,14 @@ def measure_train(case: dict, opt_name: str, want_trace: bool) -> Tuple[dict, Op
     comp2 = components()
     mstack = ModuleStack(model, marks=True) if want_trace else None
     MARKS.labels = []
+    routing = routing_recorder(case, model)  # the weights changed in steps 1-2: step 3's own routing
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _train_step(case, model, opt, x, y, marks=True)
     labels = MARKS.labels
     MARKS.labels = []
+    if routing is not None:
+        ROUTING.setdefault("trainStep3", {})[opt_name] = routing.snapshot()
+        routing.remove()
     if mstack:
         mstack.remove()
     events = profiler_events(prof)
@@ -811,7 +873,7 @@ def env_info() -> dict:
     return {
         **hf_models.env_info(),
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": torchvision.__version__ if torchvision is not None else None,
         "python": platform.python_version(),
         "device": "cpu",
         "threads": torch.get_num_threads(),
@@ -823,9 +885,11 @@ def env_info() -> dict:
 def run_case(case: dict, traces_dir: Optional[str]) -> dict:
     t0 = time.time()
     cid = case["id"]
+    ROUTING.clear()
     model = build_model(case)
     x, y = make_inputs(case, model)
     facts = static_facts(model)
+    impl = hf_models.implementation(model) if case["model"] == "hf" else {}
     saved, rows = measure_saved(case, model, x, y)
     del model
     gc.collect()
@@ -865,10 +929,12 @@ def run_case(case: dict, traces_dir: Optional[str]) -> dict:
         where += f" --cases {ARGS['cases']}"
     if ARGS["out"] != ARGS_DEFAULT["out"]:
         where += f" --out {ARGS['out']}"
-    result["command"] = f"/usr/bin/python3 tools/oracle/oracle.py{where} --only {cid}" + (
+    result["command"] = f"{sys.executable} tools/oracle/oracle.py{where} --only {cid}" + (
         f" --transformers-src <transformers {case['transformers']} tree>" if case["model"] == "hf" else ""
     )
     result["env"] = env_info()
+    if impl:
+        result["hfImplementation"] = impl
     result["params"] = facts["params"]
     result["bufferElements"] = facts["bufferElements"]
     result["bufferBytes"] = facts["bufferBytes"]
@@ -910,6 +976,15 @@ def run_case(case: dict, traces_dir: Optional[str]) -> dict:
     result["inference"] = inference
     if no_cache is not None:
         result["inferenceNoCache"] = no_cache
+    if ROUTING:
+        result["routing"] = {
+            "about": (
+                "tokens each expert received per MoE layer (per (token, top-k) pair) in the forwards "
+                "measured: savedForward (saved bytes), inference / inferenceNoCache (same weights), "
+                "trainStep3.<optimizer> (the profiled step, after two optimizer steps)"
+            ),
+            **json_safe(dict(ROUTING)),
+        }
     return result, round(time.time() - t0, 2)
 
 

@@ -1,0 +1,148 @@
+import { VramError, fail } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { mlaAttention } from '../nn/mla.js';
+import { moeBlock } from '../nn/moe.js';
+import type { ModelMeta, ModuleLayer } from '../nn/types.js';
+import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
+import { ConfigFields, expertsImpl, layerRouting, moeMeta } from './moe.js';
+import { transformersRules } from './transformers.js';
+
+// configuration_deepseek_v2.py / configuration_deepseek_v3.py (transformers 5.18.0).
+const DEFAULTS: Readonly<Record<'deepseek_v2' | 'deepseek_v3', Readonly<Record<string, unknown>>>> = {
+  deepseek_v2: { vocab_size: 102400, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, hidden_act: 'silu', max_position_embeddings: 2048, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, first_k_dense_replace: 0, kv_lora_rank: 512, q_lora_rank: 1536, n_routed_experts: 64, n_shared_experts: 2, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128, topk_method: 'greedy', norm_topk_prob: false, num_experts_per_tok: null, moe_intermediate_size: 1407 },
+  deepseek_v3: { vocab_size: 129280, hidden_size: 7168, intermediate_size: 18432, moe_intermediate_size: 2048, num_hidden_layers: 61, num_attention_heads: 128, num_key_value_heads: 128, n_shared_experts: 1, n_routed_experts: 256, kv_lora_rank: 512, q_lora_rank: 1536, qk_rope_head_dim: 64, v_head_dim: 128, qk_nope_head_dim: 128, n_group: 8, topk_group: 4, num_experts_per_tok: 8, first_k_dense_replace: 3, norm_topk_prob: true, hidden_act: 'silu', max_position_embeddings: 4096, use_cache: true, tie_word_embeddings: false, rope_interleave: true, attention_bias: false, attention_dropout: 0 },
+};
+
+/**
+ * The multi-head latent attention's cache per token and layer, in elements: what Hugging Face
+ * transformers 5.x's cache holds (`past_key_values.update(kv_nope, k_rot)`: the normed latent
+ * and the rotated shared key, `kv_lora_rank + qk_rope_head_dim`) — the same latent an MLA-aware
+ * engine (vLLM, SGLang) caches — next to what caching decompressed keys and values per head would
+ * take (`heads · (qk_nope + qk_rope + v_head_dim)`, transformers 4.x's DeepseekV3 before the
+ * latent cache).
+ *
+ * @example
+ * ```ts
+ * import { mlaCachePerToken } from 'vram-ts';
+ * console.log(mlaCachePerToken({ kvLoraRank: 512, qkRopeHeadDim: 64, qkNopeHeadDim: 128, vHeadDim: 128, heads: 128 })); // { latent: 576, decompressed: 40960 }
+ * ```
+ */
+export function mlaCachePerToken(shape: { readonly kvLoraRank: number; readonly qkRopeHeadDim: number; readonly qkNopeHeadDim: number; readonly vHeadDim: number; readonly heads: number }): { readonly latent: number; readonly decompressed: number } {
+  return { latent: shape.kvLoraRank + shape.qkRopeHeadDim, decompressed: shape.heads * (shape.qkNopeHeadDim + shape.qkRopeHeadDim + shape.vHeadDim) };
+}
+
+/**
+ * DeepSeek-V2 and DeepSeek-V3 from their config.json (model_type `deepseek_v2`, `deepseek_v3`)
+ * as transformers 5.17 – 5.18 builds them: multi-head latent attention ({@link mlaAttention}),
+ * dense MLP layers before `first_k_dense_replace`, then MoE layers with `n_routed_experts`
+ * routed experts of `moe_intermediate_size` (V3: sigmoid scores, group-limited top-k on the
+ * bias-corrected scores, renormalised when `norm_topk_prob`, scaled by `routed_scaling_factor`;
+ * V2: softmax top-k) and `n_shared_experts` shared experts as one MLP on every token. The KV cache
+ * holds the latent (see {@link mlaCachePerToken}). The checkpoint's multi-token-prediction
+ * layer (`num_nextn_predict_layers`) is not built, as transformers does not build it.
+ *
+ * @example
+ * ```ts
+ * import { deepseekFromHFConfig, estimate } from 'vram-ts';
+ * const m = deepseekFromHFConfig({ model_type: 'deepseek_v3', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, n_routed_experts: 8, num_experts_per_tok: 2, n_group: 2, topk_group: 1, first_k_dense_replace: 1, q_lora_rank: 32, kv_lora_rank: 16, qk_rope_head_dim: 8, qk_nope_head_dim: 16, v_head_dim: 16, vocab_size: 512 }, { transformers: '5.18.0' });
+ * console.log(estimate(m, { input: [2, 16] }).params.total); // 240720
+ * ```
+ */
+export function deepseekFromHFConfig(config: Readonly<Record<string, unknown>>, options: DecoderOptions = {}): ModuleLayer {
+  const type = config.model_type as 'deepseek_v2' | 'deepseek_v3';
+  if (type !== 'deepseek_v2' && type !== 'deepseek_v3') fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
+  const rules = transformersRules(options.transformers, ['transformers']);
+  const release = rules.release;
+  if (Number(release.split('.')[0]) < 5) fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', { path: ['transformers'], expected: '5.17.0 – 5.18.0', received: release });
+  const v3 = type === 'deepseek_v3';
+  const r = new ConfigFields(config, DEFAULTS[type]);
+  const hidden = r.integer('hidden_size');
+  const heads = r.integer('num_attention_heads');
+  const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
+  const experts = r.integer('n_routed_experts');
+  const k = r.integer('num_experts_per_tok');
+  const inner = r.integer('moe_intermediate_size');
+  const shared = r.integer('n_shared_experts', 0);
+  const firstDense = r.integer('first_k_dense_replace', 0);
+  const qLoraRank = r.optionalInteger('q_lora_rank');
+  const kvLoraRank = r.integer('kv_lora_rank');
+  const qkNope = r.integer('qk_nope_head_dim');
+  const qkRope = r.integer('qk_rope_head_dim');
+  const vHead = r.integer('v_head_dim');
+  const bias = r.flag('attention_bias');
+  const renorm = r.flag('norm_topk_prob');
+  const topkMethod = v3 ? 'noaux_tc' : r.string('topk_method');
+  if (!v3 && topkMethod !== 'greedy' && topkMethod !== 'group_limited_greedy') r.issues.push({ path: ['topk_method'], code: 'bad-config', message: 'unknown topk_method', expected: 'greedy | group_limited_greedy', received: JSON.stringify(topkMethod) });
+  if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
+  if (qkRope % 2 !== 0) r.issues.push({ path: ['qk_rope_head_dim'], code: 'bad-config', message: 'qk_rope_head_dim must be even', expected: 'an even integer', received: String(qkRope) });
+  if (r.issues.length > 0) throw new VramError(r.issues);
+  const impl = expertsImpl(release, options.moe);
+  const moeLayers = Math.max(0, layers - firstDense);
+  const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
+  const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';
+  const cache = (options.useCache ?? true) ? ('latent' as const) : false;
+  // transformers 5.x picks sdpa by default (the eager path is the one measured on real code).
+  const attentionImpl = options.attention ?? rules.defaultAttention.llama;
+  if (attentionImpl === 'flash') fail('not-modelled', 'flash attention for multi-head latent attention is not modelled (its q/k and v head dims differ)', { path: ['options', 'attention'], expected: 'eager | sdpa', received: attentionImpl });
+  const latent = mlaCachePerToken({ kvLoraRank, qkRopeHeadDim: qkRope, qkNopeHeadDim: qkNope, vHeadDim: vHead, heads });
+  const mla: NonNullable<ModelMeta['mla']> = { kvLoraRank, qkRopeHeadDim: qkRope, qkNopeHeadDim: qkNope, vHeadDim: vHead, qLoraRank, latentPerToken: latent.latent, hfCachePerToken: latent.latent };
+  const shape: LlamaShape = {
+    family: 'llama',
+    classPrefix: prefix,
+    hidden,
+    intermediate: r.integer('intermediate_size'),
+    layers,
+    heads,
+    // The cache holds one latent "head" per layer; the rotary tables are qk_rope_head_dim wide.
+    kvHeads: 1,
+    headDim: qkRope,
+    vocab: r.integer('vocab_size'),
+    tied: r.flag('tie_word_embeddings'),
+    qkvBias: false,
+    outBias: false,
+    mlpBias: false,
+    attentionDropout: 0,
+    maxPositions: r.integer('max_position_embeddings'),
+    activation,
+    layerAttention: () =>
+      mlaAttention({
+        name: 'self_attn',
+        className: `${prefix}Attention`,
+        hidden,
+        heads,
+        qLoraRank,
+        kvLoraRank,
+        qkNopeHeadDim: qkNope,
+        qkRopeHeadDim: qkRope,
+        vHeadDim: vHead,
+        bias,
+        interleave: v3 ? r.value('rope_interleave') !== false : false,
+        complexRotary: !v3,
+        cache,
+        impl: attentionImpl,
+      }),
+    layerMlp: (i) => {
+      if (i < firstDense) return undefined;
+      return moeBlock({
+        name: 'mlp',
+        className: v3 ? 'DeepseekV3MoE' : 'DeepseekV2Moe',
+        expertsClassName: `${prefix}Experts`,
+        hidden,
+        experts,
+        k,
+        intermediate: inner,
+        impl,
+        score: v3 ? 'sigmoid' : 'softmax',
+        renorm: v3 ? renorm : false,
+        activation,
+        ...(shared > 0 ? { shared: { intermediate: inner * shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const } : {}),
+        ...layerRouting(options.moe, i - firstDense, experts, moeLayers),
+      });
+    },
+    extraMeta: { family: type, moe: moeMeta(hidden, experts, k, inner, moeLayers, shared), mla },
+  };
+  const { moe: _moe, ...decoder } = options;
+  void _moe;
+  // The eager mask is built once by the model, as for Llama.
+  return llamaFamily(shape, { ...decoder, attention: attentionImpl });
+}

@@ -1,0 +1,22 @@
+import { convTranspose2dRule, type ConvTranspose2dAttrs } from '../ops/convTranspose2d.js';
+import { opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/** Options of {@link convTranspose2d}: torch.nn.ConvTranspose2d's arguments (in-channels inferred) and a name. */
+export type ConvTranspose2dOptions = ConvTranspose2dAttrs & LayerOptions;
+
+/**
+ * A transposed 2-D convolution (torch.nn.ConvTranspose2d), a UNet decoder's up-convolution.
+ *
+ * @example
+ * ```ts
+ * import { convTranspose2d, estimate } from 'vram-ts';
+ * const r = estimate(convTranspose2d({ out: 64, kernel: 2, stride: 2 }), { input: [1, 128, 28, 28] });
+ * console.log(r.params.total, r.modules[0]?.outputShape); // 32832 [ 1, 64, 56, 56 ]
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function convTranspose2d(options: ConvTranspose2dOptions): OpLayer<ConvTranspose2dAttrs> {
+  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'outputPadding', 'dilation', 'groups', 'bias'], 'convTranspose2d');
+  return opLayer(convTranspose2dRule, 'ConvTranspose2d', attrs, layer);
+}

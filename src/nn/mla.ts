@@ -1,0 +1,167 @@
+import { fail } from '../errors.js';
+import { sdpaRule } from '../ops/attention.js';
+import { castRule } from '../ops/cast.js';
+import { addRule, catRule, mulRule } from '../ops/merge.js';
+import { matmulRule } from '../ops/matmul.js';
+import { mulScalarRule, softmaxRule } from '../ops/pointwise.js';
+import { copyRule, copyUnlessOne, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import type { Dim } from '../sym/expr.js';
+import { graph } from './graph.js';
+import { linear } from './linear.js';
+import { checkKeys } from './op.js';
+import { rmsNorm } from './rmsNorm.js';
+import type { GraphBuilder, LayerOptions, ModuleLayer, TensorRef } from './types.js';
+
+/** Options of {@link mlaAttention}. */
+export interface MlaOptions extends LayerOptions {
+  readonly hidden: number;
+  readonly heads: number;
+  /** `q_lora_rank`: q through q_a_proj → q_a_layernorm → q_b_proj; null: one q_proj. */
+  readonly qLoraRank: number | null;
+  readonly kvLoraRank: number;
+  readonly qkNopeHeadDim: number;
+  readonly qkRopeHeadDim: number;
+  readonly vHeadDim: number;
+  /** `attention_bias`: biases on q_a_proj, kv_a_proj_with_mqa and o_proj. */
+  readonly bias?: boolean;
+  /** `rope_interleave` (DeepSeek-V3's default true): the rotation on even/odd slices; false: rotate_half. */
+  readonly interleave?: boolean;
+  /**
+   * DeepSeek-V2's `apply_rotary_emb`: q/k as complex pairs times the complex `freqs_cis` (one
+   * product each, which keeps the table), then back to real.
+   */
+  readonly complexRotary?: boolean;
+  /** Eager attention (materialised scores, returned as the second output) or sdpa. Default eager. */
+  readonly impl?: 'eager' | 'sdpa';
+  /**
+   * Where the forward's cache puts the latents: `latent` (transformers 5.x: `past_key_values.update(kv_nope, k_rot)`
+   * holds copies of the normed latent [B, 1, S, kv_lora_rank] and the rotated k_rot [B, 1, S, rope]), or false.
+   */
+  readonly cache?: 'latent' | false;
+  readonly className?: string;
+}
+
+/**
+ * DeepSeek's multi-head latent attention (MLA) as transformers 5.x's `DeepseekV3Attention`
+ * runs it (`modeling_deepseek_v3.py:361-500`): q through the low-rank `q_a_proj` →
+ * `q_a_layernorm` → `q_b_proj` (or one `q_proj` when `q_lora_rank` is null), split into the
+ * `qk_nope_head_dim` part and the rotated `qk_rope_head_dim` part; `kv_a_proj_with_mqa` makes the
+ * latent (kv_lora_rank, normed by `kv_a_layernorm`) and one shared rotary key; the cache keeps
+ * the latent and the rotated key (kv_lora_rank + qk_rope_head_dim per token and layer);
+ * `expand_kv` decompresses keys and values per head with `kv_b_proj`. Inputs: hidden states, the
+ * model's cos and sin ([1, S, rope]) and optionally the additive mask.
+ *
+ * @example
+ * ```ts
+ * import { mlaAttention } from 'vram-ts';
+ * const attn = mlaAttention({ hidden: 64, heads: 4, qLoraRank: 32, kvLoraRank: 16, qkNopeHeadDim: 16, qkRopeHeadDim: 8, vHeadDim: 16, name: 'self_attn' });
+ * console.log(attn.childOrder?.join(' ')); // "q_a_proj q_a_layernorm q_b_proj kv_a_proj_with_mqa kv_a_layernorm kv_b_proj o_proj"
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function mlaAttention(options: MlaOptions): ModuleLayer {
+  checkKeys(options, ['hidden', 'heads', 'qLoraRank', 'kvLoraRank', 'qkNopeHeadDim', 'qkRopeHeadDim', 'vHeadDim', 'bias', 'interleave', 'complexRotary', 'impl', 'cache', 'className'], 'mlaAttention');
+  const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
+  for (const [k, v] of Object.entries({ hidden, heads: nh, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd, ...(qLoraRank !== null ? { qLoraRank } : {}) })) {
+    if (!Number.isSafeInteger(v) || v < 1) fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
+  }
+  if (rope % 2 !== 0) fail('bad-attribute', 'the rotary head dim is even', { path: ['mlaAttention', 'qkRopeHeadDim'], received: String(rope) });
+  const qk = nope + rope;
+  const bias = options.bias ?? false;
+  const prefix = options.className?.replace(/Attention$/, '') ?? 'DeepseekV3';
+  const qProj = qLoraRank === null ? linear({ out: nh * qk, bias: false, name: 'q_proj' }) : undefined;
+  const qA = qLoraRank === null ? undefined : linear({ out: qLoraRank, bias, name: 'q_a_proj' });
+  const qNorm = qLoraRank === null ? undefined : rmsNorm({ size: qLoraRank, name: 'q_a_layernorm', className: `${prefix}RMSNorm` });
+  const qB = qLoraRank === null ? undefined : linear({ out: nh * qk, bias: false, name: 'q_b_proj' });
+  const kvA = linear({ out: r + rope, bias, name: 'kv_a_proj_with_mqa' });
+  const kvNorm = rmsNorm({ size: r, name: 'kv_a_layernorm', className: `${prefix}RMSNorm` });
+  const kvB = linear({ out: nh * (nope + vd), bias: false, name: 'kv_b_proj' });
+  const oProj = linear({ out: hidden, bias, name: 'o_proj' });
+  const impl = options.impl ?? 'eager';
+  const body = graph((g, [h, cosIn, sinIn, mask]) => {
+    const [batch, seq] = h!.shape as [Dim, Dim];
+    const q = qProj !== undefined ? g.apply(qProj, h!) : g.apply(qB!, g.apply(qNorm!, g.apply(qA!, h!)));
+    g.hold(q);
+    const qHeads = g.call(transposeRule, [g.call(viewRule, [q], { shape: [batch, seq, nh, qk] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+    const qPass = g.call(sliceRule, [qHeads], { dim: -1, start: 0, end: nope })[0]!;
+    const qRot = g.call(sliceRule, [qHeads], { dim: -1, start: nope, end: qk })[0]!;
+    const compressed = g.apply(kvA, h!);
+    g.hold(compressed);
+    const kvSlice = g.call(sliceRule, [compressed], { dim: -1, start: 0, end: r })[0]!;
+    const kRotSlice = g.call(sliceRule, [compressed], { dim: -1, start: r, end: r + rope })[0]!;
+    const kvNormed = g.call(viewRule, [g.apply(kvNorm, kvSlice)], { shape: [batch, 1, seq, r] })[0]!;
+    const kRot0 = g.call(viewRule, [kRotSlice], { shape: [batch, 1, seq, rope] })[0]!;
+    g.hold(cosIn!);
+    g.hold(sinIn!);
+    const cos = g.call(viewRule, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
+    const sin = g.call(viewRule, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
+    const rotate = (x: TensorRef): TensorRef =>
+      options.complexRotary === true ? g.call(mulRule, [x, cos], {})[0]! : (options.interleave ?? true) ? interleaved(g, x, cos, sin, rope) : rotateHalf(g, x, cos, sin, rope);
+    const qEmbed = rotate(qRot);
+    let kRot = rotate(kRot0);
+    let kvNope = kvNormed;
+    if (options.cache === 'latent') {
+      // DynamicLayer.update: torch.cat onto an empty tensor, the cache's copies are returned.
+      g.touch(kvNope);
+      g.touch(kRot);
+      kvNope = g.call(copyRule, [kvNope], {})[0]!;
+      kRot = g.call(copyRule, [kRot], {})[0]!;
+      g.hold(kvNope, 'forward');
+      g.hold(kRot, 'forward');
+    }
+    g.hold(kvNope);
+    g.hold(kRot);
+    const query = g.call(catRule, [qPass, qEmbed], { dim: -1 })[0]!;
+    g.hold(query);
+    // expand_kv: kv_b_proj, per-head keys and values, keys in a new tensor (new_empty + two copy_).
+    const kv = g.apply(kvB, kvNope);
+    const kvHeads = g.call(transposeRule, [g.call(viewRule, [kv], { shape: [batch, seq, nh, nope + vd] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+    const kNope = g.call(sliceRule, [kvHeads], { dim: -1, start: 0, end: nope })[0]!;
+    const value = g.call(sliceRule, [kvHeads], { dim: -1, start: nope, end: nope + vd })[0]!;
+    g.hold(value);
+    const kRotAll = g.call(expandRule, [kRot], { shape: [batch, nh, seq, rope] })[0]!;
+    const key = g.call(catRule, [kNope, kRotAll], { dim: -1 })[0]!;
+    g.hold(key);
+    let context: TensorRef;
+    let weights: TensorRef | undefined;
+    if (impl === 'eager') {
+      // query and key are contiguous: bmm takes them as views; the value slice is copied unless B = 1.
+      const kt = g.call(transposeRule, [key], { dim0: 2, dim1: 3 })[0]!;
+      let scores = g.call(matmulRule, [query, kt], {})[0]!;
+      scores = g.call(mulScalarRule, [scores], {})[0]!;
+      if (mask !== undefined) scores = g.call(addRule, [scores, mask], {})[0]!;
+      scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
+      scores = g.call(castRule, [scores], { dtype: query.dtype })[0]!;
+      weights = scores;
+      const vm = g.call(copyRule, [value], { when: copyUnlessOne(batch) })[0]!;
+      context = g.call(matmulRule, [scores, vm], {})[0]!;
+    } else {
+      // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask.
+      context = g.call(sdpaRule, [query, key, value], { dropout: 0 })[0]!;
+    }
+    const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
+    const out = g.apply(oProj, g.call(viewRule, [merged], { shape: [batch, seq, nh * vd] })[0]!);
+    return weights === undefined ? out : [out, weights];
+  });
+  const childOrder = qLoraRank === null ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'] : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
+  return Object.freeze({ kind: 'module', className: options.className ?? 'DeepseekV3Attention', childOrder, body, ...(options.name !== undefined ? { name: options.name } : {}) });
+}
+
+/** `apply_rotary_pos_emb_interleave`: cos/sin halves, even/odd slices, four products, two sums, one cat. */
+function interleaved(g: GraphBuilder, x: TensorRef, cosFull: TensorRef, sinFull: TensorRef, rope: number): TensorRef {
+  const cos = g.call(sliceRule, [cosFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const sin = g.call(sliceRule, [sinFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x2 = g.call(sliceRule, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
+  const a = g.call(addRule, [g.call(mulRule, [x1, cos], {})[0]!, g.call(mulRule, [x2, sin], {})[0]!], {})[0]!;
+  const b = g.call(addRule, [g.call(mulRule, [x2, cos], {})[0]!, g.call(mulRule, [x1, sin], {})[0]!], {})[0]!;
+  return g.call(catRule, [a, b], { dim: -1 })[0]!;
+}
+
+/** `apply_rotary_pos_emb`: `x * cos + rotate_half(x) * sin`. */
+function rotateHalf(g: GraphBuilder, x: TensorRef, cos: TensorRef, sin: TensorRef, rope: number): TensorRef {
+  const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x2 = g.call(sliceRule, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
+  const rotated = g.call(catRule, [x2, x1], { dim: -1 })[0]!;
+  return g.call(addRule, [g.call(mulRule, [x, cos], {})[0]!, g.call(mulRule, [rotated, sin], {})[0]!], {})[0]!;
+}

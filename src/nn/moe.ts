@@ -1,0 +1,155 @@
+import { fail } from '../errors.js';
+import { activationRule } from '../ops/activation.js';
+import { addRule, mulRule } from '../ops/merge.js';
+import { balancedCounts, capacityCounts, expertMaskRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertsImpl } from '../ops/moe.js';
+import { viewRule } from '../ops/view.js';
+import { mul } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+import { graph } from './graph.js';
+import { module } from './module.js';
+import { linear } from './linear.js';
+import { gatedMlp } from './mlp.js';
+import { checkKeys, opLayer } from './op.js';
+import type { LayerOptions, ModuleLayer, TensorRef } from './types.js';
+
+/** How many (token, k) pairs each expert gets. */
+export interface MoeRouting {
+  /**
+   * Tokens per expert for this block's forward (a measured imbalance; the counts add up to
+   * tokens × k). Default: balanced, T·k spread as evenly as possible.
+   */
+  readonly counts?: readonly number[];
+  /**
+   * A capacity factor: each expert holds at most ⌈factor · T·k / E⌉ pairs (the rest dropped),
+   * and without `counts` every expert is filled to that capacity (a padded dispatch buffer).
+   */
+  readonly capacityFactor?: number;
+}
+
+/** Options of {@link moeBlock}. */
+export interface MoeBlockOptions extends LayerOptions, MoeRouting {
+  readonly hidden: number;
+  readonly experts: number;
+  /** Experts per token (`num_experts_per_tok`). */
+  readonly k: number;
+  /** Each routed expert's MLP width (`intermediate_size` of Mixtral, `moe_intermediate_size` of the others). */
+  readonly intermediate: number;
+  /** See {@link ExpertsImpl}: `loop` (transformers 4.x), `eager` or `grouped_mm` (5.x). */
+  readonly impl: ExpertsImpl;
+  /** `softmax` (default) or DeepSeek-V3's `sigmoid` scores. */
+  readonly score?: 'softmax' | 'sigmoid';
+  /** Renormalise the top-k weights (Mixtral; `norm_topk_prob`). Default true. */
+  readonly renorm?: boolean;
+  /** DeepSeek's `routed_scaling_factor` multiply. */
+  readonly scaled?: boolean;
+  /** The gate's activation inside each expert (`hidden_act`, default `silu`). */
+  readonly activation?: string;
+  /** `loop`: each expert's projection names gate / up / down (Mixtral: w1, w3, w2). */
+  readonly expertNames?: readonly [string, string, string];
+  /** The block's class (MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, DeepseekV3MoE). */
+  readonly className?: string;
+  /** The experts' class (5.x: MixtralExperts). */
+  readonly expertsClassName?: string;
+  /** `loop`: each expert's class (MixtralBlockSparseTop2MLP, Qwen2MoeMLP). */
+  readonly expertClassName?: string;
+  /** `loop`: run only the experts that got a token (transformers ≥ 4.41 reading of 4.57.6's `expert_hit`); 4.40 runs all. */
+  readonly hitOnly?: boolean;
+
+  /** A shared expert on every token: its width, module name and class, and Qwen2-MoE's sigmoid gate. */
+  readonly shared?: { readonly intermediate: number; readonly name: string; readonly className: string; readonly gated: boolean };
+  /** Where the shared expert sits: on the [T, H] rows (Qwen2-MoE) or the [B, S, H] input (DeepSeek). */
+  readonly sharedOn?: 'rows' | 'input';
+}
+
+/**
+ * A mixture-of-experts block as Hugging Face runs it: `gate` Linear → router (softmax or
+ * sigmoid, top-k, renormalisation) → the routed experts (`expertRule` per expert: 4.x's loop over a
+ * ModuleList, 5.x's fused experts looped or grouped_mm) → optional shared expert (Qwen2-MoE's
+ * sigmoid-gated one, DeepSeek's plain one) added. What the experts keep depends on how many
+ * tokens each gets: balanced by default, `counts` for a measured routing, `capacityFactor` for a
+ * capacity-limited one.
+ *
+ * @example
+ * ```ts
+ * import { estimate, moeBlock } from 'vram-ts';
+ * const block = moeBlock({ name: 'mlp', hidden: 64, experts: 8, k: 2, intermediate: 32, impl: 'eager' });
+ * const e = estimate(block, { input: [2, 16, 64], loss: 'none' });
+ * console.log(e.params.total); // 49664
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function moeBlock(options: MoeBlockOptions): ModuleLayer {
+  checkKeys(options, ['name', 'hidden', 'experts', 'k', 'intermediate', 'impl', 'score', 'renorm', 'scaled', 'activation', 'expertNames', 'className', 'expertsClassName', 'expertClassName', 'hitOnly', 'shared', 'sharedOn', 'counts', 'capacityFactor'], 'moeBlock');
+  const { hidden, experts, k } = options;
+  const path = ['moeBlock', options.name ?? 'mlp'];
+  if (!Number.isSafeInteger(experts) || experts < 1) fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
+  if (!Number.isSafeInteger(k) || k < 1 || k > experts) fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
+  if (options.counts !== undefined && (options.counts.length !== experts || !options.counts.every((c) => Number.isSafeInteger(c) && c >= 0))) {
+    fail('bad-option', 'one non-negative token count per expert', { path: [...path, 'counts'], expected: `${experts} integers >= 0`, received: JSON.stringify(options.counts) });
+  }
+  if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
+    fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
+  }
+  const gate = linear({ out: experts, bias: false, name: 'gate' });
+  const act = options.activation ?? 'silu';
+  const shared = options.shared === undefined ? undefined : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
+  const sharedGate = options.shared?.gated === true ? linear({ out: 1, bias: false, name: 'shared_expert_gate' }) : undefined;
+  const gateUp = opLayer(groupedGateUpRule, null, { experts, intermediate: options.intermediate });
+  const down = opLayer(groupedDownRule, null, { experts, intermediate: options.intermediate, hidden });
+  const body = graph((g, [x]) => {
+    const shape = x!.shape as readonly Dim[];
+    const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
+    const rows = shape.length === 2 ? x! : g.call(viewRule, [x!], { shape: [tokens, hidden] })[0]!;
+    const logits = g.apply(gate, rows);
+    const [weights, indices] = g.call(routerRule, [logits], { experts, k, score: options.score ?? 'softmax', renorm: options.renorm ?? true, ...(options.scaled === true ? { scaled: true } : {}) });
+    const pairs = mul(tokens, k);
+    if (options.counts !== undefined && typeof pairs === 'number') {
+      const total = options.counts.reduce((a, b) => a + b, 0);
+      if (total !== pairs) fail('bad-option', 'the token counts must add up to tokens × experts per token', { path: [...path, 'counts'], expected: String(pairs), received: String(total) });
+    }
+    const counts: readonly Dim[] = options.capacityFactor !== undefined ? capacityCounts(pairs, experts, options.capacityFactor, options.counts) : (options.counts ?? balancedCounts(pairs, experts));
+    let out: TensorRef;
+    if (options.impl === 'grouped_mm') {
+      // Two ops of the one `experts` module: gate_up's grouped_mm and activation, then down's and the weighted sum.
+      const expertsModule = module('experts', options.expertsClassName ?? 'Experts', graph((inner, [r, w, idx]) => {
+        const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
+        inner.hold(gathered!);
+        const product = inner.call(gluRule, [fused!], {})[0]!;
+        return inner.apply(down, product, w!, offsets!);
+      }));
+      out = g.apply(expertsModule, rows, weights!, indices!);
+    } else {
+      // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
+      // or the fused `experts.gate_up_proj` every expert slices (5.x), as in the checkpoints.
+      const mask = g.call(expertMaskRule, [indices!], { experts })[0]!;
+      let sum: TensorRef | undefined;
+      const runs = (n: Dim) => !(n === 0 && (options.impl === 'eager' || options.hitOnly === true));
+      let last = -1;
+      counts.forEach((n, e) => {
+        if (runs(n)) last = e;
+      });
+      counts.forEach((n, e) => {
+        if (!runs(n)) return;
+        const attrs =
+          options.impl === 'loop'
+            ? { impl: 'loop' as const, intermediate: options.intermediate, count: n, ...(options.expertNames !== undefined ? { names: options.expertNames } : {}) }
+            : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts, owner: e === last };
+        const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, { name: options.impl === 'loop' ? `experts.${e}` : 'experts' });
+        sum = sum === undefined ? g.apply(layer, rows, weights!, mask) : g.apply(layer, rows, weights!, mask, sum);
+      });
+      out = sum ?? g.call(viewRule, [rows], { shape: [tokens, hidden] })[0]!;
+    }
+    if (shared !== undefined && options.sharedOn !== 'input') {
+      let s = g.apply(shared, rows);
+      if (sharedGate !== undefined) {
+        const gated = g.call(activationRule('sigmoid'), [g.apply(sharedGate, rows)], {})[0]!;
+        s = g.call(mulRule, [gated, s], {})[0]!;
+      }
+      out = g.call(addRule, [out, s], {})[0]!;
+    }
+    let result = shape.length === 2 ? out : g.call(viewRule, [out], { shape })[0]!;
+    if (shared !== undefined && options.sharedOn === 'input') result = g.call(addRule, [result, g.apply(shared, x!)], {})[0]!;
+    return result;
+  });
+  return Object.freeze({ kind: 'module', className: options.className ?? 'MoeBlock', body, ...(options.name !== undefined ? { name: options.name } : {}) });
+}

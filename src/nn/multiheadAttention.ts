@@ -1,0 +1,179 @@
+import { fail } from '../errors.js';
+import { linearRule, type LinearAttrs } from '../ops/linear.js';
+import { matmulRule } from '../ops/matmul.js';
+import { dropoutRule } from '../ops/dropout.js';
+import { mulScalarRule, softmaxRule } from '../ops/pointwise.js';
+import { copyRule, copyUnlessOne, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import type { KernelStep, OpRule, OwnedTensor, SavedRef } from '../ops/types.js';
+import { specBytes, tensor } from '../tensor/spec.js';
+import { mul } from '../sym/ops.js';
+import type { Dim } from '../sym/expr.js';
+import { graph } from './graph.js';
+import { checkKeys } from './op.js';
+import type { LayerOptions, ModuleLayer, TensorRef } from './types.js';
+
+/** Options of {@link multiheadAttention}: torch.nn.MultiheadAttention's arguments. */
+export interface MultiheadAttentionOptions extends LayerOptions {
+  /** `embed_dim` (the input's last dimension). */
+  readonly embedDim: number;
+  /** `num_heads`; must divide embedDim. */
+  readonly heads: number;
+  /** Attention-weights dropout (default 0). */
+  readonly dropout?: number;
+  /** `bias` of the packed in-projection and of out_proj (default true). */
+  readonly bias?: boolean;
+  /** Inputs are [N, L, E] (default false: [L, N, E], torch's default). */
+  readonly batchFirst?: boolean;
+  /**
+   * `need_weights` of the forward call (torch's default true): the head-averaged attention
+   * weights [N, L, S] are computed and returned as a second output. ViT passes false.
+   */
+  readonly needWeights?: boolean;
+}
+
+/** The linear rule with its parameters under other names (MultiheadAttention's `in_proj_weight`, `out_proj.weight`). */
+function renamedLinear(weight: string, bias: string): OpRule<LinearAttrs> {
+  const names: Readonly<Record<string, string>> = { weight, bias };
+  return {
+    name: 'linear',
+    arity: 1,
+    apply(inputs, attrs, ctx) {
+      const result = linearRule.apply(inputs, attrs, ctx);
+      return {
+        ...result,
+        params: (result.params ?? []).map((p) => ({ ...p, name: names[p.name] ?? p.name })),
+        saves: (needs) => result.saves(needs).map((s): SavedRef => ('param' in s ? { param: names[s.param] ?? s.param } : s)),
+      };
+    },
+  };
+}
+
+/** Attributes of {@link nativeMhaRule}. */
+interface NativeMhaAttrs {
+  readonly embedDim: number;
+  readonly heads: number;
+  readonly bias: boolean;
+  readonly needWeights: boolean;
+}
+
+/**
+ * `torch._native_multi_head_attention`, MultiheadAttention's fast path (eval, no autograd,
+ * batch-first self-attention, an even number of heads, no dropout or masks), as PyTorch 1.13's CPU
+ * kernel allocates (measured): the packed projection [N·L, 3E]; q, k, v rescaled into one
+ * [3, N, h, L, d] buffer (the projection then freed); the scores [N, h, L, L], freed before the
+ * context when the weights are not needed; the context [N, h, L, d]; the output [N, L, E]; with
+ * `needWeights` the head-averaged weights [N, L, L] as a second output (the kernel makes them
+ * after the output and frees the scores then; here they come with the output).
+ */
+const nativeMhaRule: OpRule<NativeMhaAttrs> = {
+  name: 'native_multi_head_attention',
+  arity: 1,
+  apply([x], attrs, ctx) {
+    const [n, l] = x!.shape as [Dim, Dim];
+    const e = attrs.embedDim;
+    const dtype = x!.dtype;
+    const f = (dims: Dim[]) => specBytes(tensor(dims, dtype));
+    const params: OwnedTensor[] = [{ name: 'in_proj_weight', spec: tensor([3 * e, e], ctx.paramDtype) }];
+    if (attrs.bias) params.push({ name: 'in_proj_bias', spec: tensor([3 * e], ctx.paramDtype) });
+    params.push({ name: 'out_proj.weight', spec: tensor([e, e], ctx.paramDtype) });
+    if (attrs.bias) params.push({ name: 'out_proj.bias', spec: tensor([e], ctx.paramDtype) });
+    const scores = f([n, attrs.heads, l, l]);
+    const steps: KernelStep[] = [
+      { alloc: 'qkv', bytes: f([n, l, 3 * e]) },
+      { alloc: 'q, k, v', bytes: f([3, n, l, e]) },
+      { free: 'qkv' },
+      { alloc: 'scores', bytes: scores },
+      ...(attrs.needWeights ? [] : [{ free: 'scores' } as KernelStep]),
+      { alloc: 'context', bytes: f([n, l, e]) },
+      { results: 'outputs' },
+      { free: 'context' },
+      ...(attrs.needWeights ? [{ free: 'scores' } as KernelStep] : []),
+      { free: 'q, k, v' },
+    ];
+    return {
+      outputs: attrs.needWeights ? [tensor([n, l, e], dtype), tensor([n, l, l], dtype)] : [tensor([n, l, e], dtype)],
+      params,
+      saves: () => [],
+      forwardSteps: steps,
+      forwardStepsUnrecorded: steps,
+    };
+  },
+};
+
+/**
+ * torch.nn.MultiheadAttention called as self-attention (`attn(x, x, x)`), PyTorch 1.13's
+ * `multi_head_attention_forward` op for op: the packed in-projection (`in_proj_weight`
+ * [3E, E], `in_proj_bias`; a batch-first input of more than one sample is copied to be
+ * reshaped), q, k and v as contiguous copies of its three chunks, `q / √d`, `q·kᵀ`, softmax,
+ * dropout, `·v`, the heads transposed back (a copy), `out_proj` (a Linear's weight and bias,
+ * called functionally), and with `needWeights` the head-averaged weights as a second output.
+ * No attention mask, key padding mask, bias_k/bias_v or zero attention. In eval mode without
+ * autograd, batch-first with an even number of heads and no dropout, torch takes its fast path,
+ * `_native_multi_head_attention` (one kernel; see its rule), and so does the estimate.
+ *
+ * @example
+ * ```ts
+ * import { estimate, multiheadAttention } from 'vram-ts';
+ * const attn = multiheadAttention({ embedDim: 64, heads: 4, batchFirst: true, needWeights: false });
+ * console.log(estimate(attn, { input: [2, 10, 64] }).params.total); // 3 * 64 * 64 + 3 * 64 + 64 * 64 + 64
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLayer {
+  checkKeys(options, ['embedDim', 'heads', 'dropout', 'bias', 'batchFirst', 'needWeights'], 'multiheadAttention');
+  const { embedDim: e, heads } = options;
+  if (!Number.isSafeInteger(e) || e < 1) fail('bad-option', 'embedDim must be an integer >= 1', { path: ['multiheadAttention', 'embedDim'], expected: 'an integer >= 1', received: String(e) });
+  if (!Number.isSafeInteger(heads) || heads < 1 || e % heads !== 0) fail('bad-option', 'heads must divide embedDim', { path: ['multiheadAttention', 'heads'], expected: `a divisor of ${e}`, received: String(heads) });
+  const p = options.dropout ?? 0;
+  if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['multiheadAttention', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
+  const bias = options.bias ?? true;
+  const batchFirst = options.batchFirst ?? false;
+  const needWeights = options.needWeights ?? true;
+  const d = e / heads;
+  const inProj = renamedLinear('in_proj_weight', 'in_proj_bias');
+  const outProj = renamedLinear('out_proj.weight', 'out_proj.bias');
+  const body = graph((g, [input]) => {
+    const x = input!;
+    if (x.shape.length !== 3) fail('bad-rank', 'multiheadAttention takes a batched input of rank 3', { path: ['multiheadAttention'], expected: batchFirst ? '[N, L, E]' : '[L, N, E]', received: `rank ${x.shape.length}` });
+    if (x.shape[2] !== e) fail('shape-mismatch', 'the input features differ from embedDim', { path: ['multiheadAttention'], expected: String(e), received: String(x.shape[2]) });
+    const call = <A>(rule: OpRule<A>, args: TensorRef[], attrs: A): TensorRef => g.call(rule, args, attrs)[0]!;
+    if (!g.training && !g.gradEnabled && batchFirst && heads % 2 === 0 && p === 0) {
+      const outs = g.call(nativeMhaRule, [x], { embedDim: e, heads, bias, needWeights });
+      return needWeights ? outs : outs[0]!;
+    }
+    // batch_first: query = key = value = query.transpose(1, 0)
+    const [l, n] = batchFirst ? [x.shape[1]!, x.shape[0]!] : [x.shape[0]!, x.shape[1]!];
+    let q0 = batchFirst ? call(transposeRule, [x], { dim0: 0, dim1: 1 }) : x;
+    // linear on a transposed 3-D input runs as matmul, whose reshape copies it unless N = 1.
+    if (batchFirst) q0 = call(copyRule, [q0], { when: copyUnlessOne(n) });
+    const proj = call(inProj, [q0], { out: 3 * e, bias });
+    // .chunk(3, -1), then each chunk's .contiguous().view(L, N·h, d).transpose(0, 1)
+    const nh: Dim = mul(n, heads);
+    const part = (i: number): TensorRef => {
+      const chunk = call(sliceRule, [proj], { dim: -1, start: i * e, end: (i + 1) * e });
+      const copy = call(copyRule, [chunk], {});
+      return call(transposeRule, [call(viewRule, [copy], { shape: [l, nh, d] })], { dim0: 0, dim1: 1 });
+    };
+    const q = part(0);
+    const k = part(1);
+    const v = part(2);
+    const scaled = call(mulScalarRule, [q], {});
+    let weights = call(softmaxRule, [call(matmulRule, [scaled, call(transposeRule, [k], { dim0: -2, dim1: -1 })], {})], { dim: -1 });
+    if (p > 0 && g.training) weights = call(dropoutRule, [weights], { p });
+    // multi_head_attention_forward's locals q, k, v, q_scaled and attn_output_weights live until it
+    // returns (measured under no_grad, where nothing saves them).
+    for (const local of needWeights ? [q, k, v, scaled] : [q, k, v, scaled, weights]) g.hold(local);
+    const context = call(matmulRule, [weights, v], {});
+    // attn_output.transpose(0, 1).contiguous().view(L·N, E)
+    const merged = call(copyRule, [call(transposeRule, [context], { dim0: 0, dim1: 1 })], { when: copyUnlessOne(nh) });
+    const out2d = call(outProj, [call(viewRule, [merged], { shape: [mul(l, n), e] })], { out: e, bias });
+    let out = call(viewRule, [out2d], { shape: [l, n, e] });
+    if (batchFirst) out = call(transposeRule, [out], { dim0: 0, dim1: 1 });
+    if (!needWeights) return out;
+    // attn_output_weights.view(N, h, L, S).sum(dim=1) / num_heads
+    const summed = call(copyRule, [call(viewRule, [weights], { shape: [n, heads, l, l] })], { shape: [n, l, l] });
+    // `/ num_heads` by a Python int: nothing saved (measured).
+    return [out, call(copyRule, [summed], {})];
+  });
+  return Object.freeze({ kind: 'module', className: 'MultiheadAttention', body, idleChildren: Object.freeze(['out_proj']), ...(options.name !== undefined ? { name: options.name } : {}) });
+}

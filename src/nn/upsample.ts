@@ -1,0 +1,36 @@
+import { upsampleRule, type UpsampleAttrs } from '../ops/upsample.js';
+import { checkKeys, opLayer, splitOptions } from './op.js';
+import type { LayerOptions, OpLayer } from './types.js';
+
+/**
+ * torch.nn.Upsample (nearest or bilinear, by an integer factor or to a size): keeps nothing for
+ * backward. {@link interpolate} is the same as a functional call.
+ *
+ * @example
+ * ```ts
+ * import { estimate, upsample } from 'vram-ts';
+ * const r = estimate(upsample({ scaleFactor: 2, mode: 'bilinear' }), { input: [2, 8, 10, 12], inputRequiresGrad: true });
+ * console.log(r.modules[0]?.outputShape, r.bytes.activations); // [ 2, 8, 20, 24 ] 0
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function upsample(options: UpsampleAttrs & LayerOptions): OpLayer<UpsampleAttrs> {
+  const [attrs, layer] = splitOptions(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'upsample');
+  return opLayer(upsampleRule, 'Upsample', attrs, layer);
+}
+
+/**
+ * `F.interpolate(x, size=…, scale_factor=…, mode=…, align_corners=…)`: {@link upsample} as a
+ * functional call (no module row in reports).
+ *
+ * @example
+ * ```ts
+ * import { interpolate } from 'vram-ts';
+ * console.log(interpolate({ size: [17, 23], mode: 'bilinear', alignCorners: true }).className); // null
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function interpolate(options: UpsampleAttrs): OpLayer<UpsampleAttrs> {
+  checkKeys(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'interpolate');
+  return opLayer(upsampleRule, null, { ...options });
+}

@@ -1,0 +1,29 @@
+"""Parameter totals and module trees of torchvision 0.14's classification models that vram-ts's
+vision catalog builds (src/catalog/vision.ts), for numClasses 1000 and 10.
+
+    /usr/bin/python3 tools/oracle/vision_params.py   # -> test/fixtures/vision/params.json
+"""
+
+import json
+import os
+
+import torch
+import torchvision
+
+NAMES = [
+    "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
+    "wide_resnet50_2", "wide_resnet101_2",
+] + [f"efficientnet_b{i}" for i in range(8)] + ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+
+out = {"env": {"torch": torch.__version__, "torchvision": torchvision.__version__}, "models": {}}
+for name in NAMES:
+    for classes in (1000, 10):
+        model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
+        params = sum(p.numel() for p in model.parameters())
+        modules = [[n, type(m).__name__, sum(p.numel() for p in m.parameters(recurse=False))] for n, m in model.named_modules()]
+        out["models"][f"{name}/{classes}"] = {"params": params, "modules": modules}
+        print(name, classes, params, flush=True)
+os.makedirs("test/fixtures/vision", exist_ok=True)
+with open("test/fixtures/vision/params.json", "w") as f:
+    json.dump(out, f, separators=(",", ":"))
+    f.write("\n")
