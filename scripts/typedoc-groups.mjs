@@ -1,0 +1,38 @@
+// A TypeDoc plugin (local, no dependency): files every export of the API reference under what a
+// user does with it, from the folder its declaration lives in, so the index reads by task
+// instead of one alphabetical list. An explicit @category tag in a comment wins.
+import { Comment, CommentTag, Converter, ReflectionKind } from 'typedoc';
+
+/** First matching rule wins: a path fragment under src/ → the category. */
+const RULES = [
+  [/\/src\/(estimate|fit|plan|ranks|freeze)\.ts$/, 'Estimate and fit'],
+  [/\/src\/memory\/residency\//, 'Many GPUs'],
+  [/\/src\/memory\/(schedules|pipeline-step|closed-forms)\.ts$/, 'Many GPUs'],
+  [/\/src\/trace\/pipeline-stages\.ts$/, 'Many GPUs'],
+  [/\/src\/catalog\/tensor-parallel\.ts$/, 'Many GPUs'],
+  [/\/src\/memory\/llm\.ts$/, 'LLM inference and RL'],
+  [/\/src\/catalog\/(llama|gpt2|hf|llms|lm-loss|moe|deepseek|transformers)\.ts$/, 'LLM catalog'],
+  [/\/src\/hub\.ts$/, 'LLM catalog'],
+  [/\/src\/catalog\//, 'Vision catalog'],
+  [/\/src\/nn\//, 'Build a model'],
+  [/\/src\/ops\//, 'Op rules (for graph())'],
+  [/\/src\/report\//, 'Reports and charts'],
+  [/\/src\/gpus\//, 'GPUs'],
+  [/\/src\/(sym|tensor)\//, 'Symbols and tensors'],
+  [/\/src\/(memory|trace)\//, 'Simulation internals'],
+  [/\/src\/(errors|validate|limits|options)\.ts$/, 'Errors and limits'],
+];
+
+/** @param {import('typedoc').Application} app */
+export function load(app) {
+  app.converter.on(Converter.EVENT_CREATE_DECLARATION, (context, reflection) => {
+    if (reflection.parent?.kind !== ReflectionKind.Project) return;
+    if (reflection.comment?.getTag('@category') !== undefined) return;
+    const symbol = context.getSymbolFromReflection(reflection);
+    const file = symbol?.declarations?.[0]?.getSourceFile().fileName ?? '';
+    const rule = RULES.find(([pattern]) => pattern.test(file));
+    if (rule === undefined) return;
+    reflection.comment ??= new Comment();
+    reflection.comment.blockTags.push(new CommentTag('@category', [{ kind: 'text', text: rule[1] }]));
+  });
+}
