@@ -79,6 +79,7 @@ export { pipelineRankModel, type PipelineCut, type PipelineRankModel, type RankS
 export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './memory/closed-forms.js';
 export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
 export { VISION_MODELS, vision, type VisionOptions } from './catalog/vision.js';
+export { unet, type UNetOptions } from './catalog/unet.js';
 export { formatBreakdown, torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
 export { formatTorchinfo, type TorchinfoColumn, type TorchinfoOptions } from './report/torchinfo.js';
 export { formatTorchsummary, type TorchsummaryOptions } from './report/torchsummary.js';
@@ -119,4 +120,5 @@ export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
 export { formatBreakdownMarkdown } from './report/breakdown.js';
 export { estimateToJSON } from './report/json.js';
 export { safetensorsHeaderLength, safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
-export { breakdownSvg, timelineSvg } from './report/svg.js';
+export { fromHub, type HubCache, type HubCacheEntry, type HubCheckpoint, type HubCheckpointFile, type HubModel, type HubOptions } from './hub.js';
+export { breakdownSvg, timelineSvg, type ChartOptions } from './report/svg.js';

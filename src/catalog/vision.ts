@@ -23,6 +23,8 @@ import { multiheadAttention } from '../nn/multiheadAttention.js';
 import { opLayer } from '../nn/op.js';
 import { parameter } from '../nn/parameter.js';
 import { permuteRule, selectRule } from '../ops/view.js';
+import { EXTRA_VISION_MODELS, visionExtra } from './vision/extra.js';
+import { CLASSIC_VISION_MODELS, visionClassic } from './vision/classic.js';
 
 /** Options of {@link vision}, as torchvision's constructors take them. */
 export interface VisionOptions {
@@ -99,7 +101,7 @@ const MODELS: Readonly<Record<string, ResNetSpec | EfficientNetSpec | ViTSpec>> 
  * console.log(VISION_MODELS.includes('efficientnet_b0')); // true
  * ```
  */
-export const VISION_MODELS: readonly string[] = Object.freeze(Object.keys(MODELS));
+export const VISION_MODELS: readonly string[] = Object.freeze([...Object.keys(MODELS), ...EXTRA_VISION_MODELS, ...CLASSIC_VISION_MODELS]);
 
 /** torchvision's resnet.BasicBlock / Bottleneck: conv1, bn1, relu, conv2, bn2, (conv3, bn3), downsample, `out += identity`, relu. */
 function resnetBlock(name: string, kind: 'basic' | 'bottleneck', inplanes: number, planes: number, stride: number, groups: number, widthPerGroup: number): Layer {
@@ -235,7 +237,9 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
  * A torchvision classification model by its torchvision name, module for module (names, order,
  * parameters): ResNet (resnet18 … resnet152, resnext50_32x4d, resnext101_32x8d, wide_resnet50_2,
  * wide_resnet101_2), EfficientNet B0–B7 and ViT (vit_b_16, vit_b_32, vit_l_16, vit_l_32,
- * vit_h_14; the input must be `imageSize`). Written with the public builders only.
+ * vit_h_14; the input must be `imageSize`), and the models of src/catalog/vision/: MobileNetV2,
+ * mobilenet_v3_small/large, squeezenet1_1, vgg11_bn … vgg19_bn, densenet121, regnet_y_400mf …
+ * regnet_y_16gf (`dropout` for those whose constructor takes one). Written with the public builders only.
  *
  * @example
  * ```ts
@@ -247,6 +251,10 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
 /* @__NO_SIDE_EFFECTS__ */
 export function vision(name: string, options: VisionOptions = {}): SeqLayer {
   checkKeys(options, ['numClasses', 'dropout', 'stochasticDepthProb', 'imageSize'], 'vision');
+  const extra = visionExtra(name, options);
+  if (extra !== undefined) return extra;
+  const classic = visionClassic(name, options);
+  if (classic !== undefined) return classic;
   const spec = Object.prototype.hasOwnProperty.call(MODELS, name) ? MODELS[name] : undefined;
   if (spec === undefined) fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
   const numClasses = options.numClasses ?? 1000;

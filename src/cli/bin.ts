@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { run, stdoutFailure } from './main.js';
+import { runAsync, stdoutFailure } from './main.js';
 
 // A reader that goes away (`vram-ts … | head -1`) ends the command quietly, with the exit code
 // it already has; writes are synchronous on pipes and files, so run() has returned by then.
@@ -13,7 +13,8 @@ process.stdout.on('error', (error) => {
 process.stderr.on('error', () => {});
 
 try {
-  process.exitCode = run(
+  // A Hub model (<org>/<name>) is read first; everything else runs synchronously as before.
+  process.exitCode = await runAsync(
     process.argv.slice(2),
     (text) => void process.stdout.write(text),
     (text) => void process.stderr.write(text),

@@ -2,7 +2,7 @@
  * The command's help texts. Every default shown is read from the constants the command uses
  * (or the library's own), and test/cli checks that passing a shown default changes nothing.
  */
-import { DEFAULT_TRANSFORMERS, GPUS, LLMS, TRANSFORMERS_RANGES } from '../index.js';
+import { DEFAULT_TRANSFORMERS, GPUS, LLMS, TRANSFORMERS_RANGES, VISION_MODELS } from '../index.js';
 
 /** What the command assumes when a flag is left out. */
 export const DEFAULTS = {
@@ -26,6 +26,7 @@ export const DTYPES = ['float32', 'bfloat16', 'float16', 'float64'] as const;
 export const DEVICES = ['cuda', 'cpu'] as const;
 export const FRAMEWORKS = ['torch-2', 'torch-1.13'] as const;
 export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
+export const CHARTS = ['timeline', 'breakdown'] as const;
 export const GRPO_FORMATS = ['table', 'json'] as const;
 export const PLAN_FORMATS = ['table', 'json'] as const;
 export const SOLVES = ['batch', 'seq', 'resolution'] as const;
@@ -33,12 +34,15 @@ export const CNNS = ['mobilenet_v3_small', 'mobilenet_v3_large'] as const;
 
 const releases = TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' and ');
 const gpus = GPUS.map((g) => g.name).join(', ');
-const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}`;
+const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}; torchvision models: ${VISION_MODELS.filter((v) => !(CNNS as readonly string[]).includes(v)).join(', ')}`;
 const g = DEFAULTS.grpo;
 const k = DEFAULTS.korthikanti;
 
 const MODEL = `<model>: a catalog name (${models})
-         or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)`;
+         or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)
+         or a Hugging Face Hub repository, <org>/<name> (config.json and the safetensors headers
+         are read, never the weights; HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE; cached under
+         $XDG_CACHE_HOME/vram-ts/hub, else ~/.cache/vram-ts/hub)`;
 
 const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on PEFT's default targets
                          (q_proj, v_proj; GPT-2: c_attn); LLMs only
@@ -48,7 +52,8 @@ const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on PEFT's 
                          ${releases} were read
   --dtype D              parameter dtype of an LLM: ${DTYPES.join(', ')}
                          (default: the config's torch_dtype); not with --precision, which sets it too
-  --no-cache             forward with use_cache=False (LLMs; default: the config's use_cache, true)`;
+  --no-cache             forward with use_cache=False (LLMs; default: the config's use_cache, true)
+  --revision R           branch, tag or commit of a Hub model (<org>/<name>); main when left out`;
 
 const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer}); training only
   --precision P          ${PRECISIONS.join(', ')} (default: none, the weights
@@ -133,7 +138,8 @@ ${gpu('says whether it fits (default: none)')}
   --check                with --gpu: exit 1 when it does not fit
   --format F             ${FORMATS.join(', ')} (default ${DEFAULTS.format});
                          json carries the fit verdict and the KV cache as fields
-  --svg FILE             write the timeline chart (SVG) of the step to FILE
+  --svg FILE             write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)
+  --chart C              ${CHARTS.join(' or ')} (default timeline): which chart --svg writes
   -h, --help             this help
 
 ${EXIT}

@@ -7,10 +7,12 @@
  * An error nobody expected prints `vram-ts: internal error: …` and exits 2 (VRAM_TS_DEBUG
  * rethrows it instead, for the stack).
  */
-import { readFileSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { parseArgs } from 'node:util';
 import {
   VramError,
+  VISION_MODELS,
+  vision,
   activeParams,
   type ModelMeta,
   breakdownSvg,
@@ -45,6 +47,7 @@ import {
   type EstimateOptions,
   type FitResult,
   type HFConfigOptions,
+  type HubModel,
   type Layer,
   type RankFigures,
   type Layout,
@@ -52,9 +55,10 @@ import {
 } from '../index.js';
 import { imageSize, listOf, nearest, oneOf, wholeNumber } from './args.js';
 import { CliError, errorLine, fromVramError, fsReason, internalErrorLine, oneLine, usage } from './errors.js';
-import { ATTENTIONS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, OFFLOADS, SCHEDULES, COMPAT_HELP, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
+import { ATTENTIONS, CHARTS, CNNS, DEFAULTS, DEVICES, DTYPES, ENGINES, OFFLOADS, SCHEDULES, COMPAT_HELP, FIT_HELP, FORMATS, PLAN_FORMATS, PLAN_HELP, FRAMEWORKS, GRPO_FORMATS, GRPO_HELP, HELP, KORTHIKANTI_HELP, OPTIMIZERS, PRECISIONS, SOLVES } from './help.js';
 import { COMPATS, compatText, type Compat } from './compat.js';
 import { readSafetensors } from './safetensors.js';
+import { hubLookup, type HubEnv } from './hub.js';
 
 export { HELP } from './help.js';
 
@@ -79,10 +83,12 @@ const OPTIONS = {
   transformers: { type: 'string' },
   dtype: { type: 'string' },
   'no-cache': { type: 'boolean' },
+  revision: { type: 'string' },
   gpu: { type: 'string' },
   check: { type: 'boolean' },
   format: { type: 'string' },
   svg: { type: 'string' },
+  chart: { type: 'string' },
   solve: { type: 'string' },
   safetensors: { type: 'string' },
   group: { type: 'string' },
@@ -137,10 +143,12 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   transformers: [...MODEL_COMMANDS, 'compat'],
   dtype: MODEL_COMMANDS,
   'no-cache': MODEL_COMMANDS,
+  revision: MODEL_COMMANDS,
   gpu: MODEL_COMMANDS,
   check: MODEL_COMMANDS,
   format: ['estimate', 'plan', 'grpo'],
   svg: ['estimate'],
+  chart: ['estimate'],
   solve: ['fit'],
   safetensors: ['safetensors'],
   group: ['grpo'],
@@ -236,15 +244,24 @@ interface ModelRef {
   readonly name: string;
   readonly kind: 'cnn' | 'llm';
   readonly cnn?: (typeof CNNS)[number];
+  /** A torchvision model of the vision catalog. */
+  readonly vision?: string;
   readonly file?: string;
+  /** A Hugging Face Hub repository id, and what fromHub read of it once loaded. */
+  readonly repo?: string;
+  readonly hub?: HubModel;
 }
 
-const MODEL_NAMES = [...CNNS, ...LLMS.map((e) => e.id)];
+const MODEL_NAMES = [...CNNS, ...VISION_MODELS.filter((v) => !(CNNS as readonly string[]).includes(v)), ...LLMS.map((e) => e.id)];
 
 function resolveModel(name: string): ModelRef {
   const key = name.toLowerCase().replace(/-/g, '_');
   const cnn = CNNS.find((c) => c === key);
   if (cnn !== undefined) return { name, kind: 'cnn', cnn };
+  const torchvision = VISION_MODELS.find((v) => v === key);
+  if (torchvision !== undefined) return { name, kind: 'cnn', vision: torchvision };
+  // <org>/<name> that is not a file here is a Hub repository (a catalog repo too: its config on the Hub).
+  if (HUB_REPO.test(name) && !name.endsWith('.json') && !existsSync(name)) return { name, kind: 'llm', repo: name };
   if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { name, kind: 'llm' };
   if (name.endsWith('.json') || name.includes('/')) return { name, kind: 'llm', file: name };
   const near = nearest(name, MODEL_NAMES);
@@ -283,6 +300,7 @@ function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 
     const numClasses = count(values, 'classes', DEFAULTS.classes);
     return ref.cnn === 'mobilenet_v3_small' ? mobilenetV3Small({ numClasses }) : mobilenetV3Large({ numClasses });
   }
+  if (ref.vision !== undefined) return vision(ref.vision, { numClasses: count(values, 'classes', DEFAULTS.classes) });
   const decoder: HFConfigOptions = {
     ...(values.attention !== undefined ? { attention: oneOf(values.attention, '--attention', ATTENTIONS) } : {}),
     ...(values.transformers !== undefined ? { transformers: values.transformers } : {}),
@@ -290,6 +308,7 @@ function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 
     ...(values['no-cache'] ? { useCache: false } : {}),
     ...extra,
   };
+  if (ref.hub !== undefined) return hubModel(ref.hub, decoder);
   if (ref.file === undefined) return llm(ref.name, decoder);
   const config = readConfig(ref.file);
   try {
@@ -347,11 +366,20 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
     ...(values.optimizer !== undefined ? { optimizer: oneOf(values.optimizer, '--optimizer', OPTIMIZERS) } : {}),
     ...(values.device !== undefined ? { device: oneOf(values.device, '--device', DEVICES) } : {}),
     ...(values.framework !== undefined ? { framework: oneOf(values.framework, '--framework', FRAMEWORKS) } : {}),
-    ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : { within: 'features', every: 1 } } : {}),
+    ...(values.checkpointing ? { checkpoint: ref.kind === 'llm' ? decoderLayers(model) : cnnCheckpoint(ref, model) } : {}),
     ...(rank !== undefined ? { lora: { rank, quantizeBase: Boolean(values.qlora) } } : {}),
     ...(values['micro-batches'] !== undefined ? { microBatches: count(values, 'micro-batches', 1) } : {}),
     ...parallel,
   };
+}
+
+/** --checkpointing of a CNN: every block of its `features` (MobileNet, EfficientNet), or of ResNet's stages. */
+function cnnCheckpoint(ref: ModelRef, model: Layer): { readonly within: string; readonly every: number } | { readonly modules: readonly string[] } {
+  const children = model.kind === 'seq' ? model.children.map((child, i) => child.name ?? String(i)) : model.kind === 'module' && model.body.kind === 'seq' ? model.body.children.map((child, i) => child.name ?? String(i)) : [];
+  if (ref.cnn !== undefined || children.includes('features')) return { within: 'features', every: 1 };
+  const stages = children.filter((name) => /^layer\d+$/.test(name));
+  if (stages.length > 0) return { modules: stages };
+  return usage('--checkpointing', `no block structure known for ${ref.name}: checkpoint it through the API (estimate's checkpoint option)`);
 }
 
 /** --tp N (--sp): the decoder built as one tensor-parallel rank (PyTorch DTensor's plan). */
@@ -506,6 +534,10 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
   const verdict = gpu !== undefined ? fits(model, { ...options, gpu }) : undefined;
   const code = values.check && verdict !== undefined && !verdict.fits ? 1 : 0;
   const needsEstimate = (format !== 'torchsummary' && format !== 'torchinfo') || values.svg !== undefined;
+  if (values.chart !== undefined && values.svg === undefined) usage('--chart', 'picks the chart --svg FILE writes: give --svg');
+  const chart = oneOf(values.chart ?? 'timeline', '--chart', CHARTS);
+  // With --gpu the charts draw the card's memory.
+  const chartOptions = gpu !== undefined ? { capacity: gpuBudget(gpu) } : {};
   const result = needsEstimate ? estimate(model, options) : undefined;
   let text: string;
   if (format === 'torchsummary' || format === 'torchinfo') text = summary(model, { ...options, format });
@@ -520,7 +552,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
     const notes =
       (kv !== undefined
         ? `\nKV cache for ${kv.batch} × ${kv.seq} tokens (${kv.dtype}): ${formatCount(kv.bytes)} B (${formatBytes(kv.bytes)}), ${kv.inPeak ? "included in the peak above (use_cache: the forward keeps every layer's keys and values)" : 'not included (--no-cache)'}.\n`
-        : '') + moeNote(model, r.params.total) + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
+        : '') + moeNote(model, r.params.total) + hubNote(ref) + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
     const ranks = values['all-ranks'] ? estimateRanks(model, { ...options, timeline: false }) : undefined;
     const rankText = ranks === undefined ? '' : `\n${formatRanks(ranks, format === 'markdown')}`;
     switch (format) {
@@ -535,6 +567,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
           ...estimateToJSON(r),
           ...(ranks !== undefined ? { ranks: ranks.map(({ rank, stage, dpRank, peak, parameters, gradients, optimizer }) => ({ rank, stage, dpRank, peak, parameters, gradients, optimizer })) } : {}),
           ...(kv !== undefined ? { kvCache: kv } : {}),
+          ...(ref.hub !== undefined ? { hub: hubJSON(ref.hub) } : {}),
           ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
         };
         text = `${JSON.stringify(json, null, 2)}\n`;
@@ -544,13 +577,13 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
         text = formatExplain(explain(r));
         break;
       case 'svg':
-        text = breakdownSvg(r);
+        text = breakdownSvg(r, chartOptions);
         break;
     }
   }
   if (values.svg !== undefined) {
     try {
-      writeFileSync(values.svg, timelineSvg(result!));
+      writeFileSync(values.svg, chart === 'breakdown' ? breakdownSvg(result!, chartOptions) : timelineSvg(result!, chartOptions));
     } catch (error) {
       usage('--svg', `cannot write ${values.svg} (${fsReason(error)})`);
     }
@@ -744,7 +777,7 @@ function execute(argv: readonly string[]): Outcome {
   checkUsage(command, values, positionals);
   if (command === 'safetensors') return { stdout: readSafetensors(values.safetensors!), code: 0 };
   if (command === 'korthikanti') return runKorthikanti(values);
-  const ref = resolveModel(command === 'estimate' ? positionals[0]! : command === 'compat' ? positionals[2]! : positionals[1]!);
+  const ref = withHub(resolveModel(command === 'estimate' ? positionals[0]! : command === 'compat' ? positionals[2]! : positionals[1]!), values);
   checkKind(command, ref, values);
   checkValues(values);
   if (command === 'fit') return runFit(ref, values);
@@ -770,12 +803,106 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
     out(stdout);
     return code;
   } catch (error) {
-    if (error instanceof CliError) err(errorLine(error));
-    else if (error instanceof VramError) err(errorLine(fromVramError(error)));
-    else if (debugging()) throw error;
-    else err(internalErrorLine(error));
-    return 2;
+    return report(error, err);
   }
+}
+
+/** An error as its one line on stderr; exit code 2. */
+function report(error: unknown, err: (text: string) => void): number {
+  if (error instanceof NeedsHub) err(errorLine(new CliError('model', `${error.repo} is a Hugging Face Hub repository: runAsync reads it (run() makes no requests)`)));
+  else if (error instanceof CliError) err(errorLine(error));
+  else if (error instanceof VramError) err(errorLine(fromVramError(error)));
+  else if (debugging()) throw error;
+  else err(internalErrorLine(error));
+  return 2;
+}
+
+/**
+ * {@link run}, and a model named `<org>/<name>` (not a file here) is read from the Hugging Face Hub
+ * first: config.json and the safetensors headers (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE as
+ * huggingface_hub reads them; `--revision`), cached on disk so that a second call asks at most
+ * one conditional request. The bin runs this.
+ */
+export async function runAsync(argv: readonly string[], out: (text: string) => void, err: (text: string) => void, env: HubEnv = process.env): Promise<number> {
+  try {
+    const { stdout, code } = execute(argv);
+    out(stdout);
+    return code;
+  } catch (error) {
+    if (!(error instanceof NeedsHub)) return report(error, err);
+    const key = hubKey(error.repo, error.revision);
+    try {
+      HUB_LOADED.set(key, await hubLookup(error.repo, error.revision, env));
+    } catch (failure) {
+      if (!(failure instanceof VramError)) return report(failure, err);
+      const line = fromVramError(failure, error.repo);
+      const catalog = LLMS.find((e) => e.repo.toLowerCase() === error.repo.toLowerCase());
+      const hint = catalog !== undefined && ['hub-auth', 'hub-offline'].includes(failure.issues[0]?.code ?? '') ? `; the built-in ${catalog.id} needs no network` : '';
+      return report(new CliError(line.path, `${line.message}${hint}`, { expected: line.expected, received: line.received, more: line.more }), err);
+    }
+    try {
+      return run(argv, out, err);
+    } finally {
+      // Kept for this call only: the next one reads the disk cache (or the Hub) again.
+      HUB_LOADED.delete(key);
+    }
+  }
+}
+
+/** <org>/<name>, as the Hub spells repository ids. */
+const HUB_REPO = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
+
+/** A Hub model that execute() needs and runAsync has not read yet. */
+class NeedsHub {
+  constructor(
+    readonly repo: string,
+    readonly revision: string | undefined,
+  ) {}
+}
+
+/** What runAsync read, by repo@revision, for the execute() that follows. */
+const HUB_LOADED = new Map<string, HubModel>();
+
+function hubKey(repo: string, revision: string | undefined): string {
+  return `${repo}@${revision ?? 'main'}`;
+}
+
+/** A Hub model's reference with what was read of it; --revision only for one. */
+function withHub(ref: ModelRef, values: Values): ModelRef {
+  if (ref.repo === undefined) {
+    if (values.revision !== undefined) usage('--revision', 'applies to a Hugging Face Hub model (<org>/<name>)', { received: JSON.stringify(ref.name) });
+    return ref;
+  }
+  const hub = HUB_LOADED.get(hubKey(ref.repo, values.revision));
+  if (hub === undefined) throw new NeedsHub(ref.repo, values.revision);
+  return { ...ref, hub };
+}
+
+/** The model from a Hub config with the command's decoder options; its problems named by the config's keys. */
+function hubModel(hub: HubModel, decoder: HFConfigOptions): Layer {
+  try {
+    return hub.build(decoder);
+  } catch (error) {
+    if (error instanceof VramError) throw fromVramError(error, `${hub.repo}: config.json`);
+    throw error;
+  }
+}
+
+/** The checkpoint's line under an estimate of a Hub model. */
+function hubNote(ref: ModelRef): string {
+  const hub = ref.hub;
+  if (hub === undefined) return '';
+  const at = `${hub.repo}@${hub.revision}${hub.commit !== undefined && hub.commit !== hub.revision ? ` (${hub.commit.slice(0, 12)})` : ''}`;
+  const c = hub.checkpoint;
+  if (c === undefined) return `\nHub ${at}: no safetensors checkpoint to check the ${hub.parameters.toLocaleString('en-US')} parameters of config.json against.\n`;
+  const dtypes = Object.entries(c.byDtype).map(([d, v]) => `${d} ${v.parameters.toLocaleString('en-US')}`).join(', ');
+  const files = `${c.files.length} safetensors file${c.files.length === 1 ? '' : 's'}`;
+  return `\nHub ${at}: ${files}, ${c.parameters.toLocaleString('en-US')} parameters (${dtypes}), ${formatBytes(c.bytes)} of weights; ${hub.mismatch ?? 'the model built from config.json has as many'}.\n`;
+}
+
+/** The Hub lookup in --format json. */
+function hubJSON(hub: HubModel): Record<string, unknown> {
+  return { repo: hub.repo, revision: hub.revision, commit: hub.commit ?? null, parameters: hub.parameters, checkpoint: hub.checkpoint ?? null, mismatch: hub.mismatch ?? null };
 }
 
 /**

@@ -18,6 +18,6 @@ export type Conv2dOptions = Conv2dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function conv2d(options: Conv2dOptions): OpLayer<Conv2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in'], 'conv2d');
+  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in', 'channelsLast'], 'conv2d');
   return opLayer(conv2dRule, 'Conv2d', attrs, layer);
 }

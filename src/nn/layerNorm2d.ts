@@ -16,6 +16,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm2d(options: LayerNorm2dAttrs & LayerOptions = {}): OpLayer<LayerNorm2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'channels'], 'layerNorm2d');
+  const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'channels', 'channelsLast'], 'layerNorm2d');
   return opLayer(layerNorm2dRule, 'LayerNorm2d', attrs, layer);
 }

@@ -5,7 +5,8 @@ import type { OpLayer } from './types.js';
 /**
  * A free-standing `nn.Parameter` (not inside a Linear or a conv) used with the input, registered
  * on the enclosing module under `name`: ViT's `pos_embedding` (`combine: 'add'`, `x + p`) and
- * `class_token` (`combine: 'prepend'`, `torch.cat([p.expand(N, -1, -1), x], dim=1)`). It is a
+ * `class_token` (`combine: 'prepend'`, `torch.cat([p.expand(N, -1, -1), x], dim=1)`), or
+ * ConvNeXt's `layer_scale` (`combine: 'scale'`, `p * x`, which saves x for p's gradient). It is a
  * functional op: wrap it in {@link module} or place it in a graph to give it its module.
  *
  * @example

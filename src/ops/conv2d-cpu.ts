@@ -107,13 +107,10 @@ const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementB
  * gradient and once for the weight gradient.
  */
 export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
-  // Depthwise convolutions reorder their input into a blocked layout. Other grouped ones use
-  // formats the traces do not pin down; they are approximated without padding.
+  // Depthwise convolutions reorder their input into a blocked layout padded to 16 channels;
+  // other grouped ones take one of the paths of groupedSteps.
   const grouped = g.groups > 1 && g.groups === g.cIn && g.groups === g.out;
-  if (g.groups > 1 && !grouped) {
-    const plain: KernelStep[] = [{ alloc: 'weight (blocked)', bytes: bytes(g, g.out, g.cIn / g.groups, g.kh, g.kw) }, { alloc: 'output (blocked)', bytes: bytes(g, g.n, g.out, g.ho, g.wo) }, { free: 'weight (blocked)' }, { results: 'outputs' }, { free: 'output (blocked)' }];
-    return { forward: plain, backward: () => [{ results: 'inputGrads' }, { results: 'paramGrads' }] };
-  }
+  if (g.groups > 1 && !grouped) return groupedSteps(g);
   const perGroupIn = g.cIn / g.groups;
   // A strided 1×1 kernel reorders its plain input into the blocked layout, and reduces it to unit stride in a scratchpad.
   const scratch = rtusScratch(g);
@@ -198,6 +195,78 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
 }
 
 /**
+ * oneDNN's grouped (not depthwise) convolutions on 1.13 CPU, read off allocator traces of single
+ * convolutions (3×3, strides 1 and 2, batch 1 to 3, 2 to 32 groups; RegNet's and ResNeXt's
+ * shapes). No channel padding on any path. With 8k channels per group (in and out) the blocked
+ * path: the forward reorders the input and the weight and computes into a blocked output that is
+ * copied out; the input gradient reorders the incoming gradient and the weight into a blocked
+ * gradient; the weight gradient reorders the incoming gradient and the input. With 4k channels
+ * per group the forward and the input gradient are the same, but the weight gradient takes the
+ * gemm path: a scratchpad of 4× the weight plus one image's im2col columns of one group, and
+ * 256 B. Otherwise (3 channels per group) every pass is gemm: the forward and the input gradient
+ * with a scratchpad of those columns and 128 B.
+ */
+function groupedSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+  const perIn = g.cIn / g.groups;
+  const perOut = g.out / g.groups;
+  const regime = perIn % 8 === 0 && perOut % 8 === 0 ? 'blocked' : perIn % 4 === 0 && perOut % 4 === 0 ? 'blocked-gemm-weight' : 'gemm';
+  const input = bytes(g, g.n, g.cIn, g.h, g.w);
+  const output = bytes(g, g.n, g.out, g.ho, g.wo);
+  const weight = bytes(g, g.out, perIn, g.kh, g.kw);
+  const columns = bytes(g, perIn * g.kh * g.kw, g.ho, g.wo);
+  const forward: KernelStep[] = regime === 'gemm'
+    ? [{ alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { alloc: 'output (blocked)', bytes: output }, { free: 'gemm scratchpad' }, { results: 'outputs' }, { free: 'output (blocked)' }]
+    : [
+        { alloc: 'input (blocked)', bytes: input },
+        { alloc: 'weight (blocked)', bytes: weight },
+        { alloc: 'output (blocked)', bytes: output },
+        { free: 'weight (blocked)' },
+        { free: 'input (blocked)' },
+        { results: 'outputs' },
+        { free: 'output (blocked)' },
+      ];
+  const backward = (inputGrad: boolean, weightGrad: boolean): KernelStep[] => {
+    const steps: KernelStep[] = [];
+    if (!inputGrad) steps.push({ results: 'inputGrads' });
+    else if (regime === 'gemm') {
+      steps.push({ alloc: 'grad input (blocked)', bytes: input }, { alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { free: 'gemm scratchpad' }, { results: 'inputGrads' }, { free: 'grad input (blocked)' });
+    } else {
+      steps.push(
+        { alloc: 'grad output (blocked)', bytes: output },
+        { alloc: 'weight (blocked)', bytes: weight },
+        { alloc: 'grad input (blocked)', bytes: input },
+        { free: 'weight (blocked)' },
+        { free: 'grad output (blocked)' },
+        { results: 'inputGrads' },
+        { free: 'grad input (blocked)' },
+      );
+    }
+    if (!weightGrad) steps.push({ results: 'paramGrads' });
+    else if (regime === 'blocked') {
+      steps.push(
+        { alloc: 'grad output (blocked) ', bytes: output },
+        { alloc: 'input (blocked)', bytes: input },
+        { alloc: 'grad weight (blocked)', bytes: weight },
+        { free: 'input (blocked)' },
+        { free: 'grad output (blocked) ' },
+        { results: 'paramGrads' },
+        { free: 'grad weight (blocked)' },
+      );
+    } else {
+      steps.push(
+        { alloc: 'grad weight (blocked)', bytes: weight },
+        { alloc: 'gemm scratchpad', bytes: add(add(mul(weight, 4), columns), 256) },
+        { free: 'gemm scratchpad' },
+        { results: 'paramGrads' },
+        { free: 'grad weight (blocked)' },
+      );
+    }
+    return steps;
+  };
+  return { forward, backward };
+}
+
+/**
  * The "slow" path (slow_conv2d): im2col columns [N, C·kh·kw, Ho·Wo] unless the kernel is
  * 1×1 with stride 1 and no padding; backward builds columns again for each gradient.
  */
@@ -212,4 +281,48 @@ export function slowSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (
       ...(weightGrad ? [{ alloc: 'columns', bytes: columns }, { results: 'paramGrads' as const }, { free: 'columns' }] : [{ results: 'paramGrads' as const }]),
     ],
   };
+}
+
+/**
+ * oneDNN on a channels-last input (1.13 CPU: a LayerNorm2d's output or a CNBlock's, which are
+ * permuted NHWC tensors): the convolution runs in NHWC, with no blocked input or output; read off
+ * allocator traces of single convolutions (2×2 stride 2 with 48→96 and 96→192 channels, depthwise
+ * 7×7 with 64 and 96; batch 1 and 2; 20 and 32 pixels). A dense kernel first copies its weight
+ * into the channels-last format (unless it is 1×1), reorders that, and uses an 8 KiB scratchpad; a
+ * depthwise one (whose weight is already channels-last) a 4224 B one. Backward of the dense
+ * kernel: the weight's channels-last copy, the input gradient, the weight reordered, the weight
+ * and bias gradients in oneDNN's buffers and again as results, plus one more weight-sized copy
+ * (the channels-last gradient AccumulateGrad copies out). The depthwise backward: the input
+ * gradient, the weight reordered, a weight-gradient scratchpad of 1024·k²·C bytes whatever the
+ * batch and size, a 64·C + 128 B buffer, then the gradients as for the dense kernel.
+ */
+export function channelsLastSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+  const depthwise = g.groups > 1 && g.groups === g.cIn && g.groups === g.out;
+  const weight = bytes(g, g.out, g.cIn / g.groups, g.kh, g.kw);
+  const copyWeight = !depthwise && g.kh * g.kw > 1 && g.cIn / g.groups > 1;
+  const forward: KernelStep[] = [
+    ...(copyWeight ? [{ alloc: 'weight (channels-last)', bytes: weight }] : []),
+    { results: 'outputs' },
+    { alloc: 'scratchpad', bytes: depthwise ? 4224 : 8192 },
+    { alloc: 'weight (blocked)', bytes: weight },
+    { free: 'weight (blocked)' },
+    { free: 'scratchpad' },
+    ...(copyWeight ? [{ free: 'weight (channels-last)' }] : []),
+  ];
+  const backward = (inputGrad: boolean, weightGrad: boolean): KernelStep[] => {
+    const biasKernel = mul(g.out, g.elementBytes);
+    const steps: KernelStep[] = [...(copyWeight ? [{ alloc: 'weight (channels-last)', bytes: weight }] : []), { results: 'inputGrads' }];
+    if (inputGrad) steps.push({ alloc: 'weight (blocked)', bytes: weight }, { free: 'weight (blocked)' });
+    if (weightGrad) {
+      if (depthwise) steps.push({ alloc: 'depthwise scratchpad', bytes: 1024 * g.kh * g.kw * g.cIn }, { alloc: 'depthwise buffer', bytes: 64 * g.cIn + 128 });
+      else steps.push({ alloc: 'grad weight (blocked)', bytes: weight });
+      steps.push({ alloc: 'grad bias (kernel)', bytes: biasKernel });
+      if (depthwise) steps.push({ free: 'depthwise buffer' });
+      steps.push({ results: 'paramGrads' }, { alloc: 'grad weight (copy)', bytes: weight }, { free: 'grad weight (copy)' });
+      steps.push({ free: depthwise ? 'depthwise scratchpad' : 'grad weight (blocked)' }, { free: 'grad bias (kernel)' });
+    } else steps.push({ results: 'paramGrads' });
+    if (copyWeight) steps.push({ free: 'weight (channels-last)' });
+    return steps;
+  };
+  return { forward, backward };
 }

@@ -3,7 +3,7 @@ import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
-import { eitherSteps, mkldnnFactor, mkldnnSteps, slowSteps, type ConvGeometry } from './conv2d-cpu.js';
+import { channelsLastSteps, eitherSteps, mkldnnFactor, mkldnnSteps, slowSteps, type ConvGeometry } from './conv2d-cpu.js';
 import type { KernelStep, OpRule } from './types.js';
 
 /** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
@@ -17,6 +17,12 @@ export interface Conv2dAttrs {
   readonly bias?: boolean;
   /** Expected input channels; inferred from the input when omitted. */
   readonly in?: number;
+  /**
+   * The input arrives channels-last (a permuted NHWC tensor: ConvNeXt's convolutions after a
+   * LayerNorm2d or a CNBlock). On CPU, oneDNN then convolves in NHWC (no blocked copies) and the
+   * slow path copies the weight channels-last first. Default false.
+   */
+  readonly channelsLast?: boolean;
 }
 
 /** Output length of a convolution or pooling window along one axis. */
@@ -86,9 +92,19 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
               padded: pads.some((p) => p !== 0),
             };
             const factor = mkldnnFactor(geometry);
-            if (factor === 1) return mkldnnSteps(geometry);
-            if (factor === 0) return slowSteps(geometry);
-            const [dnn, slow] = [mkldnnSteps(geometry), slowSteps(geometry)];
+            const cl = attrs.channelsLast === true;
+            const dnnSteps = cl ? channelsLastSteps : mkldnnSteps;
+            // The slow path on a channels-last input first copies the weight into the input's
+            // (channels-last) format, kept until the convolution returns (measured: 384→768
+            // channels, 2×2 stride 2; a [O, 1, kh, kw] or 1×1 weight is channels-last already).
+            const slowOf = (geo: ConvGeometry) => {
+              const plain = slowSteps(geo);
+              if (!cl || inChannels / groups === 1 || kh * kw === 1) return plain;
+              return { forward: [{ alloc: 'weight (channels-last)', bytes: specBytes(weight) }, ...plain.forward, { free: 'weight (channels-last)' }] as KernelStep[], backward: plain.backward };
+            };
+            if (factor === 1) return dnnSteps(geometry);
+            if (factor === 0) return slowOf(geometry);
+            const [dnn, slow] = [dnnSteps(geometry), slowOf(geometry)];
             return { forward: eitherSteps(factor, dnn.forward, slow.forward), backward: (inputGrad: boolean, weightGrad: boolean) => eitherSteps(factor, dnn.backward(inputGrad, weightGrad), slow.backward(inputGrad, weightGrad)) };
           })()
         : null;

@@ -10,6 +10,11 @@ export interface LayerNorm2dAttrs {
   readonly elementwiseAffine?: boolean;
   /** Expected channels; inferred when omitted. */
   readonly channels?: number;
+  /**
+   * The input arrives channels-last (ConvNeXt's downsampling LayerNorm2d after a CNBlock): its
+   * permute is then contiguous and neither forward nor backward copies it. Default false.
+   */
+  readonly channelsLast?: boolean;
 }
 
 /**
@@ -18,7 +23,8 @@ export interface LayerNorm2dAttrs {
  * for the kernel (freed when it returns) and keeps the input itself, the [N, H, W, 1] mean and
  * rstd and the weight; its backward copies the incoming gradient and the input again, contiguous,
  * for the kernel (measured). The output is the [N, H, W, C] result seen as [N, C, H, W] (a
- * channels-last layout: an op after it that needs a contiguous tensor copies it — not modelled).
+ * channels-last layout: a conv2d after it takes `channelsLast`, and so does a LayerNorm2d whose
+ * input is channels-last, which then copies nothing).
  */
 export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
   name: 'layer_norm',
@@ -30,7 +36,11 @@ export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
     if (attrs.channels !== undefined && attrs.channels !== channels) fail('channel-mismatch', 'layerNorm2d channels differ from the declared channels', { path: ctx.path, expected: String(attrs.channels), received: String(channels) });
     const affine = attrs.elementwiseAffine ?? true;
     const stat = tensor([n, h, w, 1], x!.dtype);
-    const whole = specBytes(x!);
+    // The permuted input needs a contiguous copy unless it is channels-last already, or has a
+    // single position (an [N, C, 1, 1] input permutes to a contiguous one).
+    const single = typeof h === 'number' && typeof w === 'number' && h * w === 1;
+    const copies = attrs.channelsLast !== true && !single;
+    const whole = copies ? specBytes(x!) : 0;
     const params = affine ? [{ name: 'weight', spec: tensor([channels], ctx.paramDtype) }, { name: 'bias', spec: tensor([channels], ctx.paramDtype) }] : [];
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
@@ -40,25 +50,27 @@ export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
         if (affine) saved.push({ param: 'weight' });
         return saved;
       },
-      forwardSteps: [{ alloc: 'contiguous input', bytes: whole }, { results: 'outputs' }, { free: 'contiguous input' }],
+      forwardSteps: copies ? [{ alloc: 'contiguous input', bytes: whole }, { results: 'outputs' }, { free: 'contiguous input' }] : [{ results: 'outputs' }],
       forwardStepsUnrecorded: [
-        { alloc: 'contiguous input', bytes: whole },
+        ...(copies ? [{ alloc: 'contiguous input', bytes: whole }] : []),
         { results: 'outputs' },
         { alloc: 'mean', bytes: specBytes(stat) },
         { alloc: 'rstd', bytes: specBytes(stat) },
-        { free: 'contiguous input' },
+        ...(copies ? [{ free: 'contiguous input' }] : []),
         { free: 'mean' },
         { free: 'rstd' },
       ],
       backward: () => ({
-        steps: [
-          { alloc: 'contiguous grad output', bytes: whole },
-          { alloc: 'contiguous input', bytes: whole },
-          { results: 'paramGrads' },
-          { results: 'inputGrads' },
-          { free: 'contiguous input' },
-          { free: 'contiguous grad output' },
-        ],
+        steps: copies
+          ? [
+              { alloc: 'contiguous grad output', bytes: whole },
+              { alloc: 'contiguous input', bytes: whole },
+              { results: 'paramGrads' },
+              { results: 'inputGrads' },
+              { free: 'contiguous input' },
+              { free: 'contiguous grad output' },
+            ]
+          : [{ results: 'paramGrads' }, { results: 'inputGrads' }],
       }),
     };
   },

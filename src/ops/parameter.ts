@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { add, mul, sub } from '../sym/ops.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import { copyUnlessOne } from './view.js';
 import type { OpRule } from './types.js';
 
@@ -13,9 +13,10 @@ export interface ParameterAttrs {
   readonly shape: readonly number[];
   /**
    * How it meets the input: `add` is `x + p` (broadcast; ViT's `pos_embedding`); `prepend` is
-   * `torch.cat([p.expand(N, -1, -1), x], dim=1)` (ViT's `class_token`, shape [1, 1, D]).
+   * `torch.cat([p.expand(N, -1, -1), x], dim=1)` (ViT's `class_token`, shape [1, 1, D]);
+   * `scale` is `p * x` (broadcast; ConvNeXt's `layer_scale`, shape [C, 1, 1]).
    */
-  readonly combine: 'add' | 'prepend';
+  readonly combine: 'add' | 'prepend' | 'scale';
 }
 
 /**
@@ -35,15 +36,24 @@ export const parameterRule: OpRule<ParameterAttrs> = {
     if (typeof attrs.name !== 'string' || attrs.name === '') fail('bad-attribute', 'a parameter needs a name', { path: [...ctx.path, 'name'], expected: 'a non-empty string', received: String(attrs.name) });
     const param = { name: attrs.name, spec: tensor(shape, ctx.paramDtype) };
     const rank = x!.shape.length;
-    if (attrs.combine === 'add') {
+    if (attrs.combine === 'add' || attrs.combine === 'scale') {
       if (shape.length > rank) fail('shape-mismatch', 'the parameter has more dimensions than the input', { path: ctx.path, expected: `rank <= ${rank}`, received: String(shape.length) });
       shape.forEach((d, i) => {
         const other = x!.shape[rank - shape.length + i]!;
         if (d !== 1 && typeof other === 'number' && other !== d) fail('shape-mismatch', 'the parameter does not broadcast with the input', { path: ctx.path, expected: `${String(other)} (or 1) at dimension ${rank - shape.length + i}`, received: String(d) });
       });
-      return { outputs: [tensor(x!.shape, x!.dtype)], params: [param], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+      if (attrs.combine === 'add') return { outputs: [tensor(x!.shape, x!.dtype)], params: [param], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+      // `p * x`: mul saves the other operand for each one that needs a gradient; the broadcast
+      // parameter's gradient is `(grad * x).sum(...)`, a full-size product reduced.
+      const full = specBytes(tensor(x!.shape, x!.dtype));
+      return {
+        outputs: [tensor(x!.shape, x!.dtype)],
+        params: [param],
+        saves: (needs) => [...(needs.params ? [{ input: 0 }] : []), ...(needs.inputs[0] ? [{ param: attrs.name }] : [])],
+        backward: () => ({ steps: [{ results: 'inputGrads' }, { alloc: 'grad * input (before sum)', bytes: full }, { results: 'paramGrads' }, { free: 'grad * input (before sum)' }] }),
+      };
     }
-    if (attrs.combine !== 'prepend') fail('bad-attribute', 'combine must be add or prepend', { path: [...ctx.path, 'combine'], expected: "'add' | 'prepend'", received: String(attrs.combine) });
+    if (attrs.combine !== 'prepend') fail('bad-attribute', 'combine must be add, prepend or scale', { path: [...ctx.path, 'combine'], expected: "'add' | 'prepend' | 'scale'", received: String(attrs.combine) });
     if (rank !== 3 || shape.length !== 3 || shape[0] !== 1 || shape[2] !== x!.shape[2]) {
       fail('shape-mismatch', 'prepend takes a [1, T, D] parameter and an [N, S, D] input', { path: ctx.path, expected: `[1, T, ${String(x!.shape[2])}]`, received: `[${shape.join(', ')}]` });
     }

@@ -3,7 +3,17 @@ import { fail } from '../errors.js';
 import { CATEGORIES, type Category } from '../memory/ledger.js';
 import { formatBytes } from './units.js';
 
-/** Colours of the categories, shared by both charts. */
+/** Options of {@link timelineSvg} and {@link breakdownSvg}. */
+export interface ChartOptions {
+  /** The chart's title. */
+  readonly title?: string;
+  /** A GPU's capacity in bytes: drawn as a line (the timeline) or a mark on the bar (the breakdown). */
+  readonly capacity?: number;
+  /** Most columns of the timeline's decimated areas (default 250; each keeps its bucket's highest and lowest event). */
+  readonly maxColumns?: number;
+}
+
+/** Colours of the categories, shared by both charts (readable on light and dark backgrounds). */
 const COLORS: Readonly<Record<Category, string>> = {
   parameters: '#4e79a7',
   buffers: '#9c755f',
@@ -16,11 +26,29 @@ const COLORS: Readonly<Record<Category, string>> = {
   communication: '#ff9da7',
 };
 
+/** The capacity line's colour. */
+const CAPACITY = '#d62728';
+
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/**
+ * Text colour follows the embedding page (`currentColor`); opened on its own, the SVG follows
+ * the viewer's light or dark scheme. No background is painted.
+ */
+const STYLE = '<style>svg:root{color-scheme:light dark;color:CanvasText}</style>';
+
+const open = (width: number, height: number, title: string) =>
+  `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12" fill="currentColor" role="img" aria-label="${escape(title)}">${STYLE}<title>${escape(title)}</title>`;
 
 function concrete(value: unknown, what: string): number {
   if (typeof value !== 'number') fail('symbolic-input', `the ${what} chart needs concrete sizes`, { path: ['input'] });
   return value;
+}
+
+function optionsOf(options: string | ChartOptions | undefined, title: string): Required<Pick<ChartOptions, 'title'>> & ChartOptions {
+  const o = typeof options === 'string' ? { title: options } : (options ?? {});
+  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0)) fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
+  return { ...o, title: o.title ?? title };
 }
 
 /** The categories a chart shows: every one, but communication buffers only in a distributed step. */
@@ -34,8 +62,60 @@ function legend(x: number, y: number, categories: readonly Category[]): string {
   ).join('');
 }
 
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+
 /**
- * A stacked bar of what is live at the peak, by category, as an SVG string.
+ * Axis ticks from 0 to at least `max`: 4 to 8 of them, in steps of 1, 2, 2.5 or 5 × 10^k of
+ * one binary unit, labelled in that unit (`1.5 GiB`).
+ */
+export function byteTicks(max: number): { readonly step: number; readonly values: readonly number[]; readonly labels: readonly string[] } {
+  const top = Math.max(max, 1);
+  let unit = 0;
+  while (top / 1024 ** unit >= 1024 && unit < UNITS.length - 1) unit += 1;
+  const scale = 1024 ** unit;
+  const raw = top / scale / 5;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const nice = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= raw) ?? 10 * magnitude;
+  const count = Math.ceil(top / scale / nice - 1e-9);
+  const decimals = Math.max(0, -Math.floor(Math.log10(nice) + 1e-9) + (nice / magnitude === 2.5 ? 1 : 0));
+  const values: number[] = [];
+  const labels: string[] = [];
+  for (let i = 0; i <= count; i++) {
+    values.push(i * nice * scale);
+    labels.push(i === 0 ? '0' : `${(i * nice).toFixed(decimals)} ${UNITS[unit]}`);
+  }
+  return { step: nice * scale, values, labels };
+}
+
+/**
+ * The events a drawing keeps: per bucket of consecutive events, the lowest and the highest
+ * live total (in their order), plus the first and last event — so peaks survive and the
+ * number of points is at most 2 × columns + 2, whatever the model.
+ */
+export function decimate(live: readonly number[], columns: number): number[] {
+  const n = live.length;
+  if (n <= 2 * columns + 2) return live.map((_, i) => i);
+  const keep = new Set<number>([0, n - 1]);
+  for (let b = 0; b < columns; b++) {
+    const from = Math.floor((b * n) / columns);
+    const to = Math.floor(((b + 1) * n) / columns);
+    let lo = from;
+    let hi = from;
+    for (let i = from; i < to; i++) {
+      if (live[i]! < live[lo]!) lo = i;
+      if (live[i]! > live[hi]!) hi = i;
+    }
+    keep.add(lo).add(hi);
+  }
+  return [...keep].sort((a, b) => a - b);
+}
+
+/** Approximate rendered width of a label (sans-serif, generous). */
+const textWidth = (text: string, fontSize: number) => text.length * fontSize * 0.62;
+
+/**
+ * A stacked bar of what is live at the peak, by category, as an SVG string. With a `capacity`,
+ * the bar's scale is the larger of the peak and the capacity, and the capacity is marked.
  *
  * @example
  * ```ts
@@ -44,25 +124,33 @@ function legend(x: number, y: number, categories: readonly Category[]): string {
  * console.log(svg.startsWith('<svg')); // true
  * ```
  */
-export function breakdownSvg(result: Estimate, title = 'Memory at the peak'): string {
+export function breakdownSvg(result: Estimate, options?: string | ChartOptions): string {
+  const { title, capacity } = optionsOf(options, 'Memory at the peak');
   const width = 640;
   const barX = 40;
   const barWidth = width - 80;
   const total = concrete(result.peak.bytes, 'breakdown');
+  const scale = Math.max(total, capacity ?? 0);
   let x = barX;
   const rects = CATEGORIES.map((c) => {
     const value = concrete(result.peak.byCategory[c], 'breakdown');
-    if (value === 0 || total === 0) return '';
-    const w = (value / total) * barWidth;
+    if (value === 0 || scale === 0) return '';
+    const w = (value / scale) * barWidth;
     const rect = `<rect class="segment" data-category="${c}" x="${x.toFixed(2)}" y="50" width="${w.toFixed(2)}" height="40" fill="${COLORS[c]}"><title>${c}: ${escape(formatBytes(value))}</title></rect>`;
     x += w;
     return rect;
   }).join('');
+  let mark = '';
+  if (capacity !== undefined) {
+    const cx = barX + (capacity / scale) * barWidth;
+    const share = `${((total / capacity) * 100).toFixed(total < capacity / 100 ? 2 : 1)}% of ${formatBytes(capacity)}`;
+    mark = `<rect x="${barX}" y="50" width="${barWidth}" height="40" fill="none" stroke="currentColor" stroke-opacity="0.35"/><line class="capacity" x1="${cx.toFixed(2)}" x2="${cx.toFixed(2)}" y1="44" y2="96" stroke="${CAPACITY}" stroke-width="2"/><text x="${(barX + barWidth).toFixed(0)}" y="40" text-anchor="end" font-size="11">${escape(share)}</text>`;
+  }
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="170" viewBox="0 0 ${width} 170" font-family="sans-serif" font-size="12">`,
-    `<title>${escape(title)}</title>`,
+    open(width, 170, title),
     `<text x="${barX}" y="24" font-size="15">${escape(title)}: ${escape(formatBytes(total))} (${escape(result.peak.phase)})</text>`,
     rects,
+    mark,
     legend(barX, 110, shown((c) => result.peak.byCategory[c] !== 0)),
     '</svg>',
   ].join('');
@@ -70,7 +158,9 @@ export function breakdownSvg(result: Estimate, title = 'Memory at the peak'): st
 
 /**
  * The training step's (or forward's) live memory over time as stacked areas by category,
- * with the peak marked, as an SVG string.
+ * with the peak marked, y-axis ticks in bytes, phase labels that do not overlap and, with a
+ * `capacity`, the GPU's memory as a line, as an SVG string. Long timelines are decimated
+ * (each column keeps its highest and lowest event), so the size is bounded whatever the model.
  *
  * @example
  * ```ts
@@ -79,49 +169,95 @@ export function breakdownSvg(result: Estimate, title = 'Memory at the peak'): st
  * console.log(svg.includes('class="peak"')); // true
  * ```
  */
-export function timelineSvg(result: Estimate, title = 'Live memory over the step'): string {
+export function timelineSvg(result: Estimate, options?: string | ChartOptions): string {
+  const { title, capacity, maxColumns = 250 } = optionsOf(options, 'Live memory over the step');
   const events = result.timeline;
   if (events.length === 0) fail('no-timeline', 'the estimate kept no timeline (estimate with timeline: true)', { path: ['timeline'] });
   const width = 800;
-  const height = 360;
-  const left = 70;
+  const left = 80;
   const top = 40;
-  const plotWidth = width - left - 20;
+  const plotWidth = width - left - 24;
   const plotHeight = 220;
-  const peak = Math.max(...events.map((e) => concrete(e.live, 'timeline')), 1);
+  const bottom = top + plotHeight;
+  const live = events.map((e) => concrete(e.live, 'timeline'));
+  let peak = 0;
+  let peakIndex = 0;
+  live.forEach((v, i) => {
+    if (v > peak) {
+      peak = v;
+      peakIndex = i;
+    }
+  });
+  // The capacity joins the scale when it is near the peak; far above, a note says where it is.
+  const capacityShown = capacity !== undefined && capacity <= 3 * Math.max(peak, 1);
+  const ticks = byteTicks(Math.max(peak, capacityShown ? capacity : 0, 1));
+  const domain = ticks.values[ticks.values.length - 1]!;
   const xAt = (i: number) => left + (events.length === 1 ? 0 : (i / (events.length - 1)) * plotWidth);
-  const yAt = (v: number) => top + plotHeight - (v / peak) * plotHeight;
-  const below = events.map(() => 0);
+  const yAt = (v: number) => bottom - (v / domain) * plotHeight;
+  const kept = decimate(live, Math.max(1, Math.floor(maxColumns)));
+  if (!kept.includes(peakIndex)) kept.push(peakIndex), kept.sort((a, b) => a - b);
+  const below = kept.map(() => 0);
   const areas = CATEGORIES.map((c) => {
     const lower = [...below];
-    const upper = events.map((e, i) => (below[i] = lower[i]! + concrete(e.byCategory[c], 'timeline')));
-    if (upper.every((v, i) => v === lower[i])) return '';
-    const forward = upper.map((v, i) => `${xAt(i).toFixed(1)},${yAt(v).toFixed(1)}`);
-    const back = lower.map((v, i) => `${xAt(i).toFixed(1)},${yAt(v).toFixed(1)}`).reverse();
-    return `<polygon class="area" data-category="${c}" points="${[...forward, ...back].join(' ')}" fill="${COLORS[c]}" fill-opacity="0.85"/>`;
+    const upper = kept.map((e, k) => (below[k] = lower[k]! + concrete(events[e]!.byCategory[c], 'timeline')));
+    if (upper.every((v, k) => v === lower[k])) return '';
+    const forward = upper.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`);
+    const back = lower.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`).reverse();
+    return `<polygon class="area" data-category="${c}" points="${[...forward, ...back].join(' ')}" fill="${COLORS[c]}" fill-opacity="0.85"><title>${c}</title></polygon>`;
   }).join('');
-  const peakIndex = events.findIndex((e) => e.live === peak);
-  const phases: string[] = [];
-  let last = '';
+
+  // Phases: a dashed line where each begins; labels placed in up to three rows without overlap.
+  const starts: { phase: string; index: number }[] = [];
   events.forEach((e, i) => {
-    if (e.phase !== last) phases.push(`<line x1="${xAt(i).toFixed(1)}" x2="${xAt(i).toFixed(1)}" y1="${top}" y2="${top + plotHeight}" stroke="#999" stroke-dasharray="2,3"/><text x="${(xAt(i) + 2).toFixed(1)}" y="${top + plotHeight + 14}" font-size="10">${escape(e.phase)}</text>`);
-    last = e.phase;
+    if (starts.length === 0 || starts[starts.length - 1]!.phase !== e.phase) starts.push({ phase: e.phase, index: i });
   });
+  const rowEnds = [-Infinity, -Infinity, -Infinity];
+  const gap = 4;
+  const phases = starts.map(({ phase, index }, k) => {
+    const x = xAt(index);
+    const end = k + 1 < starts.length ? xAt(starts[k + 1]!.index) : left + plotWidth;
+    const line = `<line class="phase-start" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.45" stroke-dasharray="2,3"><title>${escape(phase)}</title></line>`;
+    const w = textWidth(phase, 10);
+    // Centre the label on its phase when there is room; otherwise start at the phase.
+    let lx = end - x >= w + 4 ? (x + end) / 2 - w / 2 : x + 2;
+    lx = Math.min(Math.max(lx, left), left + plotWidth - w);
+    const row = rowEnds.findIndex((r) => lx >= r + gap);
+    if (row === -1) return line;
+    rowEnds[row] = lx + w;
+    return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escape(phase)}</text>`;
+  });
+
+  const axis = ticks.values.map((v, i) => {
+    const y = yAt(v).toFixed(1);
+    return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
+  }).join('');
+
+  let capacityMark = '';
+  if (capacity !== undefined) {
+    const label = `GPU ${formatBytes(capacity)}`;
+    if (capacityShown) {
+      const y = yAt(capacity).toFixed(1);
+      capacityMark = `<line class="capacity" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="${CAPACITY}" stroke-width="1.5" stroke-dasharray="6,3"><title>${escape(label)}</title></line><text x="${left + plotWidth}" y="${(yAt(capacity) - 4).toFixed(1)}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)}</text>`;
+    } else {
+      capacityMark = `<text class="capacity" x="${left + plotWidth}" y="${top - 6}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)} (${escape(formatBytes(peak))} peak is ${((peak / capacity) * 100).toFixed(1)}%)</text>`;
+    }
+  }
+
   const px = xAt(peakIndex);
   const py = yAt(peak);
+  const peakText = `peak ${formatBytes(peak)}`;
+  const height = bottom + 14 + 3 * 12 + 12 + 18 * 3;
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
-    `<title>${escape(title)}</title>`,
+    open(width, height, title),
     `<text x="${left}" y="24" font-size="15">${escape(title)}</text>`,
-    `<line x1="${left}" x2="${left}" y1="${top}" y2="${top + plotHeight}" stroke="#333"/>`,
-    `<line x1="${left}" x2="${left + plotWidth}" y1="${top + plotHeight}" y2="${top + plotHeight}" stroke="#333"/>`,
-    `<text x="${left - 6}" y="${top + 4}" text-anchor="end" font-size="10">${escape(formatBytes(peak))}</text>`,
-    `<text x="${left - 6}" y="${top + plotHeight}" text-anchor="end" font-size="10">0</text>`,
+    axis,
+    `<line x1="${left}" x2="${left}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.8"/>`,
     areas,
     phases.join(''),
-    `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="#000" stroke-width="2"><title>peak ${escape(formatBytes(peak))}: ${escape(events[peakIndex]!.label)}</title></circle>`,
-    `<text x="${Math.min(px + 8, width - 200).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">peak ${escape(formatBytes(peak))}</text>`,
-    legend(left, top + plotHeight + 36, shown((c) => events.some((e) => e.byCategory[c] !== 0))),
+    capacityMark,
+    `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="currentColor" stroke-width="2"><title>${escape(peakText)}: ${escape(events[peakIndex]!.label)}</title></circle>`,
+    `<text x="${Math.min(Math.max(px + 8, left + 4), left + plotWidth - textWidth(peakText, 11)).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">${escape(peakText)}</text>`,
+    legend(left, bottom + 14 + 3 * 12 + 8, shown((c) => events.some((e) => e.byCategory[c] !== 0))),
     '</svg>',
   ].join('');
 }

@@ -41,5 +41,10 @@ describe('vision catalog: torchvision 0.14 module for module', () => {
     expect(() => vision('resnet18', { dropout: 0.1 })).toThrow(VramError);
     expect(() => vision('efficientnet_b0', { numClasses: 0 })).toThrow(VramError);
     expect(() => vision('efficientnet_b0', { stochasticDepthProb: 2 })).toThrow(VramError);
+    expect(() => vision('densenet121', { dropout: 0.1 })).toThrow(VramError);
+    expect(() => vision('regnet_y_400mf', { stochasticDepthProb: 0.1 })).toThrow(VramError);
+    expect(() => vision('vgg11_bn', { dropout: 1.5 })).toThrow(VramError);
+    expect(() => vision('mobilenet_v2', { numClasses: 0 })).toThrow(VramError);
+    expect(() => vision('squeezenet1_1', { imageSize: 224 })).toThrow(VramError);
   });
 });

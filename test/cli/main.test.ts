@@ -193,6 +193,16 @@ describe('vram-ts command', () => {
     expect(Number(fit.out)).toBeGreaterThan(Number(cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--solve', 'seq', '--precision', 'bf16').out));
   });
 
+  it('estimates the torchvision catalog by its names (vram-ts resnet50 --input 3x224x224 --train)', () => {
+    const r = cli('resnet50', '--input', '3x224x224', '--train', '--format', 'json');
+    expect(r.code, r.err).toBe(0);
+    // torchvision 0.14's resnet50: 25,557,032 parameters with the 1000-class head.
+    expect((JSON.parse(r.out) as { params: { total: number } }).params.total).toBe(25_557_032);
+    expect((JSON.parse(cli('resnet18', '--classes', '10', '--format', 'json').out) as { params: { total: number } }).params.total).toBe(11_181_642);
+    expect(cli('resnet50', '--checkpointing').code).toBe(0);
+    expect(cli('vit_b_16', '--checkpointing').err).toContain('--checkpointing');
+  });
+
   it('gives json, markdown, explain and an SVG file', () => {
     const json = JSON.parse(cli('qwen2.5-0.5b', '--seq', '64', '--precision', 'bf16', '--format', 'json').out) as { params: { total: number } };
     expect(json.params.total).toBe(494_032_768);
@@ -201,6 +211,11 @@ describe('vram-ts command', () => {
     const svg = join(tmp, 'step.svg');
     expect(cli('mobilenet_v3_small', '--svg', svg).code).toBe(0);
     expect(readFileSync(svg, 'utf8')).toMatch(/^<svg/);
+    // --chart breakdown with --gpu: the bar of what is live at the peak against the card.
+    const bar = join(tmp, 'bar.svg');
+    expect(cli('mobilenet_v3_small', '--gpu', '24GB', '--svg', bar, '--chart', 'breakdown').code).toBe(0);
+    expect(readFileSync(bar, 'utf8')).toContain('of 24.00 GiB');
+    expect(cli('mobilenet_v3_small', '--chart', 'breakdown').code).toBe(2);
   });
 
   it('exits 1 with --check when it does not fit, 0 when it does', () => {

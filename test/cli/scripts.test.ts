@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 /**
  * A command scripts can trust: exit codes mean one thing each (0 done or fits, 1 does not fit
  * with --check, 2 usage or input error), an error is exactly one line on stderr with nothing on
@@ -349,6 +350,8 @@ describe('help', () => {
         if (flag === '--seq' && command === 'compat') args = ['compat', 'zero-paper', 'gpt2'];
         if (flag === '--batch' && command === 'fit') args = ['fit', 'gpt2', '--gpu', '8GB', '--solve', 'seq'];
         // A pipeline's flags need a pipeline (virtual stages: the interleaved schedule's).
+        // --chart picks what --svg writes.
+        if (flag === '--chart') args = [...args, '--svg', join(tmpdir(), `vram-ts-defaults-${process.pid}.svg`)];
         // GPT-2 is not cut into stages: a Qwen2 is.
         if (['--stage', '--schedule', '--virtual-stages'].includes(flag)) args = [...args.map((a) => (a === 'gpt2' ? 'qwen2.5-0.5b' : a)), '--gpus', '2', '--pp', '2', '--micro-batches', '2', ...(flag === '--virtual-stages' ? ['--schedule', 'interleaved-1f1b'] : [])];
         const without = cli(...args);

@@ -3,7 +3,7 @@
  * vram-ts with them. Shared by the fidelity tests and `npm run accuracy`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, vision, VISION_MODELS, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
+import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, unet, vision, VISION_MODELS, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
 export interface OracleFixture {
@@ -61,7 +61,7 @@ export function loadHFFixtures(): { readonly release: string; readonly folder: s
 export type Category = 'cnn' | 'sequential' | 'transformer' | 'hf';
 
 export function categoryOf(fixture: OracleFixture): Category {
-  if (fixture.case.model.startsWith('mobilenet') || VISION_MODELS.includes(fixture.case.model)) return 'cnn';
+  if (fixture.case.model.startsWith('mobilenet') || fixture.case.model === 'unet' || VISION_MODELS.includes(fixture.case.model)) return 'cnn';
   if (fixture.case.model === 'sequential') return 'sequential';
   if (fixture.case.model === 'hf') return 'hf';
   return 'transformer';
@@ -101,7 +101,13 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
     case 'wide_resnet50_2': case 'wide_resnet101_2': case 'efficientnet_b0': case 'efficientnet_b1': case 'efficientnet_b2': case 'efficientnet_b3':
     case 'efficientnet_b4': case 'efficientnet_b5': case 'efficientnet_b6': case 'efficientnet_b7':
     case 'vit_b_16': case 'vit_b_32': case 'vit_l_16': case 'vit_l_32': case 'vit_h_14':
+    case 'efficientnet_v2_s': case 'efficientnet_v2_m': case 'efficientnet_v2_l':
+    case 'convnext_tiny': case 'convnext_small': case 'convnext_base': case 'convnext_large':
+    case 'mobilenet_v2': case 'squeezenet1_1': case 'vgg11_bn': case 'vgg13_bn': case 'vgg16_bn': case 'vgg19_bn': case 'densenet121':
+    case 'regnet_y_400mf': case 'regnet_y_800mf': case 'regnet_y_1_6gf': case 'regnet_y_3_2gf': case 'regnet_y_8gf': case 'regnet_y_16gf':
       return { layer: vision(c.model, { numClasses: c.numClasses ?? 1000 }) };
+    case 'unet':
+      return { layer: unet({ inChannels: c.input[1] ?? 3, numClasses: c.numClasses ?? 2, base: (c as { base?: number }).base ?? 64 }) };
     case 'sequential':
       return { layer: seqFromSpecs(c.layers ?? [], c.input[1] ?? 0) };
     case 'llama':

@@ -309,3 +309,86 @@ def build_sequential(layers: Any, shape: Shape, path=None) -> Tuple[nn.Sequentia
 def build_model(case: dict) -> nn.Module:
     model, _ = build_sequential(case["layers"], tuple(case["input"]))
     return model
+
+
+# --------------------------------------------------------------------------------------------
+# the classic UNet (vram-ts: unet() in src/catalog/unet.ts), written here as the ground truth
+# --------------------------------------------------------------------------------------------
+
+
+class DoubleConv(nn.Module):
+    """(3×3 conv without bias, BatchNorm2d, ReLU(inplace)) × 2."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.double_conv = nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+        )
+
+    def forward(self, x):
+        return self.double_conv(x)
+
+
+class Down(nn.Module):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.maxpool_conv = nn.Sequential(nn.MaxPool2d(2), DoubleConv(cin, cout))
+
+    def forward(self, x):
+        return self.maxpool_conv(x)
+
+
+class Up(nn.Module):
+    """2×2 transposed conv halving the channels, cat([skip, x]), DoubleConv (sizes multiples of 16: no padding)."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(cin, cin // 2, kernel_size=2, stride=2)
+        self.conv = DoubleConv(cin, cout)
+
+    def forward(self, x, skip):
+        x = self.up(x)
+        x = torch.cat([skip, x], dim=1)
+        return self.conv(x)
+
+
+class OutConv(nn.Module):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, kernel_size=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class UNet(nn.Module):
+    def __init__(self, in_channels: int = 3, num_classes: int = 2, base: int = 64) -> None:
+        super().__init__()
+        b = base
+        self.inc = DoubleConv(in_channels, b)
+        self.down1 = Down(b, 2 * b)
+        self.down2 = Down(2 * b, 4 * b)
+        self.down3 = Down(4 * b, 8 * b)
+        self.down4 = Down(8 * b, 16 * b)
+        self.up1 = Up(16 * b, 8 * b)
+        self.up2 = Up(8 * b, 4 * b)
+        self.up3 = Up(4 * b, 2 * b)
+        self.up4 = Up(2 * b, b)
+        self.outc = OutConv(b, num_classes)
+
+    def forward(self, x):
+        x1 = self.inc(x)
+        x2 = self.down1(x1)
+        x3 = self.down2(x2)
+        x4 = self.down3(x3)
+        x5 = self.down4(x4)
+        x = self.up1(x5, x4)
+        x = self.up2(x, x3)
+        x = self.up3(x, x2)
+        x = self.up4(x, x1)
+        return self.outc(x)
+
+
+def build_unet(case: dict) -> nn.Module:
+    return UNet(case["input"][1], case.get("numClasses", 2), case.get("base", 64))

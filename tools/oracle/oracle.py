@@ -142,6 +142,8 @@ VISION = tuple(
     ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "wide_resnet50_2", "wide_resnet101_2"]
     + [f"efficientnet_b{i}" for i in range(8)]
     + ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+    + ["efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
+    + ["mobilenet_v2", "squeezenet1_1", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn", "densenet121", "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf"]
 )
 
 
@@ -161,6 +163,8 @@ def build_model(case: dict) -> nn.Module:
         return getattr(torchvision.models, kind)(weights=None, num_classes=case.get("numClasses", 1000))
     if kind == "sequential":
         return layers.build_model(case)
+    if kind == "unet":
+        return layers.build_unet(case)
     if kind == "hf":
         return hf_models.build_model(case, HF_SRC["path"])
     if kind in TRANSFORMERS:

@@ -1,0 +1,315 @@
+/**
+ * The calculator page: a form whose state lives in the URL's hash, estimated with vram-ts on
+ * every change (debounced). Built by scripts/site.ts into site/dist.
+ */
+import {
+  breakdownSvg,
+  CATEGORIES,
+  decoderMeta,
+  estimate,
+  formatBytes,
+  formatCount,
+  fromHFConfig,
+  GPUS,
+  llm,
+  LLMS,
+  maxFitting,
+  memoryBudget,
+  mobilenetV3Large,
+  mobilenetV3Small,
+  sym,
+  timelineSvg,
+  vision,
+  VISION_MODELS,
+  VramError,
+  type Dim,
+  type Engine,
+  type Estimate,
+  type EstimateOptions,
+  type Layer,
+  type OptimizerName,
+  type ParallelPlan,
+  type Precision,
+} from '../src/index.js';
+
+const MOBILENETS = ['mobilenet_v3_small', 'mobilenet_v3_large'] as const;
+const CNNS: readonly string[] = [...MOBILENETS, ...VISION_MODELS.filter((m) => !(MOBILENETS as readonly string[]).includes(m))];
+const CONFIG = 'config.json';
+
+/** The page's state; every field is in the URL. */
+export interface State {
+  model: string;
+  config: string;
+  classes: number;
+  mode: 'train' | 'inference';
+  batch: number;
+  seq: number;
+  height: number;
+  width: number;
+  precision: Precision;
+  optimizer: OptimizerName | 'none';
+  lora: number;
+  qlora: boolean;
+  checkpointing: boolean;
+  gpu: string;
+  gpus: number;
+  engine: Engine;
+  zero: 0 | 1 | 2 | 3;
+  tp: number;
+  pp: number;
+}
+
+/** The seed's question: MobileNetV3-small, 3 classes, 3×4000×2672 photos, a training step. */
+const DEFAULTS: State = {
+  model: 'mobilenet_v3_small', config: '', classes: 3, mode: 'train', batch: 1, seq: 2048, height: 4000, width: 2672,
+  precision: 'fp32', optimizer: 'adam', lora: 0, qlora: false, checkpointing: false,
+  gpu: 'A100-80GB', gpus: 1, engine: 'fsdp2', zero: 3, tp: 1, pp: 1,
+};
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const form = $<HTMLFormElement>('form');
+const field = (name: keyof State) => form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
+
+const kindOf = (model: string): 'llm' | 'cnn' | 'config' => (model === CONFIG ? 'config' : CNNS.includes(model) ? 'cnn' : 'llm');
+
+function fillSelects(): void {
+  const model = field('model') as HTMLSelectElement;
+  const group = (label: string, values: readonly string[], text: (v: string) => string = (v) => v) =>
+    `<optgroup label="${label}">${values.map((v) => `<option value="${v}">${text(v)}</option>`).join('')}</optgroup>`;
+  model.innerHTML =
+    group('Language models', LLMS.map((e) => e.id), (id) => `${id} (${LLMS.find((e) => e.id === id)!.repo})`) +
+    group('Image models', CNNS) +
+    `<optgroup label="Your own"><option value="${CONFIG}">paste a Hugging Face config.json…</option></optgroup>`;
+  (field('gpu') as HTMLSelectElement).innerHTML = GPUS.map((g) => `<option value="${g.name}">${g.name} (${formatBytes(g.memoryBytes)})</option>`).join('');
+}
+
+// ---- state <-> URL and form ----
+
+const NUMBERS = ['classes', 'batch', 'seq', 'height', 'width', 'lora', 'gpus', 'zero', 'tp', 'pp'] as const;
+const BOOLEANS = ['qlora', 'checkpointing'] as const;
+
+/** The state a URL hash (`#model=…&batch=…`) describes, defaults for what it leaves out. */
+export function parseHash(hash: string): State {
+  const params = new URLSearchParams(hash.replace(/^#/, ''));
+  const state: Record<string, unknown> = { ...DEFAULTS };
+  for (const [key, value] of params) {
+    if (!(key in DEFAULTS)) continue;
+    if ((NUMBERS as readonly string[]).includes(key)) {
+      const n = Number(value);
+      if (Number.isSafeInteger(n) && n >= 0) state[key] = n;
+    } else if ((BOOLEANS as readonly string[]).includes(key)) state[key] = value === '1' || value === 'true';
+    else state[key] = value;
+  }
+  return state as unknown as State;
+}
+
+/** The hash of a state: only what differs from the defaults. */
+export function toHash(state: State): string {
+  const params = new URLSearchParams();
+  for (const key of Object.keys(DEFAULTS) as (keyof State)[]) {
+    const value = state[key];
+    if (value === DEFAULTS[key]) continue;
+    params.set(key, typeof value === 'boolean' ? (value ? '1' : '0') : String(value));
+  }
+  return params.toString();
+}
+
+function writeForm(state: State): void {
+  for (const key of Object.keys(DEFAULTS) as (keyof State)[]) {
+    const el = field(key);
+    if (el === null) continue;
+    if (el instanceof HTMLInputElement && el.type === 'checkbox') el.checked = Boolean(state[key]);
+    else el.value = String(state[key]);
+  }
+}
+
+function readForm(): State {
+  const state: Record<string, unknown> = {};
+  for (const key of Object.keys(DEFAULTS) as (keyof State)[]) {
+    const el = field(key);
+    if (el instanceof HTMLInputElement && el.type === 'checkbox') state[key] = el.checked;
+    else if ((NUMBERS as readonly string[]).includes(key)) {
+      const n = Number(el.value);
+      state[key] = Number.isFinite(n) ? Math.floor(n) : DEFAULTS[key];
+    } else state[key] = el.value;
+  }
+  return state as unknown as State;
+}
+
+function showFor(state: State): void {
+  const kind = kindOf(state.model);
+  const toggle = (selector: string, visible: boolean) => document.querySelectorAll<HTMLElement>(selector).forEach((el) => el.classList.toggle('hidden', !visible));
+  toggle('.cnn-only', kind === 'cnn');
+  toggle('.llm-only', kind !== 'cnn');
+  toggle('.config-only', kind === 'config');
+  toggle('.train-only', state.mode === 'train');
+  (field('zero') as HTMLSelectElement).disabled = state.engine !== 'deepspeed';
+  (field('qlora') as HTMLInputElement).disabled = state.lora === 0;
+}
+
+// ---- the estimate ----
+
+class InputError extends Error {}
+
+function buildModel(state: State): Layer {
+  const kind = kindOf(state.model);
+  const tensorParallel = state.mode === 'train' && state.tp > 1 ? { tensorParallel: { size: state.tp } } : {};
+  if (kind === 'cnn') {
+    if (state.model === 'mobilenet_v3_small') return mobilenetV3Small({ numClasses: state.classes });
+    if (state.model === 'mobilenet_v3_large') return mobilenetV3Large({ numClasses: state.classes });
+    return vision(state.model, { numClasses: state.classes, ...(state.model.startsWith('vit_') ? { imageSize: state.height } : {}) });
+  }
+  if (kind === 'llm') return llm(state.model, tensorParallel);
+  if (state.config.trim() === '') throw new InputError('Paste a config.json to estimate it.');
+  let config: unknown;
+  try {
+    config = JSON.parse(state.config.replace(/^\uFEFF/, ''));
+  } catch (error) {
+    throw new InputError(`config.json is not valid JSON: ${(error as Error).message}`);
+  }
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) throw new InputError('config.json holds one JSON object.');
+  return fromHFConfig(config as Record<string, unknown>, tensorParallel);
+}
+
+/** The estimate options of a state, with `batch` and the size in place (numbers or symbols). */
+export function optionsOf(state: State, model: Layer, batch: Dim = state.batch, size?: Dim): EstimateOptions {
+  const kind = kindOf(state.model);
+  const input: Dim[] = kind === 'cnn' ? [batch, 3, size ?? state.height, size ?? state.width] : [batch, size ?? state.seq];
+  const train = state.mode === 'train';
+  let parallel: ParallelPlan | undefined;
+  if (train && state.gpus > 1) {
+    const tp = kind === 'cnn' ? 1 : state.tp;
+    if (state.gpus % (tp * state.pp) !== 0) throw new InputError(`GPUs (${state.gpus}) must be a multiple of tensor parallel × pipeline stages (${tp * state.pp}).`);
+    const dp = state.gpus / (tp * state.pp);
+    parallel = {
+      ...(dp > 1 ? { engine: state.engine } : {}),
+      dp,
+      rank: 0,
+      ...(dp > 1 && state.engine === 'deepspeed' ? { zero: state.zero } : {}),
+      ...(tp > 1 ? { tp } : {}),
+      ...(state.pp > 1 ? { pp: state.pp } : {}),
+    };
+  } else if (train && (state.tp > 1 || state.pp > 1)) {
+    throw new InputError('Tensor parallelism and pipeline stages need more than one GPU.');
+  }
+  let checkpoint: EstimateOptions['checkpoint'];
+  if (train && state.checkpointing) {
+    // torchvision's trees: ResNets' four stages, ViTs' encoder blocks, the others' feature blocks.
+    if (kind === 'cnn') checkpoint = /resne/.test(state.model) ? { modules: ['layer1', 'layer2', 'layer3', 'layer4'] } : state.model.startsWith('vit_') ? { within: 'encoder.layers', every: 1 } : { within: 'features', every: 1 };
+    else {
+      const meta = decoderMeta(model);
+      checkpoint = { modules: Array.from({ length: meta.layers }, (_, i) => (meta.family === 'gpt2' ? `transformer.h.${i}` : `model.layers.${i}`)) };
+    }
+  }
+  if (state.qlora && state.lora === 0) throw new InputError('QLoRA needs a LoRA rank.');
+  return {
+    input,
+    mode: state.mode,
+    precision: state.precision,
+    ...(train ? { optimizer: state.optimizer === 'none' ? null : state.optimizer } : {}),
+    ...(checkpoint !== undefined ? { checkpoint } : {}),
+    ...(train && state.lora > 0 ? { lora: { rank: state.lora, quantizeBase: state.qlora } } : {}),
+    ...(parallel !== undefined ? { parallel } : {}),
+  };
+}
+
+const message = (error: unknown) => (error instanceof VramError || error instanceof InputError ? error.message : error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+
+function largest(model: Layer, state: State, name: 'B' | 'S' | 'R'): { value: number | null; why?: string } {
+  try {
+    const symbol = sym(name);
+    const options = name === 'B' ? optionsOf(state, model, symbol) : optionsOf(state, model, state.batch, symbol);
+    return { value: maxFitting(model, name, { ...options, gpu: state.gpu }) };
+  } catch (error) {
+    return { value: null, why: message(error) };
+  }
+}
+
+const row = (label: string, bytes: number, key: string) =>
+  `<tr data-key="${key}"><th scope="row">${label}</th><td class="num" data-bytes="${bytes}">${formatCount(bytes)}</td><td class="num">${formatBytes(bytes)}</td></tr>`;
+
+function render(state: State): void {
+  const results = $('results');
+  const error = $('error');
+  results.setAttribute('aria-busy', 'true');
+  try {
+    const model = buildModel(state);
+    const options = optionsOf(state, model);
+    const result: Estimate = estimate(model, options);
+    const bytes = result.bytes;
+    const peak = bytes.peak as number;
+    const budget = memoryBudget(state.gpu);
+    const fits = peak <= budget;
+    const ranks = options.parallel !== undefined ? ` per GPU (rank 0 of ${state.gpus})` : '';
+    $('verdict').innerHTML = `Peak <strong id="peak" data-bytes="${peak}">${formatBytes(peak)}</strong>${ranks} — <span class="${fits ? 'fits' : 'nofit'}">${fits ? 'fits' : 'does not fit'}</span> ${state.gpu} (${formatBytes(budget)}, ${((peak / budget) * 100).toFixed(1)}%).`;
+    const train = state.mode === 'train';
+    const rows = [
+      row(`parameters (${formatCount(result.params.total)}${result.params.trainable !== result.params.total ? `, ${formatCount(result.params.trainable)} trainable` : ''})`, bytes.parameters as number, 'parameters'),
+      row('buffers', bytes.buffers as number, 'buffers'),
+      row('input', bytes.input as number, 'input'),
+      row(train ? 'activations saved for backward' : 'activations', bytes.activations as number, 'activations'),
+      ...(train ? [row('gradients', bytes.gradients as number, 'gradients'), row(`optimizer state (${result.optimizer?.name ?? 'none'})`, bytes.optimizer as number, 'optimizer')] : []),
+      row('<strong>peak of the step</strong>', peak, 'peak'),
+    ];
+    $('figures').querySelector('tbody')!.innerHTML = rows.join('');
+    $('peak-caption').textContent = `Live at the peak: ${result.peak.phase}, ${result.peak.label}`;
+    $('at-peak').querySelector('tbody')!.innerHTML = CATEGORIES.filter((c) => result.peak.byCategory[c] !== 0).map((c) => row(c, result.peak.byCategory[c] as number, c)).join('');
+    const kind = kindOf(state.model);
+    const b = largest(model, state, 'B');
+    const size = largest(model, state, kind === 'cnn' ? 'R' : 'S');
+    const dd = (r: { value: number | null; why?: string }, unit: string) => (r.value === null ? `<span title="${(r.why ?? '').replace(/"/g, '&quot;')}">— (${r.why ?? 'not solvable'})</span>` : r.value === 0 ? 'none: not even 1 fits' : `${formatCount(r.value)}${unit}`);
+    const sizeLabel = kind === 'cnn' ? `Square image side at batch ${state.batch}` : `Context (tokens) at batch ${state.batch}`;
+    const sizeUnit = kind === 'cnn' ? ' px' : ' tokens';
+    $('fitting').innerHTML = `<dt>${options.parallel !== undefined ? 'Micro-batch per GPU' : 'Batch'} at this ${kind === 'cnn' ? 'size' : 'context'}</dt><dd id="max-batch" data-value="${b.value ?? ''}">${dd(b, '')}</dd><dt>${sizeLabel}</dt><dd id="max-size" data-value="${size.value ?? ''}">${dd(size, sizeUnit)}</dd>`;
+    $('timeline').innerHTML = result.timeline.length > 0 ? timelineSvg(result, { title: 'Live memory over the step', capacity: budget }) : '';
+    $('breakdown').innerHTML = breakdownSvg(result, { title: 'Memory at the peak', capacity: budget });
+    error.hidden = true;
+    results.dataset.state = toHash(state);
+  } catch (e) {
+    error.textContent = message(e);
+    error.hidden = false;
+    results.dataset.state = `error:${toHash(state)}`;
+  } finally {
+    results.setAttribute('aria-busy', 'false');
+  }
+}
+
+// ---- wiring ----
+
+let timer: ReturnType<typeof setTimeout> | undefined;
+function update(): void {
+  const state = readForm();
+  showFor(state);
+  const hash = toHash(state);
+  if (location.hash.replace(/^#/, '') !== hash) history.replaceState(null, '', hash === '' ? location.pathname + location.search : `#${hash}`);
+  render(state);
+}
+function schedule(): void {
+  clearTimeout(timer);
+  timer = setTimeout(update, 150);
+}
+
+function load(): void {
+  const state = parseHash(location.hash);
+  writeForm(state);
+  // A value the select does not offer (an unknown model or GPU) falls back to the default.
+  for (const key of ['model', 'gpu', 'mode', 'precision', 'optimizer', 'engine'] as const) {
+    const el = field(key) as HTMLSelectElement;
+    if (el.value === '') el.value = String(DEFAULTS[key]);
+  }
+  update();
+}
+
+fillSelects();
+form.addEventListener('input', schedule);
+form.addEventListener('change', schedule);
+form.addEventListener('submit', (e) => e.preventDefault());
+window.addEventListener('hashchange', load);
+$('share').addEventListener('click', () => {
+  const status = $('shared');
+  navigator.clipboard?.writeText(location.href).then(
+    () => (status.textContent = 'Link copied.'),
+    () => (status.textContent = 'Copy the address bar: it holds this result.'),
+  ) ?? (status.textContent = 'Copy the address bar: it holds this result.');
+});
+load();
