@@ -52,6 +52,12 @@ export interface ModuleLayer {
    * through `F.linear`): reports that follow torchinfo count this module as a parent, not a leaf.
    */
   readonly idleChildren?: readonly string[];
+  /**
+   * Child modules whose weights forward passes to a function instead of calling them
+   * (ShiftedWindowAttention's `qkv` and `proj`, through `F.linear`): traced as the children that
+   * own those parameters, but no hook sees them run, so torchinfo's text leaves them out.
+   */
+  readonly functionalChildren?: readonly string[];
   /** Identical blocks the model runs one after another (see {@link RepeatedBlocks}). */
   readonly repeated?: RepeatedBlocks;
 }

@@ -77,7 +77,11 @@ function buildRows(ir: IR, wrapper: string | undefined): Row[] {
   const seenParams = new Set<number>();
   const seenLayers = new Set<number>();
   const rows: Row[] = [];
+  // Children called only through their weights (F.linear with a child's weight) run no hooks.
+  const silent = new Set<number>();
+  for (const m of ir.modules) for (const c of m.children) if (m.functionalChildren?.includes(String(ir.modules[c]!.path[ir.modules[c]!.path.length - 1]))) silent.add(c);
   for (const module of ir.modules) {
+    if (silent.has(module.index)) continue;
     const layerId = module.sharedWith ?? module.index;
     const params = subtreeParams(ir, module.index);
     let numParams = 0;

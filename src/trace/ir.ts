@@ -118,6 +118,8 @@ export interface IRModule {
   readonly childOrder?: readonly string[];
   /** Child modules registered but never called (see ModuleLayer.idleChildren). */
   readonly idleChildren?: readonly string[];
+  /** Children called through their weights only (see ModuleLayer.functionalChildren). */
+  readonly functionalChildren?: readonly string[];
 }
 
 /** The options the trace was made under. */

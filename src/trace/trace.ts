@@ -102,6 +102,7 @@ interface MutableModule {
   held: number[];
   childOrder?: readonly string[];
   idleChildren?: readonly string[];
+  functionalChildren?: readonly string[];
 }
 
 interface State {
@@ -642,6 +643,7 @@ function traceLayer(state: State, layer: Layer, inputs: readonly TensorRef[], sl
       const module = openShared(state, layer, name, layer.className, inputs, false);
       if (layer.childOrder !== undefined) module.childOrder = layer.childOrder;
       if (layer.idleChildren !== undefined) module.idleChildren = layer.idleChildren;
+      if (layer.functionalChildren !== undefined) module.functionalChildren = layer.functionalChildren;
       const outputs = traceLayer(state, layer.body, inputs, undefined);
       closeModule(state, module, outputs);
       return outputs;

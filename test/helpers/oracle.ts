@@ -105,7 +105,8 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
     case 'convnext_tiny': case 'convnext_small': case 'convnext_base': case 'convnext_large':
     case 'mobilenet_v2': case 'squeezenet1_1': case 'vgg11_bn': case 'vgg13_bn': case 'vgg16_bn': case 'vgg19_bn': case 'densenet121':
     case 'regnet_y_400mf': case 'regnet_y_800mf': case 'regnet_y_1_6gf': case 'regnet_y_3_2gf': case 'regnet_y_8gf': case 'regnet_y_16gf':
-      return { layer: vision(c.model, { numClasses: c.numClasses ?? 1000 }) };
+    case 'swin_t':
+      return { layer: vision(c.model, { numClasses: c.numClasses ?? 1000, ...((c as { imageSize?: number }).imageSize !== undefined ? { imageSize: (c as { imageSize?: number }).imageSize } : {}) }) };
     case 'unet':
       return { layer: unet({ inChannels: c.input[1] ?? 3, numClasses: c.numClasses ?? 2, base: (c as { base?: number }).base ?? 64 }) };
     case 'sequential':

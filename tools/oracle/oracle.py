@@ -144,6 +144,7 @@ VISION = tuple(
     + ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
     + ["efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
     + ["mobilenet_v2", "squeezenet1_1", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn", "densenet121", "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf"]
+    + ["swin_t"]
 )
 
 
@@ -160,7 +161,8 @@ def build_model(case: dict) -> nn.Module:
         )
     if kind in VISION:
         # torchvision's own classifiers (vram-ts: vision(name) in src/catalog/vision.ts)
-        return getattr(torchvision.models, kind)(weights=None, num_classes=case.get("numClasses", 1000))
+        extra = {"image_size": case["imageSize"]} if "imageSize" in case else {}  # ViTs only
+        return getattr(torchvision.models, kind)(weights=None, num_classes=case.get("numClasses", 1000), **extra)
     if kind == "sequential":
         return layers.build_model(case)
     if kind == "unet":

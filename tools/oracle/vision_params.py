@@ -16,6 +16,7 @@ NAMES = [
 ] + [f"efficientnet_b{i}" for i in range(8)] + ["vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
 NAMES += ["efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"]
 NAMES += ["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "squeezenet1_1", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn", "densenet121", "regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf"]
+NAMES += ["swin_t"]
 
 out = {"env": {"torch": torch.__version__, "torchvision": torchvision.__version__}, "models": {}}
 for name in NAMES:

@@ -7,9 +7,10 @@ import type { SeqLayer } from '../../nn/types.js';
 import type { VisionOptions } from '../vision.js';
 import { buildConvNeXt, CONVNEXT_MODELS, convNeXtStochasticDepth } from './convnext.js';
 import { buildEfficientNetV2, EFFICIENTNET_V2_MODELS, efficientNetV2Dropout } from './efficientnetv2.js';
+import { buildSwin, SWIN_MODELS, swinStochasticDepth } from './swin.js';
 
 /** The names built here. */
-export const EXTRA_VISION_MODELS: readonly string[] = Object.freeze([...EFFICIENTNET_V2_MODELS, ...CONVNEXT_MODELS]);
+export const EXTRA_VISION_MODELS: readonly string[] = Object.freeze([...EFFICIENTNET_V2_MODELS, ...CONVNEXT_MODELS, ...SWIN_MODELS]);
 
 function probability(key: 'dropout' | 'stochasticDepthProb', value: number): number {
   if (typeof value !== 'number' || !(value >= 0 && value <= 1)) fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
@@ -28,6 +29,10 @@ export function visionExtra(name: string, options: VisionOptions): SeqLayer | un
   if (CONVNEXT_MODELS.includes(name)) {
     if (options.dropout !== undefined) fail('bad-option', 'ConvNeXt takes no dropout', { path: ['vision', 'dropout'] });
     return buildConvNeXt(name, numClasses, probability('stochasticDepthProb', options.stochasticDepthProb ?? convNeXtStochasticDepth(name)));
+  }
+  if (SWIN_MODELS.includes(name)) {
+    if (options.dropout !== undefined) fail('bad-option', 'Swin takes no dropout here', { path: ['vision', 'dropout'] });
+    return buildSwin(name, numClasses, probability('stochasticDepthProb', options.stochasticDepthProb ?? swinStochasticDepth(name)));
   }
   return undefined;
 }
