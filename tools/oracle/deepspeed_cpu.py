@@ -62,15 +62,13 @@ import argparse
 import importlib
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from collections import OrderedDict
 from typing import Dict, List, Tuple
+
+from gloo_harness import drive, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED_BY = "tools/oracle/deepspeed_cpu.py"
@@ -108,49 +106,6 @@ WRAP_OPT = [
     "backward_prologue",
 ]
 WRAP_COORD = ["fetch_sub_module", "release_sub_module"]
-
-
-def _stub_torchvision_submodules() -> None:
-    """fsdp2_cpu.py's torchvision stub holds only what oracle.py/layers.py imported when it was
-    written; layers.py may import more of torchvision at module level (unused by the MLP and HF
-    cases here).  Any further ``torchvision.*`` module is made on import, each attribute a stub that
-    fails on use, so that ``import layers`` succeeds in the torch 2.13 venv (no torchvision)."""
-    import importlib.abc
-    import importlib.machinery
-    import types
-
-    if not getattr(sys.modules.get("torchvision"), "__version__", "").startswith("absent"):
-        return
-
-    def missing(*a, **k):
-        raise RuntimeError("torchvision is not installed in this environment (stub for tools/oracle/deepspeed_cpu.py)")
-
-    class StubModule(types.ModuleType):
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return missing
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, fullname, path=None, target=None):
-            if fullname.startswith("torchvision.") and fullname not in sys.modules:
-                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            return None
-
-        def create_module(self, spec):
-            m = StubModule(spec.name)
-            m.__path__ = []
-            return m
-
-        def exec_module(self, module):
-            pass
-
-    sys.meta_path.insert(0, Finder())
-    for name, mod in list(sys.modules.items()):
-        if name == "torchvision" or name.startswith("torchvision."):
-            if not hasattr(mod, "__path__"):
-                mod.__path__ = []
-            mod.__class__ = StubModule
 
 
 def ds_commit(src: str) -> dict:
@@ -199,7 +154,6 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     import fsdp2_cpu  # noqa: E402  (torchvision stub, stream reader)
 
     fsdp2_cpu._stub_torchvision()
-    _stub_torchvision_submodules()
     import torch
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
@@ -555,12 +509,6 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def command_for(args, cid: str) -> str:
     extra = ""
     if args.cases != DEFAULT_CASES:
@@ -670,51 +618,7 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-
-    with open(args.cases) as f:
-        cases = json.load(f)
-    ids = [c["id"] for c in cases]
-    if len(set(ids)) != len(ids):
-        raise SystemExit("duplicate case ids in " + args.cases)
-
-    if args.child is not None:
-        case = next(c for c in cases if c["id"] == args.child)
-        try:
-            res = run_child(case, args.rank, args.port, args)
-        except Exception as e:  # recorded by the parent
-            res = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-
-    if args.only:
-        want = [s.strip() for s in args.only.split(",") if s.strip()]
-        missing = [w for w in want if w not in ids]
-        if missing:
-            raise SystemExit(f"unknown case ids: {missing}")
-        cases = [c for c in cases if c["id"] in want]
-    os.makedirs(args.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="deepspeed_cpu_")
-    t_all = time.time()
-    failed = 0
-    for case in cases:
-        t0 = time.time()
-        doc = run_case(case, args, tmp)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(dump_fixture(doc))
-        secs = time.time() - t0
-        if "error" in doc:
-            failed += 1
-            print(f"{case['id']}: ERROR {doc['error']} ({secs:.1f} s)", flush=True)
-        else:
-            per = " | ".join(
-                f"r{r['rank']} peak {r['livePeakBytes']} (no gloo temps {r['livePeakWithoutBackendTempsBytes']}) base {r['baselineBytes']} opt {r['optimizerStateBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}"
-                for r in doc["ranks"]
-            )
-            print(f"{case['id']}: {per} ({secs:.1f} s)", flush=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print(f"done: {len(cases)} cases, {failed} failed, in {time.time() - t_all:.1f} s", flush=True)
-    return 1 if failed else 0
+    return drive(args, run_child, run_case, dump_fixture, 'deepspeed_cpu_', lambda r: f"r{r['rank']} peak {r['livePeakBytes']} (no gloo temps {r['livePeakWithoutBackendTempsBytes']}) base {r['baselineBytes']} opt {r['optimizerStateBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}")
 
 
 if __name__ == "__main__":

@@ -136,6 +136,33 @@ def _stub_torchvision() -> bool:
     models.mobilenet_v3_large = missing
     tv.ops, ops.misc, tv.models = ops, misc, models
     sys.modules.update({"torchvision": tv, "torchvision.ops": ops, "torchvision.ops.misc": misc, "torchvision.models": models})
+    # layers.py imports more of torchvision at module level (its vision blocks): any further
+    # torchvision.* module is made on import, each attribute a stub that fails on use.
+    import importlib.abc
+
+    class StubModule(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return missing
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname.startswith("torchvision.") and fullname not in sys.modules:
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            m = StubModule(spec.name)
+            m.__path__ = []
+            return m
+
+        def exec_module(self, module):
+            pass
+
+    for mod in (tv, ops, misc, models):
+        mod.__path__ = []
+    sys.meta_path.insert(0, Finder())
     return True
 
 

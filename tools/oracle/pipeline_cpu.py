@@ -78,15 +78,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 from collections import OrderedDict
 from typing import Dict, List, Tuple
+
+from gloo_harness import drive, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED_BY = "tools/oracle/pipeline_cpu.py"
@@ -549,12 +547,6 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def command_for(args, cid: str) -> str:
     extra = ""
     if args.cases != DEFAULT_CASES:
@@ -669,51 +661,7 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-
-    with open(args.cases) as f:
-        cases = json.load(f)
-    ids = [c["id"] for c in cases]
-    if len(set(ids)) != len(ids):
-        raise SystemExit("duplicate case ids in " + args.cases)
-
-    if args.child is not None:
-        case = next(c for c in cases if c["id"] == args.child)
-        try:
-            res = run_child(case, args.rank, args.port, args)
-        except Exception as e:  # recorded by the parent
-            res = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-
-    if args.only:
-        want = [s.strip() for s in args.only.split(",") if s.strip()]
-        missing = [w for w in want if w not in ids]
-        if missing:
-            raise SystemExit(f"unknown case ids: {missing}")
-        cases = [c for c in cases if c["id"] in want]
-    os.makedirs(args.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="pipeline_cpu_")
-    t_all = time.time()
-    failed = 0
-    for case in cases:
-        t0 = time.time()
-        doc = run_case(case, args, tmp)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(dump_fixture(doc))
-        secs = time.time() - t0
-        if "error" in doc:
-            failed += 1
-            print(f"{case['id']}: ERROR {doc['error']} ({secs:.1f} s)", flush=True)
-        else:
-            per = " | ".join(
-                f"r{r['rank']} peak {r['livePeakBytes']} sched {r['schedulePeakBytes']} base {r['baselineBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}"
-                for r in doc["ranks"]
-            )
-            print(f"{case['id']}: {per} ({secs:.1f} s)", flush=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print(f"done: {len(cases)} cases, {failed} failed, in {time.time() - t_all:.1f} s", flush=True)
-    return 1 if failed else 0
+    return drive(args, run_child, run_case, dump_fixture, 'pipeline_cpu_', lambda r: f"r{r['rank']} peak {r['livePeakBytes']} sched {r['schedulePeakBytes']} base {r['baselineBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}")
 
 
 if __name__ == "__main__":
