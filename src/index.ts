@@ -19,6 +19,7 @@ export { layerNormRule as layerNormOp } from './ops/layerNorm.js';
 export { groupNormRule as groupNormOp, type GroupNormAttrs } from './ops/groupNorm.js';
 export { stochasticDepthRule as stochasticDepthOp, type StochasticDepthAttrs } from './ops/stochasticDepth.js';
 export { allGatherRule as allGatherOp, allReduceRule as allReduceOp, globalViewRule as globalViewOp, parallelLogSoftmaxRule as parallelLogSoftmaxOp, parallelNllLossRule as parallelNllLossOp, reduceScatterRule as reduceScatterOp, tpCopyRule as tpCopyOp, vocabEmbeddingRule as vocabEmbeddingOp, type CollectiveAttrs, type GlobalViewAttrs, type VocabEmbeddingAttrs } from './ops/collective.js';
+export { contextShardRule as contextShardOp, ringSdpaRule as ringSdpaOp, type ContextShardAttrs, type RingAttentionAttrs } from './ops/ring-attention.js';
 export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
 export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
 export type { EmbeddingAttrs } from './ops/embedding.js';
@@ -104,6 +105,8 @@ export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.j
 export { llamaFamily, type DecoderOptions, type LlamaShape } from './catalog/llama.js';
 export { gpt2Model, type Gpt2Shape } from './catalog/gpt2.js';
 export { builtTensorParallel, chunkRows, localDecoderSizes, type LocalDecoderSizes, type TensorParallelBuild, type TensorParallelOptions } from './catalog/tensor-parallel.js';
+export { builtContextParallel, contextParallelBuild, type ContextParallelOptions } from './catalog/context-parallel.js';
+export type { ContextParallelBuild } from './nn/types.js';
 export { fromHFConfig, HF_MODEL_TYPES, type HFConfig, type HFConfigOptions } from './catalog/hf.js';
 export { moeBlock, type MoeBlockOptions, type MoeRouting } from './nn/moe.js';
 export { mlaAttention, type MlaOptions } from './nn/mla.js';

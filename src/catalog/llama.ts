@@ -18,6 +18,8 @@ import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
 import { localDecoderSizes, type TensorParallelOptions } from './tensor-parallel.js';
+import { contextParallelBuild, type ContextParallelOptions } from './context-parallel.js';
+import { contextShardRule } from '../ops/ring-attention.js';
 import { allGatherRule, allReduceRule, globalViewRule, reduceScatterRule, tpCopyRule, vocabEmbeddingRule } from '../ops/collective.js';
 import { TRANSFORMERS_RULES, transformersRules, type FamilyRules, type HFRules, type LlamaFamilyName, type VariantFamilyName } from './transformers.js';
 import { activationRule } from '../ops/activation.js';
@@ -128,6 +130,13 @@ export interface DecoderOptions {
    */
   readonly tensorParallel?: TensorParallelOptions;
   /**
+   * Build one rank of a context-parallel job (PyTorch's `context_parallel`, ring attention with
+   * the all-gather rotation; see {@link ContextParallelOptions}): the input is the whole
+   * sequence, cut to the rank's s/c positions before the forward. Llama, Qwen2 and Mistral
+   * with sdpa attention; estimate with `parallel.cp` equal to the size, or without it.
+   */
+  readonly contextParallel?: ContextParallelOptions;
+  /**
    * Build one pipeline stage, cut as torchtitan cuts a Hugging Face decoder: layers
    * [start, end) only (keeping their names); `embed_tokens` on the first stage alone (later
    * stages take the received hidden states as `inputs_embeds`); the final norm and `lm_head`
@@ -212,6 +221,12 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
   if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
   if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
+  const cp = options.contextParallel === undefined ? undefined : contextParallelBuild(options.contextParallel);
+  if (cp !== undefined) {
+    if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
+    if (impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', { path: ['options', 'attention'], expected: "'sdpa'", received: impl });
+    for (const key of ['tensorParallel', 'pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
+  }
   const rotaryDim = shape.rotaryDim ?? shape.headDim;
   const norm = (size: number, name: string) => rmsNorm({ size, name, className: `${prefix}RMSNorm`, ...(shape.normOffset === true ? { offset: true } : {}) });
   const tpOptions = options.tensorParallel;
@@ -225,6 +240,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   // stage, lm_head's own weight on the last (nothing synchronises their gradients).
   const tied = (tp === undefined ? shape.tied : tp.tied) && (options.pipelineStage === undefined || (options.pipelineStage.layers[0] === 0 && options.pipelineStage.layers[1] === shape.layers));
   const blockTp = tp === undefined ? {} : { tensorParallel: { size: tp.size, sequence: tp.sequenceParallel } };
+  const blockCp = cp === undefined ? {} : { contextParallel: cp };
   const gqaAllowed = rules.sdpaGqa === 'enable-gqa' && (rules.gqaHeadDimMax === undefined || shape.headDim <= rules.gqaHeadDimMax);
   const stage = options.pipelineStage;
   const [start, end] = stage?.layers ?? [0, shape.layers];
@@ -261,10 +277,11 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       ...(shape.qkNorm !== undefined ? { qkNorm: { q: norm(shape.headDim, 'q_norm'), k: norm(shape.headDim, 'k_norm'), at: shape.qkNorm } } : {}),
       ...(shape.attnSoftcap !== undefined ? { softcap: shape.attnSoftcap } : {}),
       ...(shape.fused === true ? { fusedQkv: true } : {}),
-      // Measured for the variations (transformers 5.18, PyTorch 2 CPU); Llama/Qwen2/Mistral keep the copy until measured.
-      ...(variant ? { sdpaOutputTransposed: true } : {}),
+      // Measured: the variations (transformers 5.18), Llama (4.40.2, tools/oracle/cp_cpu.py's cp1), PyTorch 2 CPU.
+      sdpaOutputTransposed: true,
       ...(shape.rotaryDim !== undefined || shape.fused === true ? { rotaryDim } : {}),
       ...blockTp,
+      ...blockCp,
     });
     const mlp = shape.layerMlp?.(i) ?? gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...(shape.fused === true ? { fused: true } : {}), ...blockTp });
     const inputNorm = norm(shape.hidden, 'input_layernorm');
@@ -399,9 +416,12 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
     ...(windows !== undefined ? { layerWindows: windows } : {}),
     ...(tp !== undefined ? { tensorParallel: tp } : {}),
+    ...(cp !== undefined ? { contextParallel: cp } : {}),
     ...shape.extraMeta,
   };
-  const body = graph((g, [ids]) => {
+  const body = graph((g, [whole]) => {
+    // context_parallel cuts input ids, labels and position ids to the rank's positions in place.
+    const ids = cp === undefined ? whole : g.call(contextShardRule, [whole!], { size: cp.size, loadBalance: cp.loadBalance })[0];
     const h = g.apply(model, ids!);
     // `outputs = self.model(...)` keeps the last hidden state until forward returns.
     g.hold(h);

@@ -78,6 +78,9 @@ const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel G
                          MLP and vocabulary split N ways); --gpus is tp × pp × data-parallel ranks
   --sp                   sequence parallelism with --tp (norms and residuals hold S/N; needs a
                          concrete --seq, not fit --solve seq)
+  --cp N                 context parallelism (PyTorch's context_parallel, ring attention over sdpa;
+                         Llama/Qwen2/Mistral): activations hold S/N positions; --gpus is
+                         tp × pp × cp × data-parallel ranks, the engine spanning dp × cp
   --pp N                 pipeline stages (torch.distributed.pipelining): --gpus is then pp × the
                          data-parallel ranks of each stage; needs --micro-batches >= N for 1f1b
   --stage S              which pipeline stage to estimate (default 0)

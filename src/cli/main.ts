@@ -114,6 +114,7 @@ const OPTIONS = {
   offload: { type: 'string' },
   nodes: { type: 'string' },
   tp: { type: 'string' },
+  cp: { type: 'string' },
   sp: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -174,6 +175,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   offload: ['estimate', 'fit'],
   nodes: ['compat'],
   tp: ['estimate', 'fit', 'plan', 'compat'],
+  cp: ['estimate', 'fit'],
   sp: ['estimate', 'fit'],
 
   help: ALL,
@@ -225,6 +227,7 @@ const LIMITS = {
   'global-batch': 1_000_000_000,
   nodes: 1_000_000,
   tp: 1_000_000,
+  cp: 1_000_000,
   pp: 1_000_000,
   'virtual-stages': 1_000_000,
   'micro-batches': 1_000_000,
@@ -295,7 +298,7 @@ function readConfig(file: string): Record<string, unknown> {
   return config as Record<string, unknown>;
 }
 
-function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 'tensorParallel'> = {}): Layer {
+function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention'> = {}): Layer {
   if (ref.cnn !== undefined) {
     const numClasses = count(values, 'classes', DEFAULTS.classes);
     return ref.cnn === 'mobilenet_v3_small' ? mobilenetV3Small({ numClasses }) : mobilenetV3Large({ numClasses });
@@ -330,7 +333,9 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   const batch: Dim = solve === 'batch' ? sym('B') : count(values, 'batch', DEFAULTS.batch);
   let input: Dim[];
   if (ref.kind === 'llm') {
-    input = [batch, solve === 'seq' ? sym('S') : count(values, 'seq', DEFAULTS.seq)];
+    // Context parallelism with load balancing cuts the sequence into 2 · cp equal pieces.
+    const cp = values.cp === undefined ? 1 : count(values, 'cp', 1);
+    input = [batch, solve === 'seq' ? sym('S', cp > 1 ? { multipleOf: 2 * cp } : {}) : count(values, 'seq', DEFAULTS.seq)];
   } else {
     const [c, h, w] = imageSize(values.input ?? DEFAULTS.input);
     const side = sym('R');
@@ -343,9 +348,11 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : values.engine === undefined ? 'fsdp2' : oneOf(values.engine, '--engine', ENGINES);
   const pp = values.pp === undefined ? 1 : count(values, 'pp', 1);
   const tp = values.tp === undefined ? 1 : count(values, 'tp', 1);
-  if (gpus % (pp * tp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp (${tp * pp}): the rest are data-parallel ranks`, { received: String(gpus) });
-  const dp = gpus / (pp * tp);
-  const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, dp - 1);
+  const cp = values.cp === undefined ? 1 : count(values, 'cp', 1);
+  if (gpus % (pp * tp * cp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp × --cp (${tp * pp * cp}): the rest are data-parallel ranks`, { received: String(gpus) });
+  const dp = gpus / (pp * tp * cp);
+  // Context-parallel ranks share the data-parallel engine's group (dp · cp ranks).
+  const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, dp * cp - 1);
   const pipeline =
     pp > 1
       ? {
@@ -358,7 +365,7 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
       : {};
   const offload = values.offload === undefined ? {} : { offload: offloadOf(values.offload) };
   // One GPU is one GPU whatever the engine; a pipeline stage on one rank per stage has no data-parallel engine unless asked for.
-  const parallel = gpus > 1 ? { parallel: { ...(dp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...pipeline, ...offload } } : {};
+  const parallel = gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...pipeline, ...offload } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -382,14 +389,19 @@ function cnnCheckpoint(ref: ModelRef, model: Layer): { readonly within: string; 
   return usage('--checkpointing', `no block structure known for ${ref.name}: checkpoint it through the API (estimate's checkpoint option)`);
 }
 
-/** --tp N (--sp): the decoder built as one tensor-parallel rank (PyTorch DTensor's plan). */
-function tensorParallelOf(values: Values): Pick<HFConfigOptions, 'tensorParallel'> {
+/**
+ * --tp N (--sp): the decoder built as one tensor-parallel rank (PyTorch DTensor's plan); --cp N:
+ * one context-parallel rank (ring attention needs sdpa: the default attention then).
+ */
+function tensorParallelOf(values: Values): Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention'> {
   const size = values.tp === undefined ? 1 : count(values, 'tp', 1);
+  const cp = values.cp === undefined ? 1 : count(values, 'cp', 1);
+  const context = cp > 1 ? { contextParallel: { size: cp }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) } : {};
   if (size === 1) {
     if (values.sp) usage('--sp', 'sequence parallelism shards across tensor-parallel ranks: give --tp N (N > 1)');
-    return {};
+    return context;
   }
-  return { tensorParallel: { size, ...(values.sp ? { sequenceParallel: true } : {}) } };
+  return { tensorParallel: { size, ...(values.sp ? { sequenceParallel: true } : {}) }, ...context };
 }
 
 /** --offload: what DeepSpeed (or FSDP2's CPUOffloadPolicy, with all) keeps in host memory. */
@@ -462,6 +474,7 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   for (const flag of ['stage', 'schedule', 'virtual-stages', 'no-return-outputs'] as const) if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
   if ((command === 'estimate' || command === 'fit') && values.pp !== undefined && values.gpus === undefined) usage('--pp', 'needs --gpus (pp × the data-parallel ranks of each stage)');
   if ((command === 'estimate' || command === 'fit') && values.tp !== undefined && values.gpus === undefined) usage('--tp', 'needs --gpus (tp × pp × the data-parallel ranks)');
+  if ((command === 'estimate' || command === 'fit') && values.cp !== undefined && values.gpus === undefined) usage('--cp', 'needs --gpus (tp × pp × cp × the data-parallel ranks)');
   if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined)) usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
   if (values.offload !== undefined && (values.gpus === undefined || values.gpus === '1')) usage('--offload', 'needs --gpus N with --zero or --fsdp: offloading is an engine feature');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');

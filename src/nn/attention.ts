@@ -6,6 +6,7 @@ import { addRule, catRule, mulRule } from '../ops/merge.js';
 import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
 import { activationRule } from '../ops/activation.js';
 import { sdpaMaskedRule, sdpaRule } from '../ops/attention.js';
+import { ringSdpaRule } from '../ops/ring-attention.js';
 import { linearRule } from '../ops/linear.js';
 import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
 import type { Dim } from '../sym/expr.js';
@@ -114,6 +115,12 @@ export interface AttentionOptions extends LayerOptions {
    * contiguous: `.contiguous()` copies nothing and o_proj reads (and saves) that storage.
    */
   readonly sdpaOutputTransposed?: boolean;
+  /**
+   * One rank of PyTorch's context parallelism (`context_parallel`, all-gather rotation): the
+   * inputs hold the rank's s/c positions and sdpa runs as ring attention ({@link ringSdpaOp})
+   * against every rank's keys and values. Needs `impl: 'sdpa'` with no mask (`is_causal`).
+   */
+  readonly contextParallel?: { readonly size: number; readonly rank: number; readonly loadBalance: boolean };
 }
 
 /** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
@@ -166,7 +173,7 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel', 'qkNorm', 'softcap', 'fusedQkv', 'rotaryDim', 'sdpaOutputTransposed'], 'attention');
+  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel', 'qkNorm', 'softcap', 'fusedQkv', 'rotaryDim', 'sdpaOutputTransposed', 'contextParallel'], 'attention');
   const nh = options.heads;
   const nkv = options.kvHeads ?? nh;
   const d = options.headDim ?? options.hidden / nh;
@@ -177,6 +184,8 @@ export function attention(options: AttentionOptions): ModuleLayer {
   if (tp !== undefined && style === 'gpt2') fail('not-modelled', "tensor parallelism of GPT-2's fused Conv1D attention is not modelled", { path: [options.name ?? 'attention', 'tensorParallel'], expected: "style 'llama'", received: 'gpt2' });
   const groups = nh / nkv;
   const p = options.dropout ?? 0;
+  const cp = options.contextParallel;
+  if (cp !== undefined && impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: eager and flash-attn attention are not context-parallel', { path: [options.name ?? 'attention', 'contextParallel'], expected: "impl 'sdpa'", received: impl });
   const locals = options.locals ?? 'inline';
   // repeat_kv is expand + reshape: a view when there is one kv head (the merged dimension has
   // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
@@ -350,10 +359,19 @@ export function attention(options: AttentionOptions): ModuleLayer {
         if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
       }
       // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
-      context = impl === 'sdpa' && mask !== undefined && style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
+      if (cp !== undefined) {
+        // context_parallel dispatches is_causal sdpa to the ring; a mask has no context-parallel form.
+        if (mask !== undefined) fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', { path: [options.name ?? 'attention', 'contextParallel'], expected: 'no attention mask', received: 'a mask' });
+        // k and v: contiguous as repeat_kv (or cache) copies; otherwise transposed views (the rotary result keeps the [B, S, heads, D] layout, measured), copied by the ring.
+        const copied = (repeats && !repeatIsView) || cache === 'copy';
+        context = g.call(ringSdpaRule, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
+      } else context = impl === 'sdpa' && mask !== undefined && style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
     }
     const back = g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!;
-    const merged = impl !== 'eager' && options.sdpaOutputTransposed === true ? back : g.call(copyRule, [back], {})[0]!;
+    // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
+    // step updated half the positions: load balancing, on every rank but the last.
+    const catOutput = cp !== undefined && cp.loadBalance && cp.rank < cp.size - 1;
+    const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyRule, [back], {})[0]!;
     if (locals === 'function') {
       // eager_attention_forward returns here: its repeated k/v go now.
       g.touch(k);

@@ -125,6 +125,8 @@ export interface ModelMeta {
    * activations the model traces to are the rank's.
    */
   readonly tensorParallel?: TensorParallelBuild;
+  /** One rank of context parallelism: the activations the model traces to hold s/c positions. */
+  readonly contextParallel?: ContextParallelBuild;
   /**
    * A mixture of experts: experts per MoE layer, experts per token, how many layers are MoE,
    * each routed expert's parameters, and the parameters a token does not use
@@ -147,6 +149,13 @@ export interface TensorParallelBuild {
   readonly lossParallel: boolean;
   /** Whether the LM head shares the embedding's table on the rank (a tied config re-tied after parallelizing). */
   readonly tied: boolean;
+}
+
+/** What a rank's model records about the context parallelism it was built for (plain data). */
+export interface ContextParallelBuild {
+  readonly size: number;
+  readonly rank: number;
+  readonly loadBalance: boolean;
 }
 
 /** `body(x) + x` (or `+=` in place), optionally through a shortcut layer. */

@@ -73,8 +73,10 @@ export function formatBreakdown(result: Estimate): string {
   const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
   const plan = result.parallel;
   const pipeline = plan === null || (plan.pp ?? 1) === 1 ? '' : ` · pipeline stage ${plan.stage ?? 0} of ${plan.pp} (${plan.schedule ?? '1f1b'}${plan.schedule === 'interleaved-1f1b' ? `, ${plan.virtualStages ?? 2} stages per rank` : ''})`;
-  const dataParallel = plan === null || (plan.engine === undefined && plan.dp === 1) ? '' : ` · rank ${plan.rank ?? 0} of ${plan.dp} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
-  const tp = plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '';
+  // Context-parallel ranks are in the engine's group: dp · cp ranks.
+  const ranks = plan === null ? 1 : plan.dp * (plan.cp ?? 1);
+  const dataParallel = plan === null || (plan.engine === undefined && plan.dp === 1) ? '' : ` · rank ${plan.rank ?? 0} of ${ranks} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
+  const tp = (plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '') + (plan !== null && (plan.cp ?? 1) > 1 ? ` · context parallel ${plan.cp}` : '');
   const rank = tp + pipeline + dataParallel;
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');

@@ -89,8 +89,14 @@ export interface ParallelPlan {
   readonly splits?: readonly string[];
   /** `schedule.step(return_outputs=...)`: the final stage keeps every micro-batch's output to the next step (default true, torch's). */
   readonly keepOutputs?: boolean;
-  /** Context- and expert-parallel sizes: only 1 is modelled so far. */
+  /**
+   * Context-parallel size (the model must be built for it: see the decoder's `contextParallel`).
+   * The data-parallel engine then spans dp · cp ranks, as torchtitan's FSDP and DDP meshes
+   * (`dp_shard_cp`, `dp_cp`) do: parameters and optimizer state shard over, and gradients
+   * reduce across, every rank that sees the same weights; `rank` counts in that group.
+   */
   readonly cp?: number;
+  /** Expert-parallel size: only 1 is modelled so far. */
   readonly ep?: number;
 }
 
@@ -104,10 +110,11 @@ export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
 export function checkModelled(plan: ParallelPlan): void {
   // tp is checked against the model it estimates (checkTensorParallel).
-  for (const key of ['cp', 'ep'] as const) {
+  for (const key of ['ep'] as const) {
     const value = plan[key];
     if (value !== undefined && value !== 1) fail('not-modelled', `${key} > 1 is not modelled yet: vram-ts estimates data-parallel ranks (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO)`, { path: ['parallel', key], expected: '1', received: String(value) });
   }
+  if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1) fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', { path: ['parallel', 'cp'], expected: 'pp 1', received: `pp ${plan.pp}` });
   checkOffload(plan);
   // The pipeline's knobs mean nothing without pipeline stages.
   for (const key of ['stage', 'schedule', 'virtualStages'] as const) {
@@ -121,7 +128,8 @@ export function checkModelled(plan: ParallelPlan): void {
     if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
   }
   const rank = plan.rank ?? 0;
-  if (rank >= plan.dp) fail('bad-option', 'the rank must be below the number of ranks', { path: ['parallel', 'rank'], expected: `0 .. ${plan.dp - 1}`, received: String(rank) });
+  const ranks = plan.dp * (plan.cp ?? 1);
+  if (rank >= ranks) fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', { path: ['parallel', 'rank'], expected: `0 .. ${ranks - 1}`, received: String(rank) });
   if (plan.engine !== 'deepspeed') {
     for (const key of ['zero', 'deepspeed'] as const) if (plan[key] !== undefined) fail('bad-option', `${key} applies to engine 'deepspeed' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine ?? 'no engine' });
     return;
@@ -176,6 +184,19 @@ export function checkTensorParallel(plan: ParallelPlan, built: number): void {
 }
 
 /**
+ * `parallel.cp` against the context-parallel size the model was built for (`built`): equal, or
+ * absent, or a VramError at `['parallel', 'cp']`, as for {@link checkTensorParallel}.
+ */
+export function checkContextParallel(plan: ParallelPlan, built: number): void {
+  if (plan.cp === undefined || plan.cp === built) return;
+  const message =
+    built === 1
+      ? `parallel.cp is ${plan.cp} but the model was built whole: build one rank's model with the decoder's contextParallel: { size: ${plan.cp} }`
+      : `parallel.cp is ${plan.cp} but the model was built for context-parallel size ${built} (its contextParallel option)`;
+  fail('bad-option', message, { path: ['parallel', 'cp'], expected: String(built), received: String(plan.cp) });
+}
+
+/**
  * The residency of one rank under the plan. `defaultUnits` are the FSDP units when the plan
  * names none (a decoder's layers); `storeDtype` the dtype FSDP2 keeps sharded parameters in.
  */
@@ -190,7 +211,9 @@ export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[],
   };
 }
 
-function engineResidency(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
+function engineResidency(given: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
+  // Context-parallel ranks hold the same weights: the engine's group is dp · cp.
+  const plan = { ...given, dp: given.dp * (given.cp ?? 1) };
   const rank = plan.rank ?? 0;
   const engine = plan.engine;
   if (engine === undefined) return singleDevice;
