@@ -9,6 +9,7 @@ import { HF_MODEL_TYPES, mobilenetV3Small, estimate } from '../src/index.js';
 import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
 import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
 import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
+import { estimateCpFixture, loadCpFixtures } from '../test/helpers/cp-oracle.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
@@ -244,6 +245,34 @@ ${tpRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${
 Not measured yet: TP on CUDA with NCCL, TP under a data-parallel engine, and TP inside a
 pipeline stage (not modelled).`;
 
+// Context-parallel ranks: the real transformers 4.40.2 Llama (sdpa) under torch's context_parallel.
+const cpRows = loadCpFixtures().flatMap((fx) => {
+  const r = estimateCpFixture(fx);
+  const measured = fx.train[fx.case.optimizer]!;
+  const label = fx.case.cp === 1 ? 'no CP (sdpa)' : `CP ${fx.case.cp} rank ${fx.case.rank}${fx.case.loadBalance === false ? ', no load balance' : ''}${fx.case.dtype === 'bfloat16' ? ', bf16' : ''}`;
+  const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
+  return [row('parameters (bytes)', measured.paramBytes, r.bytes.parameters), row('gradients', measured.gradBytes, r.bytes.gradients), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', measured.livePeakBytes, r.bytes.peak)];
+});
+const cpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/cp_cpu.py\` runs the real
+transformers 4.40.2 Llama (sdpa, \`is_causal\`) inside torch 2.13's \`context_parallel\` (input ids,
+labels and positions as its buffers; the default all-gather rotation and load balancing) and
+measures one rank over a training step. torch 2.13 sends only the CUDA SDPA ops to its ring
+attention; the oracle registers the CPU flash op with the same ring functions at run time (only
+the per-chunk kernel differs; a gloo run agrees with the model without CP to 1e-6). The ring's
+own allocations, replayed by vram-ts source line by source line, equal the traced ones tensor
+for tensor (test/catalog/context-parallel.test.ts). Largest error: ${(Math.max(...cpRows.map((r) => Math.abs(r.error))) * 100).toFixed(3)}%.
+
+| case | layout | figure | PyTorch bytes | vram-ts | error |
+| --- | --- | --- | ---: | ---: | ---: |
+${cpRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+What the peaks leave out (all under 1% here): the CPU flash kernel's own scratch (not modelled
+for sdpa on any device), \`context_parallel\`'s copies of its buffers (a full clone of each for the
+restore, and the shards: a few int64 bytes per token), and the batch-1 labels buffer the oracle
+passes apart from the input ids. Not measured yet: CP on CUDA with NCCL (the ring's collectives
+allocate the same tensors; the CUDA kernels' workspaces differ), the all-to-all rotation, CP under
+a data-parallel engine (modelled: the engine spans dp × cp ranks).`;
+
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
 const seedRows = [
@@ -330,6 +359,10 @@ ${pipelineSection}
 ## One tensor-parallel rank
 
 ${tpSection}
+
+## One context-parallel rank
+
+${cpSection}
 
 ## Pending
 
