@@ -13,7 +13,8 @@ import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
 import { builtTensorParallel } from './catalog/tensor-parallel.js';
 import { builtContextParallel } from './catalog/context-parallel.js';
-import { checkContextParallel, checkModelled, checkTensorParallel, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
+import { builtExpertParallel } from './catalog/moe.js';
+import { checkBuiltParallel, checkModelled, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
 import type { HostBytes } from './memory/residency/types.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
@@ -335,8 +336,9 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   if (typeof options === 'object' && options !== null && options.parallel !== undefined) {
     validate(options, estimateOptions);
     checkModelled(options.parallel);
-    checkTensorParallel(options.parallel, builtTensorParallel(model));
-    checkContextParallel(options.parallel, builtContextParallel(model));
+    checkBuiltParallel(options.parallel, 'tp', builtTensorParallel(model));
+    checkBuiltParallel(options.parallel, 'cp', builtContextParallel(model));
+    checkBuiltParallel(options.parallel, 'ep', builtExpertParallel(model));
     const param = options.parallel.mixedPrecision?.param;
     if (param !== undefined) {
       // FSDP2 mixed precision: the forward and backward run in param_dtype; the sharded

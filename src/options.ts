@@ -194,6 +194,7 @@ export const decoderOptions = object({
     useCache: boolean,
     tensorParallel: object({ fields: { size: integer(1, 1_000_000), rank: integer(0, 1_000_000), sequenceParallel: boolean, lossParallel: boolean, retie: boolean }, required: ['size'] }),
     contextParallel: object({ fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000), loadBalance: boolean }, required: ['size'] }),
+    expertParallel: object({ fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000) }, required: ['size'] }),
     pipelineStage: object({ fields: { layers: arrayOf(integer(0, LIMITS.layers), { min: 2, max: 2 }) }, required: ['layers'] }),
     // Mixture-of-experts decoders (catalog/moe.ts): experts_implementation, measured routing, capacity.
     moe: object({ fields: { experts: oneOf(['eager', 'grouped_mm'], 'experts implementation'), expertTokens: arrayOf(arrayOf(integer(0))), capacityFactor: number(Number.MIN_VALUE) } }),

@@ -137,6 +137,15 @@ export interface DecoderOptions {
    */
   readonly contextParallel?: ContextParallelOptions;
   /**
+   * Mixture-of-experts decoders (Mixtral, Qwen2-MoE, Qwen3-MoE) with transformers 5.x rules: one
+   * rank of Hugging Face's expert parallelism (`DistributedConfig(enable_expert_parallel=True)`,
+   * the `ep_plan`): each rank holds E/size of every MoE layer's routed experts (rank `rank`'s
+   * block of them) and everything else whole, every rank runs every token, and the experts'
+   * output is all-reduced in place. `size` must divide the experts. Estimate with `parallel.ep`
+   * equal to the size, or without it.
+   */
+  readonly expertParallel?: { readonly size: number; readonly rank?: number };
+  /**
    * Build one pipeline stage, cut as torchtitan cuts a Hugging Face decoder: layers
    * [start, end) only (keeping their names); `embed_tokens` on the first stage alone (later
    * stages take the received hidden states as `inputs_embeds`); the final norm and `lm_head`
@@ -221,6 +230,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
   if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
   if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
+  // Expert parallelism shards MoE blocks (built by the caller's layerMlp); a dense model has none.
+  if (options.expertParallel !== undefined && shape.extraMeta?.moe === undefined) fail('bad-option', 'expert parallelism applies to mixture-of-experts decoders', { path: ['options', 'expertParallel'], expected: 'absent for a dense model', received: JSON.stringify(options.expertParallel) });
   const cp = options.contextParallel === undefined ? undefined : contextParallelBuild(options.contextParallel);
   if (cp !== undefined) {
     if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
@@ -417,6 +428,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(windows !== undefined ? { layerWindows: windows } : {}),
     ...(tp !== undefined ? { tensorParallel: tp } : {}),
     ...(cp !== undefined ? { contextParallel: cp } : {}),
+    ...(options.expertParallel !== undefined ? { expertParallel: { size: options.expertParallel.size, rank: options.expertParallel.rank ?? 0 } } : {}),
     ...shape.extraMeta,
   };
   const body = graph((g, [whole]) => {

@@ -1,7 +1,7 @@
 import { VramError, fail, type VramIssue } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { moeBlock } from '../nn/moe.js';
-import type { ModelMeta, ModuleLayer } from '../nn/types.js';
+import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { ExpertsImpl } from '../ops/moe.js';
 import type { DType } from '../tensor/dtype.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
@@ -126,7 +126,40 @@ export function moeMeta(hidden: number, experts: number, k: number, inner: numbe
  * ```
  */
 export function activeParams(model: { readonly meta?: ModelMeta }, total: number): number {
-  return total - (model.meta?.moe?.inactiveParams ?? 0);
+  return wholeParams(model, total) - (model.meta?.moe?.inactiveParams ?? 0);
+}
+
+/**
+ * The whole model's parameters from one rank's `total`: an expert-parallel rank holds E/e of
+ * each MoE layer's routed experts, the whole model all E; any other model is whole already.
+ *
+ * @example
+ * ```ts
+ * import { estimate, fromHFConfig, wholeParams } from 'vram-ts';
+ * const config = { model_type: 'qwen3_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 512, num_experts: 8, num_experts_per_tok: 2 };
+ * const rank = fromHFConfig(config, { expertParallel: { size: 4 } });
+ * console.log(wholeParams(rank, estimate(rank, { input: [1, 8] }).params.total)); // 189824
+ * ```
+ */
+export function wholeParams(model: { readonly meta?: ModelMeta }, total: number): number {
+  const moe = model.meta?.moe;
+  const ep = model.meta?.expertParallel;
+  if (moe === undefined || ep === undefined) return total;
+  return total + moe.moeLayers * (moe.experts - moe.experts / ep.size) * moe.expertParams;
+}
+
+/**
+ * The expert-parallel size a model was built for (1 when it was not).
+ *
+ * @example
+ * ```ts
+ * import { builtExpertParallel, fromHFConfig } from 'vram-ts';
+ * const config = { model_type: 'qwen3_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 512, num_experts: 8, num_experts_per_tok: 2 };
+ * console.log(builtExpertParallel(fromHFConfig(config, { expertParallel: { size: 4 } }))); // 4
+ * ```
+ */
+export function builtExpertParallel(model: Layer): number {
+  return model.kind === 'module' ? model.meta?.expertParallel?.size ?? 1 : 1;
 }
 
 /**
@@ -177,6 +210,9 @@ export function moeFromHFConfig(config: Readonly<Record<string, unknown>>, optio
   let count = 0;
   for (let i = 0; i < layers; i += 1) moeIndex.push(isMoe(i) ? count++ : -1);
   const impl = expertsImpl(release, options.moe);
+  const epOptions = options.expertParallel;
+  if (epOptions !== undefined && !v5) fail('not-modelled', "expert parallelism is transformers 5.x's (DistributedConfig(enable_expert_parallel=True)); 4.x has none", { path: ['options', 'expertParallel'], expected: 'a 5.x release', received: release });
+  const ep = epOptions === undefined ? {} : { expertParallel: { size: epOptions.size, rank: epOptions.rank ?? 0 } };
   const prefix = mixtral ? 'Mixtral' : type === 'qwen2_moe' ? 'Qwen2Moe' : 'Qwen3Moe';
   const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';
   const shape: LlamaShape = {
@@ -217,6 +253,7 @@ export function moeFromHFConfig(config: Readonly<Record<string, unknown>>, optio
         ...(mixtral ? { expertNames: ['w1', 'w3', 'w2'] as const } : {}),
         ...(sharedInner > 0 ? { shared: { intermediate: sharedInner, name: 'shared_expert', className: `${prefix}MLP`, gated: true } } : {}),
         ...layerRouting(options.moe, moeIndex[i]!, experts, count),
+        ...ep,
       });
     },
     extraMeta: { family: type, moe: moeMeta(hidden, experts, k, inner, count, sharedInner > 0 ? 1 : 0) },
@@ -247,7 +284,9 @@ export function moeConfigModel(config: Readonly<Record<string, unknown>>, option
   const cfgCache = config.use_cache;
   if (cfgCache !== undefined && typeof cfgCache !== 'boolean') fail('bad-config', 'use_cache must be true or false', { path: ['use_cache'], expected: 'true | false', received: JSON.stringify(cfgCache) });
   if (config.quantization_config !== undefined && config.quantization_config !== null) fail('not-modelled', 'quantized mixture-of-experts checkpoints are not modelled', { path: ['quantization_config'] });
-  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined) fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'] });
+  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined) fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled (expert parallelism is: expertParallel)', { path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'] });
+  if (options.contextParallel !== undefined) fail('not-modelled', 'context parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', 'contextParallel'] });
+  if (options.expertParallel !== undefined && (config.model_type === 'deepseek_v2' || config.model_type === 'deepseek_v3')) fail('not-modelled', 'expert parallelism of DeepSeek (its group-limited router) is not modelled: Mixtral, Qwen2-MoE and Qwen3-MoE are', { path: ['options', 'expertParallel'] });
   const full: DecoderOptions = { ...options, useCache: options.useCache ?? cfgCache ?? true, ...(dtype !== undefined ? { dtype } : {}) };
   const type = config.model_type;
   return type === 'deepseek_v2' || type === 'deepseek_v3' ? deepseekFromHFConfig(config, full) : moeFromHFConfig(config, full);

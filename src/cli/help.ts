@@ -81,6 +81,8 @@ const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel G
   --cp N                 context parallelism (PyTorch's context_parallel, ring attention over sdpa;
                          Llama/Qwen2/Mistral): activations hold S/N positions; --gpus is
                          tp × pp × cp × data-parallel ranks, the engine spanning dp × cp
+  --ep N                 expert parallelism of a MoE decoder (transformers 5.x's ep_plan: each rank
+                         holds 1/N of the routed experts, every rank runs every token)
   --pp N                 pipeline stages (torch.distributed.pipelining): --gpus is then pp × the
                          data-parallel ranks of each stage; needs --micro-batches >= N for 1f1b
   --stage S              which pipeline stage to estimate (default 0)

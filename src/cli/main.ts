@@ -14,6 +14,7 @@ import {
   VISION_MODELS,
   vision,
   activeParams,
+  wholeParams,
   type ModelMeta,
   breakdownSvg,
   decoderMeta,
@@ -115,6 +116,7 @@ const OPTIONS = {
   nodes: { type: 'string' },
   tp: { type: 'string' },
   cp: { type: 'string' },
+  ep: { type: 'string' },
   sp: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -176,6 +178,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   nodes: ['compat'],
   tp: ['estimate', 'fit', 'plan', 'compat'],
   cp: ['estimate', 'fit'],
+  ep: ['estimate', 'fit'],
   sp: ['estimate', 'fit'],
 
   help: ALL,
@@ -228,6 +231,7 @@ const LIMITS = {
   nodes: 1_000_000,
   tp: 1_000_000,
   cp: 1_000_000,
+  ep: 1_000_000,
   pp: 1_000_000,
   'virtual-stages': 1_000_000,
   'micro-batches': 1_000_000,
@@ -298,7 +302,7 @@ function readConfig(file: string): Record<string, unknown> {
   return config as Record<string, unknown>;
 }
 
-function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention'> = {}): Layer {
+function buildModel(ref: ModelRef, values: Values, extra: Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention' | 'expertParallel'> = {}): Layer {
   if (ref.cnn !== undefined) {
     const numClasses = count(values, 'classes', DEFAULTS.classes);
     return ref.cnn === 'mobilenet_v3_small' ? mobilenetV3Small({ numClasses }) : mobilenetV3Large({ numClasses });
@@ -349,8 +353,10 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
   const pp = values.pp === undefined ? 1 : count(values, 'pp', 1);
   const tp = values.tp === undefined ? 1 : count(values, 'tp', 1);
   const cp = values.cp === undefined ? 1 : count(values, 'cp', 1);
-  if (gpus % (pp * tp * cp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp × --cp (${tp * pp * cp}): the rest are data-parallel ranks`, { received: String(gpus) });
-  const dp = gpus / (pp * tp * cp);
+  const ep = values.ep === undefined ? 1 : count(values, 'ep', 1);
+  const split = pp * tp * cp * ep;
+  if (gpus % split !== 0) usage('--gpus', `must be a multiple of --tp × --pp × --cp × --ep (${split}): the rest are data-parallel ranks`, { received: String(gpus) });
+  const dp = gpus / split;
   // Context-parallel ranks share the data-parallel engine's group (dp · cp ranks).
   const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, dp * cp - 1);
   const pipeline =
@@ -365,7 +371,7 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
       : {};
   const offload = values.offload === undefined ? {} : { offload: offloadOf(values.offload) };
   // One GPU is one GPU whatever the engine; a pipeline stage on one rank per stage has no data-parallel engine unless asked for.
-  const parallel = gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...pipeline, ...offload } } : {};
+  const parallel = gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(ep > 1 ? { ep } : {}), ...pipeline, ...offload } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',
@@ -393,10 +399,11 @@ function cnnCheckpoint(ref: ModelRef, model: Layer): { readonly within: string; 
  * --tp N (--sp): the decoder built as one tensor-parallel rank (PyTorch DTensor's plan); --cp N:
  * one context-parallel rank (ring attention needs sdpa: the default attention then).
  */
-function tensorParallelOf(values: Values): Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention'> {
+function tensorParallelOf(values: Values): Pick<HFConfigOptions, 'tensorParallel' | 'contextParallel' | 'attention' | 'expertParallel'> {
   const size = values.tp === undefined ? 1 : count(values, 'tp', 1);
   const cp = values.cp === undefined ? 1 : count(values, 'cp', 1);
-  const context = cp > 1 ? { contextParallel: { size: cp }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) } : {};
+  const ep = values.ep === undefined ? 1 : count(values, 'ep', 1);
+  const context = { ...(cp > 1 ? { contextParallel: { size: cp }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) } : {}), ...(ep > 1 ? { expertParallel: { size: ep } } : {}) };
   if (size === 1) {
     if (values.sp) usage('--sp', 'sequence parallelism shards across tensor-parallel ranks: give --tp N (N > 1)');
     return context;
@@ -475,6 +482,7 @@ function checkUsage(command: Command, values: Values, positionals: readonly stri
   if ((command === 'estimate' || command === 'fit') && values.pp !== undefined && values.gpus === undefined) usage('--pp', 'needs --gpus (pp × the data-parallel ranks of each stage)');
   if ((command === 'estimate' || command === 'fit') && values.tp !== undefined && values.gpus === undefined) usage('--tp', 'needs --gpus (tp × pp × the data-parallel ranks)');
   if ((command === 'estimate' || command === 'fit') && values.cp !== undefined && values.gpus === undefined) usage('--cp', 'needs --gpus (tp × pp × cp × the data-parallel ranks)');
+  if ((command === 'estimate' || command === 'fit') && values.ep !== undefined && values.gpus === undefined) usage('--ep', 'needs --gpus (ep × the data-parallel ranks)');
   if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined)) usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
   if (values.offload !== undefined && (values.gpus === undefined || values.gpus === '1')) usage('--offload', 'needs --gpus N with --zero or --fsdp: offloading is an engine feature');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
@@ -934,7 +942,10 @@ function moeNote(model: Layer, total: number): string {
   const moe = meta?.moe;
   let note = '';
   if (moe !== undefined) {
-    note += `\nMixture of experts: ${formatCount(total)} parameters, ${formatCount(activeParams(model as { meta?: ModelMeta }, total))} active per token (${moe.k} of ${moe.experts} routed experts in ${moe.moeLayers} MoE layers${moe.sharedExperts > 0 ? `, ${moe.sharedExperts} shared` : ''}).\n`;
+    const ep = meta?.expertParallel;
+    const whole = wholeParams(model as { meta?: ModelMeta }, total);
+    const rank = ep === undefined ? '' : ` Expert parallel ${ep.size}: rank ${ep.rank} holds ${moe.experts / ep.size} of the ${moe.experts} routed experts of each MoE layer, ${formatCount(total)} parameters.`;
+    note += `\nMixture of experts: ${formatCount(whole)} parameters, ${formatCount(activeParams(model as { meta?: ModelMeta }, total))} active per token (${moe.k} of ${moe.experts} routed experts in ${moe.moeLayers} MoE layers${moe.sharedExperts > 0 ? `, ${moe.sharedExperts} shared` : ''}).${rank}\n`;
   }
   if (meta?.mla !== undefined) note += `Multi-head latent attention: the cache holds the latent, ${meta.mla.latentPerToken} elements per token and layer (kv_lora_rank + qk_rope_head_dim).\n`;
   return note;

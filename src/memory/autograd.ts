@@ -304,6 +304,8 @@ export function microBatchPass(
       );
     }
   };
+  // Whether the op's kernel steps let go of its saved tensors already ({ release: 'saved' }).
+  let savedReleased = false;
   const backward = (): readonly number[] => {
     seed();
     for (let i = endOp - 1; i >= firstOp; i -= 1) {
@@ -343,11 +345,16 @@ export function microBatchPass(
           inputGrads: () => makeInputGrads(op, incoming),
           incomingGrads: () => releaseIncoming(op, incoming),
           paramGrads: () => residency.paramGrads(op, label),
+          saved: () => {
+            savedReleased = true;
+            for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
+          },
         });
       }
       ledger.record("backward", label);
       releaseIncoming(op, incoming);
-      for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
+      if (!savedReleased) for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
+      savedReleased = false;
       residency.afterBackward(op, label);
       // The region is done once its first op ran backward: checkpoint lets go of its inputs.
       const region = op.region === null ? undefined : ir.regions[op.region];

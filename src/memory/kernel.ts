@@ -2,7 +2,7 @@ import type { KernelStep } from '../ops/types.js';
 import type { Ledger, Phase } from './ledger.js';
 
 /** What a kernel makes, by the slot its steps name: outputs, input and parameter gradients, the release of the incoming gradient. */
-export type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads', () => void>>;
+export type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads' | 'saved', () => void>>;
 
 const RESULT_ORDER = ['outputs', 'inputGrads', 'paramGrads'] as const;
 
@@ -38,8 +38,8 @@ export function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: P
       temps.delete(step.free);
     } else if ('release' in step) {
       mark();
-      results.incomingGrads?.();
-      done.add('incomingGrads');
+      results[step.release]?.();
+      done.add(step.release);
     } else {
       results[step.results]?.();
       done.add(step.results);

@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import { activationRule } from '../ops/activation.js';
 import { addRule, mulRule } from '../ops/merge.js';
-import { balancedCounts, capacityCounts, expertMaskRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertsImpl } from '../ops/moe.js';
+import { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertsImpl } from '../ops/moe.js';
 import { viewRule } from '../ops/view.js';
 import { mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
@@ -59,6 +59,14 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
   readonly shared?: { readonly intermediate: number; readonly name: string; readonly className: string; readonly gated: boolean };
   /** Where the shared expert sits: on the [T, H] rows (Qwen2-MoE) or the [B, S, H] input (DeepSeek). */
   readonly sharedOn?: 'rows' | 'input';
+  /**
+   * One rank of transformers 5.x's expert parallelism (`DistributedConfig(enable_expert_parallel=
+   * True)`, the `ep_plan`): the rank holds experts rank·E/e … (rank+1)·E/e − 1 of the routed
+   * experts (the router and any shared expert whole), every rank routes every token, the
+   * other ranks' slots are zeroed (`eager`: skipped; `grouped_mm`: kept as masked sentinel
+   * rows), and the output is all-reduced in place. `counts` stay the whole block's (E of them).
+   */
+  readonly expertParallel?: { readonly size: number; readonly rank: number };
 }
 
 /**
@@ -79,7 +87,7 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function moeBlock(options: MoeBlockOptions): ModuleLayer {
-  checkKeys(options, ['name', 'hidden', 'experts', 'k', 'intermediate', 'impl', 'score', 'renorm', 'scaled', 'activation', 'expertNames', 'className', 'expertsClassName', 'expertClassName', 'hitOnly', 'shared', 'sharedOn', 'counts', 'capacityFactor'], 'moeBlock');
+  checkKeys(options, ['name', 'hidden', 'experts', 'k', 'intermediate', 'impl', 'score', 'renorm', 'scaled', 'activation', 'expertNames', 'className', 'expertsClassName', 'expertClassName', 'hitOnly', 'shared', 'sharedOn', 'counts', 'capacityFactor', 'expertParallel'], 'moeBlock');
   const { hidden, experts, k } = options;
   const path = ['moeBlock', options.name ?? 'mlp'];
   if (!Number.isSafeInteger(experts) || experts < 1) fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
@@ -90,24 +98,38 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
   if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
     fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
   }
+  const ep = options.expertParallel;
+  if (ep !== undefined) {
+    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0) fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', { path: [...path, 'expertParallel', 'size'], expected: `a divisor of ${experts} >= 2`, received: String(ep.size) });
+    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size) fail('bad-option', 'the expert-parallel rank must be below the size', { path: [...path, 'expertParallel', 'rank'], expected: `0 .. ${ep.size - 1}`, received: String(ep.rank) });
+    if (options.impl === 'loop') fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", { path: [...path, 'expertParallel'], expected: "impl 'eager' or 'grouped_mm'", received: 'loop' });
+  }
+  // The experts this rank holds and runs.
+  const local = ep === undefined ? experts : experts / ep.size;
+  const first = ep === undefined ? 0 : ep.rank * local;
   const gate = linear({ out: experts, bias: false, name: 'gate' });
   const act = options.activation ?? 'silu';
   const shared = options.shared === undefined ? undefined : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
   const sharedGate = options.shared?.gated === true ? linear({ out: 1, bias: false, name: 'shared_expert_gate' }) : undefined;
-  const gateUp = opLayer(groupedGateUpRule, null, { experts, intermediate: options.intermediate });
-  const down = opLayer(groupedDownRule, null, { experts, intermediate: options.intermediate, hidden });
+  const sentinel = ep !== undefined ? { sentinel: true } : {};
+  const gateUp = opLayer(groupedGateUpRule, null, { experts: local, intermediate: options.intermediate, ...sentinel });
+  const down = opLayer(groupedDownRule, null, { experts: local, intermediate: options.intermediate, hidden, ...sentinel });
   const body = graph((g, [x]) => {
     const shape = x!.shape as readonly Dim[];
     const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
     const rows = shape.length === 2 ? x! : g.call(viewRule, [x!], { shape: [tokens, hidden] })[0]!;
     const logits = g.apply(gate, rows);
-    const [weights, indices] = g.call(routerRule, [logits], { experts, k, score: options.score ?? 'softmax', renorm: options.renorm ?? true, ...(options.scaled === true ? { scaled: true } : {}) });
+    let [weights, indices] = g.call(routerRule, [logits], { experts, k, score: options.score ?? 'softmax', renorm: options.renorm ?? true, ...(options.scaled === true ? { scaled: true } : {}) });
+    // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
+    if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterRule, [weights!, indices!], { localExperts: local, rank: ep.rank });
     const pairs = mul(tokens, k);
     if (options.counts !== undefined && typeof pairs === 'number') {
       const total = options.counts.reduce((a, b) => a + b, 0);
       if (total !== pairs) fail('bad-option', 'the token counts must add up to tokens × experts per token', { path: [...path, 'counts'], expected: String(pairs), received: String(total) });
     }
-    const counts: readonly Dim[] = options.capacityFactor !== undefined ? capacityCounts(pairs, experts, options.capacityFactor, options.counts) : (options.counts ?? balancedCounts(pairs, experts));
+    const allCounts: readonly Dim[] = options.capacityFactor !== undefined ? capacityCounts(pairs, experts, options.capacityFactor, options.counts) : (options.counts ?? balancedCounts(pairs, experts));
+    // The rank's experts and what they get.
+    const counts = allCounts.slice(first, first + local);
     let out: TensorRef;
     if (options.impl === 'grouped_mm') {
       // Two ops of the one `experts` module: gate_up's grouped_mm and activation, then down's and the weighted sum.
@@ -121,7 +143,8 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
     } else {
       // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
       // or the fused `experts.gate_up_proj` every expert slices (5.x), as in the checkpoints.
-      const mask = g.call(expertMaskRule, [indices!], { experts })[0]!;
+      // 5.x's eager loop: one_hot over E/e + 1 classes (the sentinel's too); 4.x's over E.
+      const mask = g.call(expertMaskRule, [indices!], { experts: options.impl === 'eager' ? local + 1 : local })[0]!;
       let sum: TensorRef | undefined;
       const runs = (n: Dim) => !(n === 0 && (options.impl === 'eager' || options.hitOnly === true));
       let last = -1;
@@ -133,7 +156,7 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
         const attrs =
           options.impl === 'loop'
             ? { impl: 'loop' as const, intermediate: options.intermediate, count: n, ...(options.expertNames !== undefined ? { names: options.expertNames } : {}) }
-            : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts, owner: e === last };
+            : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
         const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, { name: options.impl === 'loop' ? `experts.${e}` : 'experts' });
         sum = sum === undefined ? g.apply(layer, rows, weights!, mask) : g.apply(layer, rows, weights!, mask, sum);
       });

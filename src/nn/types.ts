@@ -127,6 +127,8 @@ export interface ModelMeta {
   readonly tensorParallel?: TensorParallelBuild;
   /** One rank of context parallelism: the activations the model traces to hold s/c positions. */
   readonly contextParallel?: ContextParallelBuild;
+  /** One rank of (Hugging Face's) expert parallelism: E/size routed experts per MoE layer. */
+  readonly expertParallel?: { readonly size: number; readonly rank: number };
   /**
    * A mixture of experts: experts per MoE layer, experts per token, how many layers are MoE,
    * each routed expert's parameters, and the parameters a token does not use

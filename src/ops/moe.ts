@@ -274,10 +274,18 @@ export const expertRule: OpRule<ExpertAttrs> = {
 
 /** Attributes of {@link groupedGateUpRule} and {@link groupedDownRule}. */
 export interface GroupedExpertsAttrs {
+  /** The experts this rank holds (all of them, or E/e under expert parallelism). */
   readonly experts: number;
   readonly intermediate: number;
   /** {@link groupedDownRule}: the hidden size it projects back to. */
   readonly hidden?: number;
+  /**
+   * Expert parallelism (transformers 5.x `grouped_mm` with sentinel ids, `integrations/moe.py:
+   * 431-481`): the pairs routed to other ranks' experts keep their rows, zeroed by masks — a
+   * saved [T·k, 1] bool mask, an out-of-place `masked_fill` of each grouped_mm output (forward)
+   * and a new gradient per mask (backward).
+   */
+  readonly sentinel?: boolean;
 }
 
 /**
@@ -316,16 +324,26 @@ export const groupedGateUpRule: OpRule<GroupedExpertsAttrs> = {
       { spec: tensor([n], 'int64'), label: 'token of each row' },
     ];
     const rowsH = bytes([n, hidden], dt);
+    const sentinel = attrs.sentinel === true;
+    // Expert parallelism: `ids_g >= E/e` [T·k, 1] bool, saved once for the three masks.
+    if (sentinel) items.push({ spec: tensor([n, 1], 'bool'), label: 'sentinel mask' });
+    const fused = bytes([n, 2 * inner], dt);
     return {
       // The gathered rows are output 2: the Python local `selected_hidden_states_g` lives until the function returns.
       outputs: [tensor([n, 2 * inner], dt), tensor([experts], 'int32'), tensor([n, hidden], dt)],
       nonDifferentiableOutputs: [1, 2],
       params: [{ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], ctx.paramDtype) }],
       saves: (needs) => (needs.inputs[0] || needs.params ? [...items.map((i) => ({ extra: i.spec, label: i.label })), { output: 1 }, { output: 2 }] : []),
+      // Sentinels: the grouped_mm output, then its masked_fill (the output); the former freed.
+      ...(sentinel ? { forwardSteps: [{ alloc: 'grouped_mm output', bytes: fused }, { results: 'outputs' }, { free: 'grouped_mm output' }] satisfies KernelStep[] } : {}),
       backward: () => ({
         inputGrads: ['new', 'none'],
-        // The rows' gradient [T·k, H], the weight's, then the [T, H] scatter.
-        steps: [{ alloc: 'rows grad', bytes: rowsH }, { results: 'paramGrads' }, { results: 'inputGrads' }, { free: 'rows grad' }],
+        // The rows' gradient [T·k, H], the weight's, then the [T, H] scatter. Sentinels
+        // (measured, 5.18): the post-mask's gradient [T·k, 2I] first (the incoming one then
+        // goes), the grouped_mm's weight then rows gradients, the pre-mask's [T·k, H].
+        steps: sentinel
+          ? [{ alloc: 'post-mask grad', bytes: fused }, { release: 'incomingGrads' }, { results: 'paramGrads' }, { alloc: 'rows grad', bytes: rowsH }, { free: 'post-mask grad' }, { alloc: 'pre-mask grad', bytes: rowsH }, { free: 'rows grad' }, { results: 'inputGrads' }, { free: 'pre-mask grad' }]
+          : [{ results: 'paramGrads' }, { alloc: 'rows grad', bytes: rowsH }, { release: 'incomingGrads' }, { results: 'inputGrads' }, { free: 'rows grad' }],
       }),
       macs: () => mul(n, 2 * hidden * inner),
     };
@@ -356,7 +374,23 @@ export const gluRule: OpRule<Record<string, never>> = {
       outputs: [half],
       saves: (needs) => (needs.inputs[0] ? [{ input: 0 }, { extra: half, label: 'activation' }] : []),
       forwardStepsUnrecorded: [{ alloc: 'activation', bytes: halfBytes }, { results: 'outputs' }, { free: 'activation' }],
-      backward: () => ({ inputGrads: ['new'], steps: [{ alloc: 'half grads', bytes: add(halfBytes, add(halfBytes, halfBytes)) }, { results: 'inputGrads' }, { free: 'half grads' }] }),
+      // MulBackward0's two gradients (the incoming one then goes), SiluBackward0's (the
+      // activation's gradient then goes, and with both nodes run their saved tensors), then
+      // SplitBackward0's [N, 2I] cat of the gate and up gradients.
+      backward: () => ({
+        inputGrads: ['new'],
+        steps: [
+          { alloc: 'activation grad', bytes: halfBytes },
+          { alloc: 'up grad', bytes: halfBytes },
+          { release: 'incomingGrads' },
+          { alloc: 'gate grad', bytes: halfBytes },
+          { free: 'activation grad' },
+          { release: 'saved' },
+          { results: 'inputGrads' },
+          { free: 'gate grad' },
+          { free: 'up grad' },
+        ],
+      }),
     };
   },
 };
@@ -397,10 +431,76 @@ export const groupedDownRule: OpRule<GroupedExpertsAttrs> = {
       forwardStepsUnrecorded: [{ alloc: 'down output', bytes: rowsH }, { alloc: 'weighted rows', bytes: rowsH }, { alloc: 'reordered rows', bytes: rowsH }, { free: 'weighted rows' }, { results: 'outputs' }, { free: 'reordered rows' }, { free: 'down output' }],
       backward: () => ({
         inputGrads: ['new', 'new', 'none'],
-        // The expanded [T·k, H] gradient, its weighted copy, then the product's.
-        steps: [{ alloc: 'rows grads', bytes: add(rowsH, rowsH) }, { results: 'paramGrads' }, { results: 'inputGrads' }, { free: 'rows grads' }],
+        // The nodes in turn (measured, 5.18): the sum's expanded [T·k, H] gradient, the inverse
+        // gather's zeros + index_put, the product's two [T·k, H] gradients (the weights' [T·k, 1]
+        // sum of one), (sentinels: the post-mask's masked_fill gradient), the grouped_mm's.
+        steps: [
+          { alloc: 'expanded grad', bytes: rowsH },
+          { alloc: 'reordered grad', bytes: rowsH },
+          { free: 'expanded grad' },
+          { alloc: 'down output grad', bytes: rowsH },
+          { alloc: 'weighted rows grad', bytes: rowsH },
+          { free: 'reordered grad' },
+          { free: 'weighted rows grad' },
+          ...(attrs.sentinel === true ? ([{ alloc: 'post-mask grad', bytes: rowsH }, { free: 'down output grad' }] satisfies KernelStep[]) : []),
+          { results: 'paramGrads' },
+          { results: 'inputGrads' },
+          { free: attrs.sentinel === true ? 'post-mask grad' : 'down output grad' },
+        ],
       }),
       macs: () => mul(n, hidden * inner),
+    };
+  },
+};
+
+/** Attributes of {@link expertParallelRouterRule}. */
+export interface ExpertParallelRouterAttrs {
+  /** Experts per rank (E/e). */
+  readonly localExperts: number;
+  /** This rank of the expert-parallel group. */
+  readonly rank: number;
+}
+
+/**
+ * transformers 5.x's expert-parallel router hook (`RouterParallel`, `distributed/
+ * tensor_parallel.py:700-727`): the router's weights [T, k] and global expert ids → the weights
+ * with the other ranks' experts' slots zeroed (`masked_fill`, its bool mask [T, k] saved) and
+ * the local ids (`fmod` by E/e, the other ranks' slots set to the sentinel E/e). Every rank
+ * keeps every token: the experts then run on all T·k pairs, and their output is all-reduced in
+ * place (no allocation).
+ *
+ * @example
+ * ```ts
+ * import { expertParallelRouterRule, tensor } from 'vram-ts';
+ * const r = expertParallelRouterRule.apply([tensor([32, 2], 'float32'), tensor([32, 2], 'int64')], { localExperts: 4, rank: 1 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
+ * console.log(r.outputs.map((o) => o.dtype)); // [ 'float32', 'int64' ]
+ * ```
+ */
+export const expertParallelRouterRule: OpRule<ExpertParallelRouterAttrs> = {
+  name: 'moe_ep_router',
+  arity: 2,
+  apply([weights, indices], attrs, ctx) {
+    positiveInt(attrs.localExperts, 'localExperts', ctx);
+    const [tokens, k] = weights!.shape as [Dim, Dim];
+    const ids = bytes([tokens, k], 'int64');
+    return {
+      outputs: [tensor([tokens, k], weights!.dtype), tensor([tokens, k], 'int64')],
+      nonDifferentiableOutputs: [1],
+      saves: (needs) => (needs.inputs[0] ? [{ extra: tensor([tokens, k], 'bool'), label: 'other ranks\' slots' }] : []),
+      // `ids // (E/e) != rank`, then the weights masked; `ids.masked_fill(-1)`, `fmod`, `== -1`,
+      // `masked_fill(E/e)`: the local ids.
+      forwardSteps: [
+        { alloc: 'ids // local experts', bytes: ids },
+        { free: 'ids // local experts' },
+        { alloc: 'masked ids', bytes: ids },
+        { alloc: 'fmod', bytes: ids },
+        { free: 'masked ids' },
+        { alloc: 'sentinel slots', bytes: bytes([tokens, k], 'bool') },
+        { results: 'outputs' },
+        { free: 'sentinel slots' },
+        { free: 'fmod' },
+      ],
+      backward: () => ({ inputGrads: ['new', 'none'] }),
     };
   },
 };

@@ -79,7 +79,13 @@ export type KernelStep =
    * kernels, as when one op of ours is two autograd nodes (a pad before a conv: the conv's
    * node frees its grad_output before the pad's node runs).
    */
-  | { readonly release: 'incomingGrads' };
+  | { readonly release: 'incomingGrads' }
+  /**
+   * Backward only: what the op saved is let go here rather than after its kernels, as when one
+   * op of ours is several autograd nodes and the node that used the saved tensors ran first
+   * (5.x experts' `act(gate) * up`: MulBackward0 and SiluBackward0 free theirs before the cat).
+   */
+  | { readonly release: 'saved' };
 
 /**
  * What an input's gradient is: a `new` tensor of the input's size, an `alias` of the incoming

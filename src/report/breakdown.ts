@@ -76,7 +76,7 @@ export function formatBreakdown(result: Estimate): string {
   // Context-parallel ranks are in the engine's group: dp · cp ranks.
   const ranks = plan === null ? 1 : plan.dp * (plan.cp ?? 1);
   const dataParallel = plan === null || (plan.engine === undefined && plan.dp === 1) ? '' : ` · rank ${plan.rank ?? 0} of ${ranks} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
-  const tp = (plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '') + (plan !== null && (plan.cp ?? 1) > 1 ? ` · context parallel ${plan.cp}` : '');
+  const tp = (plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '') + (plan !== null && (plan.cp ?? 1) > 1 ? ` · context parallel ${plan.cp}` : '') + (plan !== null && (plan.ep ?? 1) > 1 ? ` · expert parallel ${plan.ep}` : '');
   const rank = tp + pipeline + dataParallel;
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');

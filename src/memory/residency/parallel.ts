@@ -96,7 +96,12 @@ export interface ParallelPlan {
    * reduce across, every rank that sees the same weights; `rank` counts in that group.
    */
   readonly cp?: number;
-  /** Expert-parallel size: only 1 is modelled so far. */
+  /**
+   * Expert-parallel size (the model must be built for it: the MoE decoder's `expertParallel`).
+   * Hugging Face's expert parallelism runs on its own mesh dimension (the tensor-parallel one):
+   * the expert-parallel ranks of a group share their data, so the data-parallel engine spans
+   * `dp` ranks, as with `tp`.
+   */
   readonly ep?: number;
 }
 
@@ -109,11 +114,7 @@ export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
 
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
 export function checkModelled(plan: ParallelPlan): void {
-  // tp is checked against the model it estimates (checkTensorParallel).
-  for (const key of ['ep'] as const) {
-    const value = plan[key];
-    if (value !== undefined && value !== 1) fail('not-modelled', `${key} > 1 is not modelled yet: vram-ts estimates data-parallel ranks (DDP, ZeroRedundancyOptimizer, FSDP2, DeepSpeed ZeRO)`, { path: ['parallel', key], expected: '1', received: String(value) });
-  }
+  // tp, cp and ep are checked against the model it estimates (checkBuiltParallel).
   if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1) fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', { path: ['parallel', 'cp'], expected: 'pp 1', received: `pp ${plan.pp}` });
   checkOffload(plan);
   // The pipeline's knobs mean nothing without pipeline stages.
@@ -167,33 +168,29 @@ function checkOffload(plan: ParallelPlan): void {
   }
 }
 
+/** The model-built parallel sizes, by their `parallel` key, with the builder option and its name. */
+const BUILT = {
+  tp: { option: 'tensorParallel', what: 'tensor-parallel' },
+  cp: { option: 'contextParallel', what: 'context-parallel' },
+  ep: { option: 'expertParallel', what: 'expert-parallel' },
+} as const;
+
 /**
- * `parallel.tp` against the tensor-parallel size the model was built for (`built`, 1 when it
- * was built whole): equal, or absent (the model is one rank's already), or a VramError at
- * `['parallel', 'tp']`. Tensor parallelism is a property of the model (its local shapes and
+ * `parallel.tp`, `parallel.cp` or `parallel.ep` against the size the model was built for
+ * (`built`, 1 when it was built whole): equal, or absent (the model is one rank's already), or
+ * a VramError at `['parallel', key]`. These are properties of the model (its local shapes and
  * collectives), not of the residency: the data-parallel engine then holds the rank's local
  * parameters.
  */
-export function checkTensorParallel(plan: ParallelPlan, built: number): void {
-  if (plan.tp === undefined || plan.tp === built) return;
+export function checkBuiltParallel(plan: ParallelPlan, key: keyof typeof BUILT, built: number): void {
+  const given = plan[key];
+  if (given === undefined || given === built) return;
+  const { option, what } = BUILT[key];
   const message =
     built === 1
-      ? `parallel.tp is ${plan.tp} but the model was built whole: build one rank's model with the decoder's tensorParallel: { size: ${plan.tp} }`
-      : `parallel.tp is ${plan.tp} but the model was built for tensor-parallel size ${built} (its tensorParallel option)`;
-  fail('bad-option', message, { path: ['parallel', 'tp'], expected: String(built), received: String(plan.tp) });
-}
-
-/**
- * `parallel.cp` against the context-parallel size the model was built for (`built`): equal, or
- * absent, or a VramError at `['parallel', 'cp']`, as for {@link checkTensorParallel}.
- */
-export function checkContextParallel(plan: ParallelPlan, built: number): void {
-  if (plan.cp === undefined || plan.cp === built) return;
-  const message =
-    built === 1
-      ? `parallel.cp is ${plan.cp} but the model was built whole: build one rank's model with the decoder's contextParallel: { size: ${plan.cp} }`
-      : `parallel.cp is ${plan.cp} but the model was built for context-parallel size ${built} (its contextParallel option)`;
-  fail('bad-option', message, { path: ['parallel', 'cp'], expected: String(built), received: String(plan.cp) });
+      ? `parallel.${key} is ${given} but the model was built whole: build one rank's model with the decoder's ${option}: { size: ${given} }`
+      : `parallel.${key} is ${given} but the model was built for ${what} size ${built} (its ${option} option)`;
+  fail('bad-option', message, { path: ['parallel', key], expected: String(built), received: String(given) });
 }
 
 /**
