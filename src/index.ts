@@ -89,7 +89,7 @@ export { formatBytes, formatCount } from './report/units.js';
 export { traceModel } from './estimate.js';
 export { fits, maxFitting, type FitOptions, type FitResult } from './fit.js';
 export { estimateRanks, type RankFigures } from './ranks.js';
-export { plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
+export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
 export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
 export { CONTEXT_DEFAULTS, cublasWorkspace, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
 export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';

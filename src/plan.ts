@@ -35,6 +35,13 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
    * are only counted when `dp` is 1.
    */
   readonly tensorParallel?: { readonly sizes: readonly number[]; readonly model: (size: number) => Layer };
+  /**
+   * Context-parallel sizes to try, with the model built as one rank of each, e.g. `(size) =>
+   * fromHFConfig(config, { attention: 'sdpa', contextParallel: { size } })`. A CP layout's cp
+   * ranks share each sample (the sequence cut cp ways), its data-parallel engine spans dp · cp
+   * ranks; sizes whose 2 · cp does not divide the sequence are skipped.
+   */
+  readonly contextParallel?: { readonly sizes: readonly number[]; readonly model: (size: number) => Layer };
   /** DeepSpeed: try only this ZeRO stage (default 1, 2 and 3). */
   readonly zero?: 1 | 2 | 3;
   /** A checkpointing plan to try besides none (e.g. every decoder layer). */
@@ -50,8 +57,10 @@ export interface Layout {
   readonly dp: number;
   /** Pipeline stages (1: none). */
   readonly pp: number;
-  /** Tensor-parallel ranks per model replica (1: none); the layout uses dp · tp · pp GPUs. */
+  /** Tensor-parallel ranks per model replica (1: none). */
   readonly tp: number;
+  /** Context-parallel ranks per model replica (1: none); the layout uses dp · tp · pp · cp GPUs. */
+  readonly cp: number;
   /** Samples per forward on one rank (0: not even one fits). */
   readonly microBatch: number;
   /** Micro-batches per optimizer step (gradient accumulation). */
@@ -79,7 +88,8 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * checkpointing choice, the
  * largest micro-batch dividing the rank's share whose step fits on every rank (each rank's exact
  * peak, gradient accumulation included); with `pipelines`, each pipeline size too (1F1B, every
- * stage's peak); with `tensorParallel`, each tensor-parallel size (the model built as one rank).
+ * stage's peak); with `tensorParallel`, each tensor-parallel size (the model built as one rank);
+ * with `contextParallel`, each context-parallel size under every engine.
  *
  * @example
  * ```ts
@@ -90,7 +100,7 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, checkpoint, ...rest } = options;
+  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, contextParallel, checkpoint, ...rest } = options;
   pipelines.forEach((pp, i) => {
     if (!Number.isSafeInteger(pp) || pp < 1) fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
   });
@@ -109,16 +119,43 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
       const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => e === 'ddp') : engines;
       for (const engine of dpEngines) {
         for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
-          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, tp: 1, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, tp: 1, cp: 1, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
         }
       }
     }
   }
   for (const tp of [...new Set(tensorParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus).sort((a, b) => a - b)) {
-    for (const checkpointing of choices) layouts.push(bestLayout(tensorParallel!.model(tp), { ...rest, sample, share: globalBatch, dp: 1, pp: 1, tp, engine: 'single', zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+    for (const checkpointing of choices) layouts.push(bestLayout(tensorParallel!.model(tp), { ...rest, sample, share: globalBatch, dp: 1, pp: 1, tp, cp: 1, engine: 'single', zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
   }
-  const fitting = layouts.filter((l) => l.fits).sort((a, b) => a.dp * a.pp * a.tp - b.dp * b.pp * b.tp || a.accumulation - b.accumulation || a.peak - b.peak);
+  // Context parallelism (load-balanced: the sequence in 2 · cp pieces): dp replicas of cp ranks,
+  // the engine over all dp · cp of them.
+  const seqLength = sample[0]!;
+  for (const cp of [...new Set(contextParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0).sort((a, b) => a - b)) {
+    const cpModel = contextParallel!.model(cp);
+    for (let dp = 1; dp * cp <= gpus; dp += 1) {
+      if (globalBatch % dp !== 0) continue;
+      for (const engine of engines) {
+        for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
+          for (const checkpointing of choices) layouts.push(bestLayout(cpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp: 1, cp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+        }
+      }
+    }
+  }
+  const fitting = layouts.filter((l) => l.fits).sort((a, b) => gpusOf(a) - gpusOf(b) || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
+}
+
+/**
+ * The GPUs a layout uses: dp · pp · tp · cp.
+ *
+ * @example
+ * ```ts
+ * import { gpusOf } from 'vram-ts';
+ * console.log(gpusOf({ dp: 2, pp: 1, tp: 1, cp: 4 })); // 8
+ * ```
+ */
+export function gpusOf(layout: Pick<Layout, 'dp' | 'pp' | 'tp' | 'cp'>): number {
+  return layout.dp * layout.pp * layout.tp * layout.cp;
 }
 
 interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches'> {
@@ -128,6 +165,7 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
   readonly dp: number;
   readonly pp: number;
   readonly tp: number;
+  readonly cp: number;
   readonly engine: Engine | 'single';
   readonly zero: 1 | 2 | 3 | null;
   readonly gpu: string | number;
@@ -136,13 +174,13 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
 
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
-  const { sample, share, dp, pp, tp, engine, zero, gpu, budget, ...estimateOnly } = trial;
+  const { sample, share, dp, pp, tp, cp, engine, zero, gpu, budget, ...estimateOnly } = trial;
   const pipeline = pp > 1 ? { pp } : {};
-  const parallel = engine === 'single' && pp === 1 && tp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(tp > 1 ? { tp } : {}), ...(zero !== null ? { zero } : {}) } };
+  const parallel = engine === 'single' && pp === 1 && tp === 1 && cp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(zero !== null ? { zero } : {}) } };
   const checkpointing = trial.checkpoint !== undefined;
   const stepPeak = (micro: number) => {
     const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
-    const peaks = engine === 'single' && pp === 1 ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
+    const peaks = engine === 'single' && pp === 1 && cp === 1 ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
     // A TP rank's model is rank 0's; the others differ only by the vocabulary's padding.
     const peak = Math.max(...peaks);
     return { peak, rank: peaks.indexOf(peak) };
@@ -154,8 +192,8 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   for (let micro = largest; micro >= 1; micro -= 1) {
     if (share % micro !== 0 || share / micro < pp) continue;
     const { peak, rank } = stepPeak(micro);
-    if (peak <= budget) return { engine, zero, dp, pp, tp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+    if (peak <= budget) return { engine, zero, dp, pp, tp, cp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
   // Not even one sample per forward: the one-sample step's peak says by how much.
-  return { engine, zero, dp, pp, tp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+  return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
 }

@@ -10,7 +10,7 @@ export interface RankFigures {
   readonly rank: number;
   /** The pipeline stage (0 without pipeline parallelism). */
   readonly stage: number;
-  /** The data-parallel rank within the stage. */
+  /** The data-parallel rank within the stage (with context parallelism, the rank in the engine's dp · cp group). */
   readonly dpRank: number;
   /** The rank's peak over the steady step. */
   readonly peak: Dim;
@@ -48,9 +48,11 @@ export function estimateRanks(model: Layer, options: EstimateOptions): readonly 
   return Array.from({ length: stages }, (_, stage) => {
     const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
     const first = at(0);
-    return Array.from({ length: plan.dp }, (_, dpRank): RankFigures => {
+    // Context-parallel ranks are in the engine's group (dp · cp ranks; the model is one CP rank's).
+    const ranks = plan.dp * (plan.cp ?? 1);
+    return Array.from({ length: ranks }, (_, dpRank): RankFigures => {
       const r = dpRank === 0 || shared ? first : at(dpRank);
-      return { rank: stage * plan.dp + dpRank, stage, dpRank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r };
+      return { rank: stage * ranks + dpRank, stage, dpRank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r };
     });
   }).flat();
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimateRanks, estimate, fromHFConfig, memoryBudget, plan, type Layout } from '../src/index.js';
+import { estimateRanks, estimate, fromHFConfig, gpusOf, memoryBudget, plan, type Layout } from '../src/index.js';
 import { seqFromSpecs } from './helpers/layer-spec.js';
 
 const model = seqFromSpecs([['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 2048 }], ['relu', {}], ['linear', { out: 10 }]]);
@@ -66,6 +66,24 @@ describe('plan', () => {
     const layout = tp[0]!;
     const micro = layout.fits ? layout.microBatch : 1;
     expect(layout.peak).toBe(estimate(build(2), { input: [micro, 64], optimizer: 'adam', microBatches: 4 / micro, timeline: false, parallel: { dp: 1, tp: 2 } }).bytes.peak);
+  });
+
+  it('tries context parallelism with the model built as one rank of each size, the engine over dp × cp ranks', () => {
+    const config = { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 };
+    const build = (size: number) => fromHFConfig(config, { attention: 'sdpa', ...(size > 1 ? { contextParallel: { size } } : {}) });
+    const r = plan(build(1), { sample: [96], globalBatch: 2, gpu: '16MB', gpus: 4, optimizer: 'adam', engines: ['fsdp2'], framework: 'torch-2', contextParallel: { sizes: [2, 3, 4], model: build } });
+    // 96 tokens cut into 2·cp equal pieces: 4, 6 and 8 pieces all divide; dp · cp within 4 GPUs.
+    const cp = r.layouts.filter((l) => l.cp > 1);
+    expect(cp.map((l) => `${l.dp}×${l.cp}`)).toEqual(['1×2', '2×2', '1×3', '1×4']);
+    for (const layout of cp) {
+      expect(gpusOf(layout)).toBe(layout.dp * layout.cp);
+      const micro = layout.fits ? layout.microBatch : 1;
+      const ranks = estimateRanks(build(layout.cp), { input: [micro, 96], optimizer: 'adam', framework: 'torch-2', microBatches: 2 / layout.dp / micro, timeline: false, parallel: { engine: 'fsdp2', dp: layout.dp, cp: layout.cp } });
+      expect(ranks).toHaveLength(layout.dp * layout.cp);
+      expect(layout.peak).toBe(Math.max(...ranks.map((x) => x.peak as number)));
+    }
+    // A sequence 2·cp does not divide is skipped.
+    expect(plan(build(1), { sample: [20], globalBatch: 1, gpu: '16MB', gpus: 4, engines: ['fsdp2'], framework: 'torch-2', contextParallel: { sizes: [4], model: build } }).layouts.every((l) => l.cp === 1)).toBe(true);
   });
 
   it('bad job sizes are errors with their path', () => {

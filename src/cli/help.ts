@@ -208,6 +208,8 @@ ${gpu('the GPU of every rank (required)')}
   --zero 1|2|3           try only this DeepSpeed ZeRO stage (implies --engine deepspeed)
   --pp N                 also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)
   --tp N                 also try tensor parallelism of 2 .. N ranks (one replica, decoders)
+  --cp N                 also try context parallelism of 2 .. N ranks (ring attention, decoders;
+                         the engine over dp × cp ranks)
   --checkpointing        also try activation checkpointing of every block
   --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
   --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
