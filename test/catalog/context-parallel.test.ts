@@ -5,22 +5,14 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { errorOf } from '../helpers/errors.js';
 import { estimateCpFixture, loadCpFixtures, type CpEvent, type CpFixture } from '../helpers/cp-oracle.js';
-import { builtContextParallel, estimate, fromHFConfig, llamaFamily, ringSdpaOp, tensor, VramError, type KernelStep, type LlamaShape } from '../../src/index.js';
+import { builtContextParallel, estimate, fromHFConfig, llamaFamily, ringSdpaOp, tensor, type KernelStep, type LlamaShape } from '../../src/index.js';
 
 const fixtures = loadCpFixtures();
 const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };
 const CPU = { training: true, gradEnabled: true, device: 'cpu', framework: 'torch-2', paramDtype: 'float32', path: [] } as const;
 
-function errorOf(f: () => unknown): VramError {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof VramError) return e;
-    throw e;
-  }
-  throw new Error('no error');
-}
 
 /**
  * The sizes of the tensors the traced ring call allocates, in order, without the CPU kernel's

@@ -7,7 +7,8 @@
 import fc from 'fast-check';
 import { estimateTpFixture, loadTpFixtures } from '../helpers/tp-oracle.js';
 import { describe, expect, it } from 'vitest';
-import { chunkRows, estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, localDecoderSizes, sym, VramError, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
+import { errorOf } from '../helpers/errors.js';
+import { chunkRows, estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, localDecoderSizes, sym, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
 
 const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };
 
@@ -19,15 +20,6 @@ function paramShapes(model: ReturnType<typeof llamaFamily>): Record<string, read
   return out;
 }
 
-function errorOf(f: () => unknown): VramError {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof VramError) return e;
-    throw e;
-  }
-  throw new Error('no error');
-}
 
 const num = (d: unknown): number => {
   if (typeof d !== 'number') throw new Error('expected a number');
