@@ -11,6 +11,7 @@ import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type P
 import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
 import { estimateCpFixture, loadCpFixtures } from '../test/helpers/cp-oracle.js';
 import { estimateEpFixture, loadEpFixtures } from '../test/helpers/ep-oracle.js';
+import { estimateFsdpCpFixture, estimateFsdpTpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures } from '../test/helpers/two-d-oracle.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
@@ -303,6 +304,41 @@ so the eager rows show the peak only. Not modelled: \`batched_mm\` (${epFixtures
 expert parallelism, the all-to-all expert parallelism of torchtitan and Megatron (tokens sent to
 the experts' owners), EP on CUDA with NCCL.`;
 
+// Two-dimensional layouts: FSDP2 around TP ranks, FSDP2 over dp × cp around context_parallel.
+const twoDRows = [
+  ...loadFsdpTpFixtures().flatMap((fx) => {
+    const r = estimateFsdpTpFixture(fx);
+    const m = fx.train[fx.case.optimizer]!;
+    const label = `FSDP2 ${fx.case.dp} × TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
+    const row = (figure: string, pytorch: number, ours: number) => ({ id: `fsdp2-tp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
+    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('gradients', m.gradBytes, r.bytes.gradients), row('optimizer state', m.optimizerStateBytes, r.bytes.optimizer), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
+  }),
+  ...loadFsdpCpFixtures().flatMap((fx) => {
+    const r = estimateFsdpCpFixture(fx);
+    const m = fx.train.sgd!;
+    const label = `FSDP2 over ${fx.case.dp} × ${fx.case.cp}${fx.case.cp > 1 ? ` (CP ${fx.case.cp})` : ''}`;
+    const row = (figure: string, pytorch: number, ours: number) => ({ id: `fsdp2-cp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
+    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('gradients', m.gradBytes, r.bytes.gradients), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
+  }),
+];
+const twoDWorst = (prefix: string) => Math.max(...twoDRows.filter((r) => r.id.startsWith(prefix)).map((r) => Math.abs(r.error))) * 100;
+const twoDSection = `Measured on a CPU with PyTorch's fake process group on a real transformers 4.40.2 Llama:
+\`tools/oracle/fsdp2_tp_cpu.py\` (torchtitan's 2-D layout: the TP plan on mesh["tp"], then
+\`fully_shard\` of every decoder layer and the root on mesh["dp"]) and \`tools/oracle/fsdp2_cp_cpu.py\`
+(\`fully_shard\` over the flattened dp × cp mesh, each step inside \`context_parallel\`). Largest
+error: FSDP2 × TP ${twoDWorst('fsdp2-tp/').toFixed(3)}%, FSDP2 × CP ${twoDWorst('fsdp2-cp/').toFixed(3)}% (the CP residuals of the
+section above). Under FSDP2 × TP the vocab-parallel embedding's Replicate [V, h] gradient is
+made whole by autograd, then FSDP2's post-backward redistributes it to the TP shard while it
+lives (both modelled; test/fidelity/two-d.test.ts checks that moment's live bytes).
+
+| case | layout | figure | PyTorch bytes | vram-ts | error |
+| --- | --- | --- | ---: | ---: | ---: |
+${twoDRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
+
+Not measured (and refused where not modelled): TP under DDP, ZeroRedundancyOptimizer or DeepSpeed
+(a VramError), HSDP, torchtitan's newer FSDP grouping ([norm, lm_head] as one unit), 2-D layouts
+on CUDA.`;
+
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
 const seedRows = [
@@ -397,6 +433,10 @@ ${cpSection}
 ## One expert-parallel rank
 
 ${epSection}
+
+## Two-dimensional layouts: FSDP2 × TP, FSDP2 × CP
+
+${twoDSection}
 
 ## Pending
 

@@ -30,9 +30,8 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
   /**
    * Tensor-parallel sizes to try, with the model built as one rank of each (`size` 1: the
    * model itself), e.g. `(size) => fromHFConfig(config, { tensorParallel: { size } })`. A TP
-   * layout runs without pipeline stages and, across its replicas, without a data-parallel engine
-   * (DDP, FSDP2 and ZeRO size a TP embedding's gradient at the shard: not exact), so its replicas
-   * are only counted when `dp` is 1.
+   * layout runs without pipeline stages: one replica, or dp replicas under FSDP2 (torchtitan's
+   * 2-D layout, measured; TP under DDP or ZeRO is not modelled) when `engines` includes it.
    */
   readonly tensorParallel?: { readonly sizes: readonly number[]; readonly model: (size: number) => Layer };
   /**
@@ -125,7 +124,12 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     }
   }
   for (const tp of [...new Set(tensorParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus).sort((a, b) => a - b)) {
-    for (const checkpointing of choices) layouts.push(bestLayout(tensorParallel!.model(tp), { ...rest, sample, share: globalBatch, dp: 1, pp: 1, tp, cp: 1, engine: 'single', zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+    const tpModel = tensorParallel!.model(tp);
+    for (let dp = 1; dp * tp <= gpus; dp += 1) {
+      if (globalBatch % dp !== 0 || (dp > 1 && !engines.includes('fsdp2'))) continue;
+      const engine = dp === 1 ? 'single' : 'fsdp2';
+      for (const checkpointing of choices) layouts.push(bestLayout(tpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp, cp: 1, engine, zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+    }
   }
   // Context parallelism (load-balanced: the sequence in 2 · cp pieces): dp replicas of cp ranks,
   // the engine over all dp · cp of them.

@@ -66,6 +66,13 @@ describe('plan', () => {
     const layout = tp[0]!;
     const micro = layout.fits ? layout.microBatch : 1;
     expect(layout.peak).toBe(estimate(build(2), { input: [micro, 64], optimizer: 'adam', microBatches: 4 / micro, timeline: false, parallel: { dp: 1, tp: 2 } }).bytes.peak);
+    // On 4 GPUs, two TP replicas under FSDP2 (the 2-D layout measured), only when FSDP2 is tried.
+    const four = plan(build(1), { sample: [64], globalBatch: 4, gpu: '4MB', gpus: 4, optimizer: 'adam', engines: ['fsdp2'], tensorParallel: { sizes: [2], model: build } });
+    const twoD = four.layouts.find((l) => l.tp === 2 && l.dp === 2)!;
+    expect(twoD.engine).toBe('fsdp2');
+    const m2 = twoD.fits ? twoD.microBatch : 1;
+    expect(twoD.peak).toBe(Math.max(...estimateRanks(build(2), { input: [m2, 64], optimizer: 'adam', microBatches: 2 / m2, timeline: false, parallel: { engine: 'fsdp2', dp: 2, tp: 2 } }).map((x) => x.peak as number)));
+    expect(plan(build(1), { sample: [64], globalBatch: 4, gpu: '4MB', gpus: 4, optimizer: 'adam', engines: ['ddp'], tensorParallel: { sizes: [2], model: build } }).layouts.some((l) => l.tp === 2 && l.dp === 2)).toBe(false);
   });
 
   it('tries context parallelism with the model built as one rank of each size, the engine over dp × cp ranks', () => {

@@ -115,7 +115,7 @@ export function localDecoderSizes(whole: LocalDecoderSizes, tp: TensorParallelOp
  * console.log(builtTensorParallel(llm('Qwen2.5-0.5B'))); // 1
  * // Qwen2.5-0.5B ties its embeddings: re-tied after parallelize_module, one local table.
  * const rank = llm('Qwen2.5-0.5B', { tensorParallel: { size: 2, sequenceParallel: true, retie: true } });
- * console.log(builtTensorParallel(rank), estimate(rank, { input: [1, 512], parallel: { engine: 'ddp', dp: 4, tp: 2 } }).params.total); // 2 247038336
+ * console.log(builtTensorParallel(rank), estimate(rank, { input: [1, 512], parallel: { engine: 'fsdp2', dp: 4, tp: 2 } }).params.total); // 2 247038336
  * ```
  */
 export function builtTensorParallel(model: Layer): number {

@@ -207,7 +207,7 @@ ${gpu('the GPU of every rank (required)')}
   --engine E             try only this engine: ${ENGINES.join(', ')} (deepspeed: ZeRO 1, 2, 3)
   --zero 1|2|3           try only this DeepSpeed ZeRO stage (implies --engine deepspeed)
   --pp N                 also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)
-  --tp N                 also try tensor parallelism of 2 .. N ranks (one replica, decoders)
+  --tp N                 also try tensor parallelism of 2 .. N ranks (decoders; replicas under FSDP2)
   --cp N                 also try context parallelism of 2 .. N ranks (ring attention, decoders;
                          the engine over dp × cp ranks)
   --checkpointing        also try activation checkpointing of every block

@@ -105,7 +105,7 @@ describe('tensor parallelism: one rank of a Llama', () => {
     expect(gpt2.issues[0]!.path).toEqual(['options', 'tensorParallel']);
     expect(errorOf(() => gpt2Model({ hidden: 64, layers: 1, heads: 4, inner: 256, vocab: 256, positions: 32, attnDropout: 0, residDropout: 0, embdDropout: 0, tied: true, activation: 'gelu_new' }, { tensorParallel: { size: 2 } })).issues[0]!.code).toBe('not-modelled');
     const built2 = llamaFamily(SMALL, { tensorParallel: { size: 2 } });
-    const mismatch = errorOf(() => estimate(built2, { input: [1, 8], parallel: { engine: 'ddp', dp: 2, tp: 4 } }));
+    const mismatch = errorOf(() => estimate(built2, { input: [1, 8], parallel: { engine: 'fsdp2', dp: 2, tp: 4 } }));
     expect(mismatch.issues[0]!.path).toEqual(['parallel', 'tp']);
     const whole = errorOf(() => estimate(llamaFamily(SMALL), { input: [1, 8], parallel: { engine: 'fsdp2', dp: 2, tp: 2 } }));
     expect(whole.issues[0]!.path).toEqual(['parallel', 'tp']);

@@ -4,7 +4,7 @@ import { mul, sum } from '../../sym/ops.js';
 import { bytesOf, type DType } from '../../tensor/dtype.js';
 import { tensor, type TensorSpec } from '../../tensor/spec.js';
 import type { IR, IROp } from '../../trace/ir.js';
-import { tensorBytes } from '../step-plan.js';
+import { gradientBytes, tensorBytes } from '../step-plan.js';
 import { optimizerOver } from './single.js';
 import type { RankContext, Residency } from './types.js';
 
@@ -101,10 +101,12 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
       return spec.shape.reduce<Dim>((a, b) => mul(a, b), 1);
     };
     const ownerOfUnit = (unit: Unit) => (unit.params.length === 0 ? -1 : ctx.owner(ir.tensors[unit.params[0]!]!.storage));
+    // The sharded gradients carry their parameters' placements (measured, FSDP2 × TP, torch 2.13).
     const optimizer = optimizerOver(
       ctx,
       ctx.optimizer === null ? [] : ctx.plan.trainable,
       localSpec,
+      true,
     );
     // Per unit: sharded gradients (one tensor: the reduce-scatter output), unsharded parameter blocks.
     const shardedGrads = new Map<Unit, number>();
@@ -189,6 +191,17 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
     };
     const postBackward = (unit: Unit, label: string) => {
       backwardDone.add(unit);
+      // A gradient placed otherwise than its DTensor parameter (the vocab-parallel embedding's
+      // Replicate [V, h] under tensor parallelism) is redistributed to the parameter's placement
+      // first: the local copy is made while the whole one lives (measured, FSDP2 × TP).
+      for (const p of unit.params) {
+        const whole = unshardedGrads.get(p);
+        if (whole === undefined || ir.tensors[p]!.gradSpec === undefined) continue;
+        const local = ledger.alloc(tensorBytes(ir, p), 'gradients');
+        ledger.record('backward', `${label} (${ir.tensors[p]!.key ?? p} gradient redistributed)`);
+        ledger.release(whole);
+        unshardedGrads.set(p, local);
+      }
       // post_backward_accumulate: a reduce-dtype gradient kept from a micro-batch that did not
       // reduce takes this one's in place (mixed dtypes: no temporary).
       for (const p of unit.params) {
@@ -302,8 +315,8 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => Residency 
         // Autograd's unsharded gradients, in the compute dtype; a second one is added in place.
         for (const param of op.params) {
           if (!trainable(param)) continue;
-          if (unshardedGrads.has(param)) inPlace.push(ledger.alloc(tensorBytes(ir, param), 'temporaries'));
-          else unshardedGrads.set(param, ledger.alloc(tensorBytes(ir, param), 'gradients'));
+          if (unshardedGrads.has(param)) inPlace.push(ledger.alloc(gradientBytes(ir, param), 'temporaries'));
+          else unshardedGrads.set(param, ledger.alloc(gradientBytes(ir, param), 'gradients'));
         }
       },
       afterBackward() {

@@ -115,6 +115,11 @@ export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
 export function checkModelled(plan: ParallelPlan): void {
   // tp, cp and ep are checked against the model it estimates (checkBuiltParallel).
+  // Around tensor-parallel ranks only FSDP2 is measured (its redistribution of the vocab-parallel
+  // embedding's Replicate gradient); DDP's buckets and ZeRO's partitions of DTensor gradients are not.
+  if ((plan.tp ?? 1) > 1 && plan.dp > 1 && plan.engine !== undefined && plan.engine !== 'fsdp2') {
+    fail('not-modelled', `tensor parallelism under ${plan.engine} is not modelled: FSDP2 around tensor-parallel ranks is (torchtitan's 2-D layout)`, { path: ['parallel', 'engine'], expected: "'fsdp2' with tp > 1 and dp > 1", received: plan.engine });
+  }
   if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1) fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', { path: ['parallel', 'cp'], expected: 'pp 1', received: `pp ${plan.pp}` });
   checkOffload(plan);
   // The pipeline's knobs mean nothing without pipeline stages.

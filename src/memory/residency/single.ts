@@ -92,7 +92,7 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
  * Adam's `denom` living into the next tensor's update; foreach's list-wide intermediates), and
  * the bytes of state on the device.
  */
-export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[]; readonly hostState: () => Dim } {
+export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec, gradientsPlaced = false): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[]; readonly hostState: () => Dim } {
   const { ir, ledger, optimizer } = ctx;
   const framework = ir.settings.framework ?? 'torch-2';
   const list: readonly ParamUpdate[] = optimizer === null ? [] : params.map((id) => updateOf(optimizer, specOf(id), framework));
@@ -129,7 +129,9 @@ export function optimizerOver(ctx: RankContext, params: readonly number[], specO
         // redistributed to the parameter's by each op of the update that reads it: a clone of
         // the parameter's size, freed with the op; Adam's addcmul_(grad, grad) makes two at once
         // (measured, torch 2.13 CPU, for-loop).
-        const redistributed = ir.tensors[params[u]!]!.gradSpec !== undefined;
+        // An engine that hands the optimizer gradients placed as their parameters (FSDP2's
+        // reduce-scatter outputs: `gradientsPlaced`) leaves nothing to redistribute.
+        const redistributed = !gradientsPlaced && ir.tensors[params[u]!]!.gradSpec !== undefined;
         if (update.temps.length === 0 && !redistributed) continue;
         if (repeated) ledger.setUnit(owners[u]!);
         if (redistributed) {
