@@ -74,7 +74,7 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
   peakExpression: boolean,
   parallel: object({
     fields: {
-      engine: oneOf(['ddp', 'zero-redundancy', 'fsdp2', 'deepspeed'], 'engine'),
+      engine: oneOf(['ddp', 'zero-redundancy', 'fsdp2', 'deepspeed', 'megatron'], 'engine'),
       dp: integer(1, 1_000_000),
       rank: integer(0, 1_000_000),
       bucketView: boolean,
@@ -96,6 +96,7 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
           subGroupSize: integer(0),
         },
       }),
+      megatron: object({ fields: { distributedOptimizer: boolean, gradReduceInFp32: boolean, overlapGradReduce: boolean, bucketSize: integer(1) } }),
       offload: object({ fields: { optimizer: boolean, parameters: boolean } }),
       tp: integer(1, 1_000_000),
       pp: integer(1, 1_000_000),

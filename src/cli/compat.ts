@@ -202,10 +202,13 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     lines.push(`vram-ts: ${meta.family} is not built tensor-parallel (its fused attention projection); nothing to set beside it.`, '');
     return lines.join('\n');
   }
-  const engine = dp > 1 ? ({ engine: 'deepspeed', dp, zero: 1 } as const) : undefined;
+  // Megatron's own DDP with the distributed optimizer and fp32 gradient reduction (what its bf16
+  // training runs, and what the formula's 6 + 12/d bytes count); tensor-parallel ranks under it
+  // are not modelled, so a TP rank stands alone.
+  const megatronDp = dp > 1 && job.tp === 1 ? ({ engine: 'megatron', dp, megatron: { distributedOptimizer: true, gradReduceInFp32: true } } as const) : undefined;
   const pipeline = job.pp > 1 ? { dp, pp: job.pp, stage: 0 } : undefined;
-  const bf16 = job.pp > 1 ? ours(rankModel, job, { precision: 'bf16', microBatches: job.pp }, dp > 1 ? { engine: 'ddp', ...pipeline! } : pipeline) : ours(rankModel, job, { precision: 'bf16' }, engine);
-  const how = [job.tp > 1 ? `tensor parallel ${job.tp} with sequence parallel (PyTorch DTensor's plan)` : '', job.pp > 1 ? `pipeline stage 0 of ${job.pp} (1F1B, ${job.pp} micro-batches${dp > 1 ? ', DDP' : ''})` : '', job.pp === 1 && dp > 1 ? 'DeepSpeed ZeRO-1, the nearest to a distributed optimizer' : ''].filter((x) => x !== '').join(', ') || 'one GPU';
+  const bf16 = job.pp > 1 ? ours(rankModel, job, { precision: 'bf16', microBatches: job.pp }, dp > 1 ? { engine: 'ddp', ...pipeline! } : pipeline) : ours(rankModel, job, { precision: 'bf16' }, megatronDp);
+  const how = [job.tp > 1 ? `tensor parallel ${job.tp} with sequence parallel (PyTorch DTensor's plan${dp > 1 ? '; one replica: TP under Megatron\'s DDP is not modelled' : ''})` : '', job.pp > 1 ? `pipeline stage 0 of ${job.pp} (1F1B, ${job.pp} micro-batches${dp > 1 ? ', DDP' : ''})` : '', megatronDp !== undefined ? "Megatron's DDP and distributed optimizer, fp32 gradient buffer" : ''].filter((x) => x !== '').join(', ') || 'one GPU';
   lines.push(
     `vram-ts, rank 0 (${how}, bf16, Adam; full activations, no recompute):`,
     table(
@@ -218,17 +221,16 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     '',
     'Why they differ:',
     `- Megatron counts ${formatCount(theirs.parametersOnShard)} parameters as its GPT builds them (no attention biases, its own`,
-    `  vocabulary padding) against the checkpoint's ${formatCount(params)}; its 6 + 12/d bytes per parameter keep`,
-    '  fp32 gradients (main_grad) that DeepSpeed does not.',
+    `  vocabulary padding) against the checkpoint's ${formatCount(params)}; its 6 + 12/d bytes per parameter are what`,
+    "  vram-ts's Megatron engine holds too (bf16 weights, the fp32 gradient buffer, the fp32 master and",
+    '  Adam shard), with the padding its buffer adds (each parameter on 64 elements, each bucket on lcm(d, 128)).',
     "- Its activations are Korthikanti et al.'s per-layer formula (selective recompute drops the",
     "  attention scores); vram-ts counts every tensor Hugging Face's code keeps, op by op, and the",
     '  logits and the loss, and peaks where the step does.',
     ...(job.tp > 1
       ? [
           "- PyTorch's sequence parallel saves the all-gathered inputs of the column-parallel matmuls at",
-          "  full length (Megatron's 34/t saves them sharded). Under a data-parallel engine vram-ts sizes",
-          "  the vocab-parallel embedding's gradient at the shard, not the whole table PyTorch makes",
-          '  (measured without data parallelism only).',
+          "  full length (Megatron's 34/t saves them sharded).",
         ]
       : []),
     ...(job.pp > 1 ? ["- A pipeline stage also holds torch.distributed.pipelining's receive buffers, one per micro-batch."] : []),

@@ -61,7 +61,7 @@ const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (def
   --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks);
                          training only`;
 
-export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed'] as const;
+export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed', 'megatron'] as const;
 export const SCHEDULES = ['1f1b', 'gpipe', 'interleaved-1f1b'] as const;
 export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
 
@@ -69,7 +69,10 @@ const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel G
   --engine E             ${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,
                          gradients and optimizer state; DDP keeps them whole plus its gradient buckets;
                          zero-redundancy is torch's ZeroRedundancyOptimizer over DDP; deepspeed
-                         is DeepSpeed ZeRO (needs --zero)
+                         is DeepSpeed ZeRO (needs --zero); megatron is Megatron-core's DDP (its
+                         gradient buffer, Float16Optimizer's fp32 copy)
+  --distributed-optimizer  with --engine megatron: Megatron's distributed optimizer (fp32 master
+                         and Adam state sharded, parameters in a padded buffer)
   --zero 1|2|3           DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters
                          partitioned (implies --engine deepspeed; DeepSpeed's defaults for its buckets)
   --offload WHAT         ${OFFLOADS.join(', ')}: host memory instead of the GPU (DeepSpeed

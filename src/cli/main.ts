@@ -112,6 +112,7 @@ const OPTIONS = {
   schedule: { type: 'string' },
   'virtual-stages': { type: 'string' },
   'no-return-outputs': { type: 'boolean' },
+  'distributed-optimizer': { type: 'boolean' },
   'micro-batches': { type: 'string' },
   offload: { type: 'string' },
   nodes: { type: 'string' },
@@ -174,6 +175,7 @@ export const SCOPE: Readonly<Record<Flag, readonly Command[]>> = {
   schedule: ['estimate', 'fit'],
   'virtual-stages': ['estimate', 'fit'],
   'no-return-outputs': ['estimate', 'fit'],
+  'distributed-optimizer': ['estimate', 'fit'],
   'micro-batches': ['estimate', 'fit'],
   offload: ['estimate', 'fit'],
   nodes: ['compat'],
@@ -371,8 +373,10 @@ function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (t
         }
       : {};
   const offload = values.offload === undefined ? {} : { offload: offloadOf(values.offload) };
+  if (values['distributed-optimizer'] && engine !== 'megatron') usage('--distributed-optimizer', "is Megatron's: give --engine megatron");
+  const megatronOptions = values['distributed-optimizer'] ? { megatron: { distributedOptimizer: true } } : {};
   // One GPU is one GPU whatever the engine; a pipeline stage on one rank per stage has no data-parallel engine unless asked for.
-  const parallel = gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(ep > 1 ? { ep } : {}), ...pipeline, ...offload } } : {};
+  const parallel = gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(ep > 1 ? { ep } : {}), ...pipeline, ...offload, ...megatronOptions } } : {};
   return {
     input,
     mode: values.infer ? 'inference' : 'train',

@@ -180,7 +180,8 @@ describe('vram-ts command', () => {
       [['--gpus', '8', '--rank', '8'], '--rank'],
       [['--gpus', '2', '--fsdp', '--engine', 'ddp'], '--fsdp'],
       [['--gpus', '2', '--infer'], '--gpus'],
-      [['--gpus', '2', '--engine', 'megatron'], '--engine'],
+      [['--gpus', '2', '--engine', 'megatron-lm'], '--engine'],
+      [['--gpus', '2', '--distributed-optimizer'], '--distributed-optimizer'],
       [['--all-ranks'], '--all-ranks'],
       [['--gpus', '4', '--all-ranks', '--rank', '1'], '--all-ranks'],
     ] as const) {

@@ -4,11 +4,12 @@ import type { IR } from '../../trace/ir.js';
 import { ddp, zeroRedundancyPartition } from './ddp.js';
 import { deepspeed, deepspeedSettings } from './deepspeed.js';
 import { fsdp2 } from './fsdp2.js';
+import { megatron } from './megatron.js';
 import { singleDevice } from './single.js';
 import type { RankContext, Residency } from './types.js';
 
 /** The distributed engines vram-ts models per rank. */
-export type Engine = 'ddp' | 'zero-redundancy' | 'fsdp2' | 'deepspeed';
+export type Engine = 'ddp' | 'zero-redundancy' | 'fsdp2' | 'deepspeed' | 'megatron';
 
 /**
  * One rank of a data-parallel job: which engine, how many ranks, which one, and the engine's
@@ -18,7 +19,8 @@ export interface ParallelPlan {
   /**
    * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
    * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
-   * `deepspeed` (ZeRO stages 0-3). Required with more than one data-parallel rank; without it
+   * `deepspeed` (ZeRO stages 0-3), `megatron` (Megatron-core's DistributedDataParallel and its
+   * optimizers; see `megatron`). Required with more than one data-parallel rank; without it
    * a rank holds its (pipeline stage's) model alone, as on one GPU.
    */
   readonly engine?: Engine;
@@ -66,6 +68,15 @@ export interface ParallelPlan {
     readonly subGroupSize?: number;
   };
   /**
+   * Megatron-core's knobs that move memory (engine `megatron`; defaults are Megatron's):
+   * `distributedOptimizer` (`use_distributed_optimizer`, default false: fp32 master parameters
+   * and Adam state sharded over the data-parallel ranks, the parameters in a padded buffer),
+   * `gradReduceInFp32` (`grad_reduce_in_fp32`, default false), `overlapGradReduce` (default
+   * false; with it buckets of `bucketSize` elements, default max(4e7, 1e6 · dp), which move the
+   * distributed optimizer's padding and shards).
+   */
+  readonly megatron?: { readonly distributedOptimizer?: boolean; readonly gradReduceInFp32?: boolean; readonly overlapGradReduce?: boolean; readonly bucketSize?: number };
+  /**
    * What lives in host memory instead of the GPU (device `cuda` only): the optimizer (DeepSpeed
    * `offload_optimizer: {device: cpu}` at ZeRO 1-3: the fp32 master, the optimizer state and the
    * fp32 gradient partition, the step by DeepSpeedCPUAdam / DeepSpeedCPULion, so `adam`, `adamw`
@@ -108,8 +119,9 @@ export interface ParallelPlan {
 /** Whether the engine's accounting can follow a model traced with reduced repeated blocks. */
 export function followsRepeatedBlocks(plan: ParallelPlan | undefined): boolean {
   // ZeroRedundancyOptimizer's greedy partition is over the whole model's tensors; DeepSpeed's
-  // partitions, buckets and ZeRO-3's reuse distance follow each tensor's place in the whole model.
-  return plan === undefined || (plan.engine !== 'zero-redundancy' && plan.engine !== 'deepspeed');
+  // partitions, buckets and ZeRO-3's reuse distance, Megatron's buffer layout and shards follow
+  // each tensor's place in the whole model.
+  return plan === undefined || (plan.engine !== 'zero-redundancy' && plan.engine !== 'deepspeed' && plan.engine !== 'megatron');
 }
 
 /** The parallel sizes vram-ts does not model yet: a VramError naming the one asked for. */
@@ -136,6 +148,8 @@ export function checkModelled(plan: ParallelPlan): void {
   const rank = plan.rank ?? 0;
   const ranks = plan.dp * (plan.cp ?? 1);
   if (rank >= ranks) fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', { path: ['parallel', 'rank'], expected: `0 .. ${ranks - 1}`, received: String(rank) });
+  if (plan.megatron !== undefined && plan.engine !== 'megatron') fail('bad-option', "megatron applies to engine 'megatron' only", { path: ['parallel', 'megatron'], expected: 'absent', received: plan.engine ?? 'no engine' });
+  if (plan.engine === 'megatron' && plan.megatron?.bucketSize !== undefined && plan.megatron.overlapGradReduce !== true) fail('bad-option', 'Megatron buckets only with overlapGradReduce (without it one bucket)', { path: ['parallel', 'megatron', 'bucketSize'], expected: 'overlapGradReduce: true', received: String(plan.megatron.bucketSize) });
   if (plan.engine !== 'deepspeed') {
     for (const key of ['zero', 'deepspeed'] as const) if (plan[key] !== undefined) fail('bad-option', `${key} applies to engine 'deepspeed' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine ?? 'no engine' });
     return;
@@ -161,7 +175,7 @@ export function offloads(plan: ParallelPlan): boolean {
 function checkOffload(plan: ParallelPlan): void {
   if (!offloads(plan)) return;
   const given = JSON.stringify(plan.offload);
-  if (plan.engine === 'ddp' || plan.engine === 'zero-redundancy') fail('not-modelled', `${plan.engine === 'ddp' ? 'DistributedDataParallel' : 'ZeroRedundancyOptimizer'} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: given });
+  if (plan.engine === 'ddp' || plan.engine === 'zero-redundancy' || plan.engine === 'megatron') fail('not-modelled', `${plan.engine === 'ddp' ? 'DistributedDataParallel' : plan.engine === 'megatron' ? "Megatron's optimizer offloading" : 'ZeroRedundancyOptimizer'} ${plan.engine === 'megatron' ? 'is not modelled' : 'has no offloading to host memory'} (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: given });
   if (plan.engine === 'fsdp2') {
     // CPUOffloadPolicy (_fsdp_api.py): parameters, gradients and optimizer state together.
     for (const key of ['optimizer', 'parameters'] as const) {
@@ -236,6 +250,11 @@ function engineResidency(given: ParallelPlan, defaultUnits: readonly string[], s
         reduceDtype: plan.mixedPrecision?.reduce ?? null,
         offload: offloads(plan),
       });
+    case 'megatron': {
+      const m = plan.megatron ?? {};
+      const overlap = m.overlapGradReduce ?? false;
+      return megatron({ distributedOptimizer: m.distributedOptimizer ?? false, gradReduceInFp32: m.gradReduceInFp32 ?? false, bucketSize: overlap ? (m.bucketSize ?? Math.max(40_000_000, 1_000_000 * plan.dp)) : null, dp: plan.dp, rank });
+    }
     case 'deepspeed':
       return deepspeed(deepspeedSettings(plan.zero!, plan.dp, rank, { ...plan.deepspeed, offloadOptimizer: plan.offload?.optimizer === true, offloadParam: plan.offload?.parameters === true }));
   }
