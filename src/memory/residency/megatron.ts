@@ -57,7 +57,7 @@ const roundUp = (n: number, k: number): number => Math.ceil(n / k) * k;
  * import { megatronBuffers } from 'vram-ts';
  * const params = [{ id: 0, numel: 65536, dtype: 'bfloat16' as const }, { id: 1, numel: 256, dtype: 'bfloat16' as const }];
  * const [b] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize: null, dp: 2, rank: 0 });
- * console.log(b!.numel, b!.params.map((p) => p.start)); // 65920 [ 256, 0 ]
+ * console.log(b!.numel, b!.params.map((p) => [p.id, p.start])); // 65792 [ [ 1, 0 ], [ 0, 256 ] ]
  * ```
  */
 export function megatronBuffers(params: readonly { readonly id: number; readonly numel: number; readonly dtype: DType }[], settings: MegatronSettings): MegatronBuffer[] {
@@ -97,6 +97,14 @@ export function megatronBuffers(params: readonly { readonly id: number; readonly
  * The pieces of each parameter a rank's distributed optimizer owns: each bucket cut into dp equal
  * ranges, the rank's range intersected with the parameters (padding owned by nobody;
  * `_build_model_gbuf_param_range_map`, distrib_optimizer.py:226-244). Element counts by parameter.
+ *
+ * @example
+ * ```ts
+ * import { megatronBuffers, megatronShard } from 'vram-ts';
+ * const params = [{ id: 0, numel: 65536, dtype: 'bfloat16' as const }, { id: 1, numel: 256, dtype: 'bfloat16' as const }];
+ * const [b] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize: null, dp: 2, rank: 0 });
+ * console.log([...megatronShard(b!, 2, 0)], [...megatronShard(b!, 2, 1)]); // [ [ 1, 256 ], [ 0, 32640 ] ] [ [ 0, 32896 ] ]
+ * ```
  */
 export function megatronShard(buffer: MegatronBuffer, dp: number, rank: number): Map<number, number> {
   const pieces = new Map<number, number>();
