@@ -16,8 +16,10 @@ import { build } from 'esbuild';
 // runner), tensor-parallel collectives in the ops and offloading, all reached by estimate. 51.9 KB
 // with the options schemas of the new LLM families and the CPU convolution, pooling and norm
 // kernels the vision builders follow (issues 13, 14). 56.4 KB with oneDNN's grouped and
-// channels-last convolution rules (the vision catalog, read from allocator traces).
-const BUDGET = 58 * 1024;
+// channels-last convolution rules (the vision catalog, read from allocator traces). 58.8 KB
+// with context parallelism (the ring attention's allocations, replayed), Megatron-core's engine
+// (buffer layout and shards) and expert-parallel routing, all reached by estimate (issue 12).
+const BUDGET = 61 * 1024;
 const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {
