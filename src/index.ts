@@ -75,7 +75,7 @@ export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
 export type { Engine, ParallelPlan } from './memory/residency/parallel.js';
 export type { HostBytes } from './memory/residency/types.js';
-export { megatronBuffers, megatronShard, type MegatronBuffer, type MegatronSettings } from './memory/residency/megatron.js';
+export { megatronBuffers, megatronShard, type MegatronBuffer, type MegatronPlacement, type MegatronSettings } from './memory/residency/megatron.js';
 export { inFlight, pipelineActions, type PipelineAction, type PipelineSchedule } from './memory/schedules.js';
 export { pipelineRankModel, type PipelineCut, type PipelineRankModel, type RankStage } from './trace/pipeline-stages.js';
 export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './memory/closed-forms.js';

@@ -25,7 +25,7 @@ export interface MegatronSettings {
 }
 
 /** Where a parameter sits in its buffer: [start, end) in elements. */
-interface Placed {
+export interface MegatronPlacement {
   readonly id: number;
   readonly start: number;
   readonly end: number;
@@ -38,7 +38,7 @@ export interface MegatronBuffer {
   /** Elements, with the distributed optimizer's padding. */
   readonly numel: number;
   readonly buckets: readonly { readonly start: number; readonly numel: number }[];
-  readonly params: readonly Placed[];
+  readonly params: readonly MegatronPlacement[];
 }
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
@@ -72,7 +72,7 @@ export function megatronBuffers(params: readonly { readonly id: number; readonly
   const padded = settings.distributedOptimizer;
   const bucketEnd = (settings.dp * 128) / gcd(settings.dp, 128);
   return [...groups.values()].map((group) => {
-    const placed: Placed[] = [];
+    const placed: MegatronPlacement[] = [];
     const buckets: { start: number; numel: number }[] = [];
     let bucketStart = 0;
     let cursor = 0;
