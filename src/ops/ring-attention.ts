@@ -198,9 +198,9 @@ function forwardSteps(a: RingAttentionAttrs, s: RingSizes, cpu: boolean): Kernel
       // lse = lse - logsigmoid(lse - block_lse)
       const d2 = f.temp('lse - block_lse', lseBytes);
       const ls = f.temp('logsigmoid', lseBytes);
-      // CPU: log_sigmoid_forward makes a buffer besides its result, and a contiguous copy of its
-      // input while the merged log-sum-exp is still the CPU kernel's own (laid out [B, S, heads]):
-      // at the first merge (measured).
+      // CPU: log_sigmoid_forward makes a buffer besides its result, and at the first merge one
+      // more tensor of its input's size (measured: while the merged log-sum-exp is still the
+      // CPU kernel's own, presumably a contiguous copy of a differently laid out input).
       if (cpu) {
         const copy = firstMerge ? f.temp('log_sigmoid input .contiguous()', lseBytes) : null;
         f.drop(f.temp('log_sigmoid buffer', lseBytes));
