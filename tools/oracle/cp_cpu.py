@@ -57,20 +57,21 @@ mark (``fwd<n>.pre``, ``fwd<n>.k<i>`` = kernel of ring iteration i, ``fwd<n>.aft
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from collections import OrderedDict
+
+from fake_pg_harness import FAKE_PG, Marker, arg_parser, drive, fixture_head, graph_nodes, hf_child_args, import_hf, init_fake_pg, live_peak, live_rows, local, read_stream, saved_recorder, start_child, step_profile, storages
 
 GENERATED_BY = "tools/oracle/cp_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "cp-cpu")
 STEPS = 3
 MEASURED_STEP = 3
-MARK_OP = "aten::is_set_to"
 
 CONFIG = {
     "model_type": "llama",
@@ -200,81 +201,134 @@ def install_cpu_ring(mark=None):
     return A, counter
 
 
-def _import_hf(args):
-    if args.hf_deps and os.path.isdir(args.hf_deps) and args.hf_deps not in sys.path:
-        sys.path.append(args.hf_deps)
-    for path in reversed((args.transformers_src or "").split(":")):
-        if path and path not in sys.path:
-            sys.path.insert(0, path)
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    return transformers
+BUFFER_NAMES = ["input_ids", "labels", "position_ids"]
 
 
-def _shape_str(m):
-    name = type(m).__name__
-    if name == "_TensorMetadata":
-        return str(m.dtype).replace("torch.", "") + str(list(m.sizes))
-    if isinstance(m, list):
-        inner = [_shape_str(x) for x in m]
-        inner = [x for x in inner if x is not None]
-        return "[" + ", ".join(inner) + "]" if inner else None
-    return None
+def cp_inputs(vocab: int, shape) -> list:
+    """input_ids (seed 1), labels (a separate copy) and position_ids (arange(s)[None]): the CP
+    buffers, in BUFFER_NAMES order."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    b, s = shape
+    ids = torch.randint(0, vocab, (b, s), generator=g)
+    lab = ids.clone()
+    pos = torch.arange(s).unsqueeze(0).contiguous()
+    return [ids, lab, pos]
+
+
+class CPTrainer:
+    """The training step of this script (and fsdp2_cp_cpu.py) with its marks: zero_grad; a fresh
+    ``context_parallel(cp_mesh, buffers, buffer_seq_dims=[1, 1, 1])`` (none when cp_mesh is None)
+    around forward and backward; SGD step outside it. On the measured step it records each
+    buffer's shape and storage before, inside and after the context."""
+
+    def __init__(self, mark, model, opt, bufs, cp_mesh, ring_counter, measured_step):
+        self.mark, self.model, self.opt, self.bufs = mark, model, opt, bufs
+        self.cp_mesh, self.ring_counter, self.measured_step = cp_mesh, ring_counter, measured_step
+        self.buffer_record = {}
+
+    def ctx(self):
+        if self.cp_mesh is None:
+            return contextlib.nullcontext()
+        from torch.distributed.tensor.experimental import context_parallel
+
+        return context_parallel(self.cp_mesh, buffers=self.bufs, buffer_seq_dims=[1, 1, 1])
+
+    def record_buffers(self, key):
+        self.buffer_record[key] = [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "storageBytes": t.untyped_storage().nbytes(), "dataPtr": t.untyped_storage().data_ptr()} for n, t in zip(BUFFER_NAMES, self.bufs)]
+
+    def step(self, s_) -> float:
+        """One marked step; the loss's value."""
+        mark, opt = self.mark, self.opt
+        ids, lab, pos = self.bufs
+        self.ring_counter.update({k: 0 for k in self.ring_counter})  # ring marks count calls per step
+        mark("phase", "zero_grad")
+        opt.zero_grad(set_to_none=True)
+        mark("phase", "shard")
+        if s_ == self.measured_step:
+            self.record_buffers("before")
+        with self.ctx():
+            if s_ == self.measured_step:
+                self.record_buffers("inside")
+            mark("phase", "forward")
+            loss = self.model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False).loss
+            mark("phase", "backward")
+            loss.backward()
+            mark("phase", "unshard")
+        if s_ == self.measured_step:
+            self.record_buffers("after")
+        mark("phase", "step")
+        opt.step()
+        mark("phase", "cleanup")
+        lv = float(local(loss.detach()).float())
+        del loss
+        mark("phase", "end")
+        return lv
+
+    def saved_forward(self, pack) -> list:
+        """A fourth forward inside a CP context with `pack` as the saved-tensor pack hook, then its
+        backward; returns what each SDPA autograd node saved (local q, k, v, output, logsumexp)."""
+        import torch
+        from torch.distributed.tensor import DTensor
+
+        ids, lab, pos = self.bufs
+        self.opt.zero_grad(set_to_none=True)
+        sdpa_saved = []
+        with self.ctx():
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda p_: p_):
+                out = self.model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False)
+                loss = out.loss
+            # what the SDPA autograd node holds
+            for fn in graph_nodes(loss.grad_fn):
+                if "ScaledDotProduct" not in type(fn).__name__:
+                    continue
+                d = {"node": type(fn).__name__}
+                for attr in ("_saved_query", "_saved_key", "_saved_value", "_saved_output", "_saved_logsumexp"):
+                    t_ = getattr(fn, attr, None)
+                    if torch.is_tensor(t_):
+                        lt = local(t_)
+                        d[attr[len("_saved_"):]] = {"shape": list(lt.shape), "stride": list(lt.stride()), "dtype": str(lt.dtype).replace("torch.", ""), "storageBytes": lt.untyped_storage().nbytes(), "dtensor": isinstance(t_, DTensor)}
+                d["is_causal"] = getattr(fn, "_saved_is_causal", None)
+                sdpa_saved.append(d)
+            loss.backward()
+        del loss, out
+        return sdpa_saved
+
+    def cp_buffers(self) -> dict:
+        """The fixture's cpBuffers: the recorded buffers, each with sameStorageAsBefore."""
+        rec = self.buffer_record
+        return {k: [{kk: vv for kk, vv in e.items() if kk != "dataPtr"} | {"sameStorageAsBefore": e["dataPtr"] == rec["before"][i]["dataPtr"]} for i, e in enumerate(v)] for k, v in rec.items()}
+
+
+def cp_options(A):
+    """The fixture's cpOptions: torch's _cp_options as they were (None without CP)."""
+    if A is None:
+        return None
+    return {"enable_load_balance": bool(A._cp_options.enable_load_balance), "rotate_method": A._cp_options.rotate_method.name, "convert_to_f32": bool(A._cp_options.convert_to_f32)}
 
 
 def run_child(case: dict, args) -> dict:
-    import contextlib
-
-    transformers = _import_hf(args)
+    transformers = import_hf(args)
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
-    from torch.distributed.tensor import DTensor
 
-    if transformers.__version__ != case["transformers"]:
-        raise SystemExit(f"needs transformers {case['transformers']}, got {transformers.__version__}")
-    torch.set_num_threads(1)
+    start_child(transformers, case)
     c, rank = int(case["cp"]), int(case["rank"])
     dtype = getattr(torch, case["dtype"])
     trace = bool(case.get("traceStep"))
-
-    labels_ = []
-    mark_tensor = torch.zeros(1)
-
-    def mark(kind, value):
-        labels_.append((kind, value))
-        mark_tensor.is_set_to(mark_tensor)
-
-    def local(x):
-        while True:
-            if isinstance(x, DTensor):
-                x = x._local_tensor
-            elif type(x).__name__ == "AsyncCollectiveTensor":
-                x = x.elem
-            else:
-                return x
-
-    def storages(tensors):
-        seen = {}
-        for x in tensors:
-            if x is None:
-                continue
-            st = local(x).untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
+    mark = Marker()
 
     A, ring_counter = None, {}
+    cp_mesh = None
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=trace) as prof:
         mark("segment", "build")
         if c > 1:
-            from torch.testing._internal.distributed.fake_pg import FakeStore
+            init_fake_pg(rank, c)
             from torch.distributed.device_mesh import init_device_mesh
-            from torch.distributed.tensor.experimental import context_parallel
 
-            dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=c)
-            mesh = init_device_mesh("cpu", (c,))
+            cp_mesh = init_device_mesh("cpu", (c,))
             A, ring_counter = install_cpu_ring(mark if trace else None)
             A._cp_options.enable_load_balance = bool(case["loadBalance"])
             A.set_rotate_method(case["rotateMethod"])
@@ -286,50 +340,10 @@ def run_child(case: dict, args) -> dict:
             model.to(dtype)
         model.train()
         whole_params = sum(p.numel() for p in model.parameters())
-        g = torch.Generator().manual_seed(1)
-        b, s = case["input"]
-        ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g)
-        lab = ids.clone()
-        pos = torch.arange(s).unsqueeze(0).contiguous()
-        bufs = [ids, lab, pos]
-        names = ["input_ids", "labels", "position_ids"]
+        bufs = cp_inputs(cfg.vocab_size, case["input"])
         params = list(dict.fromkeys(model.parameters()))
         opt = torch.optim.SGD(params, lr=1e-3, foreach=False)
-
-        def cp_ctx():
-            if c == 1:
-                return contextlib.nullcontext()
-            return context_parallel(mesh, buffers=bufs, buffer_seq_dims=[1, 1, 1])
-
-        buffer_record = {}
-
-        def record_buffers(key):
-            buffer_record[key] = [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "storageBytes": t.untyped_storage().nbytes(), "dataPtr": t.untyped_storage().data_ptr()} for n, t in zip(names, bufs)]
-
-        def step(s_):
-            ring_counter.update({k: 0 for k in ring_counter})  # ring marks count calls per step
-            mark("phase", "zero_grad")
-            opt.zero_grad(set_to_none=True)
-            mark("phase", "shard")
-            if s_ == MEASURED_STEP:
-                record_buffers("before")
-            with cp_ctx():
-                if s_ == MEASURED_STEP:
-                    record_buffers("inside")
-                mark("phase", "forward")
-                loss = model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False).loss
-                mark("phase", "backward")
-                loss.backward()
-                mark("phase", "unshard")
-            if s_ == MEASURED_STEP:
-                record_buffers("after")
-            mark("phase", "step")
-            opt.step()
-            mark("phase", "cleanup")
-            lv = float(loss.detach().float())
-            del loss
-            mark("phase", "end")
-            return lv
+        trainer = CPTrainer(mark, model, opt, bufs, cp_mesh, ring_counter, MEASURED_STEP)
 
         comps = {}
         losses = {}
@@ -342,152 +356,34 @@ def run_child(case: dict, args) -> dict:
                 "inputBytes": sum(storages(bufs).values()),
                 "optimizerStateBytes": 0,
             }
-            losses[s_] = step(s_)
+            losses[s_] = trainer.step(s_)
         mark("segment", "end")
 
     # ---- the allocation stream ----
-    nodes = []
-
-    def walk(n):
-        nodes.append(n)
-        for ch in n.children:
-            walk(ch)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events = []
-    for i, n in enumerate(nodes):
-        if "Allocation" in str(n.tag):
-            events.append((n.start_time_ns, i, "alloc", n))
-        elif n.name == MARK_OP:
-            events.append((n.start_time_ns, i, "mark", n))
-    events.sort(key=lambda e: (e[0], e[1]))
-    li = 0
-    seg, phase, ring = "setup", "setup", None
-    stream = []
-    for _ts, _i, kind, n in events:
-        if kind == "mark":
-            k, v = labels_[li]
-            li += 1
-            if k == "segment":
-                seg, phase, ring = v, "setup", None
-            elif k == "phase":
-                phase = v
-            else:
-                ring = v
-            continue
-        anc = []
-        p = n.parent
-        while p is not None:
-            anc.append(p)
-            p = p.parent
-        ev = {"segment": seg, "phase": phase, "ring": ring, "op": anc[0].name if anc else None, "top": anc[-1].name if anc else None, "bytes": int(n.extra_fields.alloc_size), "id": None if n.extra_fields.allocation_id is None else int(n.extra_fields.allocation_id)}
-        if trace and anc and ev["bytes"] > 0:
-            try:
-                ev["inputs"] = [x for x in (_shape_str(m) for m in anc[0].extra_fields.inputs) if x is not None]
-            except Exception:  # noqa: BLE001
-                pass
-        stream.append(ev)
-    if li != len(labels_):
-        raise RuntimeError("marks missing from the profiler's events")
+    stream = read_stream(prof, mark.labels, ring=True, alloc_id=True, inputs=trace)
     name = f"step{MEASURED_STEP}"
-    before = 0
-    for e in stream:
-        if e["segment"] == name:
-            break
-        before += e["bytes"]
-    cum = mx = 0
-    peak_at = None
-    phases = OrderedDict()
-    step_events = []
-    for e in stream:
-        if e["segment"] != name:
-            continue
-        cum += e["bytes"]
-        ph = phases.setdefault(e["phase"], {"allocated": 0, "freed": 0, "maxCumulative": None})
-        ph["allocated" if e["bytes"] > 0 else "freed"] += abs(e["bytes"])
-        if ph["maxCumulative"] is None or cum > ph["maxCumulative"]:
-            ph["maxCumulative"] = cum
-        if cum > mx:
-            mx, peak_at = cum, {k: e[k] for k in ("phase", "ring", "op", "top")}
-        if trace:
-            d = {k: v for k, v in e.items() if k != "segment" and v is not None}
-            d["live"] = cum
-            step_events.append(d)
-    comp = comps[MEASURED_STEP]
-    baseline = comp["paramBytes"] + comp["gradBytes"] + comp["bufferBytes"] + comp["inputBytes"] + comp["optimizerStateBytes"]
+    measured = step_profile(stream, name, ("phase", "ring", "op", "top"))
+    step_events = live_rows(e for e, _ in measured["running"]) if trace else []
 
     # ---- saved tensors of a fourth forward (inside a CP context) ----
-    param_ptrs = set(storages(params))
-    saved = {}
-    saved_list = []
+    pack, saved = saved_recorder(set(storages(params)))
+    sdpa_saved = trainer.saved_forward(pack)
 
-    def pack(x_):
-        lt = local(x_)
-        st = lt.untyped_storage()
-        ptr = st.data_ptr()
-        entry = {"bytes": st.nbytes(), "shape": list(lt.shape), "dtype": str(lt.dtype).replace("torch.", ""), "dtensor": isinstance(x_, DTensor), "param": ptr in param_ptrs}
-        saved_list.append(entry)
-        if ptr and ptr not in param_ptrs and ptr not in saved:
-            saved[ptr] = {k: entry[k] for k in ("bytes", "shape", "dtype")}
-        return x_.detach() if x_.grad_fn is not None else x_
-
-    opt.zero_grad(set_to_none=True)
-    sdpa_saved = []
-    with cp_ctx():
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda p_: p_):
-            out = model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False)
-            loss = out.loss
-        # what the SDPA autograd node holds
-        seen_nodes = set()
-        stack = [loss.grad_fn]
-        while stack:
-            fn = stack.pop()
-            if fn is None or fn in seen_nodes:
-                continue
-            seen_nodes.add(fn)
-            if "ScaledDotProduct" in type(fn).__name__:
-                d = {"node": type(fn).__name__}
-                for attr in ("_saved_query", "_saved_key", "_saved_value", "_saved_output", "_saved_logsumexp"):
-                    t_ = getattr(fn, attr, None)
-                    if torch.is_tensor(t_):
-                        lt = local(t_)
-                        d[attr[len("_saved_"):]] = {"shape": list(lt.shape), "stride": list(lt.stride()), "dtype": str(lt.dtype).replace("torch.", ""), "storageBytes": lt.untyped_storage().nbytes(), "dtensor": isinstance(t_, DTensor)}
-                d["is_causal"] = getattr(fn, "_saved_is_causal", None)
-                sdpa_saved.append(d)
-            for nf, _ in fn.next_functions:
-                stack.append(nf)
-        loss.backward()
-    del loss, out
-
-    result = OrderedDict()
-    result["id"] = case["id"]
-    result["case"] = case
-    result["generatedBy"] = GENERATED_BY
-    result["command"] = f"/tmp/t213/bin/python tools/oracle/cp_cpu.py --only {case['id']}"
-    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "cpu", "threads": 1, "processGroup": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)" if c > 1 else None}
+    result = fixture_head(case, GENERATED_BY)
+    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "cpu", "threads": 1, "processGroup": FAKE_PG if c > 1 else None}
     result["adjustment"] = ADJUSTMENT if c > 1 else None
-    result["cpOptions"] = {"enable_load_balance": bool(A._cp_options.enable_load_balance), "rotate_method": A._cp_options.rotate_method.name, "convert_to_f32": bool(A._cp_options.convert_to_f32)} if A is not None else None
-    result["cpBuffers"] = {k: [{kk: vv for kk, vv in e.items() if kk != "dataPtr"} | {"sameStorageAsBefore": e["dataPtr"] == buffer_record["before"][i]["dataPtr"]} for i, e in enumerate(v)] for k, v in buffer_record.items()}
+    result["cpOptions"] = cp_options(A)
+    result["cpBuffers"] = trainer.cp_buffers()
     result["params"] = {"whole": whole_params, "local": sum(local(p).numel() for p in params)}
     result["lossesNote"] = "with the fake process group the gathered k/v are uninitialised memory: the loss is not meaningful for cp > 1"
     result["losses"] = [losses[k] for k in sorted(losses)]
     result["savedBytes"] = sum(v["bytes"] for v in saved.values())
     result["saved"] = sorted(saved.values(), key=lambda v: -v["bytes"])
     result["sdpaNodes"] = sdpa_saved
-    result["train"] = {
-        case["optimizer"]: {
-            **comp,
-            "baselineBytes": baseline,
-            "allocatedBefore": before,
-            "unattributedBytes": before - baseline,
-            "livePeakBytes": baseline + mx,
-            "livePeakAt": peak_at,
-            "phases": phases,
-            "stepEvents": [e for e in step_events if e["phase"] == "step"] if trace else None,
-            "events": step_events if trace else None,
-        }
-    }
+    train = live_peak(comps[MEASURED_STEP], measured)
+    train["stepEvents"] = [e for e in step_events if e["phase"] == "step"] if trace else None
+    train["events"] = step_events if trace else None
+    result["train"] = {case["optimizer"]: train}
     if c > 1:
         dist.destroy_process_group()
     return result
@@ -506,7 +402,7 @@ VERIFY = [
 
 
 def verify_child(v, rank, port, args) -> dict:
-    transformers = _import_hf(args)
+    transformers = import_hf(args)
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -560,7 +456,7 @@ def run_verify(args) -> int:
     for v in VERIFY:
         port = free_port()
         tmp = tempfile.mkdtemp(prefix="cpverify")
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--verify-child", v["id"], "--rank", str(r), "--port", str(port), "--child-out", os.path.join(tmp, f"{r}.json"), "--transformers-src", args.transformers_src, "--hf-deps", args.hf_deps], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(v["cp"])]
+        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--verify-child", v["id"], "--rank", str(r), "--port", str(port), "--child-out", os.path.join(tmp, f"{r}.json"), *hf_child_args(args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(v["cp"])]
         outs = [p.communicate(timeout=600) for p in procs]
         res = []
         for r in range(v["cp"]):
@@ -580,17 +476,11 @@ def run_verify(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
-    ap.add_argument("--hf-deps", default="/usr/lib/python3/dist-packages")
+    ap = arg_parser(__doc__, DEFAULT_OUT)
     ap.add_argument("--verify", action="store_true", help="numerical check of the CPU ring adaptation over gloo")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--verify-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.verify_child is not None:
         v = next(x for x in VERIFY if x["id"] == args.verify_child)
@@ -603,39 +493,7 @@ def main(argv=None) -> int:
         return 0
     if args.verify:
         return run_verify(args)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    cases = CASES if not args.only else [c for c in CASES if c["id"] in args.only.split(",")]
-    os.makedirs(args.out, exist_ok=True)
-    failed = 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    for case in cases:
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-            out = tmp.name
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case["id"], "--child-out", out, "--transformers-src", args.transformers_src, "--hf-deps", args.hf_deps], env=env, capture_output=True, text=True)
-        try:
-            with open(out) as f:
-                res = json.load(f)
-        except Exception:  # noqa: BLE001
-            res = {"id": case["id"], "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-        os.unlink(out)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(json.dumps(res, indent=1) + "\n")
-        if "error" in res:
-            failed += 1
-            print(f"{case['id']}: ERROR {res['error']}\n{res.get('traceback', res.get('stderr', ''))[-3000:]}", flush=True)
-        else:
-            tr = next(iter(res["train"].values()))
-            print(f"{case['id']}: params {res['params']['local']} saved {res['savedBytes']} livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']} ({time.time() - t0:.1f} s)", flush=True)
-    return 1 if failed else 0
+    return drive(args, CASES, run_child, script=__file__, child_args=hf_child_args(args))
 
 
 if __name__ == "__main__":

@@ -62,16 +62,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
 from collections import OrderedDict
+
+from fake_pg_harness import FAKE_PG, Marker, ancestors, arg_parser, drive, fixture_head, graph_nodes, init_fake_pg, live_peak, local, marked_allocations, marked_step, start_child, step_profile, storages
 
 GENERATED_BY = "tools/oracle/ep_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "ep-cpu")
 DEFAULT_SITE = os.environ.get("EP_ORACLE_SITE", "/tmp/ep-accelerate")
 STEPS = 3
 MEASURED_STEP = 3
-MARK_OP = "aten::is_set_to"
 LR = 0.01
 
 # the configs of test/fixtures/hf-5.18.0/hf518_qwen3moe_e8k2_* and hf518_mixtral_e4k2_*
@@ -175,37 +174,10 @@ def run_child(case: dict, args) -> dict:
             raise SystemExit(f"accelerate is not importable (--extra-site {args.extra_site}): /tmp/t213hf/bin/python -m pip install --target {args.extra_site} --no-deps accelerate==1.15.0 psutil==7.2.2")
 
     transformers.logging.set_verbosity_error()
-    if transformers.__version__ != case["transformers"]:
-        raise SystemExit(f"needs transformers {case['transformers']}, got {transformers.__version__}")
-    torch.set_num_threads(1)
+    start_child(transformers, case)
     e, rank = int(case["ep"]), int(case["rank"])
     traced = bool(case.get("traceStep"))
-
-    labels = []
-    mark_tensor = torch.zeros(1)
-
-    def mark(kind, value):
-        labels.append((kind, value))
-        mark_tensor.is_set_to(mark_tensor)
-
-    def local(x):
-        while True:
-            if isinstance(x, DTensor):
-                x = x._local_tensor
-            elif type(x).__name__ == "AsyncCollectiveTensor":
-                x = x.elem
-            else:
-                return x
-
-    def storages(tensors):
-        seen = {}
-        for x in tensors:
-            if x is None:
-                continue
-            st = local(x).untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
+    mark = Marker()
 
     # ---- the checkpoint: the real modeling code, seed 0 (hf_models.build_model) ----
     tmp = tempfile.mkdtemp(prefix="ep_cpu_")
@@ -223,9 +195,7 @@ def run_child(case: dict, args) -> dict:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
         mark("segment", "build")
         if e > 1:
-            from torch.testing._internal.distributed.fake_pg import FakeStore
-
-            dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=e)
+            init_fake_pg(rank, e)
         kwargs = {"dtype": torch.float32, "attn_implementation": case["attention"], "experts_implementation": case["experts"]}
         if e > 1:
             kwargs["distributed_config"] = DistributedConfig(tp_size=e, enable_expert_parallel=True)
@@ -258,23 +228,12 @@ def run_child(case: dict, args) -> dict:
             if path.endswith(".mlp.experts"):
                 moe_paths.append(path[: -len(".experts")])
 
-        def step(routing=None):
-            mark("phase", "zero_grad")
-            opt.zero_grad(set_to_none=True)
-            mark("phase", "forward")
-            loss = model(input_ids=x, labels=x, use_cache=False).loss
-            if routing is not None:
-                routing["local"] = routing["rec"].snapshot()
-                routing["rec"].remove()
-                for h in routing["gateHandles"]:
-                    h.remove()
-            mark("phase", "backward")
-            loss.backward()
-            mark("phase", "step")
-            opt.step()
-            mark("phase", "cleanup")
-            del loss
-            mark("phase", "end")
+        def end_routing():
+            # after step 3's forward: the routing seen, the recorders removed
+            routing["local"] = routing["rec"].snapshot()
+            routing["rec"].remove()
+            for h in routing["gateHandles"]:
+                h.remove()
 
         comps = {}
         routing = None
@@ -303,7 +262,7 @@ def run_child(case: dict, args) -> dict:
                         routing["global"][p + ".experts"] = counts
 
                     routing["gateHandles"].append(gate.register_forward_hook(gate_hook))
-            step(routing if s == MEASURED_STEP else None)
+            marked_step(mark, opt, lambda: model(input_ids=x, labels=x, use_cache=False).loss, after_forward=end_routing if s == MEASURED_STEP else None)
         mark("segment", "end")
     for h in handles:
         h.remove()
@@ -311,32 +270,14 @@ def run_child(case: dict, args) -> dict:
 
     shutil.rmtree(tmp, ignore_errors=True)
 
-    # ---- the allocation stream ----
-    nodes = []
-
-    def walk(n):
-        nodes.append(n)
-        for c in n.children:
-            walk(c)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events = []
-    for i, n in enumerate(nodes):
-        if "Allocation" in str(n.tag):
-            events.append((n.start_time_ns, i, "alloc", n))
-        elif n.name == MARK_OP:
-            events.append((n.start_time_ns, i, "mark", n))
-    events.sort(key=lambda ev: (ev[0], ev[1]))
-    li = 0
+    # ---- the allocation stream, with the innermost module (forward) or MoE block (backward) ----
     seg, phase = "setup", "setup"
     mstack = []
     bwd_region = None
     stream = []
-    for _ts, _i, kind, n in events:
-        if kind == "mark":
-            k, v = labels[li]
-            li += 1
+    for label, n in marked_allocations(prof, mark.labels):
+        if n is None:
+            k, v = label
             if k == "segment":
                 seg, phase, mstack, bwd_region = v, "setup", [], None
             elif k == "phase":
@@ -352,11 +293,7 @@ def run_child(case: dict, args) -> dict:
                 if bwd_region == v:
                     bwd_region = None
             continue
-        anc = []
-        p = n.parent
-        while p is not None:
-            anc.append(p)
-            p = p.parent
+        anc = ancestors(n)
         module = mstack[-1] if mstack else None
         if phase == "backward":
             module = bwd_region
@@ -364,30 +301,10 @@ def run_child(case: dict, args) -> dict:
         if anc:
             ev["_node"] = anc[0]
         stream.append(ev)
-    if li != len(labels):
-        raise RuntimeError("marks missing from the profiler's events")
     name = f"step{MEASURED_STEP}"
-    before = 0
-    for ev in stream:
-        if ev["segment"] == name:
-            break
-        before += ev["bytes"]
-    c = mx = 0
-    peak_at = None
-    phases = OrderedDict()
-    for ev in stream:
-        if ev["segment"] != name:
-            continue
-        c += ev["bytes"]
-        ev["cumulative"] = c
-        ph = phases.setdefault(ev["phase"], {"allocated": 0, "freed": 0, "maxCumulative": None})
-        ph["allocated" if ev["bytes"] > 0 else "freed"] += abs(ev["bytes"])
-        if ph["maxCumulative"] is None or c > ph["maxCumulative"]:
-            ph["maxCumulative"] = c
-        if c > mx:
-            mx, peak_at = c, {k: ev[k] for k in ("phase", "module", "op", "top")}
-    comp = comps[MEASURED_STEP]
-    baseline = comp["paramBytes"] + comp["gradBytes"] + comp["bufferBytes"] + comp["inputBytes"] + comp["optimizerStateBytes"]
+    measured = step_profile(stream, name, ("phase", "module", "op", "top"))
+    for ev, cum in measured["running"]:
+        ev["cumulative"] = cum
 
     EVENT_COLUMNS = ["phase", "module", "op", "top", "bytes", "cumulative", "inputs"]
 
@@ -475,13 +392,7 @@ def run_child(case: dict, args) -> dict:
     for ptr in [p for p in records if weak[p].expired()]:
         dead.append(records.pop(ptr))
     holder = {}
-    seen_nodes = set()
-    todo = [loss.grad_fn]
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen_nodes:
-            continue
-        seen_nodes.add(node)
+    for node in graph_nodes(loss.grad_fn):
         for attr in dir(node):
             if not attr.startswith("_saved_"):
                 continue
@@ -492,11 +403,9 @@ def run_child(case: dict, args) -> dict:
                 continue
             for cc in unpacked["calls"]:
                 holder.setdefault(cc, f"{node.name()}.{attr[len('_saved_'):]}")
-        for nf, _ in node.next_functions:
-            todo.append(nf)
     for rec in list(records.values()) + dead:
         rec["savedBy"] = holder.get(rec.pop("_first"))
-    del holder, seen_nodes, todo
+    del holder
     loss.backward()
     del loss
     saved = list(records.values())
@@ -520,18 +429,14 @@ def run_child(case: dict, args) -> dict:
             "globalPerExpert": glob,
         }
 
-    result = OrderedDict()
-    result["id"] = case["id"]
-    result["case"] = case
-    result["generatedBy"] = GENERATED_BY
-    result["command"] = f"/tmp/t213hf/bin/python tools/oracle/ep_cpu.py --only {case['id']}"
+    result = fixture_head(case, GENERATED_BY, python="/tmp/t213hf/bin/python")
     try:
         import accelerate
 
         acc = accelerate.__version__
     except Exception:  # noqa: BLE001
         acc = None
-    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "accelerate": acc, "device": "cpu", "threads": 1, "processGroup": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)" if e > 1 else None}
+    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "accelerate": acc, "device": "cpu", "threads": 1, "processGroup": FAKE_PG if e > 1 else None}
     result["load"] = (
         f"from_pretrained(checkpoint of from_config seed 0, dtype=float32, attn_implementation={case['attention']!r}, experts_implementation={case['experts']!r}"
         + (f", distributed_config=DistributedConfig(tp_size={e}, enable_expert_parallel=True))" if e > 1 else ")")
@@ -548,17 +453,7 @@ def run_child(case: dict, args) -> dict:
     if dead:
         result["savedFreedBeforeBackward"] = dead
     result["routing"] = {"about": f"step {MEASURED_STEP}'s forward, per MoE layer: (token, k) pairs each local expert received on this rank (the EP router's remapped indices; sentinel = non-local), and over all experts (top-k of the router logits). With the fake group the MoE outputs are not summed over the ranks: the routing is the fake run's, not a real one's.", "layers": rout}
-    result["train"] = {
-        case["optimizer"]: {
-            **comp,
-            "baselineBytes": baseline,
-            "allocatedBefore": before,
-            "unattributedBytes": before - baseline,
-            "livePeakBytes": baseline + mx,
-            "livePeakAt": peak_at,
-            "phases": phases,
-        }
-    }
+    result["train"] = {case["optimizer"]: live_peak(comps[MEASURED_STEP], measured)}
     result["moeLayer0"] = moe_layer0
     if traced:
         result["stepEvents"] = {"columns": EVENT_COLUMNS, "events": [compact(ev) for ev in stream if ev["segment"] == name]}
@@ -700,17 +595,13 @@ def _dump(obj, indent=0) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap = arg_parser(__doc__, DEFAULT_OUT, hf_paths=False)
     ap.add_argument("--extra-site", default=DEFAULT_SITE, help="a directory holding accelerate (pip install --target)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--gloo-check", action="store_true", help="real gloo EP groups: loss and gradients against the single-device model")
     ap.add_argument("--gloo-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--save-ckpt", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ckpt", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -724,39 +615,12 @@ def main(argv=None) -> int:
         return 0
     if args.gloo_check:
         return gloo_checks(args)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args)
-        except Exception as ex:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "error": f"{type(ex).__name__}: {ex}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    cases = CASES if not args.only else [c for c in CASES if c["id"] in args.only.split(",")]
-    os.makedirs(args.out, exist_ok=True)
-    failed = 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", TQDM_DISABLE="1")
-    for case in cases:
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-            out = tmp.name
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case["id"], "--child-out", out, "--extra-site", args.extra_site], env=env, capture_output=True, text=True)
-        try:
-            with open(out) as f:
-                res = json.load(f)
-        except Exception:  # noqa: BLE001
-            res = {"id": case["id"], "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-        os.unlink(out)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(_dump(res) + "\n")
-        if "error" in res:
-            failed += 1
-            print(f"{case['id']}: ERROR {res['error']}\n{res.get('traceback', res.get('stderr', ''))[-3000:]}", flush=True)
-        else:
-            tr = next(iter(res["train"].values()))
-            print(f"{case['id']}: params {res['params']['local']}/{res['params']['whole']} saved {res['savedBytes']} (moe0 {res['savedMoeLayer0Bytes']}) livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']} ({time.time() - t0:.1f} s)", flush=True)
-    return 1 if failed else 0
+
+    def summary(res):
+        tr = next(iter(res["train"].values()))
+        return f"params {res['params']['local']}/{res['params']['whole']} saved {res['savedBytes']} (moe0 {res['savedMoeLayer0Bytes']}) livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']}"
+
+    return drive(args, CASES, run_child, script=__file__, child_args=["--extra-site", args.extra_site], summary=summary, dump=lambda res: _dump(res) + "\n", extra_env={"HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"})
 
 
 if __name__ == "__main__":

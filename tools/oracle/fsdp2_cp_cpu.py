@@ -42,29 +42,22 @@ allocation id, running live bytes).
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
-import traceback
 from collections import OrderedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-import cp_cpu  # noqa: E402  (install_cpu_ring, CONFIG, ADJUSTMENT, _import_hf, _shape_str)
+import cp_cpu  # noqa: E402  (install_cpu_ring, CONFIG, ADJUSTMENT, cp_inputs, CPTrainer, cp_options)
 import fsdp2_cpu  # noqa: E402  (FSDP introspection and stream summaries)
+from fake_pg_harness import FAKE_PG, Marker, arg_parser, baseline_bytes, drive, dump_rows, fixture_head, fsdp_param_groups, hf_child_args, import_hf, init_fake_pg, live_rows, local, read_stream, start_child, storage_stats, unattributed_blocks, unsharded_param_ptrs  # noqa: E402
 
 GENERATED_BY = "tools/oracle/fsdp2_cp_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "fsdp2-cp-cpu")
 STEPS = 3
 MEASURED_STEP = 3
-MARK_OP = "aten::is_set_to"
 CONFIG = dict(cp_cpu.CONFIG)
 
 
@@ -109,86 +102,30 @@ CASES = [
 ]
 
 
-def _local(x):
-    from torch.distributed.tensor import DTensor
-
-    while True:
-        if isinstance(x, DTensor):
-            x = x._local_tensor
-        elif type(x).__name__ == "AsyncCollectiveTensor":
-            x = x.elem
-        else:
-            return x
-
-
-def _storages(tensors):
-    seen = {}
-    logical = 0
-    for x in tensors:
-        if x is None:
-            continue
-        lt = _local(x)
-        logical += lt.numel() * lt.element_size()
-        st = lt.untyped_storage()
-        if st.nbytes() and st.data_ptr():
-            seen[st.data_ptr()] = st.nbytes()
-    return seen, logical
-
-
-def _fsdp_params(model):
-    from torch.distributed.fsdp import FSDPModule
-
-    out, seen = [], set()
-    for _n, mod in model.named_modules():
-        if not isinstance(mod, FSDPModule):
-            continue
-        state = mod._get_fsdp_state()
-        if id(state) in seen:
-            continue
-        seen.add(id(state))
-        pgs = getattr(state, "_fsdp_param_groups", None)
-        if pgs is None:
-            one = getattr(state, "_fsdp_param_group", None)
-            pgs = [one] if one is not None else []
-        for g in pgs:
-            out.extend(g.fsdp_params)
-    return out
-
-
 def run_child(case: dict, args) -> dict:
-    transformers = cp_cpu._import_hf(args)
+    transformers = import_hf(args)
     import torch
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
     from torch.profiler import ProfilerActivity, profile
 
-    if transformers.__version__ != case["transformers"]:
-        raise SystemExit(f"needs transformers {case['transformers']}, got {transformers.__version__}")
-    torch.set_num_threads(1)
+    start_child(transformers, case)
     dp, c, rank = int(case["dp"]), int(case["cp"]), int(case["rank"])
     world = dp * c
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     dtype = dtypes[case["dtype"]]
     trace = bool(case.get("traceStep"))
     notes = []
-
-    labels_ = []
-    mark_tensor = torch.zeros(1)
-
-    def mark(kind, value):
-        labels_.append((kind, value))
-        mark_tensor.is_set_to(mark_tensor)
+    mark = Marker()
 
     A, ring_counter = None, {}
     mesh_info = {}
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=trace) as prof:
         mark("segment", "build")
-        from torch.testing._internal.distributed.fake_pg import FakeStore
+        init_fake_pg(rank, world)
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        from torch.distributed.tensor.experimental import context_parallel
 
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
         mesh = init_device_mesh("cpu", (dp, c), mesh_dim_names=("dp_shard", "cp"))
         if case["fsdpMesh"] == "dp_shard_cp":
             fsdp_mesh = mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
@@ -233,13 +170,7 @@ def run_child(case: dict, args) -> dict:
         whole_params = sum(p.numel() for p in model.parameters())
         param_rows = [{"name": n, "shape": list(p.shape), "numel": p.numel(), "dtype": str(p.dtype).replace("torch.", "")} for n, p in model.named_parameters()]
         buffer_bytes_static = sum(b.numel() * b.element_size() for b in model.buffers())
-        g = torch.Generator().manual_seed(1)
-        b, s = case["input"]
-        ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g)
-        lab = ids.clone()
-        pos = torch.arange(s).unsqueeze(0).contiguous()
-        bufs = [ids, lab, pos]
-        names = ["input_ids", "labels", "position_ids"]
+        bufs = cp_cpu.cp_inputs(cfg.vocab_size, case["input"])
 
         mark("segment", "wrap")
         mp = case.get("mp")
@@ -258,46 +189,13 @@ def run_child(case: dict, args) -> dict:
             model.register_forward_hook(lambda m, a, o: mark("phase", "forward-end"), prepend=True),
         ]
 
-        def cp_ctx():
-            if c == 1:
-                return contextlib.nullcontext()
-            return context_parallel(cp_mesh, buffers=bufs, buffer_seq_dims=[1, 1, 1])
-
-        buffer_record = {}
-
-        def record_buffers(key):
-            buffer_record[key] = [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "storageBytes": t.untyped_storage().nbytes(), "dataPtr": t.untyped_storage().data_ptr()} for n, t in zip(names, bufs)]
-
-        def step(s_):
-            ring_counter.update({k: 0 for k in ring_counter})
-            mark("phase", "zero_grad")
-            opt.zero_grad(set_to_none=True)
-            mark("phase", "shard")
-            if s_ == MEASURED_STEP:
-                record_buffers("before")
-            with cp_ctx():
-                if s_ == MEASURED_STEP:
-                    record_buffers("inside")
-                mark("phase", "forward")
-                loss = model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False).loss
-                mark("phase", "backward")
-                loss.backward()
-                mark("phase", "unshard")
-            if s_ == MEASURED_STEP:
-                record_buffers("after")
-            mark("phase", "step")
-            opt.step()
-            mark("phase", "cleanup")
-            lv = float(_local(loss.detach()).float())
-            del loss
-            mark("phase", "end")
-            return lv
+        trainer = cp_cpu.CPTrainer(mark, model, opt, bufs, cp_mesh if c > 1 else None, ring_counter, MEASURED_STEP)
 
         def components():
-            p_st, p_log = _storages(params)
-            g_st, g_log = _storages([p.grad for p in params])
-            b_st, _ = _storages(list(model.buffers()))
-            i_st, _ = _storages(bufs)
+            p_st, p_log, _ = storage_stats(params)
+            g_st, g_log, _ = storage_stats([p.grad for p in params])
+            b_st, _, _ = storage_stats(list(model.buffers()))
+            i_st, _, _ = storage_stats(bufs)
             return {
                 "paramBytes": sum(p_st.values()),
                 "paramLogicalBytes": p_log,
@@ -314,68 +212,14 @@ def run_child(case: dict, args) -> dict:
         for s_ in range(1, STEPS + 1):
             mark("segment", f"step{s_}")
             comps[s_] = components()
-            losses[s_] = step(s_)
+            losses[s_] = trainer.step(s_)
         mark("segment", "end")
         for h in hooks:
             h.remove()
 
     # ---- the allocation stream (cp_cpu's reader plus the FSDP scope and the pointer) ----
-    nodes = []
-
-    def walk(n):
-        nodes.append(n)
-        for ch in n.children:
-            walk(ch)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    evs = []
-    for i, n in enumerate(nodes):
-        if "Allocation" in str(n.tag):
-            evs.append((n.start_time_ns, i, "alloc", n))
-        elif n.name == MARK_OP:
-            evs.append((n.start_time_ns, i, "mark", n))
-    evs.sort(key=lambda e: (e[0], e[1]))
-    li = 0
-    seg, phase, ring = "setup", "setup", None
-    stream = []
-    for _ts, _i, kind, n in evs:
-        if kind == "mark":
-            k, v = labels_[li]
-            li += 1
-            if k == "segment":
-                seg, phase, ring = v, "setup", None
-            elif k == "phase":
-                phase = v
-            else:
-                ring = v
-            continue
-        anc = []
-        p = n.parent
-        while p is not None:
-            anc.append(p)
-            p = p.parent
-        scope = next((a.name for a in anc if a.name.startswith("FSDP::")), None)
-        ev = {
-            "segment": seg,
-            "phase": phase,
-            "ring": ring,
-            "op": anc[0].name if anc else None,
-            "top": anc[-1].name if anc else None,
-            "scope": scope,
-            "bytes": int(n.extra_fields.alloc_size),
-            "id": None if n.extra_fields.allocation_id is None else int(n.extra_fields.allocation_id),
-            "ptr": int(n.extra_fields.ptr),
-        }
-        if trace and anc and ev["bytes"] > 0:
-            try:
-                ev["inputs"] = [x for x in (cp_cpu._shape_str(m) for m in anc[0].extra_fields.inputs) if x is not None]
-            except Exception:  # noqa: BLE001
-                pass
-        stream.append(ev)
-    del prof, nodes, evs
-    if li != len(labels_):
-        raise RuntimeError("marks missing from the profiler's events")
+    stream = read_stream(prof, mark.labels, ring=True, scope=True, alloc_id=True, ptr=True, inputs=trace)
+    del prof
 
     steps = OrderedDict()
     measured = None
@@ -383,16 +227,13 @@ def run_child(case: dict, args) -> dict:
         name = f"step{s_}"
         comp = dict(comps[s_])
         ptrs = comp.pop("_ptrs")
-        baseline = comp["paramBytes"] + comp["gradBytes"] + comp["bufferBytes"] + comp["inputBytes"] + comp["optimizerStateBytes"]
+        baseline = baseline_bytes(comp)
         live = fsdp2_cpu.live_blocks_before(stream, name)
         st = fsdp2_cpu.segment_stats(stream, name)
-        known = set()
-        for grp in ptrs.values():
-            known.update(grp)
         comp["baselineBytes"] = baseline
         comp["allocatedBefore"] = st["allocatedBefore"]
         comp["unattributedBytes"] = st["allocatedBefore"] - baseline
-        comp["unattributedBlocks"] = [{"bytes": e["bytes"], "segment": e["segment"], "phase": e["phase"], "op": e["op"], "scope": e.get("scope")} for ptr, e in live.items() if ptr not in known][:20]
+        comp["unattributedBlocks"] = unattributed_blocks(live, ptrs)
         comp["livePeakBytes"] = baseline + st["maxDelta"]
         comp["liveEndBytes"] = baseline + st["endDelta"]
         pk = st["peakIndex"]
@@ -405,13 +246,7 @@ def run_child(case: dict, args) -> dict:
             comp["fsdpBlocks"] = fsdp2_cpu.fsdp_blocks(stream, name)
             comp["scopes"] = fsdp2_cpu.scope_summary(stream, name)
             if trace:
-                cum = 0
-                rows = []
-                for e in seg_evs:
-                    cum += e["bytes"]
-                    d = {k: v for k, v in e.items() if k not in ("segment", "ptr") and v is not None}
-                    d["live"] = cum
-                    rows.append(d)
+                rows = live_rows(seg_evs, drop=("segment", "ptr"))
                 comp["events"] = rows
                 comp["stepEvents"] = [r for r in rows if r["phase"] == "step"]
             measured = comp
@@ -424,81 +259,39 @@ def run_child(case: dict, args) -> dict:
     # ---- FSDP introspection (after the steps; dtypes are set at lazy init) ----
     fsdp_groups = fsdp2_cpu._fsdp_groups(model)
     shard_world = fsdp_mesh.size()
-    inventory = fsdp2_cpu._inventory(model, params, opt, _local, DTensor)
+    inventory = fsdp2_cpu._inventory(model, params, opt, local, DTensor)
     paramTable = fsdp2_cpu._param_table(param_rows, inventory)
 
     # ---- saved tensors of a fourth forward (inside a CP context) ----
-    param_ptrs = set(_storages(params)[0])
-    fparams = _fsdp_params(model)
-    saved, saved_params, saved_list = {}, {}, []
-
-    def unsharded_ptrs():
-        """data_ptr -> fqn of the unsharded parameters whose storage is allocated now (FSDP frees
-        them with resize_(0) on reshard, and a later layer's may reuse the address: keyed by fqn)."""
-        out = {}
-        for fp in fparams:
-            up = getattr(fp, "_unsharded_param", None)
-            if up is not None:
-                st_ = up.untyped_storage()
-                if st_.nbytes() and st_.data_ptr():
-                    out[st_.data_ptr()] = getattr(fp, "_param_fqn", None) or str(id(fp))
-        return out
+    param_ptrs = set(storage_stats(params)[0])
+    fparams = [fp for grp in fsdp_param_groups(model) for fp in grp.fsdp_params]
+    saved, saved_params = {}, {}
 
     def pack(x_):
-        lt = _local(x_)
+        lt = local(x_)
         st_ = lt.untyped_storage()
         ptr = st_.data_ptr()
         is_param = ptr in param_ptrs
-        fqn = unsharded_ptrs().get(ptr)
+        fqn = unsharded_param_ptrs(fparams).get(ptr)
         if ptr and st_.nbytes():
             entry = {"bytes": st_.nbytes(), "shape": list(lt.shape), "dtype": str(lt.dtype).replace("torch.", "")}
             if fqn is not None or is_param:
                 saved_params.setdefault(fqn or f"sharded@{ptr}", dict(entry, fqn=fqn))
             elif ptr not in saved:
                 saved[ptr] = entry
-        saved_list.append(1)
         return x_.detach() if x_.grad_fn is not None else x_
 
-    opt.zero_grad(set_to_none=True)
-    sdpa_saved = []
-    with cp_ctx():
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda p_: p_):
-            out = model(input_ids=ids, labels=lab, position_ids=pos, use_cache=False)
-            loss = out.loss
-        seen_nodes = set()
-        stack = [loss.grad_fn]
-        while stack:
-            fn = stack.pop()
-            if fn is None or fn in seen_nodes:
-                continue
-            seen_nodes.add(fn)
-            if "ScaledDotProduct" in type(fn).__name__:
-                d = {"node": type(fn).__name__}
-                for attr in ("_saved_query", "_saved_key", "_saved_value", "_saved_output", "_saved_logsumexp"):
-                    t_ = getattr(fn, attr, None)
-                    if torch.is_tensor(t_):
-                        lt = _local(t_)
-                        d[attr[len("_saved_"):]] = {"shape": list(lt.shape), "stride": list(lt.stride()), "dtype": str(lt.dtype).replace("torch.", ""), "storageBytes": lt.untyped_storage().nbytes(), "dtensor": isinstance(t_, DTensor)}
-                d["is_causal"] = getattr(fn, "_saved_is_causal", None)
-                sdpa_saved.append(d)
-            for nf, _ in fn.next_functions:
-                stack.append(nf)
-        loss.backward()
-    del loss, out
+    sdpa_saved = trainer.saved_forward(pack)
 
-    result = OrderedDict()
-    result["id"] = case["id"]
-    result["case"] = case
-    result["generatedBy"] = GENERATED_BY
-    result["command"] = f"/tmp/t213/bin/python tools/oracle/fsdp2_cp_cpu.py --only {case['id']}"
-    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0], "device": "cpu", "threads": 1, "processGroup": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)"}
+    result = fixture_head(case, GENERATED_BY)
+    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0], "device": "cpu", "threads": 1, "processGroup": FAKE_PG}
     result["world"] = world
     result["rank"] = rank
     result["mesh"] = mesh_info
     result["adjustment"] = cp_cpu.ADJUSTMENT if c > 1 else None
-    result["cpOptions"] = {"enable_load_balance": bool(A._cp_options.enable_load_balance), "rotate_method": A._cp_options.rotate_method.name, "convert_to_f32": bool(A._cp_options.convert_to_f32)} if A is not None else None
-    result["cpBuffers"] = {k: [{kk: vv for kk, vv in e.items() if kk != "dataPtr"} | {"sameStorageAsBefore": e["dataPtr"] == buffer_record["before"][i]["dataPtr"]} for i, e in enumerate(v)] for k, v in buffer_record.items()}
-    result["params"] = {"whole": whole_params, "local": sum(_local(p).numel() for p in params), "localStorageBytes": measured["paramBytes"], "localLogicalBytes": measured["paramLogicalBytes"]}
+    result["cpOptions"] = cp_cpu.cp_options(A)
+    result["cpBuffers"] = trainer.cp_buffers()
+    result["params"] = {"whole": whole_params, "local": sum(local(p).numel() for p in params), "localStorageBytes": measured["paramBytes"], "localLogicalBytes": measured["paramLogicalBytes"]}
     result["bufferBytes"] = buffer_bytes_static
     result["paramTable"] = paramTable
     result["fsdp"] = {
@@ -526,80 +319,29 @@ def run_child(case: dict, args) -> dict:
 
 def dump_fixture(res: dict) -> str:
     """indent=1 JSON with each row of the long lists (fsdpBlocks, inventory params, events) on one line."""
-    rows = []
 
-    def compact(lst):
-        out = []
-        for r in lst:
-            rows.append(json.dumps(r, separators=(",", ":")))
-            out.append(f"@@ROW{len(rows) - 1}@@")
-        return out
+    def pick(doc, compact):
+        for tr in (doc.get("train") or {}).values():
+            for k in ("fsdpBlocks", "events", "stepEvents"):
+                if isinstance(tr.get(k), list):
+                    tr[k] = compact(tr[k])
+        inv = doc.get("inventory")
+        if isinstance(inv, dict) and isinstance(inv.get("params"), list):
+            inv["params"] = compact(inv["params"])
+        if isinstance(doc.get("paramTable"), list):
+            doc["paramTable"] = compact(doc["paramTable"])
 
-    doc = json.loads(json.dumps(res))
-    for tr in (doc.get("train") or {}).values():
-        for k in ("fsdpBlocks", "events", "stepEvents"):
-            if isinstance(tr.get(k), list):
-                tr[k] = compact(tr[k])
-    inv = doc.get("inventory")
-    if isinstance(inv, dict) and isinstance(inv.get("params"), list):
-        inv["params"] = compact(inv["params"])
-    if isinstance(doc.get("paramTable"), list):
-        doc["paramTable"] = compact(doc["paramTable"])
-    text = json.dumps(doc, indent=1)
-    for i, r in enumerate(rows):
-        text = text.replace(f'"@@ROW{i}@@"', r, 1)
-    return text + "\n"
+    return dump_rows(res, pick)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
-    ap.add_argument("--hf-deps", default="/usr/lib/python3/dist-packages")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "generatedBy": GENERATED_BY, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    if args.only:
-        want = [w.strip() for w in args.only.split(",") if w.strip()]
-        unknown = [w for w in want if w not in {c["id"] for c in CASES}]
-        if unknown:
-            raise SystemExit(f"unknown case ids: {unknown}")
-        cases = [c for c in CASES if c["id"] in want]
-    else:
-        cases = CASES
-    os.makedirs(args.out, exist_ok=True)
-    failed = 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    for case in cases:  # one at a time
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-            out = tmp.name
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case["id"], "--child-out", out, "--transformers-src", args.transformers_src, "--hf-deps", args.hf_deps], env=env, capture_output=True, text=True)
-        try:
-            with open(out) as f:
-                res = json.load(f)
-        except Exception:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "generatedBy": GENERATED_BY, "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-        os.unlink(out)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(dump_fixture(res))
-        if "error" in res:
-            failed += 1
-            print(f"{case['id']}: ERROR {res['error']}\n{res.get('traceback', res.get('stderr', ''))[-3000:]}", flush=True)
-        else:
-            tr = next(iter(res["train"].values()))
-            print(f"{case['id']}: params local {res['params']['local']} ({tr['paramBytes']} B) grads {tr['gradBytes']} saved {res['savedBytes']} livePeak {tr['livePeakBytes']} baseline {tr['baselineBytes']} unattributed {tr['unattributedBytes']} ({time.time() - t0:.1f} s)", flush=True)
-    return 1 if failed else 0
+    args = arg_parser(__doc__, DEFAULT_OUT).parse_args(argv)
+
+    def summary(res):
+        tr = next(iter(res["train"].values()))
+        return f"params local {res['params']['local']} ({tr['paramBytes']} B) grads {tr['gradBytes']} saved {res['savedBytes']} livePeak {tr['livePeakBytes']} baseline {tr['baselineBytes']} unattributed {tr['unattributedBytes']}"
+
+    return drive(args, CASES, run_child, script=__file__, child_args=hf_child_args(args), summary=summary, dump=dump_fixture, generated_by=GENERATED_BY, strict_only=True)
 
 
 if __name__ == "__main__":

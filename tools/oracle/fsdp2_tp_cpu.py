@@ -28,8 +28,9 @@ eager attention, seed 0; ``model.to(bfloat16)`` for ``dtype`` bfloat16), then
 Every collective of the fake group completes at once and allocates nothing outside the caller's
 tensors, so the CPU allocator sees what rank R allocates (a real backend's buffers aside).
 
-Measurement: tools/oracle/fsdp2_cpu.py's (its stream reader, segment statistics, peak
-composition, FSDP block lifetimes and scope summary are imported from it): torch.profiler with
+Measurement: tools/oracle/fsdp2_cpu.py's (its segment statistics, peak composition, FSDP block
+lifetimes and scope summary are imported from it; the stream reader, with the same fields, and
+the driver are tools/oracle/fake_pg_harness.py's): torch.profiler with
 ``profile_memory=True`` from before the model is built; phases marked with ``aten::is_set_to``;
 each allocation carries its innermost op, outermost op and innermost ``FSDP::`` record_function
 scope. ``savedBytes`` as tools/oracle/tp_cpu.py (distinct local storages autograd saves in a fifth
@@ -52,15 +53,8 @@ before the step).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
-import traceback
-import types
 from collections import OrderedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,13 +62,13 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import fsdp2_cpu  # noqa: E402  (stdlib-only at import time)
-from tp_cpu import CONFIG  # noqa: E402
+from fake_pg_harness import FAKE_PG, Marker, add_hf_paths, arg_parser, baseline_bytes, drive, dump_rows, fixture_head, fsdp_param_groups, hf_child_args, import_hf, init_fake_pg, local, marked_step, read_stream, saved_tensors_pass, start_child, storage_stats, unattributed_blocks, unsharded_param_ptrs  # noqa: E402
+from tp_cpu import ADJUSTMENT, CONFIG, localize_attention, tp_plan  # noqa: E402
 
 GENERATED_BY = "tools/oracle/fsdp2_tp_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "fsdp2-tp-cpu")
 STEPS = 4
 MEASURED_STEP = 3
-MARK_OP = "aten::is_set_to"
 
 
 def _case(cid, dp, tp, rank, sp=False, lp=False, optimizer="sgd", dtype="float32", raf=True, units="layers", mp=None, trace=False, config=None, retie=False):
@@ -118,131 +112,30 @@ CASES = [
 ]
 
 
-def tp_plan(cfg, sp: bool, lp: bool):
-    """tools/oracle/tp_cpu.py's plan (the same styles, the same module names)."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
-
-    plan = {
-        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel(input_layouts=Replicate()),
-        "lm_head": ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(), output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp),
-    }
-    if sp:
-        plan["model.norm"] = SequenceParallel()
-    for i in range(cfg.num_hidden_layers):
-        p = f"model.layers.{i}."
-        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
-            plan[p + name] = ColwiseParallel()
-        for name in ("self_attn.o_proj", "mlp.down_proj"):
-            plan[p + name] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel()
-        if sp:
-            plan[p + "input_layernorm"] = SequenceParallel()
-            plan[p + "post_attention_layernorm"] = SequenceParallel()
-            plan[p + "self_attn"] = PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)}, desired_input_kwarg_layouts={"hidden_states": Replicate()})
-            plan[p + "mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-    return plan
-
-
-def _profiler_shim():
-    """What fsdp2_cpu.read_stream needs of tools/oracle/oracle.py (profiler_events, _ancestry),
-    without importing oracle.py (torchvision, torch 1.13 paths)."""
-
-    def walk(n, out):
-        out.append(n)
-        for c in n.children:
-            walk(c, out)
-
-    def profiler_events(prof):
-        nodes = []
-        for root in prof.profiler.kineto_results.experimental_event_tree():
-            walk(root, nodes)
-        keep = []
-        for i, n in enumerate(nodes):
-            if "Allocation" in str(n.tag):
-                keep.append(("alloc", n.start_time_ns, i, n))
-            elif n.name == MARK_OP:
-                keep.append(("mark", n.start_time_ns, i, n))
-        keep.sort(key=lambda e: (e[1], e[2]))
-        return keep
-
-    def _ancestry(n):
-        names = []
-        p = n.parent
-        while p is not None:
-            names.append(p.name)
-            p = p.parent
-        return names
-
-    return types.SimpleNamespace(profiler_events=profiler_events, _ancestry=_ancestry)
-
-
 def run_child(case: dict, args) -> dict:
     import contextlib
     import gc
 
-    if args.hf_deps and os.path.isdir(args.hf_deps) and args.hf_deps not in sys.path:
-        sys.path.append(args.hf_deps)
-    for path in reversed((args.transformers_src or "").split(":")):
-        if path and path not in sys.path:
-            sys.path.insert(0, path)
+    add_hf_paths(args)
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
-    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.device_mesh import init_device_mesh
 
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    if transformers.__version__ != case["transformers"]:
-        raise SystemExit(f"needs transformers {case['transformers']}, got {transformers.__version__}")
-    torch.set_num_threads(1)
+    transformers = import_hf(args)
+    start_child(transformers, case)
     dp, tp, rank = int(case["dp"]), int(case["tp"]), int(case["rank"])
     sp, lp = bool(case["sequenceParallel"]), bool(case["lossParallel"])
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     notes = []
+    mark = Marker()
 
-    labels = []
-    mark_tensor = torch.zeros(1)
-    marks_on = {"on": False}
-
-    def mark(kind, value):
-        if marks_on["on"]:
-            labels.append((kind, value))
-            mark_tensor.is_set_to(mark_tensor)
-
-    def local(x):
-        # DTensor → its local tensor; funcol's AsyncCollectiveTensor → the tensor it wraps.
-        while True:
-            if isinstance(x, DTensor):
-                x = x._local_tensor
-            elif type(x).__name__ == "AsyncCollectiveTensor":
-                x = x.elem
-            else:
-                return x
-
-    def storages(tensors):
-        seen = {}
-        logical = 0
-        n = 0
-        for x in tensors:
-            if x is None:
-                continue
-            lt = local(x)
-            n += 1
-            logical += lt.numel() * lt.element_size()
-            st = lt.untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen, logical, n
-
-    marks_on["on"] = True
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("segment", "build")
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=dp * tp)
+        init_fake_pg(rank, dp * tp)
         mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
         dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
         torch.manual_seed(0)
@@ -262,11 +155,7 @@ def run_child(case: dict, args) -> dict:
         parallelize_module(model, tp_mesh, tp_plan(cfg, sp, lp))
         if case.get("retie"):
             model.lm_head.weight = model.model.embed_tokens.weight
-        for layer in model.model.layers:  # transformers 4.40.2 reshapes with these
-            a = layer.self_attn
-            a.num_heads //= tp
-            a.num_key_value_heads //= tp
-            a.hidden_size = a.num_heads * a.head_dim
+        localize_attention(model, tp)  # transformers 4.40.2 reshapes with these
         tp_placements = {n: str(getattr(p, "placements", None)) for n, p in model.named_parameters()}
         f = case["fsdp"]
         mp = f.get("mp")
@@ -298,27 +187,13 @@ def run_child(case: dict, args) -> dict:
             model.register_forward_hook(lambda m, a, o: mark("phase", "forward-end"), prepend=True),
         ]
 
-        def step():
-            mark("phase", "zero_grad")
-            opt.zero_grad(set_to_none=True)
-            mark("phase", "forward")
-            with ctx():
-                loss = model(input_ids=x, labels=x, use_cache=False).loss
-                mark("phase", "backward")
-                loss.backward()
-            mark("phase", "step")
-            opt.step()
-            mark("phase", "cleanup")
-            del loss
-            mark("phase", "end")
-
         def components():
-            p_st, p_log, p_n = storages(params)
+            p_st, p_log, p_n = storage_stats(params)
             grads = [p.grad for p in params if p.grad is not None]
-            g_st, g_log, g_n = storages(grads)
+            g_st, g_log, g_n = storage_stats(grads)
             state = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v)]
-            s_st, s_log, _ = storages(state)
-            b_st, _, _ = storages(list(model.buffers()))
+            s_st, s_log, _ = storage_stats(state)
+            b_st, _, _ = storage_stats(list(model.buffers()))
             return {
                 "paramBytes": sum(p_st.values()),
                 "paramLogicalBytes": p_log,
@@ -331,23 +206,23 @@ def run_child(case: dict, args) -> dict:
                 "optimizerStateLogicalBytes": s_log,
                 "bufferBytes": sum(b_st.values()),
                 "inputBytes": x.numel() * x.element_size(),
-                "_ptrs": {"param": p_st, "grad": g_st, "state": s_st, "buffer": b_st, "input": storages([x])[0]},
+                "_ptrs": {"param": p_st, "grad": g_st, "state": s_st, "buffer": b_st, "input": storage_stats([x])[0]},
             }
 
         comps = {}
         for s in range(1, STEPS + 1):
             mark("segment", f"step{s}")
             comps[s] = components()
-            step()
+            marked_step(mark, opt, lambda: model(input_ids=x, labels=x, use_cache=False).loss, ctx)
         mark("segment", "introspect-end")
-        groups = fsdp_groups(model, FSDPModule, DTensor)
+        groups = fsdp_groups(model)
         mark("segment", "end")
-        marks_on["on"] = False
+        mark.on = False
         for h in hooks:
             h.remove()
 
     # ---------------- the stream ----------------
-    stream = fsdp2_cpu.read_stream(_profiler_shim(), prof, labels)
+    stream = read_stream(prof, mark.labels, scope=True, ptr=True)  # fsdp2_cpu.read_stream's fields
     del prof
     steps = OrderedDict()
     for s in range(1, STEPS + 1):
@@ -355,15 +230,12 @@ def run_child(case: dict, args) -> dict:
         c = dict(comps[s])
         ptrs = c.pop("_ptrs")
         live = fsdp2_cpu.live_blocks_before(stream, name)
-        baseline = c["paramBytes"] + c["gradBytes"] + c["optimizerStateBytes"] + c["bufferBytes"] + c["inputBytes"]
-        known = set()
-        for grp in ptrs.values():
-            known.update(grp)
+        baseline = baseline_bytes(c)
         st = fsdp2_cpu.segment_stats(stream, name)
         c["baselineBytes"] = baseline
         c["allocatedBeforeStep"] = st["allocatedBefore"]
         c["unattributedBytes"] = st["allocatedBefore"] - baseline
-        c["unattributedBlocks"] = [{"bytes": e["bytes"], "segment": e["segment"], "phase": e["phase"], "op": e["op"], "scope": e.get("scope")} for ptr, e in live.items() if ptr not in known][:20]
+        c["unattributedBlocks"] = unattributed_blocks(live, ptrs)
         c["livePeakBytes"] = baseline + st["maxDelta"]
         c["liveEndBytes"] = baseline + st["endDelta"]
         c["allocatorPeakBytes"] = st["allocatedBefore"] + st["maxDelta"]
@@ -438,21 +310,9 @@ def run_child(case: dict, args) -> dict:
         )
 
     # ---------------- saved tensors of a fifth forward ----------------
-    param_ptrs = set(storages(params)[0])
-    fsdp_params = [fp for grp in _param_groups(model, FSDPModule) for fp in grp.fsdp_params]
+    param_ptrs = set(storage_stats(params)[0])
+    fsdp_params = [fp for grp in fsdp_param_groups(model) for fp in grp.fsdp_params]
     saved, saved_params = {}, {}
-
-    def unsharded_ptrs():
-        # FSDP2 frees an unsharded parameter by resizing its storage to 0, so an address seen
-        # earlier may come back for another parameter: the saved parameters are keyed by name.
-        out = {}
-        for fp in fsdp_params:
-            up = getattr(fp, "_unsharded_param", None)
-            if up is not None:
-                st_ = local(up).untyped_storage()
-                if st_.nbytes() and st_.data_ptr():
-                    out[st_.data_ptr()] = getattr(fp, "_param_fqn", None) or str(id(fp))
-        return out
 
     def pack(x_):
         lt = local(x_)
@@ -460,34 +320,25 @@ def run_child(case: dict, args) -> dict:
         ptr = st_.data_ptr()
         if ptr and ptr not in param_ptrs:
             rec = {"bytes": st_.nbytes(), "shape": list(lt.shape), "dtype": str(lt.dtype).replace("torch.", "")}
-            fqn = unsharded_ptrs().get(ptr)
+            fqn = unsharded_param_ptrs(fsdp_params).get(ptr)
             if fqn is not None:
                 saved_params.setdefault(fqn, dict(rec, param=fqn))
             elif ptr not in saved:
                 saved[ptr] = rec
         return x_
 
-    opt.zero_grad(set_to_none=True)
-    with ctx():
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda p_: p_):
-            loss = model(input_ids=x, labels=x, use_cache=False).loss
-        loss.backward()
-    del loss
+    saved_tensors_pass(opt, lambda: model(input_ids=x, labels=x, use_cache=False).loss, pack, ctx)
 
-    result = OrderedDict()
-    result["id"] = case["id"]
-    result["case"] = case
-    result["generatedBy"] = GENERATED_BY
-    result["command"] = f"/tmp/t213/bin/python tools/oracle/fsdp2_tp_cpu.py --only {case['id']}"
+    result = fixture_head(case, GENERATED_BY)
     result["env"] = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "device": "cpu",
         "threads": torch.get_num_threads(),
-        "processGroup": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)",
+        "processGroup": FAKE_PG,
         "mesh": {"shape": [dp, tp], "names": ["dp", "tp"], "dpRank": dp_mesh.get_local_rank(), "tpRank": tp_mesh.get_local_rank()},
     }
-    result["adjustment"] = "transformers 4.40.2 LlamaAttention num_heads, num_key_value_heads, hidden_size set to the rank's local values after parallelize_module"
+    result["adjustment"] = ADJUSTMENT
     result["params"] = {"whole": whole_params, "local": sum(local(p).numel() for p in params)}
     result["tied"] = {"beforeParallelize": tied_before, "after": model.lm_head.weight is model.model.embed_tokens.weight}
     result["paramTable"] = param_table
@@ -510,29 +361,11 @@ def run_child(case: dict, args) -> dict:
     return result
 
 
-def _param_groups(root, FSDPModule):
-    seen, out = set(), []
-    for name, mod in root.named_modules():
-        if not isinstance(mod, FSDPModule):
-            continue
-        state = mod._get_fsdp_state()
-        if id(state) in seen:
-            continue
-        seen.add(id(state))
-        pgs = getattr(state, "_fsdp_param_groups", None)
-        if pgs is None:
-            one = getattr(state, "_fsdp_param_group", None)
-            pgs = [one] if one is not None else []
-        for g in pgs:
-            out.append(g)
-    return out
-
-
-def fsdp_groups(root, FSDPModule, DTensor):
+def fsdp_groups(root):
     """fsdp2_cpu._fsdp_groups plus, per parameter, the TP placements of the unsharded (TP-local)
     parameter and the 2-D placements of the sharded one."""
     groups = fsdp2_cpu._fsdp_groups(root)
-    pgs = _param_groups(root, FSDPModule)
+    pgs = fsdp_param_groups(root)
     if len(pgs) != len(groups):
         return groups
     for gd, g in zip(groups, pgs):
@@ -579,90 +412,38 @@ KEY_ORDER = ["id", "case", "generatedBy", "command", "env", "error", "traceback"
 
 
 def dump_fixture(res: dict) -> str:
-    """indent=1 JSON; each row of the long lists (trace, fsdpBlocks, paramTable, embedding blocks)
-    on one line."""
-    rows = []
+    """The fixture's text, its fields in KEY_ORDER first and ``command`` the canonical one (no
+    --out): indent=1 JSON; each row of the long lists (trace, fsdpBlocks, paramTable, embedding
+    blocks) on one line."""
+    res["command"] = f"/tmp/t213/bin/python {GENERATED_BY} --only {res['id']}"
+    res = OrderedDict(sorted(res.items(), key=lambda kv: KEY_ORDER.index(kv[0]) if kv[0] in KEY_ORDER else len(KEY_ORDER)))
 
-    def compact(lst):
-        out = []
-        for r in lst:
-            rows.append(json.dumps(r, separators=(",", ":")))
-            out.append(f"@@ROW{len(rows) - 1}@@")
-        return out
+    def pick(doc, compact):
+        for tr in (doc.get("train") or {}).values():
+            if isinstance(tr.get("fsdpBlocks"), list):
+                tr["fsdpBlocks"] = compact(tr["fsdpBlocks"])
+        for k in ("trace", "paramTable", "saved", "savedParams"):
+            if isinstance(doc.get(k), list):
+                doc[k] = compact(doc[k])
+        if isinstance(doc.get("embeddingGrad"), dict):
+            doc["embeddingGrad"]["blocks"] = compact(doc["embeddingGrad"]["blocks"])
+        for g in (doc.get("fsdp") or {}).get("groups") or []:
+            g["params"] = compact(g["params"])
 
-    doc = json.loads(json.dumps(res))
-    for tr in (doc.get("train") or {}).values():
-        if isinstance(tr.get("fsdpBlocks"), list):
-            tr["fsdpBlocks"] = compact(tr["fsdpBlocks"])
-    for k in ("trace", "paramTable", "saved", "savedParams"):
-        if isinstance(doc.get(k), list):
-            doc[k] = compact(doc[k])
-    if isinstance(doc.get("embeddingGrad"), dict):
-        doc["embeddingGrad"]["blocks"] = compact(doc["embeddingGrad"]["blocks"])
-    for g in (doc.get("fsdp") or {}).get("groups") or []:
-        g["params"] = compact(g["params"])
-    text = json.dumps(doc, indent=1)
-    for i, r in enumerate(rows):
-        text = text.replace(f'"@@ROW{i}@@"', r, 1)
-    return text + "\n"
+    return dump_rows(res, pick)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
-    ap.add_argument("--hf-deps", default="/usr/lib/python3/dist-packages")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "generatedBy": GENERATED_BY, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    if args.only:
-        want = [s for s in args.only.split(",") if s]
-        missing = [w for w in want if w not in {c["id"] for c in CASES}]
-        if missing:
-            raise SystemExit(f"unknown case ids: {missing}")
-        cases = [c for c in CASES if c["id"] in want]
-    else:
-        cases = CASES
-    os.makedirs(args.out, exist_ok=True)
-    failed = 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    for case in cases:
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-            out = tmp.name
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case["id"], "--child-out", out, "--transformers-src", args.transformers_src, "--hf-deps", args.hf_deps], env=env, capture_output=True, text=True)
-        try:
-            with open(out) as f:
-                res = json.load(f)
-        except Exception:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "generatedBy": GENERATED_BY, "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-        os.unlink(out)
-        res["command"] = f"/tmp/t213/bin/python tools/oracle/fsdp2_tp_cpu.py --only {case['id']}"
-        res = OrderedDict(sorted(res.items(), key=lambda kv: KEY_ORDER.index(kv[0]) if kv[0] in KEY_ORDER else len(KEY_ORDER)))
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(dump_fixture(res))
-        if "error" in res:
-            failed += 1
-            print(f"{case['id']}: ERROR {res['error']} ({time.time() - t0:.1f} s)\n{res.get('traceback', res.get('stderr', ''))[-3000:]}", flush=True)
-        else:
-            tr = next(iter(res["train"].values()))
-            print(
-                f"{case['id']}: params {res['params']['local']} paramBytes {tr['paramBytes']} grads {tr['gradBytes']} state {tr['optimizerStateBytes']} "
-                f"saved {res['savedBytes']} livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']} steady {tr['steadyCheck']['same']} "
-                f"({time.time() - t0:.1f} s)",
-                flush=True,
-            )
-    return 1 if failed else 0
+    args = arg_parser(__doc__, DEFAULT_OUT).parse_args(argv)
+
+    def summary(res):
+        tr = next(iter(res["train"].values()))
+        return (
+            f"params {res['params']['local']} paramBytes {tr['paramBytes']} grads {tr['gradBytes']} state {tr['optimizerStateBytes']} "
+            f"saved {res['savedBytes']} livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']} steady {tr['steadyCheck']['same']}"
+        )
+
+    return drive(args, CASES, run_child, script=__file__, child_args=hf_child_args(args), summary=summary, dump=dump_fixture, generated_by=GENERATED_BY, strict_only=True, timed_errors=True)
 
 
 if __name__ == "__main__":

@@ -47,21 +47,15 @@ live bytes before the step: the difference is what the objects do not account fo
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
-import traceback
-from collections import OrderedDict
+
+from fake_pg_harness import FAKE_PG, Marker, add_hf_paths, arg_parser, drive, fixture_head, hf_child_args, import_hf, init_fake_pg, live_peak, local, marked_step, read_stream, saved_recorder, saved_tensors_pass, start_child, step_profile, storages
 
 GENERATED_BY = "tools/oracle/tp_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "tp-cpu")
 STEPS = 3
 MEASURED_STEP = 3
-MARK_OP = "aten::is_set_to"
 
 CONFIG = {
     "model_type": "llama",
@@ -105,65 +99,66 @@ def _cases():
 
 CASES = _cases()
 
+ADJUSTMENT = "transformers 4.40.2 LlamaAttention num_heads, num_key_value_heads, hidden_size set to the rank's local values after parallelize_module"
+
+
+def tp_plan(cfg, sp: bool, lp: bool) -> dict:
+    """The plan in this module's docstring (torchtitan's Llama plan, the Hugging Face module
+    names); `sp` sequence parallel, `lp` loss parallel. fsdp2_tp_cpu.py applies it too."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
+
+    plan = {
+        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel(input_layouts=Replicate()),
+        "lm_head": ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(), output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp),
+    }
+    if sp:
+        plan["model.norm"] = SequenceParallel()
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[p + name] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[p + name] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel()
+        if sp:
+            plan[p + "input_layernorm"] = SequenceParallel()
+            plan[p + "post_attention_layernorm"] = SequenceParallel()
+            plan[p + "self_attn"] = PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)}, desired_input_kwarg_layouts={"hidden_states": Replicate()})
+            plan[p + "mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+    return plan
+
+
+def localize_attention(model, t: int) -> None:
+    """The adjustment: transformers 4.40.2 reshapes with these, so they become the rank's local
+    values (heads/t, kv heads/t, heads/t · head_dim)."""
+    for layer in model.model.layers:
+        a = layer.self_attn
+        a.num_heads //= t
+        a.num_key_value_heads //= t
+        a.hidden_size = a.num_heads * a.head_dim
+
 
 def run_child(case: dict, args) -> dict:
     import contextlib
 
-    if args.hf_deps and os.path.isdir(args.hf_deps) and args.hf_deps not in sys.path:
-        sys.path.append(args.hf_deps)
-    for path in reversed((args.transformers_src or "").split(":")):
-        if path and path not in sys.path:
-            sys.path.insert(0, path)
+    add_hf_paths(args)
     import torch
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
-    from torch.distributed.tensor import DTensor, Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel, loss_parallel, parallelize_module
+    from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
 
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    if transformers.__version__ != case["transformers"]:
-        raise SystemExit(f"needs transformers {case['transformers']}, got {transformers.__version__}")
-    torch.set_num_threads(1)
+    transformers = import_hf(args)
+    start_child(transformers, case)
     t, rank = int(case["tp"]), int(case["rank"])
     sp, lp = bool(case["sequenceParallel"]), bool(case["lossParallel"])
-
-    labels = []
-    mark_tensor = torch.zeros(1)
-
-    def mark(kind, value):
-        labels.append((kind, value))
-        mark_tensor.is_set_to(mark_tensor)
-
-    def local(x):
-        # DTensor → its local tensor; funcol's AsyncCollectiveTensor (an all-reduce's output
-        # until first use) → the tensor it wraps.
-        while True:
-            if isinstance(x, DTensor):
-                x = x._local_tensor
-            elif type(x).__name__ == "AsyncCollectiveTensor":
-                x = x.elem
-            else:
-                return x
-
-    def storages(tensors):
-        seen = {}
-        for x in tensors:
-            if x is None:
-                continue
-            st = local(x).untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
+    mark = Marker()
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         mark("segment", "build")
         if t > 1:
-            from torch.testing._internal.distributed.fake_pg import FakeStore
+            init_fake_pg(rank, t)
             from torch.distributed.device_mesh import init_device_mesh
 
-            dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=t)
             mesh = init_device_mesh("cpu", (t,))
         torch.manual_seed(0)
         config = dict(case["config"])
@@ -176,49 +171,13 @@ def run_child(case: dict, args) -> dict:
         x = torch.randint(0, cfg.vocab_size, tuple(case["input"]), generator=g)
         mark("segment", "wrap")
         if t > 1:
-            plan = {
-                "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel(input_layouts=Replicate()),
-                "lm_head": ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(), output_layouts=Shard(-1) if lp else Replicate(), use_local_output=not lp),
-            }
-            if sp:
-                plan["model.norm"] = SequenceParallel()
-            for i in range(cfg.num_hidden_layers):
-                p = f"model.layers.{i}."
-                for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
-                    plan[p + name] = ColwiseParallel()
-                for name in ("self_attn.o_proj", "mlp.down_proj"):
-                    plan[p + name] = RowwiseParallel(output_layouts=Shard(1), use_local_output=False) if sp else RowwiseParallel()
-                if sp:
-                    plan[p + "input_layernorm"] = SequenceParallel()
-                    plan[p + "post_attention_layernorm"] = SequenceParallel()
-                    plan[p + "self_attn"] = PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)}, desired_input_kwarg_layouts={"hidden_states": Replicate()})
-                    plan[p + "mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-            parallelize_module(model, mesh, plan)
+            parallelize_module(model, mesh, tp_plan(cfg, sp, lp))
             if case.get("retie"):
                 model.lm_head.weight = model.model.embed_tokens.weight
-            # transformers 4.40.2 reshapes with these: the rank's local values.
-            for layer in model.model.layers:
-                a = layer.self_attn
-                a.num_heads //= t
-                a.num_key_value_heads //= t
-                a.hidden_size = a.num_heads * a.head_dim
+            localize_attention(model, t)
         params = list(dict.fromkeys(model.parameters()))
         opt = torch.optim.Adam(params, lr=1e-3, foreach=False) if case["optimizer"] == "adam" else torch.optim.SGD(params, lr=1e-3, foreach=False)
         ctx = loss_parallel if lp else contextlib.nullcontext
-
-        def step():
-            mark("phase", "zero_grad")
-            opt.zero_grad(set_to_none=True)
-            mark("phase", "forward")
-            with ctx():
-                loss = model(input_ids=x, labels=x, use_cache=False).loss
-                mark("phase", "backward")
-                loss.backward()
-            mark("phase", "step")
-            opt.step()
-            mark("phase", "cleanup")
-            del loss
-            mark("phase", "end")
 
         comps = {}
         for s in range(1, STEPS + 1):
@@ -230,67 +189,13 @@ def run_child(case: dict, args) -> dict:
                 "inputBytes": x.numel() * x.element_size(),
                 "optimizerStateBytes": sum(storages([v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)]).values()),
             }
-            step()
+            marked_step(mark, opt, lambda: model(input_ids=x, labels=x, use_cache=False).loss, ctx)
         mark("segment", "end")
 
     # ---- the allocation stream ----
-    nodes = []
-
-    def walk(n):
-        nodes.append(n)
-        for c in n.children:
-            walk(c)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events = []
-    for i, n in enumerate(nodes):
-        if "Allocation" in str(n.tag):
-            events.append((n.start_time_ns, i, "alloc", n))
-        elif n.name == MARK_OP:
-            events.append((n.start_time_ns, i, "mark", n))
-    events.sort(key=lambda e: (e[0], e[1]))
-    li = 0
-    seg, phase = "setup", "setup"
-    stream = []
-    for _ts, _i, kind, n in events:
-        if kind == "mark":
-            k, v = labels[li]
-            li += 1
-            if k == "segment":
-                seg, phase = v, "setup"
-            else:
-                phase = v
-            continue
-        anc = []
-        p = n.parent
-        while p is not None:
-            anc.append(p.name)
-            p = p.parent
-        stream.append({"segment": seg, "phase": phase, "op": anc[0] if anc else None, "top": anc[-1] if anc else None, "bytes": int(n.extra_fields.alloc_size)})
-    if li != len(labels):
-        raise RuntimeError("marks missing from the profiler's events")
+    stream = read_stream(prof, mark.labels)
     name = f"step{MEASURED_STEP}"
-    before = 0
-    for e in stream:
-        if e["segment"] == name:
-            break
-        before += e["bytes"]
-    c = mx = 0
-    peak_at = None
-    phases = OrderedDict()
-    for e in stream:
-        if e["segment"] != name:
-            continue
-        c += e["bytes"]
-        ph = phases.setdefault(e["phase"], {"allocated": 0, "freed": 0, "maxCumulative": None})
-        ph["allocated" if e["bytes"] > 0 else "freed"] += abs(e["bytes"])
-        if ph["maxCumulative"] is None or c > ph["maxCumulative"]:
-            ph["maxCumulative"] = c
-        if c > mx:
-            mx, peak_at = c, {k: e[k] for k in ("phase", "op", "top")}
-    comp = comps[MEASURED_STEP]
-    baseline = comp["paramBytes"] + comp["gradBytes"] + comp["bufferBytes"] + comp["inputBytes"] + comp["optimizerStateBytes"]
+    measured = step_profile(stream, name)
 
     # What each parameter's gradient is after step 3's backward (the vocab-parallel embedding's
     # comes out Replicate, whole-vocabulary: see the fixture's gradBytes).
@@ -300,94 +205,28 @@ def run_child(case: dict, args) -> dict:
         grad_table.append({"name": n_, "param": list(local(p_).shape), "paramPlacements": str(getattr(p_, "placements", None)), "grad": list(local(gr).shape) if gr is not None else None, "gradPlacements": str(getattr(gr, "placements", None))})
 
     # ---- saved tensors of a fourth forward ----
-    param_ptrs = set(storages(params))
-    saved = {}
+    pack, saved = saved_recorder(set(storages(params)))
+    saved_tensors_pass(opt, lambda: model(input_ids=x, labels=x, use_cache=False).loss, pack, ctx)
 
-    def pack(x_):
-        st = local(x_).untyped_storage()
-        ptr = st.data_ptr()
-        if ptr and ptr not in param_ptrs and ptr not in saved:
-            saved[ptr] = {"bytes": st.nbytes(), "shape": list(local(x_).shape), "dtype": str(local(x_).dtype).replace("torch.", "")}
-        return x_.detach() if x_.grad_fn is not None else x_
-
-    opt.zero_grad(set_to_none=True)
-    with ctx():
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda p_: p_):
-            loss = model(input_ids=x, labels=x, use_cache=False).loss
-        loss.backward()
-    del loss
-
-    result = OrderedDict()
-    result["id"] = case["id"]
-    result["case"] = case
-    result["generatedBy"] = GENERATED_BY
-    result["command"] = f"/tmp/t213/bin/python tools/oracle/tp_cpu.py --only {case['id']}"
-    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "cpu", "threads": 1, "processGroup": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)" if t > 1 else None}
-    result["adjustment"] = "transformers 4.40.2 LlamaAttention num_heads, num_key_value_heads, hidden_size set to the rank's local values after parallelize_module" if t > 1 else None
+    result = fixture_head(case, GENERATED_BY)
+    result["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": "cpu", "threads": 1, "processGroup": FAKE_PG if t > 1 else None}
+    result["adjustment"] = ADJUSTMENT if t > 1 else None
     result["params"] = {"whole": whole_params, "local": sum(local(p).numel() for p in params)}
     result["tied"] = {"beforeParallelize": tied_before, "after": model.lm_head.weight is model.model.embed_tokens.weight}
     result["paramTable"] = grad_table
     result["savedBytes"] = sum(v["bytes"] for v in saved.values())
     result["saved"] = sorted(saved.values(), key=lambda v: -v["bytes"])
-    result["train"] = {
-        case["optimizer"]: {
-            **comp,
-            "baselineBytes": baseline,
-            "allocatedBefore": before,
-            "unattributedBytes": before - baseline,
-            "livePeakBytes": baseline + mx,
-            "livePeakAt": peak_at,
-            "phases": phases,
-            "stepEvents": [e for e in stream if e["segment"] == name and e["phase"] == "step"] if case.get("traceStep") else None,
-        }
-    }
+    train = live_peak(comps[MEASURED_STEP], measured)
+    train["stepEvents"] = [e for e in stream if e["segment"] == name and e["phase"] == "step"] if case.get("traceStep") else None
+    result["train"] = {case["optimizer"]: train}
     if t > 1:
         dist.destroy_process_group()
     return result
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
-    ap.add_argument("--hf-deps", default="/usr/lib/python3/dist-packages")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"id": case["id"], "case": case, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    cases = CASES if not args.only else [c for c in CASES if c["id"] in args.only.split(",")]
-    os.makedirs(args.out, exist_ok=True)
-    failed = 0
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    for case in cases:
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-            out = tmp.name
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case["id"], "--child-out", out, "--transformers-src", args.transformers_src, "--hf-deps", args.hf_deps], env=env, capture_output=True, text=True)
-        try:
-            with open(out) as f:
-                res = json.load(f)
-        except Exception:  # noqa: BLE001
-            res = {"id": case["id"], "error": f"child exited {proc.returncode}", "stderr": proc.stderr[-4000:]}
-        os.unlink(out)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(json.dumps(res, indent=1) + "\n")
-        if "error" in res:
-            failed += 1
-            print(f"{case['id']}: ERROR {res['error']}\n{res.get('traceback', res.get('stderr', ''))[-3000:]}", flush=True)
-        else:
-            tr = next(iter(res["train"].values()))
-            print(f"{case['id']}: params {res['params']['local']} saved {res['savedBytes']} livePeak {tr['livePeakBytes']} unattributed {tr['unattributedBytes']} ({time.time() - t0:.1f} s)", flush=True)
-    return 1 if failed else 0
+    args = arg_parser(__doc__, DEFAULT_OUT).parse_args(argv)
+    return drive(args, CASES, run_child, script=__file__, child_args=hf_child_args(args))
 
 
 if __name__ == "__main__":
