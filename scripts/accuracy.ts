@@ -159,8 +159,8 @@ machine and has not run there: this work had none), and what the communication l
 outside PyTorch's allocator. One CPU-only effect is modelled as such: PyTorch's CPU \`_chunk_cat\`
 pads a gradient whose first dimension does not divide by the world size into a copy before the
 reduce-scatter; CUDA's kernel does not. DeepSpeed ZeRO is measured below; its offload and FSDP2's
-CPU offload are read from their sources and not measured; context and expert parallelism are not
-modelled. The closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory)
+CPU offload are read from their sources and not measured; context and expert parallelism, the
+2-D layouts and Megatron's engine are measured in their own sections below. The closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory)
 are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
 
 // Pipeline ranks: torch.distributed.pipelining over gloo on CPU.
@@ -245,8 +245,9 @@ values (what later releases' \`tp_plan\` does). vram-ts builds the rank with
 | --- | --- | --- | ---: | ---: | ---: |
 ${tpRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
 
-Not measured yet: TP on CUDA with NCCL, TP under a data-parallel engine, and TP inside a
-pipeline stage (not modelled).`;
+Not measured yet: TP on CUDA with NCCL. TP under FSDP2 is measured below (two-dimensional
+layouts); under DDP, ZeroRedundancyOptimizer or DeepSpeed, and inside a pipeline stage, it is not
+modelled (a VramError).`;
 
 // Context-parallel ranks: the real transformers 4.40.2 Llama (sdpa) under torch's context_parallel.
 const cpRows = loadCpFixtures().flatMap((fx) => {
@@ -273,8 +274,8 @@ What the peaks leave out (all under 1% here): the CPU flash kernel's own scratch
 for sdpa on any device), \`context_parallel\`'s copies of its buffers (a full clone of each for the
 restore, and the shards: a few int64 bytes per token), and the batch-1 labels buffer the oracle
 passes apart from the input ids. Not measured yet: CP on CUDA with NCCL (the ring's collectives
-allocate the same tensors; the CUDA kernels' workspaces differ), the all-to-all rotation, CP under
-a data-parallel engine (modelled: the engine spans dp × cp ranks).`;
+allocate the same tensors; the CUDA kernels' workspaces differ), the all-to-all rotation. CP under
+FSDP2 (the engine over dp × cp ranks) is measured below (two-dimensional layouts).`;
 
 // Expert-parallel ranks: real transformers 5.18 MoE decoders under Hugging Face's ep_plan.
 const epFixtures = loadEpFixtures();
@@ -366,7 +367,8 @@ ${megatronRows.map((r) => `| ${r.id} | ${r.rank} | ${r.label} | ${r.figure} | ${
 Not modelled: the inputs the oracle counts (the int64 target, Float16Module's fp32 input beside its
 bf16 copy), where the CPU for-loop AdamW's temporaries of the shard's pieces fall (the peaks'
 residual; Megatron on CUDA steps with TE's or apex's FusedAdam), \`overlap_param_gather\`, expert
-parallel buffers, fp8, Megatron's GPTModel and tensor or pipeline parallelism under Megatron's DDP.`;
+parallel buffers, fp8, Megatron's GPTModel, tensor or pipeline parallelism under Megatron's DDP, and
+anything on CUDA with NCCL.`;
 
 // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
 // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
