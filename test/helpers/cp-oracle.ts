@@ -3,7 +3,7 @@
  * PyTorch's context_parallel, torch 2.13 CPU, the fake process group) and estimating each
  * case's rank as vram-ts builds it. Shared by the context-parallel test and `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type Estimate } from '../../src/index.js';
 
 export interface CpEvent {
@@ -22,11 +22,7 @@ export interface CpFixture {
 }
 
 export function loadCpFixtures(): CpFixture[] {
-  const dir = new URL('../fixtures/cp-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => /^cp\d.*\.json$/.test(f))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as CpFixture);
+  return loadJsonFixtures<CpFixture>('cp-cpu', (f) => /^cp\d.*\.json$/.test(f));
 }
 
 /** The case's rank, built and estimated as a user would (CPU, PyTorch 2 rules). */

@@ -8,7 +8,7 @@
  * the engines' own buffers, not a backend's). Offloading cannot be told apart from the device on
  * a CPU-only run, so those cases are left out here (the fixtures stay for the record).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type Layer, type ParallelPlan } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
@@ -41,12 +41,7 @@ export interface DeepSpeedComparison {
 }
 
 export function loadDeepSpeedFixtures(): DeepSpeedFixture[] {
-  const dir = new URL('../fixtures/deepspeed-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as DeepSpeedFixture)
-    .filter((f) => f.case.zero.offload_optimizer === undefined);
+  return loadJsonFixtures<DeepSpeedFixture>('deepspeed-cpu').filter((f) => f.case.zero.offload_optimizer === undefined);
 }
 
 function modelOf(fixture: DeepSpeedFixture): Layer {

@@ -5,7 +5,7 @@
  * DDP on PyTorch 2.13 CPU, PyTorch's `fake` process group; real transformers 4.40.2 decoders) in
  * test/fixtures/fsdp2-cpu. Shared by the fidelity test and `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type DType, type Engine, type Layer, type ParallelPlan } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 import { OPTIMIZERS } from './oracle.js';
@@ -54,11 +54,7 @@ export interface RankComparison {
 export const DISTRIBUTED_FOLDERS = ['distributed-cpu', 'fsdp2-cpu'] as const;
 
 export function loadDistributedFixtures(folder: (typeof DISTRIBUTED_FOLDERS)[number] = 'distributed-cpu'): DistributedFixture[] {
-  const dir = new URL(`../fixtures/${folder}/`, import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as DistributedFixture);
+  return loadJsonFixtures<DistributedFixture>(folder);
 }
 
 /**

@@ -4,7 +4,7 @@
  * estimating each case's rank as vram-ts builds it. Shared by the expert-parallel test and
  * `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type Estimate } from '../../src/index.js';
 
 export interface EpFixture {
@@ -17,11 +17,7 @@ export interface EpFixture {
 }
 
 export function loadEpFixtures(): EpFixture[] {
-  const dir = new URL('../fixtures/ep-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.startsWith('ep_') && f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as EpFixture);
+  return loadJsonFixtures<EpFixture>('ep-cpu', (f) => f.startsWith('ep_') && f.endsWith('.json'));
 }
 
 /** The case's rank with the routing it recorded, built and estimated as a user would (CPU, PyTorch 2 rules). */

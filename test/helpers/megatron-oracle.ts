@@ -4,7 +4,7 @@
  * estimating each rank with engine 'megatron'. Shared by the fidelity test and `npm run accuracy`.
  * The peak compared is the one without gloo's staging copies (NCCL makes none).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, type Estimate } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
@@ -25,11 +25,7 @@ export interface MegatronFixture {
 }
 
 export function loadMegatronFixtures(): MegatronFixture[] {
-  const dir = new URL('../fixtures/megatron-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as MegatronFixture);
+  return loadJsonFixtures<MegatronFixture>('megatron-cpu');
 }
 
 /** The Megatron settings of a case, as `parallel.megatron`. */

@@ -3,7 +3,7 @@
  * CPU, one gloo process per pipeline rank) and comparing each rank of vram-ts with them. Shared
  * by the fidelity test and `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type Layer, type ParallelPlan, type PipelineSchedule } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
@@ -43,11 +43,7 @@ export interface PipelineComparison {
 const SCHEDULES: Readonly<Record<PipelineFixture['case']['schedule'], PipelineSchedule>> = { ScheduleGPipe: 'gpipe', Schedule1F1B: '1f1b', ScheduleInterleaved1F1B: 'interleaved-1f1b' };
 
 export function loadPipelineFixtures(): PipelineFixture[] {
-  const dir = new URL('../fixtures/pipeline-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as PipelineFixture);
+  return loadJsonFixtures<PipelineFixture>('pipeline-cpu');
 }
 
 function modelOf(fixture: PipelineFixture): Layer {

@@ -3,7 +3,7 @@
  * tensor/sequence parallelism, PyTorch 2.13 CPU, the fake process group) and estimating each
  * case's rank as vram-ts builds it. Shared by the tensor-parallel test and `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type Estimate } from '../../src/index.js';
 
 export interface TpFixture {
@@ -16,11 +16,7 @@ export interface TpFixture {
 }
 
 export function loadTpFixtures(): TpFixture[] {
-  const dir = new URL('../fixtures/tp-cpu/', import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as TpFixture);
+  return loadJsonFixtures<TpFixture>('tp-cpu');
 }
 
 /** The case's rank, built and estimated as a user would (CPU, PyTorch 2 rules). */

@@ -5,7 +5,7 @@
  * fake process group — and estimating each case's rank as vram-ts builds it. Shared by the
  * 2-D test and `npm run accuracy`.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadJsonFixtures } from './fixtures.js';
 import { estimate, fromHFConfig, type DType, type Estimate } from '../../src/index.js';
 
 interface Train {
@@ -31,18 +31,10 @@ export interface FsdpCpFixture {
   readonly train: Readonly<Record<string, Train>>;
 }
 
-function load<T>(folder: string): T[] {
-  const dir = new URL(`../fixtures/${folder}/`, import.meta.url);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .sort()
-    .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as T);
-}
-
 /** FSDP2 × TP cases; torchtitan's newer grouping ([norm, lm_head] as one unit) is left out: vram-ts's units are single modules. */
-export const loadFsdpTpFixtures = (): FsdpTpFixture[] => load<FsdpTpFixture>('fsdp2-tp-cpu').filter((fx) => fx.case.fsdp.units === 'layers');
+export const loadFsdpTpFixtures = (): FsdpTpFixture[] => loadJsonFixtures<FsdpTpFixture>('fsdp2-tp-cpu').filter((fx) => fx.case.fsdp.units === 'layers');
 /** FSDP2 × CP cases over the flattened dp × cp mesh (torchtitan's); the control over dp alone is left out. */
-export const loadFsdpCpFixtures = (): FsdpCpFixture[] => load<FsdpCpFixture>('fsdp2-cp-cpu').filter((fx) => fx.case.fsdpMesh === 'dp_shard_cp');
+export const loadFsdpCpFixtures = (): FsdpCpFixture[] => loadJsonFixtures<FsdpCpFixture>('fsdp2-cp-cpu').filter((fx) => fx.case.fsdpMesh === 'dp_shard_cp');
 
 const mixed = (mp: { readonly paramDtype: DType; readonly reduceDtype: DType } | null) => (mp === null ? {} : { mixedPrecision: { param: mp.paramDtype, reduce: mp.reduceDtype } });
 
