@@ -1,7 +1,7 @@
 import { fail } from '../../errors.js';
 import { bytesOf, type DType } from '../../tensor/dtype.js';
 import { add } from '../../sym/ops.js';
-import { tensor } from '../../tensor/spec.js';
+import { numel, tensor } from '../../tensor/spec.js';
 import { parameterOrder } from '../../trace/uses.js';
 import { tensorBytes } from '../step-plan.js';
 import { fullParameters } from './ddp.js';
@@ -150,7 +150,8 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Resi
     // `_get_param_groups`: the default group first, then biases and 1-D parameters (no weight
     // decay), each in registration order; the inner optimizer steps them group by group.
     const noDecay = (id: number) => ir.tensors[id]!.spec.shape.length <= 1 || (ir.tensors[id]!.key ?? '').endsWith('.bias');
-    const owned = parameterOrder(ir).filter((id) => plan.trainable.includes(id) && mainNumel(id) > 0);
+    const trainableIds = new Set(plan.trainable);
+    const owned = parameterOrder(ir).filter((id) => trainableIds.has(id) && mainNumel(id) > 0);
     const stepped = [...owned.filter((id) => !noDecay(id)), ...owned.filter(noDecay)];
     const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : stepped, (id) => tensor([mainNumel(id)], 'float32'), true);
     const mainBytes = (id: number) => bytesOf(mainNumel(id), 'float32') as number;
@@ -192,7 +193,7 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Resi
         // The hook: `main_grad.add_(param.grad)`; `param.grad = None`.
         if (pending.length === 0) return;
         if (ir.settings.device === 'cpu' && settings.gradReduceInFp32) {
-          const copies = op.params.filter((p) => trainable(p) && dtypeOf(p) !== 'float32').map((p) => ledger.alloc(bytesOf(ir.tensors[p]!.spec.shape.reduce<number>((a, d) => a * (d as number), 1), 'float32'), 'temporaries'));
+          const copies = op.params.filter((p) => trainable(p) && dtypeOf(p) !== 'float32').map((p) => ledger.alloc(bytesOf(numel(ir.tensors[p]!.spec), 'float32'), 'temporaries'));
           if (copies.length > 0) ledger.record('backward', `${label} (main_grad.add_: fp32 copy)`);
           for (const block of copies) ledger.release(block);
         }
