@@ -12,7 +12,7 @@ import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js'
 import { estimateCpFixture, loadCpFixtures } from '../test/helpers/cp-oracle.js';
 import { estimateEpFixture, loadEpFixtures } from '../test/helpers/ep-oracle.js';
 import { estimateMegatronRank, loadMegatronFixtures } from '../test/helpers/megatron-oracle.js';
-import { estimateFsdpCpFixture, estimateFsdpTpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures } from '../test/helpers/two-d-oracle.js';
+import { estimateFsdpCpFixture, estimateFsdpTpFixture, estimateTpCpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures, loadTpCpFixtures } from '../test/helpers/two-d-oracle.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
 
@@ -322,14 +322,23 @@ const twoDRows = [
     const row = (figure: string, pytorch: number, ours: number) => ({ id: `fsdp2-cp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
     return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('gradients', m.gradBytes, r.bytes.gradients), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
   }),
+  ...loadTpCpFixtures().flatMap((fx) => {
+    const r = estimateTpCpFixture(fx);
+    const m = fx.train.sgd!;
+    const label = `TP ${fx.case.tp} × CP ${fx.case.cp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}${fx.case.loadBalance ? '' : ', no load balance'}`;
+    const row = (figure: string, pytorch: number, ours: number) => ({ id: `tp-cp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
+    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
+  }),
 ];
 const twoDWorst = (prefix: string) => Math.max(...twoDRows.filter((r) => r.id.startsWith(prefix)).map((r) => Math.abs(r.error))) * 100;
 const twoDSection = `Measured on a CPU with PyTorch's fake process group on a real transformers 4.40.2 Llama:
 \`tools/oracle/fsdp2_tp_cpu.py\` (torchtitan's 2-D layout: the TP plan on mesh["tp"], then
 \`fully_shard\` of every decoder layer and the root on mesh["dp"]) and \`tools/oracle/fsdp2_cp_cpu.py\`
-(\`fully_shard\` over the flattened dp × cp mesh, each step inside \`context_parallel\`). Largest
-error: FSDP2 × TP ${twoDWorst('fsdp2-tp/').toFixed(3)}%, FSDP2 × CP ${twoDWorst('fsdp2-cp/').toFixed(3)}% (the CP residuals of the
-section above). Under FSDP2 × TP the vocab-parallel embedding's Replicate [V, h] gradient is
+(\`fully_shard\` over the flattened dp × cp mesh, each step inside \`context_parallel\`) and
+\`tools/oracle/tp_cp_cpu.py\` (torchtitan's cp × tp mesh: the TP plan on mesh["tp"], each step inside
+\`context_parallel(mesh["cp"])\`; a gloo run agrees with the plain model to 1e-6). Largest error:
+FSDP2 × TP ${twoDWorst('fsdp2-tp/').toFixed(3)}%, FSDP2 × CP ${twoDWorst('fsdp2-cp/').toFixed(3)}%, TP × CP ${twoDWorst('tp-cp/').toFixed(3)}% (the CP residuals of
+the section above; saved bytes exact). Under FSDP2 × TP the vocab-parallel embedding's Replicate [V, h] gradient is
 made whole by autograd, then FSDP2's post-backward redistributes it to the TP shard while it
 lives (both modelled; test/fidelity/two-d.test.ts checks that moment's live bytes).
 
@@ -338,8 +347,8 @@ lives (both modelled; test/fidelity/two-d.test.ts checks that moment's live byte
 ${twoDRows.map((r) => `| ${r.id} | ${r.label} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}
 
 Not measured (and refused where not modelled): TP under DDP, ZeroRedundancyOptimizer or DeepSpeed
-(a VramError), HSDP, torchtitan's newer FSDP grouping ([norm, lm_head] as one unit), 2-D layouts
-on CUDA.`;
+(a VramError), HSDP, torchtitan's newer FSDP grouping ([norm, lm_head] as one unit), FSDP2 × TP × CP
+as one measured triple (each pair is measured; the three compose in vram-ts), and anything on CUDA.`;
 
 // Megatron-core's DDP and optimizers, every rank.
 const megatronRows = loadMegatronFixtures().flatMap((fx) =>
@@ -465,7 +474,7 @@ ${cpSection}
 
 ${epSection}
 
-## Two-dimensional layouts: FSDP2 × TP, FSDP2 × CP
+## Two-dimensional layouts: FSDP2 × TP, FSDP2 × CP, TP × CP
 
 ${twoDSection}
 

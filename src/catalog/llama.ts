@@ -133,7 +133,8 @@ export interface DecoderOptions {
    * Build one rank of a context-parallel job (PyTorch's `context_parallel`, ring attention with
    * the all-gather rotation; see {@link ContextParallelOptions}): the input is the whole
    * sequence, cut to the rank's s/c positions before the forward. Llama, Qwen2 and Mistral
-   * with sdpa attention; estimate with `parallel.cp` equal to the size, or without it.
+   * with sdpa attention, with or without `tensorParallel` (torchtitan's cp × tp mesh); estimate
+   * with `parallel.cp` equal to the size, or without it.
    */
   readonly contextParallel?: ContextParallelOptions;
   /**
@@ -236,7 +237,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   if (cp !== undefined) {
     if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
     if (impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', { path: ['options', 'attention'], expected: "'sdpa'", received: impl });
-    for (const key of ['tensorParallel', 'pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
+    for (const key of ['pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
   }
   const rotaryDim = shape.rotaryDim ?? shape.headDim;
   const norm = (size: number, name: string) => rmsNorm({ size, name, className: `${prefix}RMSNorm`, ...(shape.normOffset === true ? { offset: true } : {}) });

@@ -88,7 +88,9 @@ describe('context parallelism: one rank of a Llama', () => {
     expect(errorOf(() => llamaFamily(SMALL, { attention: 'eager', contextParallel: { size: 2 } })).issues[0]!.path).toEqual(['options', 'attention']);
     expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 1 } })).issues[0]!.path).toEqual(['options', 'contextParallel', 'size']);
     expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2, rank: 2 } })).issues[0]!.path).toEqual(['options', 'contextParallel', 'rank']);
-    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, tensorParallel: { size: 2 } })).issues[0]!.code).toBe('not-modelled');
+    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, pipelineStage: { layers: [0, 1] } })).issues[0]!.path).toEqual(['options', 'pipelineStage']);
+    // With tensor parallelism it composes (torchtitan's cp × tp mesh; test/fidelity/two-d.test.ts).
+    expect(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, tensorParallel: { size: 2 } })).not.toThrow();
     // Load balancing cuts the sequence into 2c pieces.
     const model = llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 4 } });
     expect(errorOf(() => estimate(model, { input: [1, 36] })).issues[0]!.path).toEqual(['input', 1]);

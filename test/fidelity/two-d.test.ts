@@ -1,10 +1,11 @@
 /**
  * Two-dimensional layouts against PyTorch itself (2.13 CPU, the fake process group, a real
  * transformers 4.40.2 Llama): FSDP2 over dp around DTensor tensor parallelism, and FSDP2 over
- * the flattened dp × cp mesh around context_parallel (torchtitan's layouts).
+ * the flattened dp × cp mesh around context_parallel, and tensor × context parallelism
+ * (torchtitan's layouts).
  */
 import { describe, expect, it } from 'vitest';
-import { estimateFsdpCpFixture, estimateFsdpTpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures } from '../helpers/two-d-oracle.js';
+import { estimateFsdpCpFixture, estimateFsdpTpFixture, estimateTpCpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures, loadTpCpFixtures } from '../helpers/two-d-oracle.js';
 
 const tpFixtures = loadFsdpTpFixtures();
 const cpFixtures = loadFsdpCpFixtures();
@@ -48,6 +49,23 @@ describe('FSDP2 × context parallelism, one rank (FSDP over dp · cp ranks)', ()
       expect(r.bytes.parameters).toBe(m.paramBytes);
       expect(r.bytes.gradients).toBe(m.gradBytes);
       expect(Math.abs(r.bytes.activations - fx.savedBytes)).toBeLessThanOrEqual(fx.case.input[0] === 1 ? 512 : 0);
+      // As with CP alone: the CPU flash kernel's scratch and context_parallel's buffer copies are not modelled.
+      expect(Math.abs(r.bytes.peak - m.livePeakBytes) / m.livePeakBytes).toBeLessThan(0.01);
+    });
+  }
+});
+
+describe('tensor × context parallelism, one rank (torchtitan\'s cp × tp mesh)', () => {
+  const fixtures = loadTpCpFixtures();
+  it('has tp 2 × cp 2 at both corners, SP, loss parallel, no load balance, MHA, and the controls', () => {
+    expect(fixtures.filter((f) => f.case.tp === 2 && f.case.cp === 2).length).toBeGreaterThanOrEqual(6);
+  });
+  for (const fx of fixtures) {
+    it(`${fx.id}: saved bytes exact and the step's peak`, () => {
+      const r = estimateTpCpFixture(fx);
+      const m = fx.train.sgd!;
+      expect(r.bytes.parameters).toBe(m.paramBytes);
+      expect(r.bytes.activations).toBe(fx.savedBytes);
       // As with CP alone: the CPU flash kernel's scratch and context_parallel's buffer copies are not modelled.
       expect(Math.abs(r.bytes.peak - m.livePeakBytes) / m.livePeakBytes).toBeLessThan(0.01);
     });

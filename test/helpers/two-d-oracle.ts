@@ -31,6 +31,17 @@ export interface FsdpCpFixture {
   readonly train: Readonly<Record<string, Train>>;
 }
 
+export interface TpCpFixture {
+  readonly id: string;
+  readonly case: { readonly config: Readonly<Record<string, unknown>>; readonly transformers: string; readonly input: readonly number[]; readonly tp: number; readonly cp: number; readonly sequenceParallel: boolean; readonly lossParallel: boolean; readonly loadBalance: boolean };
+  readonly mesh: { readonly cpRank?: number; readonly tpRank?: number };
+  readonly savedBytes: number;
+  readonly train: Readonly<Record<string, Train>>;
+}
+
+/** TP × CP cases (tools/oracle/tp_cp_cpu.py; its controls with tp or cp 1 included), without the gloo check. */
+export const loadTpCpFixtures = (): TpCpFixture[] => loadJsonFixtures<TpCpFixture>('tp-cp-cpu', (f) => /^tp\d+cp\d+.*\.json$/.test(f));
+
 /** FSDP2 × TP cases; torchtitan's newer grouping ([norm, lm_head] as one unit) is left out: vram-ts's units are single modules. */
 export const loadFsdpTpFixtures = (): FsdpTpFixture[] => loadJsonFixtures<FsdpTpFixture>('fsdp2-tp-cpu').filter((fx) => fx.case.fsdp.units === 'layers');
 /** FSDP2 × CP cases over the flattened dp × cp mesh (torchtitan's); the control over dp alone is left out. */
@@ -49,4 +60,12 @@ export function estimateFsdpCpFixture(fx: FsdpCpFixture): Estimate<number> {
   const cp = c.cp > 1 ? { contextParallel: { size: c.cp, rank: fx.mesh.cpLocalRank, loadBalance: c.loadBalance } } : {};
   const model = fromHFConfig(c.config, { transformers: c.transformers, attention: 'sdpa', useCache: false, ...(c.dtype === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}), ...cp });
   return estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: 'sgd', timeline: false, parallel: { engine: 'fsdp2', dp: c.dp, ...(c.cp > 1 ? { cp: c.cp } : {}), rank: fx.mesh.fsdpMeshLocalRank, reshardAfterForward: c.reshardAfterForward, ...mixed(c.mp) } }) as Estimate<number>;
+}
+
+export function estimateTpCpFixture(fx: TpCpFixture): Estimate<number> {
+  const c = fx.case;
+  const tp = c.tp > 1 ? { tensorParallel: { size: c.tp, rank: fx.mesh.tpRank ?? 0, sequenceParallel: c.sequenceParallel, lossParallel: c.lossParallel } } : {};
+  const cp = c.cp > 1 ? { contextParallel: { size: c.cp, rank: fx.mesh.cpRank ?? 0, loadBalance: c.loadBalance } } : {};
+  const model = fromHFConfig(c.config, { transformers: c.transformers, attention: 'sdpa', useCache: false, ...tp, ...cp });
+  return estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: 'sgd', timeline: false, parallel: { dp: 1, ...(c.tp > 1 ? { tp: c.tp } : {}), ...(c.cp > 1 ? { cp: c.cp } : {}) } }) as Estimate<number>;
 }

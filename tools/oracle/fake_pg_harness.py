@@ -68,9 +68,20 @@ def select_cases(cases: list, only, strict: bool = False) -> list:
     return [c for c in cases if c["id"] in want]
 
 
+def _finite(x):
+    """The value with NaN and infinities as null: a fake group's losses can be NaN, and JSON has no NaN."""
+    if isinstance(x, float) and x != x or x in (float("inf"), float("-inf")):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
 def json_fixture(res: dict) -> str:
-    """A fixture's text: indent=1 JSON and a newline."""
-    return json.dumps(res, indent=1) + "\n"
+    """A fixture's text: indent=1 JSON (non-finite numbers as null) and a newline."""
+    return json.dumps(_finite(res), indent=1, allow_nan=False) + "\n"
 
 
 def summary_line(res: dict) -> str:
