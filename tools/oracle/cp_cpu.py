@@ -345,25 +345,10 @@ def run_child(case: dict, args) -> dict:
         opt = torch.optim.SGD(params, lr=1e-3, foreach=False)
         trainer = CPTrainer(mark, model, opt, bufs, cp_mesh, ring_counter, MEASURED_STEP)
 
-        comps = {}
-        losses = {}
-        for s_ in range(1, STEPS + 1):
-            mark("segment", f"step{s_}")
-            comps[s_] = {
-                "paramBytes": sum(storages(params).values()),
-                "gradBytes": sum(storages([p.grad for p in params]).values()),
-                "bufferBytes": sum(storages(list(model.buffers())).values()),
-                "inputBytes": sum(storages(bufs).values()),
-                "optimizerStateBytes": 0,
-            }
-            losses[s_] = trainer.step(s_)
-        mark("segment", "end")
+        comps, losses = run_steps(mark, trainer, model, params, bufs, STEPS)
 
     # ---- the allocation stream ----
-    stream = read_stream(prof, mark.labels, ring=True, alloc_id=True, inputs=trace)
-    name = f"step{MEASURED_STEP}"
-    measured = step_profile(stream, name, ("phase", "ring", "op", "top"))
-    step_events = live_rows(e for e, _ in measured["running"]) if trace else []
+    train = measured_train(prof, mark, comps[MEASURED_STEP], trace, MEASURED_STEP)
 
     # ---- saved tensors of a fourth forward (inside a CP context) ----
     pack, saved = saved_recorder(set(storages(params)))
@@ -380,13 +365,43 @@ def run_child(case: dict, args) -> dict:
     result["savedBytes"] = sum(v["bytes"] for v in saved.values())
     result["saved"] = sorted(saved.values(), key=lambda v: -v["bytes"])
     result["sdpaNodes"] = sdpa_saved
-    train = live_peak(comps[MEASURED_STEP], measured)
-    train["stepEvents"] = [e for e in step_events if e["phase"] == "step"] if trace else None
-    train["events"] = step_events if trace else None
     result["train"] = {case["optimizer"]: train}
     if c > 1:
         dist.destroy_process_group()
     return result
+
+
+def run_steps(mark, trainer, model, params, bufs, steps: int = STEPS):
+    """Steps 1..steps of `trainer` (inside the profiler), each in its marked segment with the bytes
+    held before it (parameters, gradients, buffers, inputs; SGD keeps no state), then the `end`
+    mark: (comps, losses) by step.  tp_cp_cpu.py runs its steps with it too."""
+    comps = {}
+    losses = {}
+    for s_ in range(1, steps + 1):
+        mark("segment", f"step{s_}")
+        comps[s_] = {
+            "paramBytes": sum(storages(params).values()),
+            "gradBytes": sum(storages([p.grad for p in params]).values()),
+            "bufferBytes": sum(storages(list(model.buffers())).values()),
+            "inputBytes": sum(storages(bufs).values()),
+            "optimizerStateBytes": 0,
+        }
+        losses[s_] = trainer.step(s_)
+    mark("segment", "end")
+    return comps, losses
+
+
+def measured_train(prof, mark, comp: dict, trace: bool, measured_step: int = MEASURED_STEP) -> dict:
+    """The measured step's `train` entry from the allocation stream (ring marks, allocation ids):
+    live_peak of `comp` (the bytes held before it) and, traced, its events (`events`, and
+    `stepEvents`: those of the optimizer step)."""
+    stream = read_stream(prof, mark.labels, ring=True, alloc_id=True, inputs=trace)
+    measured = step_profile(stream, f"step{measured_step}", ("phase", "ring", "op", "top"))
+    step_events = live_rows(e for e, _ in measured["running"]) if trace else []
+    train = live_peak(comp, measured)
+    train["stepEvents"] = [e for e in step_events if e["phase"] == "step"] if trace else None
+    train["events"] = step_events if trace else None
+    return train
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +414,17 @@ VERIFY = [
     {"id": "verify_cp2_nolb", "cp": 2, "loadBalance": False, "input": [2, 32], "kv": 2},
     {"id": "verify_cp4_lb", "cp": 4, "loadBalance": True, "input": [1, 32], "kv": 4},
 ]
+
+
+def verify_model(transformers, torch, v):
+    """A verify case's model (tp_cp_cpu.py's too): seed 0, CONFIG with v["kv"] key/value heads,
+    sdpa, train mode.  Returns (config, model)."""
+    torch.manual_seed(0)
+    config = dict(CONFIG, num_key_value_heads=v["kv"])
+    cfg = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    model.train()
+    return cfg, model
 
 
 def verify_child(v, rank, port, args) -> dict:
@@ -415,11 +441,7 @@ def verify_child(v, rank, port, args) -> dict:
     mesh = init_device_mesh("cpu", (c,))
     A, _ = install_cpu_ring()
     A._cp_options.enable_load_balance = v["loadBalance"]
-    torch.manual_seed(0)
-    config = dict(CONFIG, num_key_value_heads=v["kv"])
-    cfg = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
-    model.train()
+    cfg, model = verify_model(transformers, torch, v)
     b, s = v["input"]
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g)
@@ -446,20 +468,28 @@ def verify_child(v, rank, port, args) -> dict:
     return out
 
 
-def run_verify(args) -> int:
+def run_verify(args, verify=None, *, script=__file__, report_head=None, world=lambda v: v["cp"], tmp_prefix="cpverify", only=None) -> int:
+    """Runs each verify case (`verify`, default VERIFY; those in `only` when given) as `world(v)`
+    gloo processes of `script --verify-child`, and writes `report_head` plus the cases to
+    <out>/verify.json (tp_cp_cpu.py's --verify uses it with its own cases and head)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from gloo_harness import free_port
 
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     bad = 0
-    report = OrderedDict(generatedBy=GENERATED_BY, command="/tmp/t213/bin/python tools/oracle/cp_cpu.py --verify", what="real gloo group: CP logits (context_parallel_unshard) vs the plain model's; parameter gradients all-reduced over ranks vs the plain model's; loss sum(logits * w)", adjustment=ADJUSTMENT, cases=[])
-    for v in VERIFY:
+    if report_head is None:
+        report_head = dict(generatedBy=GENERATED_BY, command="/tmp/t213/bin/python tools/oracle/cp_cpu.py --verify", what="real gloo group: CP logits (context_parallel_unshard) vs the plain model's; parameter gradients all-reduced over ranks vs the plain model's; loss sum(logits * w)", adjustment=ADJUSTMENT)
+    report = OrderedDict(report_head, cases=[])
+    for v in VERIFY if verify is None else verify:
+        if only and v["id"] not in only:
+            continue
         port = free_port()
-        tmp = tempfile.mkdtemp(prefix="cpverify")
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--verify-child", v["id"], "--rank", str(r), "--port", str(port), "--child-out", os.path.join(tmp, f"{r}.json"), *hf_child_args(args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(v["cp"])]
+        tmp = tempfile.mkdtemp(prefix=tmp_prefix)
+        n = world(v)
+        procs = [subprocess.Popen([sys.executable, os.path.abspath(script), "--verify-child", v["id"], "--rank", str(r), "--port", str(port), "--child-out", os.path.join(tmp, f"{r}.json"), *hf_child_args(args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
         outs = [p.communicate(timeout=600) for p in procs]
         res = []
-        for r in range(v["cp"]):
+        for r in range(n):
             try:
                 with open(os.path.join(tmp, f"{r}.json")) as f:
                     res.append(json.load(f))
@@ -475,22 +505,33 @@ def run_verify(args) -> int:
     return 1 if bad else 0
 
 
-def main(argv=None) -> int:
-    ap = arg_parser(__doc__, DEFAULT_OUT)
-    ap.add_argument("--verify", action="store_true", help="numerical check of the CPU ring adaptation over gloo")
+def run_verify_child(args, verify, verify_child) -> int:
+    """One rank of the verify case `args.verify_child`: `verify_child(v, rank, port, args)`'s result
+    (or the error) to `args.child_out`."""
+    v = next(x for x in verify if x["id"] == args.verify_child)
+    try:
+        res = verify_child(v, args.rank, args.port, args)
+    except Exception as e:  # noqa: BLE001
+        res = {"rank": args.rank, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+    with open(args.child_out, "w") as f:
+        json.dump(res, f)
+    return 0
+
+
+def verify_args(ap, help: str) -> None:
+    """--verify (`help`) and the hidden options of a verify child (tp_cp_cpu.py's too)."""
+    ap.add_argument("--verify", action="store_true", help=help)
     ap.add_argument("--verify-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+
+
+def main(argv=None) -> int:
+    ap = arg_parser(__doc__, DEFAULT_OUT)
+    verify_args(ap, "numerical check of the CPU ring adaptation over gloo")
     args = ap.parse_args(argv)
     if args.verify_child is not None:
-        v = next(x for x in VERIFY if x["id"] == args.verify_child)
-        try:
-            res = verify_child(v, args.rank, args.port, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"rank": args.rank, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
+        return run_verify_child(args, VERIFY, verify_child)
     if args.verify:
         return run_verify(args)
     return drive(args, CASES, run_child, script=__file__, child_args=hf_child_args(args))

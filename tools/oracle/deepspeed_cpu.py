@@ -59,18 +59,16 @@ composition of the peak (blocks live at the peak: before-step roles; step alloca
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
-import json
 import os
 import subprocess
 import sys
-import time
 from collections import OrderedDict
-from typing import Dict, List, Tuple
 
-from gloo_harness import drive, free_port
+from gloo_harness import Marks, case_args, case_doc, child_args, child_env, child_setup, command_for, drive, first_role_wins, lost_frees, marked_steps, peak_without_backend_temps, role_steps, run_ranks, settle_work_wait, steady_check, steps_summary, storages, take_env_meta
+from gloo_harness import dump_fixture as _dump_fixture
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED_BY = "tools/oracle/deepspeed_cpu.py"
 DEFAULT_CASES = os.path.join("tools", "oracle", "cases", "deepspeed-cpu.json")
 DEFAULT_OUT = os.path.join("test", "fixtures", "deepspeed-cpu")
@@ -148,36 +146,17 @@ def ds_config(case: dict, world: int) -> dict:
 def run_child(case: dict, rank: int, port: int, args) -> dict:
     import gc
 
-    if args.hf_deps and os.path.isdir(args.hf_deps) and args.hf_deps not in sys.path:
-        sys.path.append(args.hf_deps)
-    sys.path.insert(0, HERE)
-    import fsdp2_cpu  # noqa: E402  (torchvision stub, stream reader)
-
-    fsdp2_cpu._stub_torchvision()
-    import torch
+    fsdp2_cpu, torch, oracle = child_setup(args.hf_deps, args.transformers_src)
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    import oracle  # noqa: E402
-
-    torch.set_num_threads(1)
-    oracle.HF_SRC["path"] = args.transformers_src
     world = int(case["world"])
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import deepspeed
 
     dct = importlib.import_module("deepspeed.comm.torch")
     dct.build_shm_op = lambda: None  # see ADJUSTMENTS
-    if args.work_wait_sleep > 0:  # see ADJUSTMENTS: gloo worker threads must drop their Work before the main thread does
-        Work = torch._C._distributed_c10d.Work
-        orig_wait = Work.wait
-
-        def wait_then_settle(self, *a, **k):
-            r = orig_wait(self, *a, **k)
-            time.sleep(args.work_wait_sleep)
-            return r
-
-        Work.wait = wait_then_settle
+    settle_work_wait(torch, args.work_wait_sleep)  # see ADJUSTMENTS: gloo worker threads must drop their Work before the main thread does
     deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
     import deepspeed.comm as dscomm
 
@@ -188,56 +167,10 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     gas = int(case.get("gradientAccumulation", 1))
     cfg = ds_config(case, world)
 
-    labels: List[Tuple[str, str]] = []
-    mark_tensor = torch.zeros(1)
-    oracle.MARK_OP = "aten::is_set_to"
-    marks_on = {"on": False}
-    stack: List[str] = []
+    marks = Marks(torch, oracle)
+    segment, wrap = marks.segment, marks.wrap
 
-    def mark(kind: str, value: str) -> None:
-        if marks_on["on"]:
-            labels.append((kind, value))
-            mark_tensor.is_set_to(mark_tensor)
-
-    def segment(name: str) -> None:
-        stack.clear()
-        mark("segment", name)
-
-    def enter(lab: str) -> None:
-        stack.append(lab)
-        mark("phase", "/".join(stack))
-
-    def leave() -> None:
-        stack.pop()
-        mark("phase", "/".join(stack) if stack else "-")
-
-    def wrap(obj, meth: str, label: str) -> bool:
-        orig = getattr(obj, meth, None)
-        if orig is None or not callable(orig):
-            return False
-
-        def wrapped(*a, **k):
-            enter(label)
-            try:
-                return orig(*a, **k)
-            finally:
-                leave()
-
-        setattr(obj, meth, wrapped)
-        return True
-
-    def storages(tensors) -> Dict[int, int]:
-        seen: Dict[int, int] = {}
-        for t in tensors:
-            if t is None or not torch.is_tensor(t):
-                continue
-            st = t.untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
-
-    marks_on["on"] = True
-    comps = {}
+    marks.on = True
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         segment("build")
         model = oracle.build_model(case)  # seed 0
@@ -324,21 +257,9 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
             roles["zeroBuffers"] = storages(other)
             roles["buffers"] = storages(list(model.buffers()))
             roles["inputs"] = storages([x, y])
-            # first role wins for a storage seen twice
-            seen = set()
-            for k in list(roles):
-                roles[k] = {p: n for p, n in roles[k].items() if p not in seen}
-                seen.update(roles[k])
-            return roles
+            return first_role_wins(roles)
 
-        for s in range(1, STEPS + 1):
-            engine.zero_grad()
-            gc.collect()
-            comps[s] = inventory()
-            segment(f"step{s}")
-            one_step()
-            gc.collect()
-            segment(f"after{s}")
+        comps = marked_steps(marks, STEPS, inventory, one_step, before=engine.zero_grad)
         st_inner = getattr(zopt, "optimizer", None)
         state_example = {}
         if st_inner is not None and st_inner.state:
@@ -370,112 +291,20 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
             "wrapped": wrapped,
         }
         segment("end")
-        marks_on["on"] = False
+        marks.on = False
 
-    stream = fsdp2_cpu.read_stream(oracle, prof, labels)
+    stream = fsdp2_cpu.read_stream(oracle, prof, marks.labels)
     del prof
     # a block allocated at an address that is still live lost its free (freed on a thread the profiler does not see)
-    lost = []
-    lv_: Dict[int, dict] = {}
-    for e in stream:
-        if e["bytes"] > 0:
-            if e["ptr"] in lv_:
-                old = lv_[e["ptr"]]
-                lost.append({"bytes": old["bytes"], "allocated": f"{old['segment']}|{old['phase']}|{old['op']}", "reallocated": f"{e['segment']}|{e['phase']}|{e['op']}"})
-            lv_[e["ptr"]] = e
-        elif e["bytes"] < 0:
-            lv_.pop(e["ptr"], None)
-    steps = OrderedDict()
-    for s in range(1, STEPS + 1):
-        name = f"step{s}"
-        roles = comps[s]
-        live = fsdp2_cpu.live_blocks_before(stream, name)
-        st_ = fsdp2_cpu.segment_stats(stream, name)
-        role_bytes = OrderedDict()
-        role_of = {}
-        for k, d in roles.items():
-            # only storages that are live CPU-allocator blocks seen in the stream count
-            role_bytes[k] = sum(live[p]["bytes"] for p in d if p in live)
-            for p in d:
-                role_of[p] = k
-        unattr = [e for p, e in live.items() if p not in role_of]
-        c = OrderedDict()
-        c["baselineBytes"] = st_["allocatedBefore"]
-        c["roles"] = role_bytes
-        c["unattributedBytes"] = sum(e["bytes"] for e in unattr)
-        agg = OrderedDict()
-        for e in unattr:
-            key = f"{e['segment']}|{e['phase']}|{e['op']}"
-            a = agg.setdefault(key, {"bytes": 0, "blocks": 0})
-            a["bytes"] += e["bytes"]
-            a["blocks"] += 1
-        c["unattributed"] = [dict(where=k, **v) for k, v in sorted(agg.items(), key=lambda kv: -kv[1]["bytes"])][:12]
-        c["livePeakBytes"] = st_["allocatedBefore"] + st_["maxDelta"]
-        c["liveEndBytes"] = st_["allocatedBefore"] + st_["endDelta"]
-        c["peakPhase"] = st_["peakAt"]
-        c["events"] = st_["events"]
-        if s == MEASURED_STEP:
-            evs = [e for e in stream if e["segment"] == name]
-            rows = []
-            cur = c["baselineBytes"]
-            for e in evs:
-                lab = e["phase"]
-                if not rows or rows[-1][0] != lab:
-                    rows.append([lab, cur, cur, cur])
-                cur += e["bytes"]
-                rows[-1][2] = max(rows[-1][2], cur)
-                rows[-1][3] = cur
-            c["timeline"] = rows
-            # composition at the peak
-            lv = dict(live)
-            for e in evs[: st_["peakIndex"] + 1]:
-                if e["bytes"] > 0:
-                    lv[e["ptr"]] = e
-                elif e["bytes"] < 0:
-                    lv.pop(e["ptr"], None)
-            before = OrderedDict()
-            inst = OrderedDict()
-            for p, e in lv.items():
-                if e["segment"] != name:
-                    k = role_of.get(p, "unattributed")
-                    before[k] = before.get(k, 0) + e["bytes"]
-                else:
-                    k = f"{e['phase']} :: {e['op']}"
-                    a = inst.setdefault(k, {"bytes": 0, "blocks": 0})
-                    a["bytes"] += e["bytes"]
-                    a["blocks"] += 1
-            c["peakComposition"] = {"fromBeforeStep": before, "allocatedInStep": [dict(at=k, **v) for k, v in sorted(inst.items(), key=lambda kv: -kv[1]["bytes"])]}
-            if args.traces:
-                os.makedirs(args.traces, exist_ok=True)
-                with open(os.path.join(args.traces, f"{case['id']}.r{rank}.json"), "w") as fh:
-                    json.dump({"id": case["id"], "rank": rank, "baselineBytes": c["baselineBytes"],
-                               "events": [{k: e[k] for k in ("phase", "op", "top", "bytes", "ptr") if e.get(k) is not None} for e in evs]}, fh, separators=(",", ":"))
-        steps[name] = c
+    lost = lost_frees(stream)
+    steps = role_steps(stream, comps, STEPS, MEASURED_STEP, traces=args.traces, case_id=case["id"], rank=rank)
 
-    # the same peak without the process-group backend's own temporaries: blocks allocated inside a
-    # c10d:: / gloo: op (gloo's all-gather and reduce-scatter stage full-size copies on CPU; NCCL
-    # writes into the caller's buffers), and their frees
-    backend_ptrs_live: Dict[int, bool] = {}
-    cur = mx = 0
-    started = False
-    for e in stream:
-        if e["segment"] == f"step{MEASURED_STEP}":
-            started = True
-        elif started:
-            break
-        top = e.get("top") or ""
-        if e["bytes"] > 0 and (top.startswith("c10d::") or top.startswith("gloo:")):
-            backend_ptrs_live[e["ptr"]] = True
-            continue
-        if e["bytes"] < 0 and backend_ptrs_live.pop(e["ptr"], False):
-            continue
-        if started:
-            cur += e["bytes"]
-            mx = max(mx, cur)
-    steps[f"step{MEASURED_STEP}"]["livePeakWithoutBackendTempsBytes"] = steps[f"step{MEASURED_STEP}"]["baselineBytes"] + mx
+    # the same peak without the process-group backend's own temporaries: blocks allocated inside an
+    # op whose outermost op is a c10d:: / gloo: one
+    steps[f"step{MEASURED_STEP}"]["livePeakWithoutBackendTempsBytes"] = steps[f"step{MEASURED_STEP}"]["baselineBytes"] + peak_without_backend_temps(
+        stream, f"step{MEASURED_STEP}", lambda e: (e.get("top") or "").startswith(("c10d::", "gloo:")))
 
     meas = steps[f"step{MEASURED_STEP}"]
-    s4 = steps[f"step{STEPS}"]
     res = OrderedDict()
     res["rank"] = rank
     for k in ("livePeakBytes", "livePeakWithoutBackendTempsBytes", "baselineBytes", "roles", "unattributedBytes", "unattributed", "liveEndBytes", "peakPhase"):
@@ -485,11 +314,10 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     res["fp32MasterBytes"] = meas["roles"]["fp32Master"]
     res["zero"] = zinfo
     res["lostFrees"] = lost
-    res["steadyCheck"] = {"step": STEPS, "livePeakBytes": s4["livePeakBytes"], "baselineBytes": s4["baselineBytes"],
-                          "same": s4["livePeakBytes"] == meas["livePeakBytes"] and s4["baselineBytes"] == meas["baselineBytes"]}
+    res["steadyCheck"] = steady_check(steps, STEPS, MEASURED_STEP)
     res["peakComposition"] = meas["peakComposition"]
     res["timeline"] = meas["timeline"]
-    res["steps"] = OrderedDict((k, {kk: v[kk] for kk in ("livePeakBytes", "baselineBytes", "liveEndBytes", "unattributedBytes", "events")}) for k, v in steps.items())
+    res["steps"] = steps_summary(steps, ("livePeakBytes", "baselineBytes", "liveEndBytes", "unattributedBytes", "events"))
     res["_env"] = {"torch": torch.__version__, "python": sys.version.split()[0], "device": "cpu", "threads": torch.get_num_threads(),
                    "processGroup": f"gloo, {world} local processes (env://127.0.0.1, deepspeed.init_distributed)",
                    "deepspeedImportedFrom": os.path.dirname(deepspeed.__file__), "accelerator": type(deepspeed.get_accelerator()).__name__,
@@ -509,88 +337,31 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def command_for(args, cid: str) -> str:
-    extra = ""
-    if args.cases != DEFAULT_CASES:
-        extra += f" --cases {args.cases}"
-    if args.out != DEFAULT_OUT:
-        extra += f" --out {args.out}"
-    return f"/tmp/t213ds/bin/python tools/oracle/deepspeed_cpu.py{extra} --only {cid}"
-
-
-def dump_fixture(doc: dict) -> str:
-    def one(v) -> str:
-        return json.dumps(v, separators=(",", ":"))
-
-    def fmt(v, ind: int, key=None) -> str:
-        flat = one(v)
-        if not isinstance(v, (dict, list)) or len(flat) <= 160 or not v:
-            return flat
-        pad = " " * (ind + 1)
-        if isinstance(v, list):
-            if key in ("timeline", "allocatedInStep", "unattributed", "layers"):
-                items = [one(x) for x in v]
-            else:
-                items = [fmt(x, ind + 1) for x in v]
-            return "[\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "]"
-        items = [f"{json.dumps(k)}: {fmt(x, ind + 1, k)}" for k, x in v.items()]
-        return "{\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "}"
-
-    return fmt(json.loads(json.dumps(doc)), 0) + "\n"
+dump_fixture = functools.partial(_dump_fixture, one_line_keys=("timeline", "allocatedInStep", "unattributed", "layers"))
 
 
 def run_case(case: dict, args, tmp: str) -> dict:
     world = int(case["world"])
-    port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore", DS_BUILD_OPS="0", DS_ACCELERATOR="cpu")
+    env = child_env(DS_BUILD_OPS="0", DS_ACCELERATOR="cpu")
     pp = [args.ds_src, args.stubs] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = ":".join(p for p in pp if p)
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    procs = []
-    for r in range(world):
-        out = os.path.join(tmp, f"{case['id']}.r{r}.json")
+
+    def child_cmd(r, port, out):
         cmd = [sys.executable, os.path.abspath(__file__), "--cases", args.cases, "--work-wait-sleep", str(args.work_wait_sleep), "--child", case["id"], "--rank", str(r), "--port", str(port),
                "--child-out", out, "--transformers-src", args.transformers_src or "", "--hf-deps", args.hf_deps or ""]
         if args.traces:
             cmd += ["--traces", args.traces]
-        err = open(out + ".err", "w+")
-        procs.append((r, out, err, subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env)))
-    t0 = time.time()
-    for r, out, err, p in procs:
-        try:
-            p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    ranks, errors = [], []
-    for r, out, err, p in procs:
-        err.seek(0)
-        tail = err.read()[-3000:]
-        err.close()
-        if os.path.exists(out):
-            with open(out) as f:
-                res = json.load(f)
-        else:
-            res = {"error": f"rank {r}: child exited with {p.returncode}", "stderr": tail}
-        if "error" in res:
-            errors.append(dict(res, rank=r))
-        ranks.append(res)
-    doc = OrderedDict()
-    doc["id"] = case["id"]
-    doc["case"] = case
-    doc["generatedBy"] = GENERATED_BY
-    doc["command"] = command_for(args, case["id"])
+        return cmd
+
+    ranks, errors = run_ranks(case, world, tmp, env, args.timeout, child_cmd)
+    doc = case_doc(case, GENERATED_BY, command_for(args, case["id"], "/tmp/t213ds/bin/python tools/oracle/deepspeed_cpu.py", DEFAULT_CASES, DEFAULT_OUT))
     doc["deepspeed"] = ds_commit(args.ds_src)
     doc["adjustments"] = ADJUSTMENTS
-    if errors:
-        doc["error"] = errors[0].get("error")
-        doc["errors"] = errors
+    got = take_env_meta(doc, ranks, errors)
+    if got is None:
         return doc
-    env0 = ranks[0].pop("_env")
-    meta = ranks[0].pop("_meta")
-    for r in ranks[1:]:
-        r.pop("_env", None)
-        r.pop("_meta", None)
+    env0, metas = got
+    meta = metas[0]
     doc["env"] = env0
     doc["world"] = world
     doc["config"] = meta["config"]
@@ -603,20 +374,14 @@ def run_case(case: dict, args, tmp: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default=DEFAULT_CASES)
-    ap.add_argument("--only", default=None, help="comma-separated case ids")
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--traces", default=None, help="also write each rank's step-3 allocation events to DIR/<id>.r<rank>.json")
+    case_args(ap, DEFAULT_OUT, DEFAULT_CASES, traces=True)
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
     ap.add_argument("--ds-src", default=os.environ.get("DEEPSPEED_SRC", DEFAULT_DS_SRC))
     ap.add_argument("--stubs", default=DEFAULT_STUBS)
     ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
     ap.add_argument("--hf-deps", default=DEFAULT_HF_DEPS)
     ap.add_argument("--work-wait-sleep", type=float, default=0.002, help="seconds Work.wait() sleeps after returning (0: off)")
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    child_args(ap)
     args = ap.parse_args(argv)
     return drive(args, run_child, run_case, dump_fixture, 'deepspeed_cpu_', lambda r: f"r{r['rank']} peak {r['livePeakBytes']} (no gloo temps {r['livePeakWithoutBackendTempsBytes']}) base {r['baselineBytes']} opt {r['optimizerStateBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}")
 

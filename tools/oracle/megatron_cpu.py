@@ -42,21 +42,17 @@ Adjustments (run-time monkeypatches, recorded in each fixture): see ADJUSTMENTS.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
-import traceback
 import types
 from collections import OrderedDict
-from typing import Dict, List, Tuple
+from typing import List
 
-from gloo_harness import free_port
+from gloo_harness import Marks, case_args, case_doc, child_args, child_env, child_setup, drive, first_role_wins, lost_frees, marked_steps, peak_without_backend_temps, role_steps, run_ranks, settle_work_wait, steady_check, steps_summary, storages, take_env_meta
+from gloo_harness import dump_fixture as _dump_fixture
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED_BY = "tools/oracle/megatron_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "megatron-cpu")
 DEFAULT_SRC = "/tmp/mcore-src"
@@ -195,31 +191,14 @@ def _dt(d) -> str:
 def run_child(case: dict, rank: int, port: int, args) -> dict:
     import gc
 
-    sys.path.insert(0, args.mcore_src)
-    sys.path.insert(0, HERE)
-    import fsdp2_cpu  # noqa: E402  (torchvision stub, stream reader)
-
-    fsdp2_cpu._stub_torchvision()
-    import torch
+    fsdp2_cpu, torch, oracle = child_setup(front=[args.mcore_src])
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    import oracle  # noqa: E402
-
-    torch.set_num_threads(1)
     world = int(case["world"])
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     _patch_torch_for_cpu(torch)
-    if args.work_wait_sleep > 0:
-        Work = torch._C._distributed_c10d.Work
-        orig_wait = Work.wait
-
-        def wait_then_settle(self, *a, **k):
-            r = orig_wait(self, *a, **k)
-            time.sleep(args.work_wait_sleep)
-            return r
-
-        Work.wait = wait_then_settle
+    settle_work_wait(torch, args.work_wait_sleep)
     _stub_paged_stash()
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     import megatron.core  # noqa: F401
@@ -242,56 +221,10 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     )
     ocfg = OptimizerConfig(optimizer="adam", lr=1e-3, bf16=bf16, use_distributed_optimizer=bool(case.get("useDistributedOptimizer")), clip_grad=float(case.get("clipGrad", 1.0)))
 
-    labels: List[Tuple[str, str]] = []
-    mark_tensor = torch.zeros(1)
-    oracle.MARK_OP = "aten::is_set_to"
-    marks_on = {"on": False}
-    stack: List[str] = []
+    marks = Marks(torch, oracle)
+    segment, enter, leave, wrap = marks.segment, marks.enter, marks.leave, marks.wrap
 
-    def mark(kind: str, value: str) -> None:
-        if marks_on["on"]:
-            labels.append((kind, value))
-            mark_tensor.is_set_to(mark_tensor)
-
-    def segment(name: str) -> None:
-        stack.clear()
-        mark("segment", name)
-
-    def enter(lab: str) -> None:
-        stack.append(lab)
-        mark("phase", "/".join(stack))
-
-    def leave() -> None:
-        stack.pop()
-        mark("phase", "/".join(stack) if stack else "-")
-
-    def wrap(obj, meth: str, label: str) -> bool:
-        orig = getattr(obj, meth, None)
-        if orig is None or not callable(orig):
-            return False
-
-        def wrapped(*a, **k):
-            enter(label)
-            try:
-                return orig(*a, **k)
-            finally:
-                leave()
-
-        setattr(obj, meth, wrapped)
-        return True
-
-    def storages(tensors) -> Dict[int, int]:
-        seen: Dict[int, int] = {}
-        for t in tensors:
-            if t is None or not torch.is_tensor(t):
-                continue
-            st = t.untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
-
-    marks_on["on"] = True
-    comps = {}
+    marks.on = True
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         segment("build")
         inner = oracle.build_model(case)  # seed 0, fp32
@@ -351,21 +284,11 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
                 mg += [p.grad for p in g["params"]]
             roles["mainParamGrads"] = storages(mg)
             roles["inputs"] = storages([x, y])
-            seen = set()
-            for k in list(roles):
-                roles[k] = {p: n for p, n in roles[k].items() if p not in seen}
-                seen.update(roles[k])
-            return roles
+            return first_role_wins(roles)
 
-        for s in range(1, STEPS + 1):
-            gc.collect()
-            comps[s] = inventory()
-            segment(f"step{s}")
-            one_step()
-            gc.collect()
-            segment(f"after{s}")
+        comps = marked_steps(marks, STEPS, inventory, one_step)
         segment("end")
-        marks_on["on"] = False
+        marks.on = False
 
     # what Megatron itself reports about its buffers
     name_of = {p: n for n, p in ddp.module.named_parameters()}
@@ -398,100 +321,16 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     optinfo["mainParamNumel"] = sum(p.numel() for g in mopt.optimizer.param_groups for p in g["params"])
     optinfo["mainParamDtypes"] = sorted({_dt(p.dtype) for g in mopt.optimizer.param_groups for p in g["params"]})
 
-    stream = read_stream(oracle, prof, labels)
+    stream = read_stream(oracle, prof, marks.labels)
     del prof
-    lost = []
-    lv_: Dict[int, dict] = {}
-    for e in stream:
-        if e["bytes"] > 0:
-            if e["ptr"] in lv_:
-                old = lv_[e["ptr"]]
-                lost.append({"bytes": old["bytes"], "allocated": f"{old['segment']}|{old['phase']}|{old['op']}", "reallocated": f"{e['segment']}|{e['phase']}|{e['op']}"})
-            lv_[e["ptr"]] = e
-        elif e["bytes"] < 0:
-            lv_.pop(e["ptr"], None)
+    lost = lost_frees(stream)
     init_stats = fsdp2_cpu.segment_stats(stream, "init")
-    steps = OrderedDict()
-    for s in range(1, STEPS + 1):
-        name = f"step{s}"
-        roles = comps[s]
-        live = fsdp2_cpu.live_blocks_before(stream, name)
-        st_ = fsdp2_cpu.segment_stats(stream, name)
-        role_bytes = OrderedDict()
-        role_of = {}
-        for k, d in roles.items():
-            role_bytes[k] = sum(live[p]["bytes"] for p in d if p in live)
-            for p in d:
-                role_of[p] = k
-        unattr = [e for p, e in live.items() if p not in role_of]
-        c = OrderedDict()
-        c["baselineBytes"] = st_["allocatedBefore"]
-        c["roles"] = role_bytes
-        c["unattributedBytes"] = sum(e["bytes"] for e in unattr)
-        agg = OrderedDict()
-        for e in unattr:
-            key = f"{e['segment']}|{e['phase']}|{e['op']}"
-            a = agg.setdefault(key, {"bytes": 0, "blocks": 0})
-            a["bytes"] += e["bytes"]
-            a["blocks"] += 1
-        c["unattributed"] = [dict(where=k, **v) for k, v in sorted(agg.items(), key=lambda kv: -kv[1]["bytes"])][:12]
-        c["livePeakBytes"] = st_["allocatedBefore"] + st_["maxDelta"]
-        c["liveEndBytes"] = st_["allocatedBefore"] + st_["endDelta"]
-        c["peakPhase"] = st_["peakAt"]
-        c["events"] = st_["events"]
-        if s == MEASURED_STEP:
-            evs = [e for e in stream if e["segment"] == name]
-            rows = []
-            cur = c["baselineBytes"]
-            for e in evs:
-                lab = e["phase"]
-                if not rows or rows[-1][0] != lab:
-                    rows.append([lab, cur, cur, cur])
-                cur += e["bytes"]
-                rows[-1][2] = max(rows[-1][2], cur)
-                rows[-1][3] = cur
-            c["timeline"] = rows
-            lv = dict(live)
-            for e in evs[: st_["peakIndex"] + 1]:
-                if e["bytes"] > 0:
-                    lv[e["ptr"]] = e
-                elif e["bytes"] < 0:
-                    lv.pop(e["ptr"], None)
-            before = OrderedDict()
-            inst = OrderedDict()
-            for p, e in lv.items():
-                if e["segment"] != name:
-                    k = role_of.get(p, "unattributed")
-                    before[k] = before.get(k, 0) + e["bytes"]
-                else:
-                    k = f"{e['phase']} :: {e['op']}" + (f" in {e['collective']}" if e.get("collective") else "")
-                    a = inst.setdefault(k, {"bytes": 0, "blocks": 0})
-                    a["bytes"] += e["bytes"]
-                    a["blocks"] += 1
-            c["peakComposition"] = {"fromBeforeStep": before, "allocatedInStep": [dict(at=k, **v) for k, v in sorted(inst.items(), key=lambda kv: -kv[1]["bytes"])]}
-        steps[name] = c
-
+    steps = role_steps(stream, comps, STEPS, MEASURED_STEP)
     # peak without gloo's own temporaries (c10d::/gloo: ops)
-    backend_ptrs_live: Dict[int, bool] = {}
-    cur = mx = 0
-    started = False
-    for e in stream:
-        if e["segment"] == f"step{MEASURED_STEP}":
-            started = True
-        elif started:
-            break
-        if e["bytes"] > 0 and e["backend"]:
-            backend_ptrs_live[e["ptr"]] = True
-            continue
-        if e["bytes"] < 0 and backend_ptrs_live.pop(e["ptr"], False):
-            continue
-        if started:
-            cur += e["bytes"]
-            mx = max(mx, cur)
-    steps[f"step{MEASURED_STEP}"]["livePeakWithoutBackendTempsBytes"] = steps[f"step{MEASURED_STEP}"]["baselineBytes"] + mx
+    steps[f"step{MEASURED_STEP}"]["livePeakWithoutBackendTempsBytes"] = (
+        steps[f"step{MEASURED_STEP}"]["baselineBytes"] + peak_without_backend_temps(stream, f"step{MEASURED_STEP}", lambda e: e["backend"]))
 
     meas = steps[f"step{MEASURED_STEP}"]
-    s4 = steps[f"step{STEPS}"]
     res = OrderedDict()
     res["rank"] = rank
     for k in ("livePeakBytes", "livePeakWithoutBackendTempsBytes", "baselineBytes", "roles", "unattributedBytes", "unattributed", "liveEndBytes", "peakPhase"):
@@ -499,11 +338,10 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     res["initDeltaBytes"] = init_stats["endDelta"]
     res["megatron"] = {"buffers": bufs, "optimizer": optinfo}
     res["lostFrees"] = lost
-    res["steadyCheck"] = {"step": STEPS, "livePeakBytes": s4["livePeakBytes"], "baselineBytes": s4["baselineBytes"],
-                          "same": s4["livePeakBytes"] == meas["livePeakBytes"] and s4["baselineBytes"] == meas["baselineBytes"]}
+    res["steadyCheck"] = steady_check(steps, STEPS, MEASURED_STEP)
     res["peakComposition"] = meas["peakComposition"]
     res["timeline"] = meas["timeline"]
-    res["steps"] = OrderedDict((k, {kk: v[kk] for kk in ("livePeakBytes", "baselineBytes", "liveEndBytes", "unattributedBytes", "events")}) for k, v in steps.items())
+    res["steps"] = steps_summary(steps, ("livePeakBytes", "baselineBytes", "liveEndBytes", "unattributedBytes", "events"))
     res["_env"] = {"torch": torch.__version__, "python": sys.version.split()[0], "device": "cpu", "threads": torch.get_num_threads(),
                    "processGroup": f"gloo, {world} local processes (env://127.0.0.1)", "megatronImportedFrom": os.path.dirname(megatron.core.__file__)}
     res["_meta"] = {"input": {"shape": list(x.shape), "dtype": _dt(x.dtype)}, "target": {"shape": list(y.shape), "dtype": _dt(y.dtype)}, "paramCount": param_count,
@@ -534,131 +372,41 @@ def mcore_commit() -> dict:
     return out
 
 
-def dump_fixture(doc: dict) -> str:
-    def one(v) -> str:
-        return json.dumps(v, separators=(",", ":"))
-
-    def fmt(v, ind: int, key=None) -> str:
-        flat = one(v)
-        if not isinstance(v, (dict, list)) or len(flat) <= 160 or not v:
-            return flat
-        pad = " " * (ind + 1)
-        if isinstance(v, list):
-            if key in ("timeline", "allocatedInStep", "unattributed", "layers", "shardParamRanges", "buckets"):
-                items = [one(x) for x in v]
-            else:
-                items = [fmt(x, ind + 1) for x in v]
-            return "[\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "]"
-        items = [f"{json.dumps(k)}: {fmt(x, ind + 1, k)}" for k, x in v.items()]
-        return "{\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "}"
-
-    return fmt(json.loads(json.dumps(doc)), 0) + "\n"
+dump_fixture = functools.partial(_dump_fixture, one_line_keys=("timeline", "allocatedInStep", "unattributed", "layers", "shardParamRanges", "buckets"))
 
 
 def run_case(case: dict, args, tmp: str) -> dict:
     world = int(case["world"])
-    port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore", NO_VCS_VERSION="1")
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    procs = []
-    for r in range(world):
-        out = os.path.join(tmp, f"{case['id']}.r{r}.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--mcore-src", args.mcore_src, "--work-wait-sleep", str(args.work_wait_sleep), "--child", case["id"],
-               "--rank", str(r), "--port", str(port), "--child-out", out]
-        err = open(out + ".err", "w+")
-        procs.append((r, out, err, subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env)))
-    t0 = time.time()
-    for r, out, err, p in procs:
-        try:
-            p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    ranks, errors = [], []
-    for r, out, err, p in procs:
-        err.seek(0)
-        tail = err.read()[-3000:]
-        err.close()
-        if os.path.exists(out):
-            with open(out) as f:
-                res = json.load(f)
-        else:
-            res = {"error": f"rank {r}: child exited with {p.returncode}", "stderr": tail}
-        if "error" in res:
-            errors.append(dict(res, rank=r))
-        ranks.append(res)
-    doc = OrderedDict()
-    doc["id"] = case["id"]
-    doc["case"] = case
-    doc["generatedBy"] = GENERATED_BY
-    doc["command"] = f"/tmp/t213ds/bin/python tools/oracle/megatron_cpu.py --only {case['id']}"
+    env = child_env(NO_VCS_VERSION="1")
+    ranks, errors = run_ranks(case, world, tmp, env, args.timeout, lambda r, port, out: [
+        sys.executable, os.path.abspath(__file__), "--mcore-src", args.mcore_src, "--work-wait-sleep", str(args.work_wait_sleep), "--child", case["id"],
+        "--rank", str(r), "--port", str(port), "--child-out", out])
+    doc = case_doc(case, GENERATED_BY, f"/tmp/t213ds/bin/python tools/oracle/megatron_cpu.py --only {case['id']}")
     doc["megatron"] = mcore_commit()
     doc["adjustments"] = ADJUSTMENTS
-    if errors:
-        doc["error"] = errors[0].get("error")
-        doc["errors"] = errors
+    got = take_env_meta(doc, ranks, errors)
+    if got is None:
         return doc
-    env0 = ranks[0].pop("_env")
-    meta = ranks[0].pop("_meta")
-    for r in ranks[1:]:
-        r.pop("_env", None)
-        r.pop("_meta", None)
+    env0, metas = got
     doc["env"] = env0
     doc["world"] = world
-    doc.update(meta)
+    doc.update(metas[0])
     doc["ranks"] = ranks
     return doc
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=None, help="comma-separated case ids")
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    case_args(ap, DEFAULT_OUT)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--mcore-src", default=os.environ.get("MCORE_SRC", DEFAULT_SRC))
     ap.add_argument("--work-wait-sleep", type=float, default=0.002)
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    child_args(ap)
     args = ap.parse_args(argv)
-    ids = [c["id"] for c in CASES]
-    assert len(set(ids)) == len(ids)
-    if args.child is not None:
-        case = next(c for c in CASES if c["id"] == args.child)
-        try:
-            res = run_child(case, args.rank, args.port, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
-    cases = CASES
-    if args.only:
-        want = [s.strip() for s in args.only.split(",") if s.strip()]
-        missing = [w for w in want if w not in ids]
-        if missing:
-            raise SystemExit(f"unknown case ids: {missing}")
-        cases = [c for c in CASES if c["id"] in want]
-    os.makedirs(args.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="megatron_cpu_")
-    failed = 0
-    for case in cases:
-        t0 = time.time()
-        doc = run_case(case, args, tmp)
-        with open(os.path.join(args.out, f"{case['id']}.json"), "w") as f:
-            f.write(dump_fixture(doc))
-        if "error" in doc:
-            failed += 1
-            print(f"{case['id']}: ERROR {doc['error']} ({time.time() - t0:.1f} s)", flush=True)
-            tb = doc["errors"][0].get("traceback") or doc["errors"][0].get("stderr") or ""
-            print(tb[-2500:], flush=True)
-        else:
-            print(f"{case['id']}: " + " | ".join(f"r{r['rank']} peak {r['livePeakBytes']} (no gloo {r['livePeakWithoutBackendTempsBytes']}) base {r['baselineBytes']} "
-                                                  f"roles {dict(r['roles'])} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}" for r in doc["ranks"])
-                  + f" ({time.time() - t0:.1f} s)", flush=True)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failed else 0
+    return drive(args, run_child, run_case, dump_fixture, "megatron_cpu_",
+                 lambda r: f"r{r['rank']} peak {r['livePeakBytes']} (no gloo {r['livePeakWithoutBackendTempsBytes']}) base {r['baselineBytes']} "
+                           f"roles {dict(r['roles'])} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}",
+                 cases=CASES, show_traceback=True)
 
 
 if __name__ == "__main__":

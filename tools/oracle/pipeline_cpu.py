@@ -76,17 +76,17 @@ the CPU allocator was asked for (profiler ``alloc_size``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import subprocess
 import sys
-import time
 from collections import OrderedDict
 from typing import Dict, List, Tuple
 
-from gloo_harness import drive, free_port
+from gloo_harness import Marks, case_args, case_doc, child_args, child_env, child_setup, command_for, drive, run_ranks, steady_check, steps_summary, take_env_meta, timeline
+from gloo_harness import dump_fixture as _dump_fixture
+from gloo_harness import storages as ptrs_of
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED_BY = "tools/oracle/pipeline_cpu.py"
 DEFAULT_CASES = os.path.join("tools", "oracle", "cases", "pipeline-cpu.json")
 DEFAULT_OUT = os.path.join("test", "fixtures", "pipeline-cpu")
@@ -151,22 +151,12 @@ def hf_stage_wrappers():
 def run_child(case: dict, rank: int, port: int, args) -> dict:
     import gc
 
-    if args.hf_deps and os.path.isdir(args.hf_deps) and args.hf_deps not in sys.path:
-        sys.path.append(args.hf_deps)
-    sys.path.insert(0, HERE)
-    import fsdp2_cpu  # noqa: E402  (torchvision stub, stream reader)
-
-    fsdp2_cpu._stub_torchvision()
-    import torch
+    fsdp2_cpu, torch, oracle = child_setup(args.hf_deps, args.transformers_src)
     import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
-    import oracle  # noqa: E402
-
-    torch.set_num_threads(1)
-    oracle.HF_SRC["path"] = args.transformers_src
     pp = int(case["pp"])
     virtual = int(case.get("virtualStages", 1))
     n_stages = pp * virtual
@@ -184,21 +174,11 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     from torch.distributed.pipelining import schedules as S
 
     # ---------------- markers ----------------
-    labels: List[Tuple[str, str]] = []
-    mark_tensor = torch.zeros(1)
-    oracle.MARK_OP = "aten::is_set_to"
-    marks_on = {"on": False}
-
-    def mark(kind: str, value: str) -> None:
-        if marks_on["on"]:
-            labels.append((kind, value))
-            mark_tensor.is_set_to(mark_tensor)
-
-    def segment(name: str) -> None:
-        mark("segment", name)
+    marks = Marks(torch, oracle)
+    segment = marks.segment  # no phase stack here: a phase label is marked as is
 
     def phase(name: str) -> None:
-        mark("phase", name)
+        marks.mark("phase", name)
 
     actions: Dict[str, List[str]] = {}
     cur_seg = {"name": "setup"}
@@ -221,19 +201,9 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
 
         setattr(obj, meth, wrapped)
 
-    def ptrs_of(tensors) -> Dict[int, int]:
-        seen: Dict[int, int] = {}
-        for t in tensors:
-            if t is None or not torch.is_tensor(t):
-                continue
-            st = t.untyped_storage()
-            if st.nbytes() and st.data_ptr():
-                seen[st.data_ptr()] = st.nbytes()
-        return seen
-
     is_hf = case["model"] == "hf"
     stage_info = []
-    marks_on["on"] = True
+    marks.on = True
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         # ---------------- build ----------------
         segment("build")
@@ -412,10 +382,10 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
         state_rows = {k: (list(v.shape), v.numel() * v.element_size()) for k, v in next(iter(opt.state.values())).items() if torch.is_tensor(v)} if opt.state else {}
         opt_defaults = oracle.json_safe(opt.defaults)
         segment("end")
-        marks_on["on"] = False
+        marks.on = False
 
     # ---------------- reading the stream ----------------
-    stream = fsdp2_cpu.read_stream(oracle, prof, labels)
+    stream = fsdp2_cpu.read_stream(oracle, prof, marks.labels)
     del prof
     # where each receive buffer was allocated
     first_alloc: Dict[int, dict] = {}
@@ -461,16 +431,7 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
         if s == MEASURED_STEP:
             evs = [e for e in stream if e["segment"] == name]
             # timeline per phase (absolute live bytes, counted from the baseline)
-            rows = []
-            cur = baseline
-            for e in evs:
-                lab = e["phase"]
-                if not rows or rows[-1][0] != lab:
-                    rows.append([lab, cur, cur, cur])
-                cur += e["bytes"]
-                rows[-1][2] = max(rows[-1][2], cur)
-                rows[-1][3] = cur
-            c["timeline"] = rows
+            c["timeline"] = timeline(evs, baseline)
             def composition(index):
                 comp = fsdp2_cpu.peak_composition(stream, name, {"peakIndex": index}, ptrs, live)
                 alloc = OrderedDict()
@@ -501,7 +462,6 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
         steps[name] = c
 
     meas = steps[f"step{MEASURED_STEP}"]
-    s4 = steps[f"step{STEPS}"]
     order = getattr(schedule, "pipeline_order", None)
     order_c = getattr(schedule, "pipeline_order_with_comms", None)
     res = OrderedDict()
@@ -510,8 +470,7 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     for k in ("livePeakBytes", "baselineBytes", "parametersBytes", "optimizerStateBytes", "recvBufferBytes", "outputChunksBytes", "bufferBytes",
               "inputBytes", "targetBytes", "gradBytes", "unattributedBytes", "unattributedBlocks", "peakPhase", "liveEndBytes", "schedulePeakBytes"):
         res[k] = meas[k]
-    res["steadyCheck"] = {"step": STEPS, "livePeakBytes": s4["livePeakBytes"], "baselineBytes": s4["baselineBytes"],
-                          "same": s4["livePeakBytes"] == meas["livePeakBytes"] and s4["baselineBytes"] == meas["baselineBytes"]}
+    res["steadyCheck"] = steady_check(steps, STEPS, MEASURED_STEP)
     res["actions"] = " ".join(actions.get(f"step{MEASURED_STEP}", []))
     res["actionsStep1"] = " ".join(actions.get("step1", []))
     res["pipelineOrder"] = " ".join("-" if a is None else str(a) for a in order[rank]) if order and rank in order else None
@@ -522,10 +481,8 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
     res["peakComposition"] = meas["peakComposition"]
     res["schedulePeakComposition"] = meas["schedulePeakComposition"]
     res["timeline"] = meas["timeline"]
-    res["steps"] = OrderedDict(
-        (k, {kk: v[kk] for kk in ("livePeakBytes", "baselineBytes", "liveEndBytes", "allocatedBeforeStep", "unattributedBytes", "outputChunksBytes", "recvBufferBytes", "peakPhase", "events")})
-        for k, v in steps.items()
-    )
+    res["steps"] = steps_summary(
+        steps, ("livePeakBytes", "baselineBytes", "liveEndBytes", "allocatedBeforeStep", "unattributedBytes", "outputChunksBytes", "recvBufferBytes", "peakPhase", "events"))
     res["notes"] = notes
     res["_env"] = {"torch": torch.__version__, "torchGit": getattr(torch.version, "git_version", None), "python": sys.version.split()[0],
                    "device": "cpu", "threads": torch.get_num_threads(), "processGroup": f"gloo, {pp} local processes (tcp://127.0.0.1)",
@@ -547,88 +504,29 @@ def run_child(case: dict, rank: int, port: int, args) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def command_for(args, cid: str) -> str:
-    extra = ""
-    if args.cases != DEFAULT_CASES:
-        extra += f" --cases {args.cases}"
-    if args.out != DEFAULT_OUT:
-        extra += f" --out {args.out}"
-    return f"/tmp/t213/bin/python tools/oracle/pipeline_cpu.py{extra} --only {cid}"
-
-
-def dump_fixture(doc: dict) -> str:
-    """JSON indented by one space per level, except that any list or object whose compact form
-    fits in 160 characters (and every row of a rank's timeline / recvBuffers) is written on one
-    line."""
-
-    def one(v) -> str:
-        return json.dumps(v, separators=(",", ":"))
-
-    def fmt(v, ind: int, key=None) -> str:
-        flat = one(v)
-        if not isinstance(v, (dict, list)) or len(flat) <= 160 or not v:
-            return flat
-        pad = " " * (ind + 1)
-        if isinstance(v, list):
-            if key in ("timeline", "recvBuffers", "layers"):
-                items = [one(x) for x in v]
-            else:
-                items = [fmt(x, ind + 1) for x in v]
-            return "[\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "]"
-        items = [f"{json.dumps(k)}: {fmt(x, ind + 1, k)}" for k, x in v.items()]
-        return "{\n" + ",\n".join(pad + i for i in items) + "\n" + " " * ind + "}"
-
-    return fmt(json.loads(json.dumps(doc)), 0) + "\n"
+# JSON indented by one space per level; every row of a rank's timeline / recvBuffers on one line
+dump_fixture = functools.partial(_dump_fixture, one_line_keys=("timeline", "recvBuffers", "layers"))
 
 
 def run_case(case: dict, args, tmp: str) -> dict:
     pp = int(case["pp"])
-    port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    procs = []
-    for r in range(pp):
-        out = os.path.join(tmp, f"{case['id']}.r{r}.json")
+    env = child_env()
+
+    def child_cmd(r, port, out):
         cmd = [sys.executable, os.path.abspath(__file__), "--cases", args.cases, "--child", case["id"], "--rank", str(r), "--port", str(port),
                "--child-out", out, "--transformers-src", args.transformers_src or "", "--hf-deps", args.hf_deps or ""]
         if args.traces:
             cmd += ["--traces", args.traces]
-        err = open(out + ".err", "w+")
-        procs.append((r, out, err, subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env)))
-    t0 = time.time()
-    for r, out, err, p in procs:
-        try:
-            p.wait(timeout=max(1, args.timeout - (time.time() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    ranks, errors = [], []
-    for r, out, err, p in procs:
-        err.seek(0)
-        tail = err.read()[-3000:]
-        err.close()
-        if os.path.exists(out):
-            with open(out) as f:
-                res = json.load(f)
-        else:
-            res = {"error": f"rank {r}: child exited with {p.returncode}", "stderr": tail}
-        if "error" in res:
-            errors.append(dict(res, rank=r))
-        ranks.append(res)
-    doc = OrderedDict()
-    doc["id"] = case["id"]
-    doc["case"] = case
-    doc["generatedBy"] = GENERATED_BY
-    doc["command"] = command_for(args, case["id"])
-    if errors:
-        doc["error"] = errors[0].get("error")
-        doc["errors"] = errors
+        return cmd
+
+    ranks, errors = run_ranks(case, pp, tmp, env, args.timeout, child_cmd)
+    doc = case_doc(case, GENERATED_BY, command_for(args, case["id"], "/tmp/t213/bin/python tools/oracle/pipeline_cpu.py", DEFAULT_CASES, DEFAULT_OUT))
+    got = take_env_meta(doc, ranks, errors)
+    if got is None:
         return doc
-    env0 = ranks[0].pop("_env")
-    meta = ranks[0].pop("_meta")
-    for r in ranks[1:]:
-        r.pop("_env", None)
-        mm = r.pop("_meta", None)
+    env0, metas = got
+    meta = metas[0]
+    for mm in metas[1:]:
         if mm and mm.get("target"):
             meta["target"] = mm["target"]
     doc["env"] = env0
@@ -649,17 +547,11 @@ def run_case(case: dict, args, tmp: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default=DEFAULT_CASES)
-    ap.add_argument("--only", default=None, help="comma-separated case ids")
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--traces", default=None, help="also write each rank's step-3 allocation events to DIR/<id>.r<rank>.json")
+    case_args(ap, DEFAULT_OUT, DEFAULT_CASES, traces=True)
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per case")
     ap.add_argument("--transformers-src", default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"))
     ap.add_argument("--hf-deps", default=DEFAULT_HF_DEPS)
-    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--rank", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    child_args(ap)
     args = ap.parse_args(argv)
     return drive(args, run_child, run_case, dump_fixture, 'pipeline_cpu_', lambda r: f"r{r['rank']} peak {r['livePeakBytes']} sched {r['schedulePeakBytes']} base {r['baselineBytes']} unattr {r['unattributedBytes']} steady {r['steadyCheck']['same']}")
 

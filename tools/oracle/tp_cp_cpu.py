@@ -43,15 +43,9 @@ layers' norms run on the tp shard of the (already CP-local) sequence: Shard(1) o
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import traceback
-from collections import OrderedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -59,7 +53,7 @@ if HERE not in sys.path:
 
 import cp_cpu  # noqa: E402  (install_cpu_ring, cp_inputs, CPTrainer, cp_options, ADJUSTMENT)
 import tp_cpu  # noqa: E402  (tp_plan, localize_attention, ADJUSTMENT)
-from fake_pg_harness import FAKE_PG, Marker, arg_parser, drive, fixture_head, hf_child_args, import_hf, init_fake_pg, live_peak, live_rows, local, read_stream, saved_recorder, start_child, step_profile, storages  # noqa: E402
+from fake_pg_harness import FAKE_PG, Marker, arg_parser, drive, fixture_head, hf_child_args, import_hf, init_fake_pg, local, saved_recorder, start_child, storages  # noqa: E402
 
 GENERATED_BY = "tools/oracle/tp_cp_cpu.py"
 DEFAULT_OUT = os.path.join("test", "fixtures", "tp-cp-cpu")
@@ -179,25 +173,10 @@ def run_child(case: dict, args) -> dict:
         opt = torch.optim.SGD(params, lr=1e-3, foreach=False)
         trainer = TPCPTrainer(mark, model, opt, bufs, cp_mesh, ring_counter, MEASURED_STEP, lp=lp)
 
-        comps = {}
-        losses = {}
-        for s_ in range(1, STEPS + 1):
-            mark("segment", f"step{s_}")
-            comps[s_] = {
-                "paramBytes": sum(storages(params).values()),
-                "gradBytes": sum(storages([p.grad for p in params]).values()),
-                "bufferBytes": sum(storages(list(model.buffers())).values()),
-                "inputBytes": sum(storages(bufs).values()),
-                "optimizerStateBytes": 0,
-            }
-            losses[s_] = trainer.step(s_)
-        mark("segment", "end")
+        comps, losses = cp_cpu.run_steps(mark, trainer, model, params, bufs, STEPS)
 
     # ---- the allocation stream ----
-    stream = read_stream(prof, mark.labels, ring=True, alloc_id=True, inputs=trace)
-    name = f"step{MEASURED_STEP}"
-    measured = step_profile(stream, name, ("phase", "ring", "op", "top"))
-    step_events = live_rows(e for e, _ in measured["running"]) if trace else []
+    train = cp_cpu.measured_train(prof, mark, comps[MEASURED_STEP], trace, MEASURED_STEP)
 
     grad_table = []
     for n_, p_ in model.named_parameters():
@@ -230,9 +209,6 @@ def run_child(case: dict, args) -> dict:
     result["savedBytes"] = sum(v["bytes"] for v in saved.values())
     result["saved"] = sorted(saved.values(), key=lambda v: -v["bytes"])
     result["sdpaNodes"] = sdpa_saved
-    train = live_peak(comps[MEASURED_STEP], measured)
-    train["stepEvents"] = [e for e in step_events if e["phase"] == "step"] if trace else None
-    train["events"] = step_events if trace else None
     result["train"] = {case["optimizer"]: train}
     if t * c > 1:
         dist.destroy_process_group()
@@ -275,11 +251,7 @@ def verify_child(v, rank, port, args) -> dict:
     mesh, tp_mesh, cp_mesh, coord = build_mesh(t, c)
     A, _ = cp_cpu.install_cpu_ring()
     A._cp_options.enable_load_balance = v["loadBalance"]
-    torch.manual_seed(0)
-    config = dict(CONFIG, num_key_value_heads=v["kv"])
-    cfg = transformers.AutoConfig.for_model(config.pop("model_type"), **config)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
-    model.train()
+    cfg, model = cp_cpu.verify_model(transformers, torch, v)
     b, s = v["input"]
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (b, s), generator=g)
@@ -319,53 +291,17 @@ def verify_child(v, rank, port, args) -> dict:
 
 
 def run_verify(args) -> int:
-    from gloo_harness import free_port
-
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    bad = 0
-    report = OrderedDict(generatedBy=GENERATED_BY, command="/tmp/t213/bin/python tools/oracle/tp_cp_cpu.py --verify", what="real gloo group, tp*cp processes, mesh ('cp', 'tp'): logits (full_tensor over tp when loss parallel, context_parallel_unshard over cp) vs the plain model's; parameter gradients (full_tensor over tp, all-reduced over the cp group) vs the plain model's; loss cross_entropy(logits, targets, reduction='sum') with random targets as a CP buffer", adjustment={"tp": tp_cpu.ADJUSTMENT, "cp": cp_cpu.ADJUSTMENT}, cases=[])
+    head = dict(generatedBy=GENERATED_BY, command="/tmp/t213/bin/python tools/oracle/tp_cp_cpu.py --verify", what="real gloo group, tp*cp processes, mesh ('cp', 'tp'): logits (full_tensor over tp when loss parallel, context_parallel_unshard over cp) vs the plain model's; parameter gradients (full_tensor over tp, all-reduced over the cp group) vs the plain model's; loss cross_entropy(logits, targets, reduction='sum') with random targets as a CP buffer", adjustment={"tp": tp_cpu.ADJUSTMENT, "cp": cp_cpu.ADJUSTMENT})
     only = set(args.only.split(",")) if args.only else None
-    for v in VERIFY:
-        if only and v["id"] not in only:
-            continue
-        port = free_port()
-        tmp = tempfile.mkdtemp(prefix="tpcpverify")
-        world = v["tp"] * v["cp"]
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--verify-child", v["id"], "--rank", str(r), "--port", str(port), "--child-out", os.path.join(tmp, f"{r}.json"), *hf_child_args(args)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
-        outs = [p.communicate(timeout=600) for p in procs]
-        res = []
-        for r in range(world):
-            try:
-                with open(os.path.join(tmp, f"{r}.json")) as f:
-                    res.append(json.load(f))
-            except Exception:  # noqa: BLE001
-                res.append({"rank": r, "error": outs[r][1][-2000:]})
-        ok = all("error" not in x and x["logitsMaxAbsDiff"] < 1e-4 and x["gradMaxRelDiff"] < 1e-4 for x in res)
-        bad += not ok
-        report["cases"].append({**v, "ok": ok, "ranks": res})
-        print(f"{v['id']}: {'OK' if ok else 'FAIL'} {json.dumps(res)}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "verify.json"), "w") as f:
-        f.write(json.dumps(report, indent=1) + "\n")
-    return 1 if bad else 0
+    return cp_cpu.run_verify(args, VERIFY, script=__file__, report_head=head, world=lambda v: v["tp"] * v["cp"], tmp_prefix="tpcpverify", only=only)
 
 
 def main(argv=None) -> int:
     ap = arg_parser(__doc__, DEFAULT_OUT)
-    ap.add_argument("--verify", action="store_true", help="numerical check over gloo")
-    ap.add_argument("--verify-child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    cp_cpu.verify_args(ap, "numerical check over gloo")
     args = ap.parse_args(argv)
     if args.verify_child is not None:
-        v = next(x for x in VERIFY if x["id"] == args.verify_child)
-        try:
-            res = verify_child(v, args.rank, args.port, args)
-        except Exception as e:  # noqa: BLE001
-            res = {"rank": args.rank, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        with open(args.child_out, "w") as f:
-            json.dump(res, f)
-        return 0
+        return cp_cpu.run_verify_child(args, VERIFY, verify_child)
     if args.verify:
         return run_verify(args)
     return drive(args, CASES, run_child, script=__file__, summary=summary, child_args=hf_child_args(args), generated_by=GENERATED_BY)
