@@ -10,7 +10,7 @@ import type { OptimizerSpec } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
 import { once, sweepConcrete, withBytes, type Repetition } from './program.js';
 import { singleDevice } from './residency/single.js';
-import type { HostBytes, RankContext, Residency } from './residency/types.js';
+import { withDefaults, type EngineHooks, type HostBytes, type RankContext, type Residency } from './residency/types.js';
 import { idBlocks, planOf, viewKeeper, type IdBlocks, type Plan } from './step-plan.js';
 
 /** How the step runs. */
@@ -25,7 +25,7 @@ export interface StepSettings {
   /** The IR is a model's repeated blocks reduced to three: which block each op and storage is in. */
   readonly blocks?: ReducedBlocks;
   /** How the device holds parameters, gradients and optimizer state (default: one device holding all). */
-  readonly residency?: (ctx: RankContext) => Residency;
+  readonly residency?: (ctx: RankContext) => EngineHooks;
   /**
    * The dtype buffers traced in the parameter dtype are kept in (FSDP2 mixed precision casts
    * parameters for compute; the module's floating buffers keep the model's dtype).
@@ -112,7 +112,21 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
   const kept = settings.bufferDtype;
   const bufferBytes = (s: IRStorage) => (kept === undefined || s.dtype !== ir.settings.paramDtype || kept === s.dtype ? s.bytes : floorDiv(mul(s.bytes, DTYPE_BITS[kept]), DTYPE_BITS[s.dtype]));
-  const residency = (settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, microBatches: Math.max(1, settings.microBatches ?? 1), unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]! });
+  let microDone = 0;
+  const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+  const engine = withDefaults((settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, microBatches: Math.max(1, settings.microBatches ?? 1), unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]!, microDone: () => microDone, trainable }));
+  // The simulator counts micro-batches for every engine: reset at zero_grad, one more after each backward.
+  const residency: Residency = {
+    ...engine,
+    zeroGrad() {
+      microDone = 0;
+      engine.zeroGrad();
+    },
+    endBackward(micro, last) {
+      engine.endBackward(micro, last);
+      microDone += 1;
+    },
+  };
   const storageBlock = idBlocks(ir.storages.length);
   for (const s of ir.storages) {
     if (s.role === 'param') residency.param(s.id);

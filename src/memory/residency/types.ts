@@ -18,6 +18,26 @@ export interface RankContext {
   readonly microBatches: number;
   /** With reduced repeated blocks: the block an op belongs to (the ledger's context while it runs); else null. */
   readonly unitOfOp: ((op: number) => number) | null;
+  /**
+   * Micro-batches whose backward has ended since `zeroGrad` (the simulator counts them, so no
+   * engine keeps a counter): during the k-th micro-batch's backward this is k − 1.
+   */
+  readonly microDone: () => number;
+  /** Whether the parameter tensor `param` is trained (its storage is trainable). */
+  readonly trainable: (param: number) => boolean;
+}
+
+/**
+ * A residency as an engine writes it: only the hooks it needs. The simulator fills in the rest
+ * as doing nothing (`withDefaults`).
+ */
+export type EngineHooks = Pick<Residency, 'start' | 'step' | 'optimizerState'> & Partial<Omit<Residency, 'start' | 'step' | 'optimizerState'>>;
+
+const nothing = (): void => undefined;
+
+/** The hooks an engine left out, as doing nothing. */
+export function withDefaults(hooks: EngineHooks): Residency {
+  return { param: nothing, zeroGrad: nothing, beforeForward: nothing, afterForward: nothing, beforeBackward: nothing, paramGrads: nothing, afterBackward: nothing, endBackward: nothing, ...hooks };
 }
 
 /**
