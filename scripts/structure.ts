@@ -1,0 +1,124 @@
+/**
+ * The house's measurements: source files over a line budget, functions over a line budget, and
+ * runtime import circles among src/ files. `npx tsx scripts/structure.ts [--functions N] [--files N]`
+ * prints them; test/structure.test.ts holds the budgets.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import ts from 'typescript';
+
+export interface LongUnit {
+  readonly file: string;
+  readonly name: string;
+  readonly line: number;
+  readonly lines: number;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((entry) => {
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) return sourceFiles(path);
+    return path.endsWith('.ts') && !path.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+function nameOf(node: ts.Node): string {
+  const parent = node.parent;
+  if ((ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node)) && node.name !== undefined) return node.name.getText();
+  if (parent !== undefined && ts.isVariableDeclaration(parent)) return parent.name.getText();
+  if (parent !== undefined && ts.isPropertyAssignment(parent)) return parent.name.getText();
+  if (parent !== undefined && ts.isCallExpression(parent)) return `${parent.expression.getText().slice(0, 40)}(callback)`;
+  return '(anonymous)';
+}
+
+/** Every function, method and arrow function of the files with its length in lines. */
+export function functionLengths(root: string): LongUnit[] {
+  const units: LongUnit[] = [];
+  for (const path of sourceFiles(join(root, 'src'))) {
+    const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
+    const visit = (node: ts.Node): void => {
+      if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isArrowFunction(node) || ts.isFunctionExpression(node) || ts.isGetAccessor(node)) {
+        const start = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+        const end = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+        units.push({ file: relative(root, path), name: nameOf(node), line: start + 1, lines: end - start + 1 });
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return units.sort((a, b) => b.lines - a.lines);
+}
+
+/** Source files and their line counts, longest first. */
+export function fileLengths(root: string): { readonly file: string; readonly lines: number }[] {
+  return sourceFiles(join(root, 'src'))
+    .map((path) => ({ file: relative(root, path), lines: readFileSync(path, 'utf8').split('\n').length - 1 }))
+    .sort((a, b) => b.lines - a.lines);
+}
+
+/** The runtime imports (not `import type`, not type-only specifiers) of each src file. */
+export function runtimeImports(root: string): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const path of sourceFiles(join(root, 'src'))) {
+    const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
+    const targets: string[] = [];
+    for (const statement of source.statements) {
+      if (!(ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement)) || statement.moduleSpecifier === undefined) continue;
+      const spec = (statement.moduleSpecifier as ts.StringLiteral).text;
+      if (!spec.startsWith('.')) continue;
+      if (ts.isImportDeclaration(statement)) {
+        const clause = statement.importClause;
+        if (clause?.isTypeOnly) continue;
+        const named = clause?.namedBindings;
+        if (clause !== undefined && clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.every((e) => e.isTypeOnly)) continue;
+      } else if (statement.isTypeOnly) continue;
+      targets.push(relative(root, resolve(dirname(path), spec.replace(/\.js$/, '.ts'))));
+    }
+    graph.set(relative(root, path), targets);
+  }
+  return graph;
+}
+
+/** Every import circle (as a list of files, each circle once). */
+export function importCircles(graph: Map<string, string[]>): string[][] {
+  const circles: string[][] = [];
+  const seen = new Set<string>();
+  const state = new Map<string, 1 | 2>();
+  const stack: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, 1);
+    stack.push(file);
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 1) {
+        const circle = stack.slice(stack.indexOf(next));
+        const key = [...circle].sort().join(' ');
+        if (!seen.has(key)) {
+          seen.add(key);
+          circles.push(circle);
+        }
+      } else if (state.get(next) === undefined && graph.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(file, 2);
+  };
+  for (const file of graph.keys()) if (state.get(file) === undefined) visit(file);
+  return circles;
+}
+
+const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(new URL(import.meta.url).pathname);
+if (isMain) {
+  const arg = (flag: string, fallback: number) => {
+    const at = process.argv.indexOf(flag);
+    return at === -1 ? fallback : Number(process.argv[at + 1]);
+  };
+  const root = process.cwd();
+  const fnLimit = arg('--functions', 80);
+  const fileLimit = arg('--files', 500);
+  console.log(`functions over ${fnLimit} lines:`);
+  for (const u of functionLengths(root).filter((u) => u.lines > fnLimit)) console.log(`  ${String(u.lines).padStart(4)}  ${u.name}  ${u.file}:${u.line}`);
+  console.log(`files over ${fileLimit} lines:`);
+  for (const f of fileLengths(root).filter((f) => f.lines > fileLimit)) console.log(`  ${String(f.lines).padStart(4)}  ${f.file}`);
+  const circles = importCircles(runtimeImports(root));
+  console.log(`runtime import circles: ${circles.length}`);
+  for (const c of circles) console.log(`  ${c.join(' -> ')}`);
+}
