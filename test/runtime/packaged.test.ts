@@ -5,16 +5,16 @@
  * browser bundle. Also renders an SVG chart in Chromium and checks that it draws.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../helpers/chromium.js';
 import { checkBody } from './check-script.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = join(root, '.tmp', 'runtime');
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
-const CHROMIUM = '/usr/bin/chromium';
 
 const esm = `${checkBody("import { estimate, mobilenetV3Small, summary } from 'vram-ts';")}console.log(line);\n`;
 const cjs = `${checkBody("const { estimate, mobilenetV3Small, summary } = require('vram-ts');")}console.log(line);\n`;
@@ -52,14 +52,9 @@ describe('the packed package', () => {
   it('runs under Bun', () => expectOk(run(bin('bun'), ['check.mjs'])));
 
   it('runs in headless Chromium from a browser bundle, and an SVG timeline draws', async () => {
-    expect(existsSync(CHROMIUM), 'Debian chromium is needed (apt-get install chromium); .ci/run installs it').toBe(true);
     writeFileSync(join(work, 'browser-entry.mjs'), `${checkBody("import { estimate, mobilenetV3Small, summary, timelineSvg } from 'vram-ts';")}globalThis.__line = line;\nglobalThis.__svg = timelineSvg(estimate(model, { input: [1, 3, 224, 224] }));\n`);
     run(bin('esbuild'), ['browser-entry.mjs', '--bundle', '--format=iife', '--platform=browser', '--outfile=browser-bundle.js', '--log-level=error']);
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.setContent('<!doctype html><html><body></body></html>');
