@@ -13,7 +13,7 @@ import type { HostBytes } from './memory/residency/types.js';
 import { rankSetup, type ParallelPlan, type RankSetup } from './parallel/index.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
-import { add, mul, sum } from './sym/ops.js';
+import { add, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';

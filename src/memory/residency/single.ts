@@ -1,6 +1,6 @@
+import { gradientBytes } from '../step-plan.js';
 import { optimizerOver, releaseGradients, wholeGradients } from './kit.js';
 import type { EngineHooks, RankContext } from './types.js';
-import { gradientBytes } from '../step-plan.js';
 
 // deepspeed.ts reads the kit through this file until it moves to parallel/engines/deepspeed/.
 export { optimizerOver, updateOf, wholeGradients } from './kit.js';
