@@ -6,9 +6,8 @@ import { Comment, CommentTag, Converter, ReflectionKind } from 'typedoc';
 /** First matching rule wins: a path fragment under src/ → the category. */
 const RULES = [
   [/\/src\/(estimate|fit|plan|ranks|freeze)\.ts$/, 'Estimate and fit'],
+  [/\/src\/parallel\//, 'Many GPUs'],
   [/\/src\/memory\/residency\//, 'Many GPUs'],
-  [/\/src\/memory\/(schedules|pipeline-step|closed-forms)\.ts$/, 'Many GPUs'],
-  [/\/src\/trace\/pipeline-stages\.ts$/, 'Many GPUs'],
   [/\/src\/catalog\/tensor-parallel\.ts$/, 'Many GPUs'],
   [/\/src\/memory\/llm\.ts$/, 'LLM inference and RL'],
   [/\/src\/catalog\/(llama|gpt2|hf|llms|lm-loss|moe|deepseek|transformers)\.ts$/, 'LLM catalog'],

@@ -6,19 +6,14 @@ import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } fr
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
-import { pipelineRunner, type PipelineChunk } from './memory/pipeline-step.js';
-import { pipelineActions } from './memory/schedules.js';
-import { pipelineRankModel } from './trace/pipeline-stages.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
-import { builtTensorParallel } from './catalog/tensor-parallel.js';
-import { builtContextParallel } from './catalog/context-parallel.js';
-import { builtExpertParallel } from './catalog/moe.js';
-import { checkBuiltParallel, checkModelled, followsRepeatedBlocks, residencyOf, type ParallelPlan } from './memory/residency/parallel.js';
+import { weigh } from './memory/residency/kit.js';
 import type { HostBytes } from './memory/residency/types.js';
+import { rankSetup, type ParallelPlan, type RankSetup } from './parallel/index.js';
 import type { Device, Framework } from './ops/types.js';
 import type { Dim } from './sym/expr.js';
-import { add, mul, sum } from './sym/ops.js';
+import { add, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
@@ -241,13 +236,16 @@ export function trainableBy(prefixes: readonly string[], loraOnly: boolean): (ke
  * ```
  */
 export function traceModel(model: Layer, options: EstimateOptions): IR {
-  return traceWith(model, options, {});
-}
-
-/** traceModel with trace options the public options do not reach (a pipeline rank's per-input gradients). */
-function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'>): IR {
   checkModel(model);
   validate(options, estimateOptions);
+  return traceWith(model, options);
+}
+
+/**
+ * traceModel of checked options, with trace options the public options do not reach (a pipeline
+ * rank's per-input gradients).
+ */
+function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'> = {}): IR {
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
@@ -333,22 +331,8 @@ export function estimate(model: Layer, options: EstimateOptions & { readonly inp
 export function estimate(model: Layer, options: EstimateOptions): Estimate;
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
   checkModel(model);
-  if (typeof options === 'object' && options !== null && options.parallel !== undefined) {
-    validate(options, estimateOptions);
-    checkModelled(options.parallel);
-    checkBuiltParallel(options.parallel, 'tp', builtTensorParallel(model));
-    checkBuiltParallel(options.parallel, 'cp', builtContextParallel(model));
-    checkBuiltParallel(options.parallel, 'ep', builtExpertParallel(model));
-    const param = options.parallel.mixedPrecision?.param;
-    if (param !== undefined) {
-      // FSDP2 mixed precision: the forward and backward run in param_dtype; the sharded
-      // parameters, their gradients and the optimizer stay in the model's dtype.
-      const stored = storedDtype(model, options);
-      const { precision: _precision, ...rest } = options;
-      return estimateOf(model, { ...rest, dtype: param }, stored);
-    }
-  }
-  return estimateOf(model, options, undefined);
+  validate(options, estimateOptions);
+  return estimateOf(model, rankSetup(model, options, () => storedDtype(model, options)));
 }
 
 /** The dtype a model's parameters are stored in under the options (what traceModel resolves). */
@@ -357,70 +341,25 @@ function storedDtype(model: Layer, options: EstimateOptions): DType {
   return checkDType(options.dtype ?? precision?.dtype ?? (model.kind === 'module' ? model.dtype : undefined) ?? 'float32', ['dtype']);
 }
 
-function estimateOf(model: Layer, options: EstimateOptions, stored: DType | undefined): Estimate {
-  if (typeof options === 'object' && options !== null && (options.parallel?.pp ?? 1) > 1) return estimatePipelineRank(model, options, stored);
+/** The estimate of the rank: a pipeline rank's stages, a model's reduced repeated blocks, or the whole trace. */
+function estimateOf(model: Layer, rank: RankSetup): Estimate {
+  const { options } = rank;
+  if (rank.pipeline !== null) {
+    const cut = rank.pipeline(traceWith);
+    return assemble(cut.ir, cut.options, undefined, cut.model, rank, cut.run);
+  }
   const repeated = model.kind === 'module' ? model.repeated : undefined;
-  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && followsRepeatedBlocks(options.parallel) && !mentionsBlock(model as ModuleLayer, options, repeated.prefix)) {
+  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && !rank.wholeTrace && !mentionsBlock(model as ModuleLayer, options, repeated.prefix, rank.moduleNames)) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
-    const ir = traceModel(reducedModel(model as ModuleLayer), options);
+    const ir = traceWith(reducedModel(model as ModuleLayer), options);
     const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);
     if (blocks !== null) {
-      const fullIr = once(() => traceModel(model, options));
-      const full = once(() => assemble(fullIr(), options, undefined, model, stored));
-      return assemble(ir, options, { blocks, fullIr, full }, model, stored);
+      const fullIr = once(() => traceWith(model, options));
+      const full = once(() => assemble(fullIr(), options, undefined, model, rank));
+      return assemble(ir, options, { blocks, fullIr, full }, model, rank);
     }
   }
-  return assemble(traceModel(model, options), options, undefined, model, stored);
-}
-
-/**
- * One pipeline rank: its stages cut from the model and traced side by side, the schedule's
- * actions replayed over them (src/memory/pipeline-step.ts) with the rank's data-parallel
- * engine, if any, around them.
- */
-function estimatePipelineRank(model: Layer, options: EstimateOptions, stored: DType | undefined): Estimate {
-  const plan = options.parallel!;
-  const pp = plan.pp!;
-  const schedule = plan.schedule ?? '1f1b';
-  const virtualStages = plan.virtualStages ?? (schedule === 'interleaved-1f1b' ? 2 : 1);
-  const rank = plan.stage ?? 0;
-  if (rank >= pp) fail('bad-option', 'the pipeline stage must be below the number of stages', { path: ['parallel', 'stage'], expected: `0 .. ${pp - 1}`, received: String(rank) });
-  if ((options.mode ?? 'train') !== 'train') fail('not-modelled', 'a pipeline-parallel inference forward is not modelled', { path: ['parallel', 'pp'] });
-  const microBatches = options.microBatches ?? 1;
-  const actions = pipelineActions(schedule, pp, rank, microBatches, virtualStages);
-  const { parallel: _parallel, ...alone } = options;
-  // The whole model's trace gives each cut's input (its shape and dtype).
-  const whole = traceModel(model, { ...alone, loss: 'none', mode: 'inference' });
-  const boundary = (child: string) => {
-    const mod = whole.modules.find((m) => m.key === child);
-    return whole.tensors[mod!.inputs[0]!]!.spec;
-  };
-  const cut = pipelineRankModel(model, whole.inputs.map((id) => whole.tensors[id]!.spec), { pp, virtualStages, rank, ...(plan.splits !== undefined ? { splits: plan.splits } : {}) }, boundary);
-  const rankOptions: EstimateOptions = { ...options, input: cut.inputs, ...(cut.final ? {} : { loss: 'none' }) };
-  const ir = traceWith(cut.model, rankOptions, { inputRequiresGrad: cut.inputRequiresGrad });
-  let input = 0;
-  const chunks = cut.stages.map((stage): PipelineChunk => {
-    const mod = stage.key === '' ? null : ir.modules.find((m) => m.key === stage.key)!;
-    const inputs = ir.inputs.slice(input, input + (stage.first ? whole.inputs.length : 1));
-    input += inputs.length;
-    return {
-      stage: stage.stage,
-      firstOp: mod?.firstOp ?? 0,
-      endOp: mod === null || stage.final ? ir.ops.length : mod.endOp,
-      outputs: mod?.outputs ?? ir.outputs,
-      sent: stage.final ? [] : (mod?.outputs ?? ir.outputs),
-      roots: [...(stage.first ? inputs : []), ...(stage.final ? ir.targets : [])],
-      received: stage.first ? null : inputs[0]!,
-      final: stage.final,
-    };
-  });
-  return assemble(ir, rankOptions, undefined, cut.model, stored, pipelineRunner({ chunks, actions, keepOutputs: plan.keepOutputs ?? true }));
-}
-
-/** FSDP's default units: a model's repeated blocks (decoder layers), else none (the root alone). */
-function defaultUnits(model: Layer): readonly string[] {
-  const repeated = model.kind === 'module' ? model.repeated : undefined;
-  return repeated === undefined ? [] : Array.from({ length: repeated.count }, (_, i) => `${repeated.prefix}${i}`);
+  return assemble(traceWith(model, options), options, undefined, model, rank);
 }
 
 /** The model with three blocks in its body (kept per model: a model is immutable data). */
@@ -437,9 +376,9 @@ function reducedModel(model: ModuleLayer): ModuleLayer {
 
 const blockNames = new Map<string, RegExp>();
 
-/** Whether an option or the quantization names one block (`model.layers.5`): then the blocks differ. */
-function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string): boolean {
-  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? []), ...(options.parallel?.units ?? [])];
+/** Whether an option, the quantization or the rank's plan (`planNames`) names one block (`model.layers.5`): then the blocks differ. */
+function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string, planNames: readonly string[]): boolean {
+  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? []), ...planNames];
   // Conservative: any name with the container's last part and an index (`layers.5`, `h.0.attn`).
   let block = blockNames.get(prefix);
   if (block === undefined) {
@@ -482,60 +421,38 @@ export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, num
   return compact === undefined ? programPeakAt(step.program) : programPeakAt(compact.program, compact.repeat);
 }
 
-/** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
-function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, stored: DType | undefined, run?: StepSettings['run']): Estimate {
-  const blocks = reduced?.blocks;
+/** What the traced model holds by category outside the step: its parameters (counted), buffers, saved activations, gradients. */
+function modelBytes(ir: IR, blocks: ReducedBlocks | undefined, saved: ReturnType<typeof savedStorages>): { readonly params: ParamCounts; readonly parameters: Dim; readonly buffers: Dim; readonly activations: Dim; readonly gradients: Dim } {
   // With reduced blocks, what the interior block has counts `times` over.
-  const weigh = (unit: number, bytes: Dim): Dim => (blocks !== undefined && unit === 1 ? mul(bytes, blocks.times) : bytes);
-  const storageWeight = (storage: number) => (blocks !== undefined && blocks.storageUnit[storage] === 1 ? blocks.times : 1);
-  const saved = savedStorages(ir);
+  const times = blocks?.times ?? 1;
+  const unitOf = (storage: number) => blocks?.storageUnit[storage] ?? -1;
   let paramElements = 0;
   let trainable = 0;
   const paramBytes: Dim[] = [];
   const bufferBytes: Dim[] = [];
   for (const storage of ir.storages) {
-    if (storage.role === 'param') paramBytes.push(weigh(blocks?.storageUnit[storage.id] ?? -1, storage.bytes));
-    if (storage.role === 'buffer') bufferBytes.push(weigh(blocks?.storageUnit[storage.id] ?? -1, storage.bytes));
+    if (storage.role === 'param') paramBytes.push(weigh(storage.bytes, unitOf(storage.id), times));
+    if (storage.role === 'buffer') bufferBytes.push(weigh(storage.bytes, unitOf(storage.id), times));
   }
   for (const t of ir.tensors) {
     if (t.role !== 'param') continue;
-    const n = numelOf(ir, t.id) * storageWeight(t.storage);
+    const n = numelOf(ir, t.id) * (blocks !== undefined && blocks.storageUnit[t.storage] === 1 ? blocks.times : 1);
     paramElements += n;
     if (ir.storages[t.storage]!.trainable) trainable += n;
   }
   const activations =
     blocks === undefined
       ? saved.bytes
-      : sum([...[...saved.firstSaver].map(([storage, op]) => weigh(blocks.opUnit[op]!, ir.storages[storage]!.bytes)), ...[...saved.views.values()].map((v) => weigh(blocks.opUnit[v.op]!, v.bytes))]);
-  const rounded = ir.settings.device === 'cuda';
-  const keepTimeline = options.timeline ?? !ir.storages.some((st) => typeof st.bytes !== 'number');
-  const train = ir.settings.gradEnabled;
-  const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
+      : sum([...[...saved.firstSaver].map(([storage, op]) => weigh(ir.storages[storage]!.bytes, blocks.opUnit[op]!, times)), ...[...saved.views.values()].map((v) => weigh(v.bytes, blocks.opUnit[v.op]!, times))]);
   let gradients: Dim = 0;
-  let optimizerBytes: Dim = 0;
-  if (train) {
-    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(blocks?.storageUnit[t.storage] ?? -1, specBytes(t.gradSpec ?? t.spec)));
+  if (ir.settings.gradEnabled) {
+    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(specBytes(t.gradSpec ?? t.spec), unitOf(t.storage), times));
   }
-  const peakExpression = options.peakExpression ?? true;
-  const runs: [keyof Estimate['steps'], () => StepResult][] = [];
-  let main: StepResult;
-  if (train) {
-    const parallel = options.parallel === undefined ? {} : { residency: residencyOf(options.parallel, defaultUnits(model), stored ?? ir.settings.paramDtype), ...(stored !== undefined ? { bufferDtype: stored } : {}) };
-    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...parallel, ...(run !== undefined ? { run } : {}) });
-    optimizerBytes = main.optimizerState ?? 0;
-    if (main.resident !== undefined) gradients = main.resident.gradients;
-    const steady = main;
-    // The first step is worked out when read: it holds a subset of the steady step's blocks at
-    // every moment (no gradients of a previous step, the optimizer state only from the step
-    // on), so its peak is never the higher one.
-    runs.push(['first', steady.first!], ['steady', () => steady]);
-  } else {
-    if (options.parallel !== undefined && options.parallel.dp > 1) fail('not-modelled', 'a data-parallel inference forward is not modelled (estimate one rank in training, or a single device in inference)', { path: ['parallel'] });
-    main = simulateInference(ir, rounded, peakExpression, blocks);
-    const inference = main;
-    runs.push(['inference', () => inference]);
-  }
-  const peak = details(main, train ? 'steady' : 'inference');
+  return { params: { total: paramElements, trainable }, parameters: sum(paramBytes), buffers: sum(bufferBytes), activations, gradients };
+}
+
+/** The step summaries, each figure worked out when first read (a reduced model's programs from the full model's). */
+function stepSummaries(runs: readonly [keyof Estimate['steps'], () => StepResult][], reduced: Reduced | undefined): Record<string, StepSummary> {
   const steps: Record<string, StepSummary> = {};
   for (const [name, run] of runs) {
     const step = {} as StepSummary;
@@ -551,12 +468,44 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
     });
     steps[name] = step;
   }
+  return steps;
+}
+
+/** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
+function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, rank: RankSetup, run?: StepSettings['run']): Estimate {
+  const blocks = reduced?.blocks;
+  const saved = savedStorages(ir);
+  const held = modelBytes(ir, blocks, saved);
+  const rounded = ir.settings.device === 'cuda';
+  const keepTimeline = options.timeline ?? !ir.storages.some((st) => typeof st.bytes !== 'number');
+  const train = ir.settings.gradEnabled;
+  const spec = train && options.optimizer !== null ? optimizerSpec(options.optimizer ?? 'adam') : null;
+  let gradients = held.gradients;
+  let optimizerBytes: Dim = 0;
+  const peakExpression = options.peakExpression ?? true;
+  const runs: [keyof Estimate['steps'], () => StepResult][] = [];
+  let main: StepResult;
+  if (train) {
+    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...rank.step(model, ir), ...(run !== undefined ? { run } : {}) });
+    optimizerBytes = main.optimizerState ?? 0;
+    if (main.resident !== undefined) gradients = main.resident.gradients;
+    const steady = main;
+    // The first step is worked out when read: it holds a subset of the steady step's blocks at
+    // every moment (no gradients of a previous step, the optimizer state only from the step
+    // on), so its peak is never the higher one.
+    runs.push(['first', steady.first!], ['steady', () => steady]);
+  } else {
+    main = simulateInference(ir, rounded, peakExpression, blocks);
+    const inference = main;
+    runs.push(['inference', () => inference]);
+  }
+  const peak = details(main, train ? 'steady' : 'inference');
   const result = {
-    params: { total: paramElements, trainable },
+    params: held.params,
     bytes: {
-      parameters: main.resident?.parameters ?? sum(paramBytes),
-      buffers: sum(bufferBytes),
-      activations,
+      parameters: main.resident?.parameters ?? held.parameters,
+      buffers: held.buffers,
+      activations: held.activations,
       input: sum(ir.inputs.map((id) => ir.storages[ir.tensors[id]!.storage]!.bytes)),
       gradients,
       optimizer: optimizerBytes,
@@ -564,7 +513,7 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
     },
     constraints: ir.constraints,
     peak,
-    steps,
+    steps: stepSummaries(runs, reduced),
     optimizer: spec,
     parallel: options.parallel ?? null,
     ...(main.host !== undefined ? { host: main.host } : {}),

@@ -3,6 +3,7 @@ import { anyOf, anything, arrayOf, boolean, integer, number, object, oneOf, stri
 import { isExpr } from './sym/expr.js';
 import { DTYPE_BITS } from './tensor/dtype.js';
 import { LIMITS } from './limits.js';
+import { parallelSchema } from './parallel/plan.js';
 
 export { LIMITS };
 
@@ -72,44 +73,7 @@ export const ESTIMATE_FIELDS: ObjectShape['fields'] = {
   microBatches: integer(1, LIMITS.microBatches),
   timeline: boolean,
   peakExpression: boolean,
-  parallel: object({
-    fields: {
-      engine: oneOf(['ddp', 'zero-redundancy', 'fsdp2', 'deepspeed', 'megatron'], 'engine'),
-      dp: integer(1, 1_000_000),
-      rank: integer(0, 1_000_000),
-      bucketView: boolean,
-      bucketCapMb: number(0),
-      gradientSync: oneOf(['every', 'last'], 'gradientSync'),
-      units: names,
-      reshardAfterForward: boolean,
-      mixedPrecision: object({ fields: { param: dtype, reduce: dtype } }),
-      zero: integer(0, 3),
-      deepspeed: object({
-        fields: {
-          reduceBucketSize: integer(0),
-          overlapComm: boolean,
-          prefetchBucketSize: integer(0),
-          maxLiveParameters: integer(0),
-          maxReuseDistance: integer(0),
-          paramPersistenceThreshold: integer(0),
-          modelPersistenceThreshold: integer(0),
-          subGroupSize: integer(0),
-        },
-      }),
-      megatron: object({ fields: { distributedOptimizer: boolean, gradReduceInFp32: boolean, overlapGradReduce: boolean, bucketSize: integer(1) } }),
-      offload: object({ fields: { optimizer: boolean, parameters: boolean } }),
-      tp: integer(1, 1_000_000),
-      pp: integer(1, 1_000_000),
-      stage: integer(0, 1_000_000),
-      schedule: oneOf(['gpipe', '1f1b', 'interleaved-1f1b'], 'schedule'),
-      virtualStages: integer(1, 1_000_000),
-      splits: names,
-      keepOutputs: boolean,
-      cp: integer(1, 1_000_000),
-      ep: integer(1, 1_000_000),
-    },
-    required: ['dp'],
-  }),
+  parallel: parallelSchema,
 };
 
 /** Keys that belong to the model, not to an estimate. */

@@ -3,7 +3,7 @@ import { fail } from './errors.js';
 import { maxFitting } from './fit.js';
 import { memoryBudget } from './gpus/catalog.js';
 import type { CheckpointPlan } from './trace/trace.js';
-import type { Engine } from './memory/residency/parallel.js';
+import { engineNamed, PLANNED_ENGINES, type Engine } from './parallel/index.js';
 import type { Layer } from './nn/types.js';
 import { estimateRanks } from './ranks.js';
 import { estimate } from './estimate.js';
@@ -78,8 +78,11 @@ export interface PlanResult {
   readonly fewest: Layout | undefined;
 }
 
-const DEFAULT_ENGINES = ['fsdp2', 'zero-redundancy', 'ddp', 'deepspeed'] as const;
-const ZERO_STAGES = [1, 2, 3] as const;
+/** An engine's variants in the search: DeepSpeed's ZeRO stages (or the one asked for), one for the others. */
+function stagesOf(engine: Engine | 'single', only: 1 | 2 | 3 | undefined): readonly (1 | 2 | 3 | null)[] {
+  const stages = engine === 'single' ? undefined : engineNamed(engine).planned?.zeroStages;
+  return stages === undefined ? [null] : only !== undefined ? [only] : stages;
+}
 
 /**
  * Which data-parallel layouts of a training job fit a GPU, and which needs the fewest GPUs: for
@@ -99,7 +102,7 @@ const ZERO_STAGES = [1, 2, 3] as const;
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = DEFAULT_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, contextParallel, checkpoint, ...rest } = options;
+  const { sample, globalBatch, gpu, gpus, engines = PLANNED_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, contextParallel, checkpoint, ...rest } = options;
   pipelines.forEach((pp, i) => {
     if (!Number.isSafeInteger(pp) || pp < 1) fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
   });
@@ -115,9 +118,9 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     for (let dp = 1; dp * pp <= gpus; dp += 1) {
       // 1F1B needs pp micro-batches of at least one sample from each rank's share.
       if (globalBatch % dp !== 0 || globalBatch / dp < pp) continue;
-      const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => e === 'ddp') : engines;
+      const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => engineNamed(e).pipeline === true) : engines;
       for (const engine of dpEngines) {
-        for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
+        for (const zero of stagesOf(engine, onlyStage)) {
           for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, tp: 1, cp: 1, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
         }
       }
@@ -125,9 +128,11 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
   }
   for (const tp of [...new Set(tensorParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus).sort((a, b) => a - b)) {
     const tpModel = tensorParallel!.model(tp);
+    // The engine measured around tensor-parallel ranks (FSDP2, torchtitan's 2-D layout), if asked for.
+    const around = engines.find((e) => engineNamed(e).tensorParallel === true);
     for (let dp = 1; dp * tp <= gpus; dp += 1) {
-      if (globalBatch % dp !== 0 || (dp > 1 && !engines.includes('fsdp2'))) continue;
-      const engine = dp === 1 ? 'single' : 'fsdp2';
+      if (globalBatch % dp !== 0 || (dp > 1 && around === undefined)) continue;
+      const engine = dp === 1 ? 'single' : around!;
       for (const checkpointing of choices) layouts.push(bestLayout(tpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp, cp: 1, engine, zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
     }
   }
@@ -139,7 +144,7 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     for (let dp = 1; dp * cp <= gpus; dp += 1) {
       if (globalBatch % dp !== 0) continue;
       for (const engine of engines) {
-        for (const zero of engine === 'deepspeed' ? (onlyStage !== undefined ? [onlyStage] : ZERO_STAGES) : [null]) {
+        for (const zero of stagesOf(engine, onlyStage)) {
           for (const checkpointing of choices) layouts.push(bestLayout(cpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp: 1, cp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
         }
       }

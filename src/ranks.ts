@@ -1,6 +1,6 @@
 import { estimate, type Estimate, type EstimateOptions } from './estimate.js';
 import { fail } from './errors.js';
-import type { ParallelPlan } from './memory/residency/parallel.js';
+import { engineNamed, type ParallelPlan } from './parallel/index.js';
 import type { Layer } from './nn/types.js';
 import type { Dim } from './sym/expr.js';
 
@@ -43,8 +43,8 @@ export function estimateRanks(model: Layer, options: EstimateOptions): readonly 
   const plan: ParallelPlan | undefined = options.parallel;
   if (plan === undefined) fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: "{ engine, dp }", received: 'undefined' });
   const stages = plan.pp ?? 1;
-  // ZeRO-3 gives every rank the same ⌈n/N⌉ of each parameter (the last one's padded).
-  const shared = plan.engine === undefined || plan.engine === 'ddp' || (plan.engine === 'deepspeed' && plan.zero === 3);
+  // One device, DDP, ZeRO-3 (every rank the same ⌈n/N⌉ of each parameter, the last one's padded): the engine's record says.
+  const shared = plan.engine === undefined || engineNamed(plan.engine).sameOnEveryRank(plan);
   return Array.from({ length: stages }, (_, stage) => {
     const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
     const first = at(0);

@@ -45,7 +45,7 @@ export function withDefaults(hooks: EngineHooks): Residency {
  * training step, and what it allocates around them: one GPU, or one rank of a data-parallel
  * engine (DDP buckets, ZeRO partitions, FSDP units gathered and resharded at module
  * boundaries). The step simulator (simulate.ts, autograd.ts) runs the activations and calls
- * these hooks; each engine is one implementation (residency/*.ts).
+ * these hooks; each engine is one implementation (src/parallel/engines/, one device in single.ts).
  */
 export interface Residency {
   /** A parameter storage as the step begins: allocate it if the device holds it whole. */

@@ -1,6 +1,6 @@
 import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
 import type { DType } from '../../tensor/dtype.js';
-import type { Check } from '../../validate.js';
+import { oneOf, type Check } from '../../validate.js';
 
 /**
  * What an engine's residency is made with besides its own knobs: facts of the model and of the
@@ -33,6 +33,15 @@ export interface EngineRecord<Name extends string = string, P = unknown> {
   readonly summary: string;
   /** The plan keys only this engine reads, with their schema (another engine given them is an error). */
   readonly knobs: Readonly<Record<string, Check>>;
+  /**
+   * Plan keys this engine reads that other engines accept and ignore (DDP's buckets, FSDP2's
+   * units: plans written for one engine run under another), with their schema.
+   */
+  readonly sharedKnobs?: Readonly<Record<string, Check>>;
+  /** Whether it is modelled around tensor-parallel ranks (dp > 1 with tp > 1; measured layouts only). */
+  readonly tensorParallel?: boolean;
+  /** Whether it is modelled around pipeline stages (dp > 1 with one stage per rank). */
+  readonly pipeline?: boolean;
   /** Checks of the engine's knobs and of the common plan under this engine (VramError with a path). */
   readonly check: (plan: P) => void;
   /**
@@ -42,8 +51,31 @@ export interface EngineRecord<Name extends string = string, P = unknown> {
   readonly wholeTrace: boolean;
   /** Whether every rank of the group has the same figures under the plan (no uneven shards). */
   readonly sameOnEveryRank: (plan: P) => boolean;
-  /** Whether `plan` searches it by default, and its variants there (DeepSpeed: one per ZeRO stage). */
-  readonly planned?: { readonly byDefault: boolean };
+  /**
+   * Whether `plan` searches it by default, in which place of the default search (`order`, lowest
+   * first: the order breaks ties between equally good layouts), and its variants there (DeepSpeed:
+   * one per ZeRO stage).
+   */
+  readonly planned?: { readonly byDefault: boolean; readonly order: number; readonly zeroStages?: readonly (1 | 2 | 3)[] };
   /** The rank's residency: the knobs with their defaults filled in, then the hooks. */
   readonly residency: (plan: P, env: EngineEnv) => (ctx: RankContext) => EngineHooks;
 }
+
+/**
+ * `gradientSync`: with `microBatches` > 1, which micro-batches reduce gradients: `last` (the
+ * others run under DDP's `no_sync()` or FSDP2's `set_requires_gradient_sync(False)`, keeping whole
+ * unsharded gradients between them) or `every`. Read by DDP, ZeroRedundancyOptimizer and FSDP2,
+ * each with its own default.
+ */
+export interface GradientSyncKnob {
+  /**
+   * With `microBatches` > 1, which micro-batches reduce gradients: `last` (the others run under
+   * DDP's `no_sync()` or FSDP2's `set_requires_gradient_sync(False)`, keeping whole unsharded
+   * gradients between them) or `every`. Default: `last` for DDP and ZeroRedundancyOptimizer
+   * (the Hugging Face Trainer's choice), `every` for FSDP2 (`fully_shard`'s own default).
+   */
+  readonly gradientSync?: 'every' | 'last';
+}
+
+/** The schema of `gradientSync` (one check for every engine that reads it). */
+export const gradientSyncKnob: Check = oneOf(['every', 'last'], 'gradientSync');

@@ -1,11 +1,11 @@
-import { fail } from '../errors.js';
-import { graph } from '../nn/graph.js';
-import type { GraphBuilder, Layer, SeqLayer, TensorRef } from '../nn/types.js';
-import { castRule } from '../ops/cast.js';
-import { viewRule } from '../ops/view.js';
-import type { Dim } from '../sym/expr.js';
-import { mul } from '../sym/ops.js';
-import type { TensorSpec } from '../tensor/spec.js';
+import { fail } from '../../errors.js';
+import { graph } from '../../nn/graph.js';
+import type { GraphBuilder, Layer, SeqLayer, TensorRef } from '../../nn/types.js';
+import { castRule } from '../../ops/cast.js';
+import { viewRule } from '../../ops/view.js';
+import type { Dim } from '../../sym/expr.js';
+import { mul } from '../../sym/ops.js';
+import type { TensorSpec } from '../../tensor/spec.js';
 
 /** How a model is cut into pipeline stages, and which of them one rank runs. */
 export interface PipelineCut {

@@ -1,12 +1,27 @@
+import { fullParameters, optimizerOver } from '../../memory/residency/kit.js';
+import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
+import { tensorBytes } from '../../memory/step-plan.js';
 import { fail } from '../../errors.js';
 import { bytesOf, type DType } from '../../tensor/dtype.js';
 import { add } from '../../sym/ops.js';
 import { numel, tensor } from '../../tensor/spec.js';
 import { parameterOrder } from '../../trace/uses.js';
-import { tensorBytes } from '../step-plan.js';
-import { fullParameters } from './ddp.js';
-import { optimizerOver } from './single.js';
-import type { RankContext, Residency } from './types.js';
+import { boolean, integer, object } from '../../validate.js';
+import type { ParallelPlan } from '../plan.js';
+import type { EngineEnv, EngineRecord } from './engine.js';
+
+/** The plan keys Megatron reads. */
+export interface MegatronKnobs {
+  /**
+   * Megatron-core's knobs that move memory (engine `megatron`; defaults are Megatron's):
+   * `distributedOptimizer` (`use_distributed_optimizer`, default false: fp32 master parameters
+   * and Adam state sharded over the data-parallel ranks, the parameters in a padded buffer),
+   * `gradReduceInFp32` (`grad_reduce_in_fp32`, default false), `overlapGradReduce` (default
+   * false; with it buckets of `bucketSize` elements, default max(4e7, 1e6 · dp), which move the
+   * distributed optimizer's padding and shards).
+   */
+  readonly megatron?: { readonly distributedOptimizer?: boolean; readonly gradReduceInFp32?: boolean; readonly overlapGradReduce?: boolean; readonly bucketSize?: number };
+}
 
 /**
  * Megatron-core's data parallelism (`megatron.core.distributed.DistributedDataParallel` and the
@@ -134,10 +149,9 @@ export function megatronShard(buffer: MegatronBuffer, dp: number, rank: number):
  * - at the step, a bf16 gradient buffer is copied to fp32 main gradients (the whole model's, or
  *   the shard's), kept until the next `zero_grad`.
  */
-export function megatron(settings: MegatronSettings): (ctx: RankContext) => Residency {
+export function megatron(settings: MegatronSettings): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
     const { ir, ledger, plan } = ctx;
-    if (ctx.times !== 1) fail('not-modelled', "Megatron's buffer layout follows every parameter of the model: estimate it traced whole", { path: ['parallel', 'engine'] });
     const entries = fullParameters(ctx);
     const buffers = megatronBuffers(entries, settings);
     const distributed = settings.distributedOptimizer;
@@ -161,10 +175,9 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Resi
     const mainGradBytes = ctx.optimizer === null ? 0 : stepped.filter((id) => (settings.gradReduceInFp32 ? 'float32' : dtypeOf(id)) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
     const gradBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.gradDtype) as number), 0);
     const paramBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.paramDtype) as number), 0);
-    const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+    const { trainable } = ctx;
     const pending: number[] = [];
     let mainGrads: number | null = null;
-    const noop = () => undefined;
     return {
       param: (storage) => {
         // The distributed optimizer's parameter buffer replaces the trainable parameters' storages.
@@ -183,9 +196,6 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Resi
         if (mainGrads !== null) ledger.release(mainGrads);
         mainGrads = null;
       },
-      beforeForward: noop,
-      afterForward: noop,
-      beforeBackward: noop,
       paramGrads(op) {
         for (const param of op.params) if (trainable(param)) pending.push(ledger.alloc(tensorBytes(ir, param), 'activationGrads'));
       },
@@ -200,7 +210,6 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Resi
         for (const block of pending) ledger.release(block);
         pending.length = 0;
       },
-      endBackward: noop,
       step() {
         if (ctx.optimizer === null) return;
         if (mainGradBytes > 0) {
@@ -227,3 +236,30 @@ function sumFrozen(ctx: RankContext): number {
   }
   return total;
 }
+
+/** Megatron's settings with its defaults (one bucket without overlapGradReduce, else max(4e7, 1e6 · dp) elements). */
+function megatronSettings(plan: ParallelPlan, env: EngineEnv): MegatronSettings {
+  const m = plan.megatron ?? {};
+  const overlap = m.overlapGradReduce ?? false;
+  return { distributedOptimizer: m.distributedOptimizer ?? false, gradReduceInFp32: m.gradReduceInFp32 ?? false, bucketSize: overlap ? (m.bucketSize ?? Math.max(40_000_000, 1_000_000 * env.group)) : null, dp: env.group, rank: env.rank };
+}
+
+function checkMegatron(plan: ParallelPlan): void {
+  if (plan.offload?.optimizer === true || plan.offload?.parameters === true) fail('not-modelled', "Megatron's optimizer offloading is not modelled (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')", { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
+  if (plan.megatron?.bucketSize !== undefined && plan.megatron.overlapGradReduce !== true) fail('bad-option', 'Megatron buckets only with overlapGradReduce (without it one bucket)', { path: ['parallel', 'megatron', 'bucketSize'], expected: 'overlapGradReduce: true', received: String(plan.megatron.bucketSize) });
+}
+
+/**
+ * Megatron-core's DistributedDataParallel and its optimizers. Its buffer layout and shards
+ * follow every parameter of the model, so it needs the whole trace.
+ */
+export const megatronEngine: EngineRecord<'megatron', ParallelPlan> = {
+  name: 'megatron',
+  summary: "Megatron-core's DistributedDataParallel: the padded parameter and gradient buffers, and optionally the distributed optimizer",
+  knobs: { megatron: object({ fields: { distributedOptimizer: boolean, gradReduceInFp32: boolean, overlapGradReduce: boolean, bucketSize: integer(1) } }) },
+  check: checkMegatron,
+  wholeTrace: true,
+  sameOnEveryRank: () => false,
+  planned: { byDefault: false, order: 4 },
+  residency: (plan, env) => megatron(megatronSettings(plan, env)),
+};

@@ -1,4 +1,4 @@
-import { fail } from '../errors.js';
+import { fail } from '../../errors.js';
 
 /** The pipeline schedules of `torch.distributed.pipelining` that vram-ts replays. */
 export type PipelineSchedule = 'gpipe' | '1f1b' | 'interleaved-1f1b';

@@ -170,6 +170,32 @@ export interface MegatronFigures {
   readonly reportMiB: readonly [number, number, number];
 }
 
+/** megatronTheoretical's arguments as a check (the names of Megatron's argparse options). */
+const MEGATRON_ARGS = object({
+  fields: {
+    numLayers: integer(1),
+    hiddenSize: integer(1),
+    numAttentionHeads: integer(1),
+    kvChannels: integer(1),
+    ffnHiddenSize: integer(1),
+    numQueryGroups: integer(1),
+    swiglu: boolean,
+    normalization: oneOf(['LayerNorm', 'RMSNorm']),
+    untieEmbeddingsAndOutputWeights: boolean,
+    paddedVocabSize: integer(1),
+    tensorModelParallelSize: integer(1),
+    pipelineModelParallelSize: integer(1),
+    virtualPipelineModelParallelSize: integer(1),
+    dataParallelSize: integer(1),
+    useDistributedOptimizer: boolean,
+    seqLength: integer(1),
+    microBatchSize: integer(1),
+    sequenceParallel: boolean,
+    recomputeGranularity: oneOf(['selective', 'full']),
+  },
+  required: ['numLayers', 'hiddenSize', 'numAttentionHeads', 'paddedVocabSize', 'dataParallelSize', 'seqLength', 'microBatchSize'],
+});
+
 /**
  * Megatron-LM's `report_theoretical_memory` for dense models (no MoE, MLA or MTP), evaluated
  * in the same order as the Python so the doubles match: weights and optimizer of the first
@@ -185,34 +211,7 @@ export interface MegatronFigures {
  * ```
  */
 export function megatronTheoretical(args: MegatronArgs, numMicrobatches?: number): MegatronFigures {
-  validate(
-    args,
-    object({
-      fields: {
-        numLayers: integer(1),
-        hiddenSize: integer(1),
-        numAttentionHeads: integer(1),
-        kvChannels: integer(1),
-        ffnHiddenSize: integer(1),
-        numQueryGroups: integer(1),
-        swiglu: boolean,
-        normalization: oneOf(['LayerNorm', 'RMSNorm']),
-        untieEmbeddingsAndOutputWeights: boolean,
-        paddedVocabSize: integer(1),
-        tensorModelParallelSize: integer(1),
-        pipelineModelParallelSize: integer(1),
-        virtualPipelineModelParallelSize: integer(1),
-        dataParallelSize: integer(1),
-        useDistributedOptimizer: boolean,
-        seqLength: integer(1),
-        microBatchSize: integer(1),
-        sequenceParallel: boolean,
-        recomputeGranularity: oneOf(['selective', 'full']),
-      },
-      required: ['numLayers', 'hiddenSize', 'numAttentionHeads', 'paddedVocabSize', 'dataParallelSize', 'seqLength', 'microBatchSize'],
-    }),
-    ['megatronTheoretical'],
-  );
+  validate(args, MEGATRON_ARGS, ['megatronTheoretical']);
   const h = args.hiddenSize;
   const a = args.numAttentionHeads;
   const L = args.numLayers;

@@ -1,11 +1,25 @@
+import { fullParameters, optimizerOver, releaseGradients, wholeGradients, type ParamEntry } from '../../memory/residency/kit.js';
+import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
+import { tensorBytes } from '../../memory/step-plan.js';
 import { fail } from '../../errors.js';
 import { bytesOf, type DType } from '../../tensor/dtype.js';
 import { numel } from '../../tensor/spec.js';
 import type { IR } from '../../trace/ir.js';
 import { parameterOrder } from '../../trace/uses.js';
-import { tensorBytes } from '../step-plan.js';
-import { optimizerOver, wholeGradients } from './single.js';
-import type { RankContext, Residency } from './types.js';
+import { boolean, number } from '../../validate.js';
+import type { ParallelPlan } from '../plan.js';
+import { gradientSyncKnob, type EngineRecord, type GradientSyncKnob } from './engine.js';
+
+/** The plan keys DDP and ZeroRedundancyOptimizer read. */
+export interface DdpKnobs extends GradientSyncKnob {
+  /**
+   * DDP `gradient_as_bucket_view` (default false). With `microBatches` > 1, DDP runs every
+   * micro-batch but the last under `no_sync()` (what Accelerate and the HF Trainer do).
+   */
+  readonly bucketView?: boolean;
+  /** DDP `bucket_cap_mb` (default 25). */
+  readonly bucketCapMb?: number;
+}
 
 /** torch DistributedDataParallel's knobs that move memory. */
 export interface DdpSettings {
@@ -19,41 +33,6 @@ export interface DdpSettings {
 
 /** `dist._DEFAULT_FIRST_BUCKET_BYTES`: the first bucket closes at 1 MiB. */
 const FIRST_BUCKET_BYTES = 1024 * 1024;
-
-/** A trainable parameter of the full model: its tensor in the IR and its element count. */
-interface ParamEntry {
-  readonly id: number;
-  readonly numel: number;
-  readonly dtype: DType;
-}
-
-/**
- * The trainable parameters of the full model in registration order (model.parameters()): with
- * reduced repeated blocks, block 1's parameters written out as many times as it repeats.
- */
-export function fullParameters(ctx: RankContext): ParamEntry[] {
-  const { ir } = ctx;
-  const out: ParamEntry[] = [];
-  let run: ParamEntry[] = [];
-  const flush = () => {
-    for (let copy = 0; copy < ctx.times; copy += 1) out.push(...run);
-    run = [];
-  };
-  for (const id of parameterOrder(ir)) {
-    const t = ir.tensors[id]!;
-    if (!ir.storages[t.storage]!.trainable) continue;
-    const n = numel(t.spec);
-    if (typeof n !== 'number') fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be bucketed', { path: ['parallel'], received: t.key ?? String(id) });
-    const entry = { id, numel: n, dtype: t.spec.dtype };
-    if (ctx.owner(t.storage) === 1 && ctx.times !== 1) run.push(entry);
-    else {
-      flush();
-      out.push(entry);
-    }
-  }
-  flush();
-  return out;
-}
 
 /**
  * The Reducer's buckets, as `_compute_bucket_assignment_by_size` makes them: the parameters
@@ -88,19 +67,17 @@ export function ddpBuckets(params: readonly ParamEntry[], settings: DdpSettings)
  * copied into its view and goes; a later one is added in place. `optimized` picks the
  * parameters this rank's optimizer steps (ZeroRedundancyOptimizer), in its order.
  */
-export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => readonly number[]): (ctx: RankContext) => Residency {
+export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => readonly number[]): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
     const { ir, ledger, plan } = ctx;
     const buckets = ddpBuckets(fullParameters(ctx), settings);
     const gradients = wholeGradients(ctx);
     const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : optimized?.(ctx) ?? plan.trainable);
-    const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
+    const { trainable } = ctx;
     const viewed = new Set<number>();
     const inPlace: number[] = [];
     // Micro-batches before the last run under no_sync(): no bucket copy, `.grad` stays a tensor of its own.
-    let micro = 0;
-    const synced = () => settings.gradientSync === 'every' || micro === ctx.microBatches - 1;
-    const noop = () => undefined;
+    const synced = () => settings.gradientSync === 'every' || ctx.microDone() === ctx.microBatches - 1;
     return {
       param: (storage) => {
         ledger.alloc(ir.storages[storage]!.bytes, 'parameters', 1, ctx.owner(storage));
@@ -118,16 +95,8 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
       },
       zeroGrad() {
         viewed.clear();
-        micro = 0;
-        for (const id of plan.trainable) {
-          const block = gradients.grads.get(id);
-          if (block !== undefined) ledger.release(block);
-          gradients.grads.delete(id);
-        }
+        releaseGradients(ledger, plan.trainable, gradients.grads);
       },
-      beforeForward: noop,
-      afterForward: noop,
-      beforeBackward: noop,
       paramGrads(op, label) {
         if (!settings.bucketView) return gradients.paramGrads(op, label);
         const fresh = op.params.filter((param) => trainable(param) && !viewed.has(param) && !gradients.grads.has(param));
@@ -152,10 +121,7 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
           viewed.add(param);
         }
       },
-      endBackward: () => {
-        gradients.endBackward();
-        micro += 1;
-      },
+      endBackward: gradients.endBackward,
       step: optimizer.step,
       optimizerState: optimizer.optimizerState,
     };
@@ -182,3 +148,54 @@ export function zeroRedundancyPartition(ir: IR, world: number): number[][] {
   }
   return ranks;
 }
+
+/** DDP's settings with torch's defaults (gradient sync: the last micro-batch, as the HF Trainer runs it). */
+function ddpSettings(plan: ParallelPlan): DdpSettings {
+  return { bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' };
+}
+
+/** DDP's and ZeroRedundancyOptimizer's plan keys (FSDP2 and the others accept and ignore them). */
+const BUCKET_KNOBS = { bucketView: boolean, bucketCapMb: number(0), gradientSync: gradientSyncKnob };
+
+/**
+ * Neither DDP nor ZeroRedundancyOptimizer offloads to host memory: a plan asking for it is a
+ * VramError at `['parallel', 'offload']`.
+ */
+function refuseOffload(plan: ParallelPlan, who: string): void {
+  if (plan.offload?.optimizer !== true && plan.offload?.parameters !== true) return;
+  fail('not-modelled', `${who} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
+}
+
+/**
+ * torch DistributedDataParallel. Measured to keep the same bytes on every rank (worlds 2-8,
+ * first and last ranks); modelled around pipeline stages (one stage per rank).
+ */
+export const ddpEngine: EngineRecord<'ddp', ParallelPlan> = {
+  name: 'ddp',
+  summary: 'torch DistributedDataParallel: the whole model, gradients and optimizer state on every rank, plus the gradient buckets',
+  knobs: {},
+  sharedKnobs: BUCKET_KNOBS,
+  check: (plan) => refuseOffload(plan, 'DistributedDataParallel'),
+  wholeTrace: false,
+  sameOnEveryRank: () => true,
+  pipeline: true,
+  planned: { byDefault: true, order: 2 },
+  residency: (plan) => ddp(ddpSettings(plan)),
+};
+
+/**
+ * torch ZeroRedundancyOptimizer over DDP: the optimizer state partitioned by whole parameters.
+ * Its greedy partition is over the whole model's tensors (so the whole trace), and it gives the
+ * ranks uneven shares.
+ */
+export const zeroRedundancyEngine: EngineRecord<'zero-redundancy', ParallelPlan> = {
+  name: 'zero-redundancy',
+  summary: 'torch ZeroRedundancyOptimizer over DDP: the optimizer state partitioned by whole parameters',
+  knobs: {},
+  sharedKnobs: BUCKET_KNOBS,
+  check: (plan) => refuseOffload(plan, 'ZeroRedundancyOptimizer'),
+  wholeTrace: true,
+  sameOnEveryRank: () => false,
+  planned: { byDefault: true, order: 1 },
+  residency: (plan, env) => ddp(ddpSettings(plan), (ctx) => zeroRedundancyPartition(ctx.ir, env.group)[env.rank]!),
+};

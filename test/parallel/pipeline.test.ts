@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { estimate, type Estimate, type Layer } from '../../src/index.js';
-import { inFlight, pipelineActions, type PipelineSchedule } from '../../src/memory/schedules.js';
+import { inFlight, pipelineActions, type PipelineSchedule } from '../../src/parallel/pipeline/schedules.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 
 /** n × (Linear(width) + ReLU), then Linear(10): 2n + 1 top-level children. */

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { inFlight, pipelineActions, type PipelineSchedule } from '../../src/memory/schedules.js';
+import { inFlight, pipelineActions, type PipelineSchedule } from '../../src/parallel/pipeline/schedules.js';
 
 interface Order {
   readonly pp: number;

@@ -1,0 +1,64 @@
+import type { EstimateOptions } from '../../estimate.js';
+import type { StepSettings } from '../../memory/simulate.js';
+import type { Layer } from '../../nn/types.js';
+import type { IR } from '../../trace/ir.js';
+import type { TraceOptions } from '../../trace/trace.js';
+import type { ParallelPlan } from '../plan.js';
+import { pipelineRunner, type PipelineChunk } from './runner.js';
+import { pipelineActions } from './schedules.js';
+import { pipelineRankModel, type PipelineRankModel } from './stages.js';
+
+/** How the estimate traces a model with its options (and the trace options a pipeline rank adds). */
+export type RankTracer = (model: Layer, options: EstimateOptions, overrides?: Pick<TraceOptions, 'inputRequiresGrad'>) => IR;
+
+/** A pipeline rank ready to be estimated: its stages' model traced, the options it ran with, the schedule's runner. */
+export interface PipelineRank {
+  readonly model: Layer;
+  readonly ir: IR;
+  readonly options: EstimateOptions;
+  readonly run: NonNullable<StepSettings['run']>;
+}
+
+/**
+ * One pipeline rank: its stages cut from the model and traced side by side, the schedule's
+ * actions replayed over them (runner.ts) with the rank's data-parallel engine, if any, around
+ * them. The plan was checked (the stage is below pp; training only).
+ */
+export function pipelineRank(model: Layer, options: EstimateOptions, plan: ParallelPlan, trace: RankTracer): PipelineRank {
+  const pp = plan.pp!;
+  const schedule = plan.schedule ?? '1f1b';
+  const virtualStages = plan.virtualStages ?? (schedule === 'interleaved-1f1b' ? 2 : 1);
+  const rank = plan.stage ?? 0;
+  const actions = pipelineActions(schedule, pp, rank, options.microBatches ?? 1, virtualStages);
+  const { parallel: _parallel, ...alone } = options;
+  // The whole model's trace gives each cut's input (its shape and dtype).
+  const whole = trace(model, { ...alone, loss: 'none', mode: 'inference' });
+  const boundary = (child: string) => {
+    const mod = whole.modules.find((m) => m.key === child);
+    return whole.tensors[mod!.inputs[0]!]!.spec;
+  };
+  const cut = pipelineRankModel(model, whole.inputs.map((id) => whole.tensors[id]!.spec), { pp, virtualStages, rank, ...(plan.splits !== undefined ? { splits: plan.splits } : {}) }, boundary);
+  const rankOptions: EstimateOptions = { ...options, input: cut.inputs, ...(cut.final ? {} : { loss: 'none' }) };
+  const ir = trace(cut.model, rankOptions, { inputRequiresGrad: cut.inputRequiresGrad });
+  return { model: cut.model, ir, options: rankOptions, run: pipelineRunner({ chunks: chunksOf(ir, cut, whole.inputs.length), actions, keepOutputs: plan.keepOutputs ?? true }) };
+}
+
+/** Each stage of the rank as a run of the traced rank model's ops, with what it receives and sends. */
+function chunksOf(ir: IR, cut: PipelineRankModel, wholeInputs: number): PipelineChunk[] {
+  let input = 0;
+  return cut.stages.map((stage): PipelineChunk => {
+    const mod = stage.key === '' ? null : ir.modules.find((m) => m.key === stage.key)!;
+    const inputs = ir.inputs.slice(input, input + (stage.first ? wholeInputs : 1));
+    input += inputs.length;
+    return {
+      stage: stage.stage,
+      firstOp: mod?.firstOp ?? 0,
+      endOp: mod === null || stage.final ? ir.ops.length : mod.endOp,
+      outputs: mod?.outputs ?? ir.outputs,
+      sent: stage.final ? [] : (mod?.outputs ?? ir.outputs),
+      roots: [...(stage.first ? inputs : []), ...(stage.final ? ir.targets : [])],
+      received: stage.first ? null : inputs[0]!,
+      final: stage.final,
+    };
+  });
+}
