@@ -2,11 +2,12 @@ import { fail } from '../../errors.js';
 import type { DType } from '../../tensor/dtype.js';
 import type { IR } from '../../trace/ir.js';
 import { ddp, zeroRedundancyPartition } from './ddp.js';
-import { deepspeed, deepspeedSettings } from './deepspeed.js';
+import { deepspeed } from '../../parallel/engines/deepspeed/residency.js';
+import { deepspeedSettings } from '../../parallel/engines/deepspeed/settings.js';
 import { fsdp2 } from './fsdp2.js';
 import { megatron } from './megatron.js';
 import { singleDevice } from './single.js';
-import type { RankContext, Residency } from './types.js';
+import type { EngineHooks, RankContext } from './types.js';
 
 /** The distributed engines vram-ts models per rank. */
 export type Engine = 'ddp' | 'zero-redundancy' | 'fsdp2' | 'deepspeed' | 'megatron';
@@ -216,7 +217,7 @@ export function checkBuiltParallel(plan: ParallelPlan, key: keyof typeof BUILT, 
  * The residency of one rank under the plan. `defaultUnits` are the FSDP units when the plan
  * names none (a decoder's layers); `storeDtype` the dtype FSDP2 keeps sharded parameters in.
  */
-export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
+export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => EngineHooks {
   checkModelled(plan);
   const make = engineResidency(plan, defaultUnits, storeDtype);
   if (!offloads(plan)) return make;
@@ -227,7 +228,7 @@ export function residencyOf(plan: ParallelPlan, defaultUnits: readonly string[],
   };
 }
 
-function engineResidency(given: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => Residency {
+function engineResidency(given: ParallelPlan, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => EngineHooks {
   // Context-parallel ranks hold the same weights: the engine's group is dp · cp.
   const plan = { ...given, dp: given.dp * (given.cp ?? 1) };
   const rank = plan.rank ?? 0;
