@@ -1,5 +1,5 @@
 /**
- * DeepSpeed ZeRO (src/memory/residency/deepspeed.ts): model states worked by hand from DeepSpeed's
+ * DeepSpeed ZeRO (src/parallel/engines/deepspeed/): model states worked by hand from DeepSpeed's
  * rules (deepspeedai/DeepSpeed edaa7221: stage_1_and_2.py's 2N-aligned flat buffer and fp32
  * master clone, grads_in_partition; stage3.py's ⌈n/N⌉ partitions, persistent parameters), and the
  * laws: stages 1/2 hold at most one GPU's states (fp32, where both keep the same numerics), the
@@ -10,7 +10,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { estimate, fromHFConfig, linear, relu, seq, type Estimate, type Layer, type ModuleLayer } from '../../src/index.js';
-import { flatLayout } from '../../src/memory/residency/deepspeed.js';
+import { flatLayout } from '../../src/parallel/engines/deepspeed/zero12.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
 

@@ -2,9 +2,6 @@ import { gradientBytes } from '../step-plan.js';
 import { optimizerOver, releaseGradients, wholeGradients } from './kit.js';
 import type { EngineHooks, RankContext } from './types.js';
 
-// deepspeed.ts reads the kit through this file until it moves to parallel/engines/deepspeed/.
-export { optimizerOver, updateOf, wholeGradients } from './kit.js';
-
 /** One device holding everything: whole parameters, whole gradients, the whole optimizer state. */
 export function singleDevice(ctx: RankContext): EngineHooks {
   const { ir, ledger, plan } = ctx;

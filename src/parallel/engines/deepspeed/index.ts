@@ -1,5 +1,6 @@
 import { fail } from '../../../errors.js';
-import { deepspeed, deepspeedSettings } from '../../../memory/residency/deepspeed.js';
+import { deepspeed } from './residency.js';
+import { deepspeedSettings } from './settings.js';
 import { boolean, integer, object } from '../../../validate.js';
 import type { ParallelPlan } from '../../plan.js';
 import type { EngineRecord } from '../engine.js';
