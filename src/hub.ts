@@ -100,8 +100,21 @@ const REPO = /^(?:[A-Za-z0-9][\w.-]{0,95}\/)?[A-Za-z0-9][\w.-]{0,95}$/;
 const FIRST_RANGE = 100_000;
 const FLOAT_DTYPES: Readonly<Record<string, DType>> = { BF16: 'bfloat16', F16: 'float16', F32: 'float32' };
 
-function hubError(code: string, message: string, path: readonly (string | number)[], details: { expected?: string | undefined; received?: string | undefined } = {}): VramError {
-  return new VramError([{ path, code, message, ...(details.expected !== undefined ? { expected: details.expected } : {}), ...(details.received !== undefined ? { received: details.received } : {}) }]);
+function hubError(
+  code: string,
+  message: string,
+  path: readonly (string | number)[],
+  details: { expected?: string | undefined; received?: string | undefined } = {},
+): VramError {
+  return new VramError([
+    {
+      path,
+      code,
+      message,
+      ...(details.expected !== undefined ? { expected: details.expected } : {}),
+      ...(details.received !== undefined ? { received: details.received } : {}),
+    },
+  ]);
 }
 
 interface Target {
@@ -140,15 +153,23 @@ async function request(t: Target, revision: string, file: string, headers: Recor
     response = await t.fetch(url, { headers: all, redirect: 'follow' });
   } catch (error) {
     const cause = error instanceof Error ? ((error.cause as { code?: string } | undefined)?.code ?? error.message) : String(error);
-    throw hubError('hub-offline', `cannot reach ${t.base} (${cause}): offline? With HF_HUB_OFFLINE=1 (offline: true) only the cache is read`, [file], { received: url });
+    throw hubError('hub-offline', `cannot reach ${t.base} (${cause}): offline? With HF_HUB_OFFLINE=1 (offline: true) only the cache is read`, [file], {
+      received: url,
+    });
   }
   if (response.ok || response.status === 304) return response;
   await response.body?.cancel().catch(() => undefined);
   const code = response.headers.get('x-error-code');
   const at = `${t.repo}@${revision}`;
-  if (code === 'RepoNotFound') throw hubError('hub-not-found', `repository ${t.repo} not found (or private: set HF_TOKEN to a token with access)`, [file], { received: `HTTP ${response.status}` });
+  if (code === 'RepoNotFound')
+    throw hubError('hub-not-found', `repository ${t.repo} not found (or private: set HF_TOKEN to a token with access)`, [file], {
+      received: `HTTP ${response.status}`,
+    });
   if (response.status === 401 || response.status === 403 || code === 'GatedRepo') {
-    const how = t.token === undefined ? 'set HF_TOKEN (or pass token) to a token with access' : 'the token given (HF_TOKEN) has no access to it; accept its terms on the Hub or use another token';
+    const how =
+      t.token === undefined
+        ? 'set HF_TOKEN (or pass token) to a token with access'
+        : 'the token given (HF_TOKEN) has no access to it; accept its terms on the Hub or use another token';
     throw hubError('hub-auth', `${t.repo} is gated or private: ${how}`, [file], { received: `HTTP ${response.status}` });
   }
   if (response.status === 404) {
@@ -197,10 +218,18 @@ interface Fetched {
  * One file through the cache: a commit's entries are used as they are, others are revalidated
  * (If-None-Match → 304); `read` turns a 200/206 response into the entry's text.
  */
-async function cached(t: Target, revision: string, file: string, read: (r: Response, headers: Record<string, string>) => Promise<string>, headers: Record<string, string> = {}, optional = false): Promise<Fetched> {
+async function cached(
+  t: Target,
+  revision: string,
+  file: string,
+  read: (r: Response, headers: Record<string, string>) => Promise<string>,
+  headers: Record<string, string> = {},
+  optional = false,
+): Promise<Fetched> {
   const key = keyOf(t, revision, file);
   const entry = t.cache !== undefined ? await t.cache.get(key) : undefined;
-  if (entry !== undefined && (immutable(revision) || t.offline)) return { text: entry.text, ...(entry.commit !== undefined ? { commit: entry.commit } : {}), found: entry.missing !== true };
+  if (entry !== undefined && (immutable(revision) || t.offline))
+    return { text: entry.text, ...(entry.commit !== undefined ? { commit: entry.commit } : {}), found: entry.missing !== true };
   if (t.offline) throw hubError('hub-offline', `${file} of ${t.repo}@${revision} is not in the cache and HF_HUB_OFFLINE (offline) forbids requests`, [file]);
   let response: Response;
   try {
@@ -230,7 +259,8 @@ function parseJson(text: string, file: string, what: string): Record<string, unk
   } catch (error) {
     throw hubError('bad-config', `${file} is not valid JSON`, [file], { expected: what, received: error instanceof Error ? error.message : undefined });
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw hubError('bad-config', `${file} holds no JSON object`, [file], { expected: what, received: Array.isArray(value) ? 'an array' : String(value) });
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw hubError('bad-config', `${file} holds no JSON object`, [file], { expected: what, received: Array.isArray(value) ? 'an array' : String(value) });
   return value as Record<string, unknown>;
 }
 
@@ -252,13 +282,18 @@ function headerReader(t: Target, revision: string, file: string) {
       if (first.length < 8 + length && response.status === 200) first = await body.take(8 + length);
       let bytes: Uint8Array;
       if (first.length >= 8 + length) bytes = first.subarray(8, 8 + length);
-      else if (response.status === 200) throw hubError('bad-safetensors', `${file} ended inside its header`, [file], { expected: `${length} bytes`, received: `${first.length - 8} bytes` });
+      else if (response.status === 200)
+        throw hubError('bad-safetensors', `${file} ended inside its header`, [file], { expected: `${length} bytes`, received: `${first.length - 8} bytes` });
       else {
         const rest = await request(t, revision, file, { Range: `bytes=${first.length}-${8 + length - 1}` });
         const restBody = bodyOf(rest);
         const tail = await restBody.take(8 + length - first.length);
         await restBody.close();
-        if (first.length + tail.length < 8 + length) throw hubError('bad-safetensors', `${file} ended inside its header`, [file], { expected: `${length} bytes`, received: `${first.length + tail.length - 8} bytes` });
+        if (first.length + tail.length < 8 + length)
+          throw hubError('bad-safetensors', `${file} ended inside its header`, [file], {
+            expected: `${length} bytes`,
+            received: `${first.length + tail.length - 8} bytes`,
+          });
         bytes = new Uint8Array(length);
         bytes.set(first.subarray(8), 0);
         bytes.set(tail, first.length - 8);
@@ -288,7 +323,14 @@ async function readHeader(t: Target, revision: string, file: string, optional: b
   }
   try {
     const s = safetensorsSummary(header);
-    return { name: file, tensors: s.tensors, parameters: s.params, bytes: s.bytes, byDtype: s.byDtype, bytesByDtype: bytesByDtype(header as Record<string, { dtype: string; data_offsets: [number, number] }>) };
+    return {
+      name: file,
+      tensors: s.tensors,
+      parameters: s.params,
+      bytes: s.bytes,
+      byDtype: s.byDtype,
+      bytesByDtype: bytesByDtype(header as Record<string, { dtype: string; data_offsets: [number, number] }>),
+    };
   } catch (error) {
     if (error instanceof VramError) throw new VramError(error.issues.map((i) => ({ ...i, path: [file, ...i.path] })));
     throw error;
@@ -311,8 +353,16 @@ function checkpointOf(files: readonly FileSummary[]): HubCheckpoint {
     }
   }
   const dtype = Object.entries(byDtype).sort((a, b) => b[1].parameters - a[1].parameters)[0]?.[0] ?? 'none';
-  if (!Number.isSafeInteger(parameters) || !Number.isSafeInteger(bytes)) throw hubError('overflow', 'the checkpoint totals are not exact integers (past 2^53)', ['checkpoint']);
-  return { files: files.map(({ name, tensors: t, parameters: p, bytes: b }) => ({ name, tensors: t, parameters: p, bytes: b })), tensors, parameters, bytes, byDtype, dtype };
+  if (!Number.isSafeInteger(parameters) || !Number.isSafeInteger(bytes))
+    throw hubError('overflow', 'the checkpoint totals are not exact integers (past 2^53)', ['checkpoint']);
+  return {
+    files: files.map(({ name, tensors: t, parameters: p, bytes: b }) => ({ name, tensors: t, parameters: p, bytes: b })),
+    tensors,
+    parameters,
+    bytes,
+    byDtype,
+    dtype,
+  };
 }
 
 /** Bytes per dtype of one checked header (the spans of its data_offsets, which safetensorsSummary held to the shapes). */
@@ -328,7 +378,9 @@ function bytesByDtype(header: Record<string, { dtype: string; data_offsets: [num
 /** A shard name from an index: a plain relative path inside the repo. */
 function shardName(name: unknown, index: string): string {
   if (typeof name !== 'string' || !/^[\w.\-/]+\.safetensors$/.test(name) || name.startsWith('/') || name.split('/').includes('..')) {
-    throw hubError('bad-config', 'weight_map names a file that is not a .safetensors path in the repo', [index, 'weight_map'], { received: JSON.stringify(name) });
+    throw hubError('bad-config', 'weight_map names a file that is not a .safetensors path in the repo', [index, 'weight_map'], {
+      received: JSON.stringify(name),
+    });
   }
   return name;
 }
@@ -385,8 +437,16 @@ export function fromHub(repo: string, options: HubOptions = {}): Promise<HubMode
 async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
   const { revision = 'main', endpoint = DEFAULT_ENDPOINT, token, fetch: fetchOption, cache, offline = false, ...build } = options;
   const issues: VramIssue[] = [];
-  if (typeof repo !== 'string' || !REPO.test(repo) || repo.includes('..') || repo.includes('--')) issues.push({ path: ['repo'], code: 'bad-option', message: 'a Hub repository id is <org>/<name> (letters, digits, - _ .)', expected: 'e.g. Qwen/Qwen2.5-0.5B', received: JSON.stringify(repo) });
-  if (typeof revision !== 'string' || revision === '' || revision.includes('..')) issues.push({ path: ['revision'], code: 'bad-option', message: 'revision must be a branch, tag or commit hash', received: JSON.stringify(revision) });
+  if (typeof repo !== 'string' || !REPO.test(repo) || repo.includes('..') || repo.includes('--'))
+    issues.push({
+      path: ['repo'],
+      code: 'bad-option',
+      message: 'a Hub repository id is <org>/<name> (letters, digits, - _ .)',
+      expected: 'e.g. Qwen/Qwen2.5-0.5B',
+      received: JSON.stringify(repo),
+    });
+  if (typeof revision !== 'string' || revision === '' || revision.includes('..'))
+    issues.push({ path: ['revision'], code: 'bad-option', message: 'revision must be a branch, tag or commit hash', received: JSON.stringify(revision) });
   let base = '';
   let host = '';
   try {
@@ -397,11 +457,15 @@ async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
   } catch {
     issues.push({ path: ['endpoint'], code: 'bad-option', message: 'endpoint must be an http(s) URL', received: JSON.stringify(endpoint) });
   }
-  if (token !== undefined && (typeof token !== 'string' || token === '')) issues.push({ path: ['token'], code: 'bad-option', message: 'token must be a non-empty string', received: typeof token });
+  if (token !== undefined && (typeof token !== 'string' || token === ''))
+    issues.push({ path: ['token'], code: 'bad-option', message: 'token must be a non-empty string', received: typeof token });
   const doFetch = fetchOption ?? (typeof globalThis.fetch === 'function' ? globalThis.fetch.bind(globalThis) : undefined);
-  if (doFetch === undefined || typeof doFetch !== 'function') issues.push({ path: ['fetch'], code: 'bad-option', message: 'no fetch: pass options.fetch on a platform without globalThis.fetch' });
-  if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof cache.get !== 'function' || typeof cache.set !== 'function')) issues.push({ path: ['cache'], code: 'bad-option', message: 'cache must have get(key) and set(key, entry)' });
-  if (typeof offline !== 'boolean') issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: JSON.stringify(offline) });
+  if (doFetch === undefined || typeof doFetch !== 'function')
+    issues.push({ path: ['fetch'], code: 'bad-option', message: 'no fetch: pass options.fetch on a platform without globalThis.fetch' });
+  if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof cache.get !== 'function' || typeof cache.set !== 'function'))
+    issues.push({ path: ['cache'], code: 'bad-option', message: 'cache must have get(key) and set(key, entry)' });
+  if (typeof offline !== 'boolean')
+    issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: JSON.stringify(offline) });
   if (issues.length > 0) throw new VramError(issues);
   const t: Target = { base, host, repo, revision, token, fetch: doFetch!, cache, offline };
 
@@ -419,7 +483,8 @@ async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
     if (index.found) {
       const parsed = parseJson(index.text, 'model.safetensors.index.json', 'an index with weight_map');
       const map = parsed.weight_map;
-      if (typeof map !== 'object' || map === null || Array.isArray(map)) throw hubError('bad-config', 'the index has no weight_map object', ['model.safetensors.index.json', 'weight_map']);
+      if (typeof map !== 'object' || map === null || Array.isArray(map))
+        throw hubError('bad-config', 'the index has no weight_map object', ['model.safetensors.index.json', 'weight_map']);
       const shards = [...new Set(Object.values(map as Record<string, unknown>).map((n) => shardName(n, 'model.safetensors.index.json')))];
       for (const shard of shards) files.push((await readHeader(t, at, shard, false))!);
     }
@@ -427,16 +492,24 @@ async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
   const checkpoint = files.length > 0 ? checkpointOf(files) : undefined;
 
   const text = config.text_config;
-  const fromConfig = ['torch_dtype', 'dtype'].some((k) => (config[k] !== undefined && config[k] !== null) || (typeof text === 'object' && text !== null && (text as Record<string, unknown>)[k] !== undefined && (text as Record<string, unknown>)[k] !== null));
+  const fromConfig = ['torch_dtype', 'dtype'].some(
+    (k) =>
+      (config[k] !== undefined && config[k] !== null) ||
+      (typeof text === 'object' && text !== null && (text as Record<string, unknown>)[k] !== undefined && (text as Record<string, unknown>)[k] !== null),
+  );
   const stored = checkpoint !== undefined && Object.hasOwn(FLOAT_DTYPES, checkpoint.dtype) ? FLOAT_DTYPES[checkpoint.dtype] : undefined;
-  const make = (more: HFConfigOptions = {}): Layer => fromHFConfig(config, more.dtype === undefined && !fromConfig && stored !== undefined ? { ...more, dtype: stored } : more);
+  const make = (more: HFConfigOptions = {}): Layer =>
+    fromHFConfig(config, more.dtype === undefined && !fromConfig && stored !== undefined ? { ...more, dtype: stored } : more);
   const model = make(build);
   const parameters = estimate(model, { input: [1, 1], mode: 'inference' }).params.total;
   let mismatch: string | undefined;
   if (checkpoint !== undefined && checkpoint.parameters !== parameters) {
     const diff = checkpoint.parameters - parameters;
     // The model counts a tied weight once (model.parameters()); save_pretrained stores it once too.
-    const why = diff > 0 ? 'tensors the model does not build: a tied weight stored twice, buffers, extra heads' : 'a quantized, pruned or partial checkpoint, or layers the config builds that it does not store';
+    const why =
+      diff > 0
+        ? 'tensors the model does not build: a tied weight stored twice, buffers, extra heads'
+        : 'a quantized, pruned or partial checkpoint, or layers the config builds that it does not store';
     mismatch = `the model built from config.json has ${parameters.toLocaleString('en-US')} parameters, ${Math.abs(diff).toLocaleString('en-US')} ${diff > 0 ? 'fewer' : 'more'} than the checkpoint (${why})`;
   }
   return {

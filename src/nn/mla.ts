@@ -60,10 +60,37 @@ export interface MlaOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mlaAttention(options: MlaOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'qLoraRank', 'kvLoraRank', 'qkNopeHeadDim', 'qkRopeHeadDim', 'vHeadDim', 'bias', 'interleave', 'complexRotary', 'impl', 'cache', 'className'], 'mlaAttention');
+  checkKeys(
+    options,
+    [
+      'hidden',
+      'heads',
+      'qLoraRank',
+      'kvLoraRank',
+      'qkNopeHeadDim',
+      'qkRopeHeadDim',
+      'vHeadDim',
+      'bias',
+      'interleave',
+      'complexRotary',
+      'impl',
+      'cache',
+      'className',
+    ],
+    'mlaAttention',
+  );
   const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
-  for (const [k, v] of Object.entries({ hidden, heads: nh, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd, ...(qLoraRank !== null ? { qLoraRank } : {}) })) {
-    if (!Number.isSafeInteger(v) || v < 1) fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
+  for (const [k, v] of Object.entries({
+    hidden,
+    heads: nh,
+    kvLoraRank: r,
+    qkNopeHeadDim: nope,
+    qkRopeHeadDim: rope,
+    vHeadDim: vd,
+    ...(qLoraRank !== null ? { qLoraRank } : {}),
+  })) {
+    if (!Number.isSafeInteger(v) || v < 1)
+      fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
   }
   if (rope % 2 !== 0) fail('bad-attribute', 'the rotary head dim is even', { path: ['mlaAttention', 'qkRopeHeadDim'], received: String(rope) });
   const qk = nope + rope;
@@ -96,7 +123,11 @@ export function mlaAttention(options: MlaOptions): ModuleLayer {
     const cos = g.call(viewRule, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
     const sin = g.call(viewRule, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
     const rotate = (x: TensorRef): TensorRef =>
-      options.complexRotary === true ? g.call(mulRule, [x, cos], {})[0]! : (options.interleave ?? true) ? interleaved(g, x, cos, sin, rope) : rotateHalf(g, x, cos, sin, rope);
+      options.complexRotary === true
+        ? g.call(mulRule, [x, cos], {})[0]!
+        : (options.interleave ?? true)
+          ? interleaved(g, x, cos, sin, rope)
+          : rotateHalf(g, x, cos, sin, rope);
     const qEmbed = rotate(qRot);
     let kRot = rotate(kRot0);
     let kvNope = kvNormed;
@@ -143,8 +174,17 @@ export function mlaAttention(options: MlaOptions): ModuleLayer {
     const out = g.apply(oProj, g.call(viewRule, [merged], { shape: [batch, seq, nh * vd] })[0]!);
     return weights === undefined ? out : [out, weights];
   });
-  const childOrder = qLoraRank === null ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'] : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
-  return Object.freeze({ kind: 'module', className: options.className ?? 'DeepseekV3Attention', childOrder, body, ...(options.name !== undefined ? { name: options.name } : {}) });
+  const childOrder =
+    qLoraRank === null
+      ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj']
+      : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
+  return Object.freeze({
+    kind: 'module',
+    className: options.className ?? 'DeepseekV3Attention',
+    childOrder,
+    body,
+    ...(options.name !== undefined ? { name: options.name } : {}),
+  });
 }
 
 /** `apply_rotary_pos_emb_interleave`: cos/sin halves, even/odd slices, four products, two sums, one cat. */

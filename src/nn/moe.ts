@@ -1,7 +1,18 @@
 import { fail } from '../errors.js';
 import { activationRule } from '../ops/activation.js';
 import { addRule, mulRule } from '../ops/merge.js';
-import { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertsImpl } from '../ops/moe.js';
+import {
+  balancedCounts,
+  capacityCounts,
+  expertMaskRule,
+  expertParallelRouterRule,
+  expertRule,
+  gluRule,
+  groupedDownRule,
+  groupedGateUpRule,
+  routerRule,
+  type ExpertsImpl,
+} from '../ops/moe.js';
 import { viewRule } from '../ops/view.js';
 import { mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
@@ -87,29 +98,78 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function moeBlock(options: MoeBlockOptions): ModuleLayer {
-  checkKeys(options, ['name', 'hidden', 'experts', 'k', 'intermediate', 'impl', 'score', 'renorm', 'scaled', 'activation', 'expertNames', 'className', 'expertsClassName', 'expertClassName', 'hitOnly', 'shared', 'sharedOn', 'counts', 'capacityFactor', 'expertParallel'], 'moeBlock');
+  checkKeys(
+    options,
+    [
+      'name',
+      'hidden',
+      'experts',
+      'k',
+      'intermediate',
+      'impl',
+      'score',
+      'renorm',
+      'scaled',
+      'activation',
+      'expertNames',
+      'className',
+      'expertsClassName',
+      'expertClassName',
+      'hitOnly',
+      'shared',
+      'sharedOn',
+      'counts',
+      'capacityFactor',
+      'expertParallel',
+    ],
+    'moeBlock',
+  );
   const { hidden, experts, k } = options;
   const path = ['moeBlock', options.name ?? 'mlp'];
-  if (!Number.isSafeInteger(experts) || experts < 1) fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
-  if (!Number.isSafeInteger(k) || k < 1 || k > experts) fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
+  if (!Number.isSafeInteger(experts) || experts < 1)
+    fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
+  if (!Number.isSafeInteger(k) || k < 1 || k > experts)
+    fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
   if (options.counts !== undefined && (options.counts.length !== experts || !options.counts.every((c) => Number.isSafeInteger(c) && c >= 0))) {
-    fail('bad-option', 'one non-negative token count per expert', { path: [...path, 'counts'], expected: `${experts} integers >= 0`, received: JSON.stringify(options.counts) });
+    fail('bad-option', 'one non-negative token count per expert', {
+      path: [...path, 'counts'],
+      expected: `${experts} integers >= 0`,
+      received: JSON.stringify(options.counts),
+    });
   }
   if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
     fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
   }
   const ep = options.expertParallel;
   if (ep !== undefined) {
-    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0) fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', { path: [...path, 'expertParallel', 'size'], expected: `a divisor of ${experts} >= 2`, received: String(ep.size) });
-    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size) fail('bad-option', 'the expert-parallel rank must be below the size', { path: [...path, 'expertParallel', 'rank'], expected: `0 .. ${ep.size - 1}`, received: String(ep.rank) });
-    if (options.impl === 'loop') fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", { path: [...path, 'expertParallel'], expected: "impl 'eager' or 'grouped_mm'", received: 'loop' });
+    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0)
+      fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', {
+        path: [...path, 'expertParallel', 'size'],
+        expected: `a divisor of ${experts} >= 2`,
+        received: String(ep.size),
+      });
+    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size)
+      fail('bad-option', 'the expert-parallel rank must be below the size', {
+        path: [...path, 'expertParallel', 'rank'],
+        expected: `0 .. ${ep.size - 1}`,
+        received: String(ep.rank),
+      });
+    if (options.impl === 'loop')
+      fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", {
+        path: [...path, 'expertParallel'],
+        expected: "impl 'eager' or 'grouped_mm'",
+        received: 'loop',
+      });
   }
   // The experts this rank holds and runs.
   const local = ep === undefined ? experts : experts / ep.size;
   const first = ep === undefined ? 0 : ep.rank * local;
   const gate = linear({ out: experts, bias: false, name: 'gate' });
   const act = options.activation ?? 'silu';
-  const shared = options.shared === undefined ? undefined : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
+  const shared =
+    options.shared === undefined
+      ? undefined
+      : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
   const sharedGate = options.shared?.gated === true ? linear({ out: 1, bias: false, name: 'shared_expert_gate' }) : undefined;
   const sentinel = ep !== undefined ? { sentinel: true } : {};
   const gateUp = opLayer(groupedGateUpRule, null, { experts: local, intermediate: options.intermediate, ...sentinel });
@@ -119,26 +179,44 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
     const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
     const rows = shape.length === 2 ? x! : g.call(viewRule, [x!], { shape: [tokens, hidden] })[0]!;
     const logits = g.apply(gate, rows);
-    let [weights, indices] = g.call(routerRule, [logits], { experts, k, score: options.score ?? 'softmax', renorm: options.renorm ?? true, ...(options.scaled === true ? { scaled: true } : {}) });
+    let [weights, indices] = g.call(routerRule, [logits], {
+      experts,
+      k,
+      score: options.score ?? 'softmax',
+      renorm: options.renorm ?? true,
+      ...(options.scaled === true ? { scaled: true } : {}),
+    });
     // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
     if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterRule, [weights!, indices!], { localExperts: local, rank: ep.rank });
     const pairs = mul(tokens, k);
     if (options.counts !== undefined && typeof pairs === 'number') {
       const total = options.counts.reduce((a, b) => a + b, 0);
-      if (total !== pairs) fail('bad-option', 'the token counts must add up to tokens × experts per token', { path: [...path, 'counts'], expected: String(pairs), received: String(total) });
+      if (total !== pairs)
+        fail('bad-option', 'the token counts must add up to tokens × experts per token', {
+          path: [...path, 'counts'],
+          expected: String(pairs),
+          received: String(total),
+        });
     }
-    const allCounts: readonly Dim[] = options.capacityFactor !== undefined ? capacityCounts(pairs, experts, options.capacityFactor, options.counts) : (options.counts ?? balancedCounts(pairs, experts));
+    const allCounts: readonly Dim[] =
+      options.capacityFactor !== undefined
+        ? capacityCounts(pairs, experts, options.capacityFactor, options.counts)
+        : (options.counts ?? balancedCounts(pairs, experts));
     // The rank's experts and what they get.
     const counts = allCounts.slice(first, first + local);
     let out: TensorRef;
     if (options.impl === 'grouped_mm') {
       // Two ops of the one `experts` module: gate_up's grouped_mm and activation, then down's and the weighted sum.
-      const expertsModule = module('experts', options.expertsClassName ?? 'Experts', graph((inner, [r, w, idx]) => {
-        const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
-        inner.hold(gathered!);
-        const product = inner.call(gluRule, [fused!], {})[0]!;
-        return inner.apply(down, product, w!, offsets!);
-      }));
+      const expertsModule = module(
+        'experts',
+        options.expertsClassName ?? 'Experts',
+        graph((inner, [r, w, idx]) => {
+          const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
+          inner.hold(gathered!);
+          const product = inner.call(gluRule, [fused!], {})[0]!;
+          return inner.apply(down, product, w!, offsets!);
+        }),
+      );
       out = g.apply(expertsModule, rows, weights!, indices!);
     } else {
       // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
@@ -155,9 +233,16 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
         if (!runs(n)) return;
         const attrs =
           options.impl === 'loop'
-            ? { impl: 'loop' as const, intermediate: options.intermediate, count: n, ...(options.expertNames !== undefined ? { names: options.expertNames } : {}) }
+            ? {
+                impl: 'loop' as const,
+                intermediate: options.intermediate,
+                count: n,
+                ...(options.expertNames !== undefined ? { names: options.expertNames } : {}),
+              }
             : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
-        const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, { name: options.impl === 'loop' ? `experts.${e}` : 'experts' });
+        const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, {
+          name: options.impl === 'loop' ? `experts.${e}` : 'experts',
+        });
         sum = sum === undefined ? g.apply(layer, rows, weights!, mask) : g.apply(layer, rows, weights!, mask, sum);
       });
       out = sum ?? g.call(viewRule, [rows], { shape: [tokens, hidden] })[0]!;

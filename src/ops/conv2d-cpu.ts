@@ -214,22 +214,35 @@ function groupedSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inpu
   const output = bytes(g, g.n, g.out, g.ho, g.wo);
   const weight = bytes(g, g.out, perIn, g.kh, g.kw);
   const columns = bytes(g, perIn * g.kh * g.kw, g.ho, g.wo);
-  const forward: KernelStep[] = regime === 'gemm'
-    ? [{ alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { alloc: 'output (blocked)', bytes: output }, { free: 'gemm scratchpad' }, { results: 'outputs' }, { free: 'output (blocked)' }]
-    : [
-        { alloc: 'input (blocked)', bytes: input },
-        { alloc: 'weight (blocked)', bytes: weight },
-        { alloc: 'output (blocked)', bytes: output },
-        { free: 'weight (blocked)' },
-        { free: 'input (blocked)' },
-        { results: 'outputs' },
-        { free: 'output (blocked)' },
-      ];
+  const forward: KernelStep[] =
+    regime === 'gemm'
+      ? [
+          { alloc: 'gemm scratchpad', bytes: add(columns, 128) },
+          { alloc: 'output (blocked)', bytes: output },
+          { free: 'gemm scratchpad' },
+          { results: 'outputs' },
+          { free: 'output (blocked)' },
+        ]
+      : [
+          { alloc: 'input (blocked)', bytes: input },
+          { alloc: 'weight (blocked)', bytes: weight },
+          { alloc: 'output (blocked)', bytes: output },
+          { free: 'weight (blocked)' },
+          { free: 'input (blocked)' },
+          { results: 'outputs' },
+          { free: 'output (blocked)' },
+        ];
   const backward = (inputGrad: boolean, weightGrad: boolean): KernelStep[] => {
     const steps: KernelStep[] = [];
     if (!inputGrad) steps.push({ results: 'inputGrads' });
     else if (regime === 'gemm') {
-      steps.push({ alloc: 'grad input (blocked)', bytes: input }, { alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { free: 'gemm scratchpad' }, { results: 'inputGrads' }, { free: 'grad input (blocked)' });
+      steps.push(
+        { alloc: 'grad input (blocked)', bytes: input },
+        { alloc: 'gemm scratchpad', bytes: add(columns, 128) },
+        { free: 'gemm scratchpad' },
+        { results: 'inputGrads' },
+        { free: 'grad input (blocked)' },
+      );
     } else {
       steps.push(
         { alloc: 'grad output (blocked)', bytes: output },
@@ -277,7 +290,9 @@ export function slowSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (
   return {
     forward: [{ alloc: 'columns', bytes: columns }, { results: 'outputs' }, { free: 'columns' }],
     backward: (inputGrad, weightGrad) => [
-      ...(inputGrad ? [{ alloc: 'grad columns', bytes: columns }, { results: 'inputGrads' as const }, { free: 'grad columns' }] : [{ results: 'inputGrads' as const }]),
+      ...(inputGrad
+        ? [{ alloc: 'grad columns', bytes: columns }, { results: 'inputGrads' as const }, { free: 'grad columns' }]
+        : [{ results: 'inputGrads' as const }]),
       ...(weightGrad ? [{ alloc: 'columns', bytes: columns }, { results: 'paramGrads' as const }, { free: 'columns' }] : [{ results: 'paramGrads' as const }]),
     ],
   };

@@ -46,10 +46,18 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
     const out = positiveInt(attrs.out, 'out', ctx);
     const groups = positiveInt(attrs.groups ?? 1, 'groups', ctx);
     if (attrs.in !== undefined && attrs.in !== inChannels) {
-      fail('channel-mismatch', 'conv2d input channels differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(inChannels) });
+      fail('channel-mismatch', 'conv2d input channels differ from the declared in', {
+        path: ctx.path,
+        expected: String(attrs.in),
+        received: String(inChannels),
+      });
     }
     if (inChannels % groups !== 0 || out % groups !== 0) {
-      fail('bad-groups', 'groups must divide both input and output channels', { path: ctx.path, expected: `divisor of ${inChannels} and ${out}`, received: String(groups) });
+      fail('bad-groups', 'groups must divide both input and output channels', {
+        path: ctx.path,
+        expected: `divisor of ${inChannels} and ${out}`,
+        received: String(groups),
+      });
     }
     const [kh, kw] = intPair(attrs.kernel, 'kernel', ctx, 1);
     const [sh, sw] = intPair(attrs.stride ?? 1, 'stride', ctx, 1);
@@ -85,7 +93,17 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
       ctx.device === 'cpu' && dtype === 'float32'
         ? (() => {
             const geometry: ConvGeometry = {
-              n, cIn: inChannels, h: padded?.shape[2] ?? h, w: padded?.shape[3] ?? w, out, ho, wo, kh, kw, groups, elementBytes: 4,
+              n,
+              cIn: inChannels,
+              h: padded?.shape[2] ?? h,
+              w: padded?.shape[3] ?? w,
+              out,
+              ho,
+              wo,
+              kh,
+              kw,
+              groups,
+              elementBytes: 4,
               strided: sh !== 1 || sw !== 1,
               stride: [sh, sw],
               dilated: dh !== 1 || dw !== 1,
@@ -100,12 +118,19 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
             const slowOf = (geo: ConvGeometry) => {
               const plain = slowSteps(geo);
               if (!cl || inChannels / groups === 1 || kh * kw === 1) return plain;
-              return { forward: [{ alloc: 'weight (channels-last)', bytes: specBytes(weight) }, ...plain.forward, { free: 'weight (channels-last)' }] as KernelStep[], backward: plain.backward };
+              return {
+                forward: [{ alloc: 'weight (channels-last)', bytes: specBytes(weight) }, ...plain.forward, { free: 'weight (channels-last)' }] as KernelStep[],
+                backward: plain.backward,
+              };
             };
             if (factor === 1) return dnnSteps(geometry);
             if (factor === 0) return slowOf(geometry);
             const [dnn, slow] = [dnnSteps(geometry), slowOf(geometry)];
-            return { forward: eitherSteps(factor, dnn.forward, slow.forward), backward: (inputGrad: boolean, weightGrad: boolean) => eitherSteps(factor, dnn.backward(inputGrad, weightGrad), slow.backward(inputGrad, weightGrad)) };
+            return {
+              forward: eitherSteps(factor, dnn.forward, slow.forward),
+              backward: (inputGrad: boolean, weightGrad: boolean) =>
+                eitherSteps(factor, dnn.backward(inputGrad, weightGrad), slow.backward(inputGrad, weightGrad)),
+            };
           })()
         : null;
     // PyTorch pads (constant_pad_nd) and then convolves: two autograd nodes. The conv's
@@ -133,7 +158,10 @@ export const conv2dRule: OpRule<Conv2dAttrs> = {
       ...(kernels ? { forwardSteps: kernels.forward } : {}),
       ...unrecorded(kernels?.forward ?? [{ results: 'outputs' }]),
       backward: (needs) => ({
-        steps: padSteps(kernels?.backward(needs.inputs[0] ?? false, needs.params) ?? [{ results: 'inputGrads' }, { results: 'paramGrads' }], needs.inputs[0] ?? false),
+        steps: padSteps(
+          kernels?.backward(needs.inputs[0] ?? false, needs.params) ?? [{ results: 'inputGrads' }, { results: 'paramGrads' }],
+          needs.inputs[0] ?? false,
+        ),
         contiguousGradOutput: true,
       }),
     };

@@ -46,8 +46,10 @@ export const routerRule: OpRule<RouterAttrs> = {
   apply([logits], attrs, ctx) {
     const experts = positiveInt(attrs.experts, 'experts', ctx);
     const k = positiveInt(attrs.k, 'k', ctx);
-    if (k > experts) fail('bad-attribute', 'a router picks at most its number of experts', { path: [...ctx.path, 'k'], expected: `<= ${experts}`, received: String(k) });
-    if (logits!.shape.length !== 2) fail('bad-rank', 'router logits are [tokens, experts]', { path: ctx.path, expected: 'rank 2', received: `rank ${logits!.shape.length}` });
+    if (k > experts)
+      fail('bad-attribute', 'a router picks at most its number of experts', { path: [...ctx.path, 'k'], expected: `<= ${experts}`, received: String(k) });
+    if (logits!.shape.length !== 2)
+      fail('bad-rank', 'router logits are [tokens, experts]', { path: ctx.path, expected: 'rank 2', received: `rank ${logits!.shape.length}` });
     const tokens = logits!.shape[0]!;
     const weights = tensor([tokens, k], logits!.dtype);
     return {
@@ -55,15 +57,25 @@ export const routerRule: OpRule<RouterAttrs> = {
       nonDifferentiableOutputs: [1],
       saves: (needs) => {
         if (!needs.inputs[0]) return [];
-        const saved: SavedRef[] = [{ extra: tensor([tokens, experts], 'float32'), label: attrs.score === 'softmax' ? 'softmax result' : 'sigmoid result' }, { output: 1 }];
-        if (attrs.renorm) saved.push({ extra: tensor([tokens, k], 'float32'), label: 'weights before division' }, { extra: tensor([tokens, 1], 'float32'), label: 'weights sum' });
+        const saved: SavedRef[] = [
+          { extra: tensor([tokens, experts], 'float32'), label: attrs.score === 'softmax' ? 'softmax result' : 'sigmoid result' },
+          { output: 1 },
+        ];
+        if (attrs.renorm)
+          saved.push(
+            { extra: tensor([tokens, k], 'float32'), label: 'weights before division' },
+            { extra: tensor([tokens, 1], 'float32'), label: 'weights sum' },
+          );
         if (attrs.scaled === true) saved.push({ extra: tensor([], 'float64'), label: 'scaling factor' });
         return saved;
       },
       // The scores [T, E] and (sigmoid routing) the bias-corrected copy exist while the top-k runs.
       forwardSteps: [{ alloc: 'scores', bytes: mul(tokens, experts * 8) }, { results: 'outputs' }, { free: 'scores' }],
       forwardStepsUnrecorded: [{ alloc: 'scores', bytes: mul(tokens, experts * 8) }, { results: 'outputs' }, { free: 'scores' }],
-      backward: () => ({ inputGrads: ['new'], steps: [{ alloc: 'score grads', bytes: mul(tokens, experts * 4) }, { results: 'inputGrads' }, { free: 'score grads' }] }),
+      backward: () => ({
+        inputGrads: ['new'],
+        steps: [{ alloc: 'score grads', bytes: mul(tokens, experts * 4) }, { results: 'inputGrads' }, { free: 'score grads' }],
+      }),
     };
   },
 };
@@ -181,10 +193,16 @@ export const expertRule: OpRule<ExpertAttrs> = {
   name: 'moe_expert',
   arity: 'variadic',
   apply(inputs, attrs, ctx) {
-    if (inputs.length !== 3 && inputs.length !== 4) fail('bad-arity', 'an expert takes hidden, weights, mask and optionally the running sum', { path: ctx.path, expected: '3 or 4', received: String(inputs.length) });
+    if (inputs.length !== 3 && inputs.length !== 4)
+      fail('bad-arity', 'an expert takes hidden, weights, mask and optionally the running sum', {
+        path: ctx.path,
+        expected: '3 or 4',
+        received: String(inputs.length),
+      });
     const [x, weights] = inputs as [TensorSpec, TensorSpec];
     const inner = positiveInt(attrs.intermediate, 'intermediate', ctx);
-    if (x.shape.length !== 2) fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x.shape.length}` });
+    if (x.shape.length !== 2)
+      fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x.shape.length}` });
     const hidden = concreteDim(x.shape[1]!, 'hidden size', ctx);
     const tokens = x.shape[0]!;
     const k = weights.shape[1]!;
@@ -195,11 +213,23 @@ export const expertRule: OpRule<ExpertAttrs> = {
     if (attrs.impl === 'loop') {
       const [gate, up, down] = attrs.names ?? ['gate_proj', 'up_proj', 'down_proj'];
       // __init__ order: Mixtral's MixtralBlockSparseTop2MLP registers w1, w2, w3; Qwen2MoeMLP gate, up, down.
-      const order: [string, number, number][] = gate === 'w1' ? [[gate, inner, hidden], [down, hidden, inner], [up, inner, hidden]] : [[gate, inner, hidden], [up, inner, hidden], [down, hidden, inner]];
+      const order: [string, number, number][] =
+        gate === 'w1'
+          ? [
+              [gate, inner, hidden],
+              [down, hidden, inner],
+              [up, inner, hidden],
+            ]
+          : [
+              [gate, inner, hidden],
+              [up, inner, hidden],
+              [down, hidden, inner],
+            ];
       for (const [name, o, i] of order) params.push({ name: `${name}.weight`, spec: tensor([o, i], p) });
     } else {
       const experts = positiveInt(attrs.experts, 'experts', ctx);
-      if (attrs.owner === true) params.push({ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], p) }, { name: 'down_proj', spec: tensor([experts, hidden, inner], p) });
+      if (attrs.owner === true)
+        params.push({ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], p) }, { name: 'down_proj', spec: tensor([experts, hidden, inner], p) });
     }
     const items: { spec: TensorSpec; label: string }[] = [
       { spec: tensor([n, 2], 'int64'), label: 'torch.where indices' },
@@ -223,8 +253,22 @@ export const expertRule: OpRule<ExpertAttrs> = {
     const rowsH = bytes([n, hidden], dt);
     const mlpSteps: KernelStep[] =
       attrs.impl === 'loop'
-        ? [{ alloc: 'gate', bytes: rowsI }, { alloc: 'act', bytes: rowsI }, { free: 'gate' }, { alloc: 'up', bytes: rowsI }, { alloc: 'product', bytes: rowsI }, { free: 'act' }, { free: 'up' }]
-        : [{ alloc: 'gate_up', bytes: bytes([n, 2 * inner], dt) }, { alloc: 'act', bytes: rowsI }, { alloc: 'product', bytes: rowsI }, { free: 'act' }, { free: 'gate_up' }];
+        ? [
+            { alloc: 'gate', bytes: rowsI },
+            { alloc: 'act', bytes: rowsI },
+            { free: 'gate' },
+            { alloc: 'up', bytes: rowsI },
+            { alloc: 'product', bytes: rowsI },
+            { free: 'act' },
+            { free: 'up' },
+          ]
+        : [
+            { alloc: 'gate_up', bytes: bytes([n, 2 * inner], dt) },
+            { alloc: 'act', bytes: rowsI },
+            { alloc: 'product', bytes: rowsI },
+            { free: 'act' },
+            { free: 'gate_up' },
+          ];
     const unrecorded: KernelStep[] = [
       { alloc: 'indices', bytes: bytes([n, 2], 'int64') },
       { alloc: 'rows', bytes: rowsH },
@@ -265,7 +309,10 @@ export const expertRule: OpRule<ExpertAttrs> = {
       forwardStepsUnrecorded: unrecorded,
       backward: () => ({
         inputGrads,
-        steps: attrs.impl === 'eager' ? eagerSteps : [{ alloc: 'expert grads', bytes: backTemp }, { results: 'paramGrads' }, { free: 'expert grads' }, { results: 'inputGrads' }],
+        steps:
+          attrs.impl === 'eager'
+            ? eagerSteps
+            : [{ alloc: 'expert grads', bytes: backTemp }, { results: 'paramGrads' }, { free: 'expert grads' }, { results: 'inputGrads' }],
       }),
       macs: () => mul(n, 3 * hidden * inner),
     };
@@ -314,7 +361,8 @@ export const groupedGateUpRule: OpRule<GroupedExpertsAttrs> = {
   apply([x, indices], attrs, ctx) {
     const experts = positiveInt(attrs.experts, 'experts', ctx);
     const inner = positiveInt(attrs.intermediate, 'intermediate', ctx);
-    if (x!.shape.length !== 2) fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x!.shape.length}` });
+    if (x!.shape.length !== 2)
+      fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x!.shape.length}` });
     const hidden = concreteDim(x!.shape[1]!, 'hidden size', ctx);
     const tokens = x!.shape[0]!;
     const n = mul(tokens, indices!.shape[1]!);
@@ -335,14 +383,26 @@ export const groupedGateUpRule: OpRule<GroupedExpertsAttrs> = {
       params: [{ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], ctx.paramDtype) }],
       saves: (needs) => (needs.inputs[0] || needs.params ? [...items.map((i) => ({ extra: i.spec, label: i.label })), { output: 1 }, { output: 2 }] : []),
       // Sentinels: the grouped_mm output, then its masked_fill (the output); the former freed.
-      ...(sentinel ? { forwardSteps: [{ alloc: 'grouped_mm output', bytes: fused }, { results: 'outputs' }, { free: 'grouped_mm output' }] satisfies KernelStep[] } : {}),
+      ...(sentinel
+        ? { forwardSteps: [{ alloc: 'grouped_mm output', bytes: fused }, { results: 'outputs' }, { free: 'grouped_mm output' }] satisfies KernelStep[] }
+        : {}),
       backward: () => ({
         inputGrads: ['new', 'none'],
         // The rows' gradient [T·k, H], the weight's, then the [T, H] scatter. Sentinels
         // (measured, 5.18): the post-mask's gradient [T·k, 2I] first (the incoming one then
         // goes), the grouped_mm's weight then rows gradients, the pre-mask's [T·k, H].
         steps: sentinel
-          ? [{ alloc: 'post-mask grad', bytes: fused }, { release: 'incomingGrads' }, { results: 'paramGrads' }, { alloc: 'rows grad', bytes: rowsH }, { free: 'post-mask grad' }, { alloc: 'pre-mask grad', bytes: rowsH }, { free: 'rows grad' }, { results: 'inputGrads' }, { free: 'pre-mask grad' }]
+          ? [
+              { alloc: 'post-mask grad', bytes: fused },
+              { release: 'incomingGrads' },
+              { results: 'paramGrads' },
+              { alloc: 'rows grad', bytes: rowsH },
+              { free: 'post-mask grad' },
+              { alloc: 'pre-mask grad', bytes: rowsH },
+              { free: 'rows grad' },
+              { results: 'inputGrads' },
+              { free: 'pre-mask grad' },
+            ]
           : [{ results: 'paramGrads' }, { alloc: 'rows grad', bytes: rowsH }, { release: 'incomingGrads' }, { results: 'inputGrads' }, { free: 'rows grad' }],
       }),
       macs: () => mul(n, 2 * hidden * inner),
@@ -423,12 +483,32 @@ export const groupedDownRule: OpRule<GroupedExpertsAttrs> = {
       params: [{ name: 'down_proj', spec: tensor([experts, hidden, inner], ctx.paramDtype) }],
       saves: (needs) =>
         needs.inputs[0] || needs.inputs[1] || needs.params
-          ? [{ input: 0 }, { input: 2 }, { extra: tensor([n, 1], dt), label: 'row weights' }, { extra: tensor([n, hidden], dt), label: 'down output' }, { extra: tensor([n], 'int64'), label: 'inverse order' }]
+          ? [
+              { input: 0 },
+              { input: 2 },
+              { extra: tensor([n, 1], dt), label: 'row weights' },
+              { extra: tensor([n, hidden], dt), label: 'down output' },
+              { extra: tensor([n], 'int64'), label: 'inverse order' },
+            ]
           : [],
       // The weighted rows [T·k, H] and their inverse-order copy before the sum.
-      forwardSteps: [{ alloc: 'weighted rows', bytes: rowsH }, { alloc: 'reordered rows', bytes: rowsH }, { free: 'weighted rows' }, { results: 'outputs' }, { free: 'reordered rows' }],
+      forwardSteps: [
+        { alloc: 'weighted rows', bytes: rowsH },
+        { alloc: 'reordered rows', bytes: rowsH },
+        { free: 'weighted rows' },
+        { results: 'outputs' },
+        { free: 'reordered rows' },
+      ],
       // `proj_out` (the down output) lives until the function returns; the weighted rows until their inverse-order copy is made.
-      forwardStepsUnrecorded: [{ alloc: 'down output', bytes: rowsH }, { alloc: 'weighted rows', bytes: rowsH }, { alloc: 'reordered rows', bytes: rowsH }, { free: 'weighted rows' }, { results: 'outputs' }, { free: 'reordered rows' }, { free: 'down output' }],
+      forwardStepsUnrecorded: [
+        { alloc: 'down output', bytes: rowsH },
+        { alloc: 'weighted rows', bytes: rowsH },
+        { alloc: 'reordered rows', bytes: rowsH },
+        { free: 'weighted rows' },
+        { results: 'outputs' },
+        { free: 'reordered rows' },
+        { free: 'down output' },
+      ],
       backward: () => ({
         inputGrads: ['new', 'new', 'none'],
         // The nodes in turn (measured, 5.18): the sum's expanded [T·k, H] gradient, the inverse
@@ -486,7 +566,7 @@ export const expertParallelRouterRule: OpRule<ExpertParallelRouterAttrs> = {
     return {
       outputs: [tensor([tokens, k], weights!.dtype), tensor([tokens, k], 'int64')],
       nonDifferentiableOutputs: [1],
-      saves: (needs) => (needs.inputs[0] ? [{ extra: tensor([tokens, k], 'bool'), label: 'other ranks\' slots' }] : []),
+      saves: (needs) => (needs.inputs[0] ? [{ extra: tensor([tokens, k], 'bool'), label: "other ranks' slots" }] : []),
       // `ids // (E/e) != rank`, then the weights masked; `ids.masked_fill(-1)`, `fmod`, `== -1`,
       // `masked_fill(E/e)`: the local ids.
       forwardSteps: [

@@ -136,7 +136,21 @@ const f32 = (bytes: Dim, width: number): Dim => (width === 4 ? bytes : mul(floor
 
 /** Names a frame binds that the function's return lets go of. */
 const FORWARD_LOCALS = ['result', 'self._out', 'self._lse', 'out', 'logsumexp', 'key', 'value', 'next_kv', 'rotater'];
-const BACKWARD_LOCALS = ['grad_query', 'dkv_rotater', 'grad_key', 'grad_value', 'next_grad_kv', 'grad_query_', 'grad_key_', 'grad_value_', 'lse', 'key', 'value', 'kv_rotater', 'next_kv'];
+const BACKWARD_LOCALS = [
+  'grad_query',
+  'dkv_rotater',
+  'grad_key',
+  'grad_value',
+  'next_grad_kv',
+  'grad_query_',
+  'grad_key_',
+  'grad_value_',
+  'lse',
+  'key',
+  'value',
+  'kv_rotater',
+  'next_kv',
+];
 
 /**
  * The forward's allocations (`_templated_ring_attention`, `_SDPAMerger`, `_AllGatherRotater`).
@@ -351,9 +365,20 @@ export const ringSdpaRule: OpRule<RingAttentionAttrs> = {
   name: 'ring_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
-    if (ctx.framework === 'torch-1.13') fail('unsupported-op', 'context parallelism needs PyTorch 2', { path: ctx.path, expected: "framework 'torch-2'", received: ctx.framework });
-    if (!Number.isSafeInteger(attrs.size) || attrs.size < 2) fail('bad-option', 'a context-parallel group has at least 2 ranks', { path: [...ctx.path, 'size'], expected: 'integer >= 2', received: String(attrs.size) });
-    if (!Number.isSafeInteger(attrs.rank) || attrs.rank < 0 || attrs.rank >= attrs.size) fail('bad-option', 'the context-parallel rank must be below the size', { path: [...ctx.path, 'rank'], expected: `0 .. ${attrs.size - 1}`, received: String(attrs.rank) });
+    if (ctx.framework === 'torch-1.13')
+      fail('unsupported-op', 'context parallelism needs PyTorch 2', { path: ctx.path, expected: "framework 'torch-2'", received: ctx.framework });
+    if (!Number.isSafeInteger(attrs.size) || attrs.size < 2)
+      fail('bad-option', 'a context-parallel group has at least 2 ranks', {
+        path: [...ctx.path, 'size'],
+        expected: 'integer >= 2',
+        received: String(attrs.size),
+      });
+    if (!Number.isSafeInteger(attrs.rank) || attrs.rank < 0 || attrs.rank >= attrs.size)
+      fail('bad-option', 'the context-parallel rank must be below the size', {
+        path: [...ctx.path, 'rank'],
+        expected: `0 .. ${attrs.size - 1}`,
+        received: String(attrs.rank),
+      });
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
     const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);
     const width = bytesOf(1, q!.dtype);
@@ -409,7 +434,11 @@ export const contextShardRule: OpRule<ContextShardAttrs> = {
     const [b, s] = ids!.shape as [Dim, Dim];
     const pieces = (attrs.loadBalance ?? true) ? 2 * attrs.size : attrs.size;
     if (typeof s === 'number' && s % pieces !== 0) {
-      fail('bad-option', `context parallelism cuts the sequence into ${pieces} equal pieces${pieces > attrs.size ? ' (load balancing: 2 per rank)' : ''}: the sequence length must divide by ${pieces}`, { path: ['input', 1], expected: `a multiple of ${pieces}`, received: String(s) });
+      fail(
+        'bad-option',
+        `context parallelism cuts the sequence into ${pieces} equal pieces${pieces > attrs.size ? ' (load balancing: 2 per rank)' : ''}: the sequence length must divide by ${pieces}`,
+        { path: ['input', 1], expected: `a multiple of ${pieces}`, received: String(s) },
+      );
     }
     const local = mul(floorDiv(s, pieces), pieces / attrs.size);
     return { outputs: [tensor([b, local, ...ids!.shape.slice(2)], ids!.dtype)], alias: 'view', saves: () => [], nonDifferentiableOutputs: [0] };

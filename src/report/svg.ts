@@ -47,7 +47,8 @@ function concrete(value: unknown, what: string): number {
 
 function optionsOf(options: string | ChartOptions | undefined, title: string): Required<Pick<ChartOptions, 'title'>> & ChartOptions {
   const o = typeof options === 'string' ? { title: options } : (options ?? {});
-  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0)) fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
+  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0))
+    fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
   return { ...o, title: o.title ?? title };
 }
 
@@ -57,9 +58,12 @@ function shown(present: (c: Category) => boolean): readonly Category[] {
 }
 
 function legend(x: number, y: number, categories: readonly Category[]): string {
-  return categories.map(
-    (c, i) => `<g transform="translate(${x + (i % 4) * 150},${y + Math.floor(i / 4) * 18})"><rect width="12" height="12" fill="${COLORS[c]}"/><text x="16" y="10">${c}</text></g>`,
-  ).join('');
+  return categories
+    .map(
+      (c, i) =>
+        `<g transform="translate(${x + (i % 4) * 150},${y + Math.floor(i / 4) * 18})"><rect width="12" height="12" fill="${COLORS[c]}"/><text x="16" y="10">${c}</text></g>`,
+    )
+    .join('');
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
@@ -151,7 +155,11 @@ export function breakdownSvg(result: Estimate, options?: string | ChartOptions):
     `<text x="${barX}" y="24" font-size="15">${escape(title)}: ${escape(formatBytes(total))} (${escape(result.peak.phase)})</text>`,
     rects,
     mark,
-    legend(barX, 110, shown((c) => result.peak.byCategory[c] !== 0)),
+    legend(
+      barX,
+      110,
+      shown((c) => result.peak.byCategory[c] !== 0),
+    ),
     '</svg>',
   ].join('');
 }
@@ -227,10 +235,12 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
     return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escape(phase)}</text>`;
   });
 
-  const axis = ticks.values.map((v, i) => {
-    const y = yAt(v).toFixed(1);
-    return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
-  }).join('');
+  const axis = ticks.values
+    .map((v, i) => {
+      const y = yAt(v).toFixed(1);
+      return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
+    })
+    .join('');
 
   let capacityMark = '';
   if (capacity !== undefined) {
@@ -257,7 +267,11 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
     capacityMark,
     `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="currentColor" stroke-width="2"><title>${escape(peakText)}: ${escape(events[peakIndex]!.label)}</title></circle>`,
     `<text x="${Math.min(Math.max(px + 8, left + 4), left + plotWidth - textWidth(peakText, 11)).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">${escape(peakText)}</text>`,
-    legend(left, bottom + 14 + 3 * 12 + 8, shown((c) => events.some((e) => e.byCategory[c] !== 0))),
+    legend(
+      left,
+      bottom + 14 + 3 * 12 + 8,
+      shown((c) => events.some((e) => e.byCategory[c] !== 0)),
+    ),
     '</svg>',
   ].join('');
 }

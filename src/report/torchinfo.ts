@@ -79,7 +79,8 @@ function buildRows(ir: IR, wrapper: string | undefined): Row[] {
   const rows: Row[] = [];
   // Children called only through their weights (F.linear with a child's weight) run no hooks.
   const silent = new Set<number>();
-  for (const m of ir.modules) for (const c of m.children) if (m.functionalChildren?.includes(String(ir.modules[c]!.path[ir.modules[c]!.path.length - 1]))) silent.add(c);
+  for (const m of ir.modules)
+    for (const c of m.children) if (m.functionalChildren?.includes(String(ir.modules[c]!.path[ir.modules[c]!.path.length - 1]))) silent.add(c);
   for (const module of ir.modules) {
     if (silent.has(module.index)) continue;
     const layerId = module.sharedWith ?? module.index;
@@ -277,7 +278,14 @@ export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string 
   const line = (name: string, cells: readonly string[]) => `${ljust(name, nameWidth)} ${cells.map((c) => `${ljust(c, colWidth)} `).join('')}`.trimEnd();
   const root = rows[0]!;
   const totalParams = root.numParams;
-  const out: string[] = [divider, line('Layer (type:depth-idx)', columns.map((c) => TITLES[c])), divider];
+  const out: string[] = [
+    divider,
+    line(
+      'Layer (type:depth-idx)',
+      columns.map((c) => TITLES[c]),
+    ),
+    divider,
+  ];
   for (const row of rows) {
     if (row.depth > maxDepth) continue;
     const atMax = row.depth === maxDepth;
@@ -307,7 +315,10 @@ export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string 
   }
   const leaves = rows.filter((r) => r.isLeaf);
   const totalMacs = leaves.reduce((s, r) => s + r.macs, 0);
-  const inputBytes = ir.inputs.reduce((s, id) => s + (prod(concrete(ir.tensors[id]!.spec.shape, root.module)) * DTYPE_BITS[ir.tensors[id]!.spec.dtype]) / 8 + overhead, 0);
+  const inputBytes = ir.inputs.reduce(
+    (s, id) => s + (prod(concrete(ir.tensors[id]!.spec.shape, root.module)) * DTYPE_BITS[ir.tensors[id]!.spec.dtype]) / 8 + overhead,
+    0,
+  );
   const forwardBackward = 2 * leaves.filter((r) => r.numParams > 0).reduce((s, r) => s + r.outputBytes, 0);
   const paramBytes = root.paramBytes;
   const sizeLine = (label: string, value: number) => {
