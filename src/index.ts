@@ -111,7 +111,7 @@ export type { ContextParallelBuild } from './nn/types.js';
 export { fromHFConfig, HF_MODEL_TYPES, type HFConfig, type HFConfigOptions } from './catalog/hf.js';
 export { moeBlock, type MoeBlockOptions, type MoeRouting } from './nn/moe.js';
 export { mlaAttention, type MlaOptions } from './nn/mla.js';
-export { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertAttrs, type ExpertMaskAttrs, type ExpertParallelRouterAttrs, type ExpertsImpl, type GroupedExpertsAttrs, type RouterAttrs } from './ops/moe.js';
+export { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertAttrs, type ExpertMaskAttrs, type ExpertParallelRouterAttrs, type ExpertsImpl, type GroupedExpertsAttrs, type RouterAttrs } from './ops/moe/index.js';
 export { activeParams, builtExpertParallel, wholeParams, MOE_FAMILIES, moeFromHFConfig, type MoeFamily, type MoeOptions } from './catalog/moe.js';
 export { deepseekFromHFConfig, mlaCachePerToken } from './catalog/deepseek.js';
 export { DEFAULT_TRANSFORMERS, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES, transformersRules, type HFFamily, type HFRules, type ReleaseRule, type LlamaFamilyName, type VariantFamilyName, type FamilyRules, type MaskRule, type ReleaseVariant, type RotaryRule, TRANSFORMERS_RANGES } from './catalog/transformers.js';
