@@ -116,7 +116,7 @@ export { activeParams, builtExpertParallel, wholeParams, MOE_FAMILIES, moeFromHF
 export { deepseekFromHFConfig, mlaCachePerToken } from './catalog/deepseek.js';
 export { DEFAULT_TRANSFORMERS, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES, transformersRules, type HFFamily, type HFRules, type ReleaseRule, type LlamaFamilyName, type VariantFamilyName, type FamilyRules, type MaskRule, type ReleaseVariant, type RotaryRule, TRANSFORMERS_RANGES } from './catalog/transformers.js';
 export { HF_ACTIVATIONS, hfActivation, type HFActivation } from './nn/hfActivation.js';
-export { LLMS, llm, type LlmEntry } from './catalog/llms.js';
+export { LLMS, llm, type LlmEntry } from './catalog/llms/index.js';
 export { decoderMeta, generation, grpoStep, korthikanti, kvCache, type GrpoEstimate, type GrpoOptions, type GrpoPhase, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
 export type { Precision } from './estimate.js';
