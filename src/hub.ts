@@ -433,8 +433,8 @@ export function fromHub(repo: string, options: HubOptions = {}): Promise<HubMode
   return readHub(repo, options);
 }
 
-/** fromHub's body: every failure, bad options included, a rejected promise. */
-async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
+/** The checked options as a fetch target, and the rest (the model's build options); every bad option in one error. */
+function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConfigOptions } {
   const { revision = 'main', endpoint = DEFAULT_ENDPOINT, token, fetch: fetchOption, cache, offline = false, ...build } = options;
   const issues: VramIssue[] = [];
   if (typeof repo !== 'string' || !REPO.test(repo) || repo.includes('..') || repo.includes('--'))
@@ -467,28 +467,48 @@ async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
   if (typeof offline !== 'boolean')
     issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: JSON.stringify(offline) });
   if (issues.length > 0) throw new VramError(issues);
-  const t: Target = { base, host, repo, revision, token, fetch: doFetch!, cache, offline };
+  return { t: { base, host, repo, revision, token, fetch: doFetch!, cache, offline }, build };
+}
 
+/** The safetensors headers at `at`: one model.safetensors, or every shard the index names, or none. */
+async function checkpointFiles(t: Target, at: string): Promise<FileSummary[]> {
+  const single = await readHeader(t, at, 'model.safetensors', true);
+  if (single !== undefined) return [single];
+  const files: FileSummary[] = [];
+  const index = await cached(t, at, 'model.safetensors.index.json', (r) => r.text(), {}, true);
+  if (index.found) {
+    const parsed = parseJson(index.text, 'model.safetensors.index.json', 'an index with weight_map');
+    const map = parsed.weight_map;
+    if (typeof map !== 'object' || map === null || Array.isArray(map))
+      throw hubError('bad-config', 'the index has no weight_map object', ['model.safetensors.index.json', 'weight_map']);
+    const shards = [...new Set(Object.values(map as Record<string, unknown>).map((n) => shardName(n, 'model.safetensors.index.json')))];
+    for (const shard of shards) files.push((await readHeader(t, at, shard, false))!);
+  }
+  return files;
+}
+
+/** Why the built model's parameter count differs from the checkpoint's, when it does. */
+function mismatchOf(checkpoint: HubCheckpoint | undefined, parameters: number): string | undefined {
+  if (checkpoint === undefined || checkpoint.parameters === parameters) return undefined;
+  const diff = checkpoint.parameters - parameters;
+  // The model counts a tied weight once (model.parameters()); save_pretrained stores it once too.
+  const why =
+    diff > 0
+      ? 'tensors the model does not build: a tied weight stored twice, buffers, extra heads'
+      : 'a quantized, pruned or partial checkpoint, or layers the config builds that it does not store';
+  return `the model built from config.json has ${parameters.toLocaleString('en-US')} parameters, ${Math.abs(diff).toLocaleString('en-US')} ${diff > 0 ? 'fewer' : 'more'} than the checkpoint (${why})`;
+}
+
+/** fromHub's body: every failure, bad options included, a rejected promise. */
+async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
+  const { t, build } = targetOf(repo, options);
+  const { revision, offline } = t;
   const configFile = await cached(t, revision, 'config.json', (r) => r.text());
   const config = parseJson(configFile.text, 'config.json', 'a config.json object');
   // Everything else is read at the commit the revision resolved to: fixed, so cached for good.
   const at = configFile.commit !== undefined && immutable(configFile.commit) ? configFile.commit : revision;
   if (at !== revision && t.cache !== undefined && !offline) await t.cache.set(keyOf(t, at, 'config.json'), { text: configFile.text, commit: at });
-
-  let files: FileSummary[] = [];
-  const single = await readHeader(t, at, 'model.safetensors', true);
-  if (single !== undefined) files = [single];
-  else {
-    const index = await cached(t, at, 'model.safetensors.index.json', (r) => r.text(), {}, true);
-    if (index.found) {
-      const parsed = parseJson(index.text, 'model.safetensors.index.json', 'an index with weight_map');
-      const map = parsed.weight_map;
-      if (typeof map !== 'object' || map === null || Array.isArray(map))
-        throw hubError('bad-config', 'the index has no weight_map object', ['model.safetensors.index.json', 'weight_map']);
-      const shards = [...new Set(Object.values(map as Record<string, unknown>).map((n) => shardName(n, 'model.safetensors.index.json')))];
-      for (const shard of shards) files.push((await readHeader(t, at, shard, false))!);
-    }
-  }
+  const files = await checkpointFiles(t, at);
   const checkpoint = files.length > 0 ? checkpointOf(files) : undefined;
 
   const text = config.text_config;
@@ -502,16 +522,7 @@ async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
     fromHFConfig(config, more.dtype === undefined && !fromConfig && stored !== undefined ? { ...more, dtype: stored } : more);
   const model = make(build);
   const parameters = estimate(model, { input: [1, 1], mode: 'inference' }).params.total;
-  let mismatch: string | undefined;
-  if (checkpoint !== undefined && checkpoint.parameters !== parameters) {
-    const diff = checkpoint.parameters - parameters;
-    // The model counts a tied weight once (model.parameters()); save_pretrained stores it once too.
-    const why =
-      diff > 0
-        ? 'tensors the model does not build: a tied weight stored twice, buffers, extra heads'
-        : 'a quantized, pruned or partial checkpoint, or layers the config builds that it does not store';
-    mismatch = `the model built from config.json has ${parameters.toLocaleString('en-US')} parameters, ${Math.abs(diff).toLocaleString('en-US')} ${diff > 0 ? 'fewer' : 'more'} than the checkpoint (${why})`;
-  }
+  const mismatch = mismatchOf(checkpoint, parameters);
   return {
     repo,
     revision,
