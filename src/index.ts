@@ -124,5 +124,5 @@ export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
 export { formatBreakdownMarkdown } from './report/breakdown.js';
 export { estimateToJSON } from './report/json.js';
 export { safetensorsHeaderLength, safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
-export { fromHub, type HubCache, type HubCacheEntry, type HubCheckpoint, type HubCheckpointFile, type HubModel, type HubOptions } from './hub.js';
+export { fromHub, type HubCache, type HubCacheEntry, type HubCheckpoint, type HubCheckpointFile, type HubModel, type HubOptions } from './hub/index.js';
 export { breakdownSvg, timelineSvg, type ChartOptions } from './report/svg.js';
