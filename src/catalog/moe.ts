@@ -2,7 +2,7 @@ import { VramError, fail, type VramIssue } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { moeBlock } from '../nn/moe.js';
 import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
-import type { ExpertsImpl } from '../ops/moe.js';
+import type { ExpertsImpl } from '../ops/moe/index.js';
 import type { DType } from '../tensor/dtype.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules } from './transformers.js';

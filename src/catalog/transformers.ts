@@ -134,7 +134,14 @@ const GPT2 = 'models/gpt2/modeling_gpt2.py';
 const GEMMA = 'models/gemma/modeling_gemma.py';
 
 /** What every Llama variation of 5.x does: rotary once per forward (original_inv_freq kept), masking_utils, upcast inside ForCausalLMLoss. */
-const FAMILY_5X: FamilyRules = { rotary: { placement: 'model', originalInvFreq: true }, mask: 'masking-utils', logitsUpcast: 'loss', loss: 'pad-shift', defaultAttention: 'sdpa', embedScale: 'embedding' };
+const FAMILY_5X: FamilyRules = {
+  rotary: { placement: 'model', originalInvFreq: true },
+  mask: 'masking-utils',
+  logitsUpcast: 'loss',
+  loss: 'pad-shift',
+  defaultAttention: 'sdpa',
+  embedScale: 'embedding',
+};
 
 const v = (from: string, value: unknown, source: string, says: string): ReleaseVariant => ({ from, value, source, says });
 
@@ -149,9 +156,19 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Llama rotary placement and buffers',
     field: 'rotary.llama',
     variants: [
-      v('4.40.0', { placement: 'attention', unusedTables: true }, LLAMA, 'each LlamaAttention computes cos/sin from inv_freq; its rotary module also registers _cos_cached/_sin_cached [max_position_embeddings, head_dim] (never read)'),
+      v(
+        '4.40.0',
+        { placement: 'attention', unusedTables: true },
+        LLAMA,
+        'each LlamaAttention computes cos/sin from inv_freq; its rotary module also registers _cos_cached/_sin_cached [max_position_embeddings, head_dim] (never read)',
+      ),
       v('4.41.0', { placement: 'attention' }, LLAMA, 'per-layer rotary, the cached tables removed'),
-      v('4.43.0', { placement: 'model', layerModule: true }, LLAMA, 'LlamaModel.rotary_emb once per forward; every attention still builds a rotary module (inv_freq) for backward compatibility'),
+      v(
+        '4.43.0',
+        { placement: 'model', layerModule: true },
+        LLAMA,
+        'LlamaModel.rotary_emb once per forward; every attention still builds a rotary module (inv_freq) for backward compatibility',
+      ),
       v('4.48.0', { placement: 'model' }, LLAMA, 'once per forward in the model only'),
       v('5.17.0', { placement: 'model', originalInvFreq: true }, LLAMA, 'once per forward; the module also keeps original_inv_freq'),
     ],
@@ -160,7 +177,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Qwen2 rotary placement and buffers',
     field: 'rotary.qwen2',
     variants: [
-      v('4.40.0', { placement: 'attention-cached' }, QWEN2, 'every attention slices cos_cached/sin_cached [max_position_embeddings, head_dim] and gathers them at position_ids'),
+      v(
+        '4.40.0',
+        { placement: 'attention-cached' },
+        QWEN2,
+        'every attention slices cos_cached/sin_cached [max_position_embeddings, head_dim] and gathers them at position_ids',
+      ),
       v('4.45.0', { placement: 'model', layerModule: true }, QWEN2, 'Qwen2Model.rotary_emb once per forward; a leftover rotary module per attention'),
       v('4.48.0', { placement: 'model' }, QWEN2, 'once per forward in the model only'),
       v('5.17.0', { placement: 'model', originalInvFreq: true }, QWEN2, 'once per forward; original_inv_freq kept'),
@@ -180,7 +202,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Llama eager causal mask',
     field: 'mask.llama',
     variants: [
-      v('4.40.0', 'update-causal-mask', `${LLAMA} (_update_causal_mask)`, 'one [S, S+1] mask in the activations dtype (torch.full, triu, *=), expanded over the batch'),
+      v(
+        '4.40.0',
+        'update-causal-mask',
+        `${LLAMA} (_update_causal_mask)`,
+        'one [S, S+1] mask in the activations dtype (torch.full, triu, *=), expanded over the batch',
+      ),
       v('4.53.0', 'masking-utils', 'masking_utils.py (create_causal_mask, eager_mask)', 'torch.where materialises a float [B, 1, S, S]'),
     ],
   },
@@ -188,7 +215,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Qwen2 eager causal mask',
     field: 'mask.qwen2',
     variants: [
-      v('4.40.0', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask (sliding window applied in place) cast to the dtype, expanded'),
+      v(
+        '4.40.0',
+        'make-causal-mask',
+        'modeling_attn_mask_utils.py (_make_causal_mask)',
+        'a float32 [S, S] mask (sliding window applied in place) cast to the dtype, expanded',
+      ),
       v('4.42.0', 'update-causal-mask', `${QWEN2} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
       v('4.53.0', 'masking-utils', 'masking_utils.py', 'a float [B, 1, S, S]'),
     ],
@@ -197,7 +229,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Mistral eager causal mask',
     field: 'mask.mistral',
     variants: [
-      v('4.40.0', 'make-causal-mask', 'modeling_attn_mask_utils.py (_make_causal_mask)', 'a float32 [S, S] mask with the sliding window, cast to the dtype, expanded'),
+      v(
+        '4.40.0',
+        'make-causal-mask',
+        'modeling_attn_mask_utils.py (_make_causal_mask)',
+        'a float32 [S, S] mask with the sliding window, cast to the dtype, expanded',
+      ),
       v('4.42.0', 'update-causal-mask', `${MISTRAL} (_update_causal_mask)`, 'Llama-style [S, S+1] mask, expanded'),
       v('4.53.0', 'masking-utils', 'masking_utils.py (create_sliding_window_causal_mask)', 'a float [B, 1, S, S]'),
     ],
@@ -222,8 +259,18 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Attention code and the lifetime of its tensors',
     field: 'attentionCode',
     variants: [
-      v('4.40.0', 'inline', LLAMA, 'attention computed in LlamaAttention.forward: q, k, v (repeated) and the weights are locals until it returns; attn_weights = None after o_proj'),
-      v('4.48.0', 'function', `${LLAMA} (eager_attention_forward)`, 'the repeated k/v are locals of eager_attention_forward; the weights are returned and held by the decoder layer until it returns'),
+      v(
+        '4.40.0',
+        'inline',
+        LLAMA,
+        'attention computed in LlamaAttention.forward: q, k, v (repeated) and the weights are locals until it returns; attn_weights = None after o_proj',
+      ),
+      v(
+        '4.48.0',
+        'function',
+        `${LLAMA} (eager_attention_forward)`,
+        'the repeated k/v are locals of eager_attention_forward; the weights are returned and held by the decoder layer until it returns',
+      ),
     ],
   },
   {
@@ -238,25 +285,55 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Logits upcast to float32',
     field: 'logitsUpcast',
     variants: [
-      v('4.40.0', { llama: 'always', qwen2: 'always', mistral: 'always', gpt2: 'never' }, `${LLAMA}, ${GPT2}`, 'logits = logits.float() on every forward (Llama family); GPT-2 never'),
-      v('4.46.0', { llama: 'loss', qwen2: 'loss', mistral: 'labels', gpt2: 'never' }, `${LLAMA}, ${MISTRAL}, loss/loss_utils.py`, 'Llama/Qwen2: inside ForCausalLMLoss; Mistral: in the model when labels are given'),
+      v(
+        '4.40.0',
+        { llama: 'always', qwen2: 'always', mistral: 'always', gpt2: 'never' },
+        `${LLAMA}, ${GPT2}`,
+        'logits = logits.float() on every forward (Llama family); GPT-2 never',
+      ),
+      v(
+        '4.46.0',
+        { llama: 'loss', qwen2: 'loss', mistral: 'labels', gpt2: 'never' },
+        `${LLAMA}, ${MISTRAL}, loss/loss_utils.py`,
+        'Llama/Qwen2: inside ForCausalLMLoss; Mistral: in the model when labels are given',
+      ),
       v('4.48.0', { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'never' }, 'loss/loss_utils.py', 'inside ForCausalLMLoss; GPT-2 never'),
-      v('4.49.0', { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'loss' }, `loss/loss_utils.py, ${GPT2}`, 'inside ForCausalLMLoss, GPT-2 too (self.loss_function)'),
+      v(
+        '4.49.0',
+        { llama: 'loss', qwen2: 'loss', mistral: 'loss', gpt2: 'loss' },
+        `loss/loss_utils.py, ${GPT2}`,
+        'inside ForCausalLMLoss, GPT-2 too (self.loss_function)',
+      ),
     ],
   },
   {
     name: 'Causal-LM loss',
     field: 'loss',
     variants: [
-      v('4.40.0', { llama: 'shift', qwen2: 'shift', mistral: 'shift', gpt2: 'shift' }, 'models/*/modeling_*.py, loss/loss_utils.py (4.46+)', 'shift_logits = logits[..., :-1, :].contiguous(); shift_labels = labels[..., 1:].contiguous(); cross-entropy'),
-      v('4.49.0', { llama: 'pad-shift', qwen2: 'pad-shift', mistral: 'pad-shift', gpt2: 'pad-shift' }, 'loss/loss_utils.py (ForCausalLMLoss)', 'labels = F.pad(labels, (0, 1), value=-100); shift_labels = labels[..., 1:].contiguous(); logits.view(-1, V): no copy of the logits'),
+      v(
+        '4.40.0',
+        { llama: 'shift', qwen2: 'shift', mistral: 'shift', gpt2: 'shift' },
+        'models/*/modeling_*.py, loss/loss_utils.py (4.46+)',
+        'shift_logits = logits[..., :-1, :].contiguous(); shift_labels = labels[..., 1:].contiguous(); cross-entropy',
+      ),
+      v(
+        '4.49.0',
+        { llama: 'pad-shift', qwen2: 'pad-shift', mistral: 'pad-shift', gpt2: 'pad-shift' },
+        'loss/loss_utils.py (ForCausalLMLoss)',
+        'labels = F.pad(labels, (0, 1), value=-100); shift_labels = labels[..., 1:].contiguous(); logits.view(-1, V): no copy of the logits',
+      ),
     ],
   },
   {
     name: 'KV cache update',
     field: 'cache',
     variants: [
-      v('4.40.0', 'alias', 'cache_utils.py (DynamicCache.update)', 'the first update appends the key/value tensors themselves (GPT-2: views of c_attn\'s output)'),
+      v(
+        '4.40.0',
+        'alias',
+        'cache_utils.py (DynamicCache.update)',
+        "the first update appends the key/value tensors themselves (GPT-2: views of c_attn's output)",
+      ),
       v('4.56.0', 'copy', 'cache_utils.py (DynamicLayer.update)', 'torch.cat onto an empty tensor: the cache holds copies'),
     ],
   },
@@ -298,16 +375,18 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
   {
     name: 'mlp_bias read from the config',
     field: 'readsMlpBias',
-    variants: [
-      v('4.40.0', [], LLAMA, 'LlamaMLP without bias whatever the config says'),
-      v('4.41.0', ['llama'], LLAMA, 'bias=config.mlp_bias'),
-    ],
+    variants: [v('4.40.0', [], LLAMA, 'LlamaMLP without bias whatever the config says'), v('4.41.0', ['llama'], LLAMA, 'bias=config.mlp_bias')],
   },
   {
     name: 'Default attention implementation',
     field: 'defaultAttention',
     variants: [
-      v('4.40.0', { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'eager' }, 'modeling_utils.py (_check_and_enable_sdpa)', 'sdpa when PyTorch ≥ 2.1.1 and the class supports it; GPT-2 has no sdpa class'),
+      v(
+        '4.40.0',
+        { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'eager' },
+        'modeling_utils.py (_check_and_enable_sdpa)',
+        'sdpa when PyTorch ≥ 2.1.1 and the class supports it; GPT-2 has no sdpa class',
+      ),
       v('4.42.0', { llama: 'sdpa', qwen2: 'sdpa', mistral: 'sdpa', gpt2: 'sdpa' }, 'modeling_utils.py', 'sdpa for all four'),
     ],
   },
@@ -323,9 +402,26 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Gemma rules',
     field: 'families.gemma',
     variants: [
-      v('4.40.0', { rotary: { placement: 'attention' }, mask: 'update-causal-mask', logitsUpcast: 'always', loss: 'shift', defaultAttention: 'sdpa', embedScale: 'model' }, `${GEMMA} (GemmaRotaryEmbedding, _update_causal_mask, GemmaForCausalLM)`, 'rotary per attention (inv_freq made at the first forward); Llama-style mask; logits.float() on every forward; shifted copies into the loss; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)) in the activations dtype'),
+      v(
+        '4.40.0',
+        {
+          rotary: { placement: 'attention' },
+          mask: 'update-causal-mask',
+          logitsUpcast: 'always',
+          loss: 'shift',
+          defaultAttention: 'sdpa',
+          embedScale: 'model',
+        },
+        `${GEMMA} (GemmaRotaryEmbedding, _update_causal_mask, GemmaForCausalLM)`,
+        'rotary per attention (inv_freq made at the first forward); Llama-style mask; logits.float() on every forward; shifted copies into the loss; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)) in the activations dtype',
+      ),
       v('4.41.0', undefined, GEMMA, 'not read from 4.41 to 5.16: refused'),
-      v('5.17.0', FAMILY_5X, `${GEMMA} (GemmaTextScaledWordEmbedding, GemmaRotaryEmbedding), masking_utils.py, loss/loss_utils.py`, 'rotary once per forward; embeddings scaled inside embed_tokens by the 0-dim buffer embed_scale; masking_utils; ForCausalLMLoss'),
+      v(
+        '5.17.0',
+        FAMILY_5X,
+        `${GEMMA} (GemmaTextScaledWordEmbedding, GemmaRotaryEmbedding), masking_utils.py, loss/loss_utils.py`,
+        'rotary once per forward; embeddings scaled inside embed_tokens by the 0-dim buffer embed_scale; masking_utils; ForCausalLMLoss',
+      ),
     ],
   },
   {
@@ -341,7 +437,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     field: 'families.gemma2',
     variants: [
       v('4.40.0', undefined, 'models/gemma2/modeling_gemma2.py', 'Gemma 2 arrived in 4.42; 4.42 – 5.16 not read: refused'),
-      v('5.17.0', FAMILY_5X, 'models/gemma2/modeling_gemma2.py, masking_utils.py', 'Gemma norms and scaled embedding, four norms per layer, attention-logit and final-logit soft-capping (tanh), one causal and one sliding-window mask per forward for the layer_types'),
+      v(
+        '5.17.0',
+        FAMILY_5X,
+        'models/gemma2/modeling_gemma2.py, masking_utils.py',
+        'Gemma norms and scaled embedding, four norms per layer, attention-logit and final-logit soft-capping (tanh), one causal and one sliding-window mask per forward for the layer_types',
+      ),
     ],
   },
   {
@@ -349,7 +450,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     field: 'families.gemma3_text',
     variants: [
       v('4.40.0', undefined, 'models/gemma3/modeling_gemma3.py', 'Gemma 3 arrived in 4.50; 4.50 – 5.16 not read: refused'),
-      v('5.17.0', FAMILY_5X, 'models/gemma3/modeling_gemma3.py, masking_utils.py', 'Gemma 2 layers with q_norm/k_norm after the transpose; one rotary table pair per layer type present (local rope base for sliding layers)'),
+      v(
+        '5.17.0',
+        FAMILY_5X,
+        'models/gemma3/modeling_gemma3.py, masking_utils.py',
+        'Gemma 2 layers with q_norm/k_norm after the transpose; one rotary table pair per layer type present (local rope base for sliding layers)',
+      ),
     ],
   },
   {
@@ -357,7 +463,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     field: 'families.phi3',
     variants: [
       v('4.40.0', undefined, 'models/phi3/modeling_phi3.py', 'Phi-3 is not in 4.40.2 (4.41 – 5.16 not read): refused'),
-      v('5.17.0', FAMILY_5X, 'models/phi3/modeling_phi3.py', 'fused qkv_proj (registered after o_proj) and gate_up_proj (chunked views), rotary on a slice [..., :rot] then cat with the rest, residual dropouts'),
+      v(
+        '5.17.0',
+        FAMILY_5X,
+        'models/phi3/modeling_phi3.py',
+        'fused qkv_proj (registered after o_proj) and gate_up_proj (chunked views), rotary on a slice [..., :rot] then cat with the rest, residual dropouts',
+      ),
     ],
   },
 ]);
@@ -391,7 +502,11 @@ function within(version: string, from: string, to: string | undefined): boolean 
 export function transformersRules(version: string = DEFAULT_TRANSFORMERS, path: readonly (string | number)[] = ['transformers']): HFRules {
   const readable = typeof version === 'string' && parse(version) !== null && TRANSFORMERS_RANGES.some(([from, to]) => within(version, from, to));
   if (!readable) {
-    fail('unsupported-release', 'transformers release whose code was not read', { path, expected: TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' or '), received: JSON.stringify(version) });
+    fail('unsupported-release', 'transformers release whose code was not read', {
+      path,
+      expected: TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' or '),
+      received: JSON.stringify(version),
+    });
   }
   const rules: Record<string, unknown> = { release: version };
   for (const rule of TRANSFORMERS_RULES) {

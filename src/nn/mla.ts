@@ -10,7 +10,7 @@ import { graph } from './graph.js';
 import { linear } from './linear.js';
 import { checkKeys } from './op.js';
 import { rmsNorm } from './rmsNorm.js';
-import type { GraphBuilder, LayerOptions, ModuleLayer, TensorRef } from './types.js';
+import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** Options of {@link mlaAttention}. */
 export interface MlaOptions extends LayerOptions {
@@ -41,6 +41,156 @@ export interface MlaOptions extends LayerOptions {
   readonly className?: string;
 }
 
+const MLA_KEYS = [
+  'hidden',
+  'heads',
+  'qLoraRank',
+  'kvLoraRank',
+  'qkNopeHeadDim',
+  'qkRopeHeadDim',
+  'vHeadDim',
+  'bias',
+  'interleave',
+  'complexRotary',
+  'impl',
+  'cache',
+  'className',
+] as const;
+
+/** The attention's projections (q's one or three by `q_lora_rank`), built once. */
+interface MlaParts {
+  readonly options: MlaOptions;
+  readonly qProj: Layer | undefined;
+  readonly qA: Layer | undefined;
+  readonly qNorm: Layer | undefined;
+  readonly qB: Layer | undefined;
+  readonly kvA: Layer;
+  readonly kvNorm: Layer;
+  readonly kvB: Layer;
+  readonly oProj: Layer;
+}
+
+function checkMlaOptions(options: MlaOptions): void {
+  const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
+  for (const [k, v] of Object.entries({
+    hidden,
+    heads: nh,
+    kvLoraRank: r,
+    qkNopeHeadDim: nope,
+    qkRopeHeadDim: rope,
+    vHeadDim: vd,
+    ...(qLoraRank !== null ? { qLoraRank } : {}),
+  })) {
+    if (!Number.isSafeInteger(v) || v < 1)
+      fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
+  }
+  if (rope % 2 !== 0) fail('bad-attribute', 'the rotary head dim is even', { path: ['mlaAttention', 'qkRopeHeadDim'], received: String(rope) });
+}
+
+/** q (through q_proj or q_a_proj → q_a_layernorm → q_b_proj) as heads, split into its nope and rotary parts. */
+function queryParts(g: GraphBuilder, parts: MlaParts, h: TensorRef, batch: Dim, seq: Dim): [TensorRef, TensorRef] {
+  const { qProj, qA, qNorm, qB } = parts;
+  const { heads: nh, qkNopeHeadDim: nope, qkRopeHeadDim: rope } = parts.options;
+  const qk = nope + rope;
+  const q = qProj !== undefined ? g.apply(qProj, h) : g.apply(qB!, g.apply(qNorm!, g.apply(qA!, h)));
+  g.hold(q);
+  const qHeads = g.call(transposeRule, [g.call(viewRule, [q], { shape: [batch, seq, nh, qk] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+  const qPass = g.call(sliceRule, [qHeads], { dim: -1, start: 0, end: nope })[0]!;
+  const qRot = g.call(sliceRule, [qHeads], { dim: -1, start: nope, end: qk })[0]!;
+  return [qPass, qRot];
+}
+
+/** kv_a_proj_with_mqa's output split: the normed latent [B, 1, S, r] and the shared rotary key [B, 1, S, rope]. */
+function latentParts(g: GraphBuilder, parts: MlaParts, h: TensorRef, batch: Dim, seq: Dim): [TensorRef, TensorRef] {
+  const { kvLoraRank: r, qkRopeHeadDim: rope } = parts.options;
+  const compressed = g.apply(parts.kvA, h);
+  g.hold(compressed);
+  const kvSlice = g.call(sliceRule, [compressed], { dim: -1, start: 0, end: r })[0]!;
+  const kRotSlice = g.call(sliceRule, [compressed], { dim: -1, start: r, end: r + rope })[0]!;
+  const kvNormed = g.call(viewRule, [g.apply(parts.kvNorm, kvSlice)], { shape: [batch, 1, seq, r] })[0]!;
+  const kRot0 = g.call(viewRule, [kRotSlice], { shape: [batch, 1, seq, rope] })[0]!;
+  return [kvNormed, kRot0];
+}
+
+/** expand_kv: kv_b_proj, per-head keys and values, keys in a new tensor (new_empty + two copy_). */
+function expandKv(g: GraphBuilder, parts: MlaParts, kvNope: TensorRef, kRot: TensorRef, batch: Dim, seq: Dim): [TensorRef, TensorRef] {
+  const { heads: nh, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = parts.options;
+  const kv = g.apply(parts.kvB, kvNope);
+  const kvHeads = g.call(transposeRule, [g.call(viewRule, [kv], { shape: [batch, seq, nh, nope + vd] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+  const kNope = g.call(sliceRule, [kvHeads], { dim: -1, start: 0, end: nope })[0]!;
+  const value = g.call(sliceRule, [kvHeads], { dim: -1, start: nope, end: nope + vd })[0]!;
+  g.hold(value);
+  const kRotAll = g.call(expandRule, [kRot], { shape: [batch, nh, seq, rope] })[0]!;
+  const key = g.call(catRule, [kNope, kRotAll], { dim: -1 })[0]!;
+  g.hold(key);
+  return [key, value];
+}
+
+/** Eager attention (the context and the probabilities it returns) or sdpa (the context alone). */
+function attend(
+  g: GraphBuilder,
+  impl: 'eager' | 'sdpa',
+  query: TensorRef,
+  key: TensorRef,
+  value: TensorRef,
+  mask: TensorRef | undefined,
+  batch: Dim,
+): [TensorRef, TensorRef | undefined] {
+  if (impl === 'sdpa') {
+    // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask.
+    return [g.call(sdpaRule, [query, key, value], { dropout: 0 })[0]!, undefined];
+  }
+  // query and key are contiguous: bmm takes them as views; the value slice is copied unless B = 1.
+  const kt = g.call(transposeRule, [key], { dim0: 2, dim1: 3 })[0]!;
+  let scores = g.call(matmulRule, [query, kt], {})[0]!;
+  scores = g.call(mulScalarRule, [scores], {})[0]!;
+  if (mask !== undefined) scores = g.call(addRule, [scores, mask], {})[0]!;
+  scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
+  scores = g.call(castRule, [scores], { dtype: query.dtype })[0]!;
+  const vm = g.call(copyRule, [value], { when: copyUnlessOne(batch) })[0]!;
+  return [g.call(matmulRule, [scores, vm], {})[0]!, scores];
+}
+
+/** The attention's forward on (hidden states, cos, sin, optional mask). */
+function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: readonly TensorRef[]): TensorRef | readonly TensorRef[] {
+  const { options } = parts;
+  const { heads: nh, qkRopeHeadDim: rope, vHeadDim: vd } = options;
+  const [batch, seq] = h!.shape as [Dim, Dim];
+  const [qPass, qRot] = queryParts(g, parts, h!, batch, seq);
+  const [kvNormed, kRot0] = latentParts(g, parts, h!, batch, seq);
+  g.hold(cosIn!);
+  g.hold(sinIn!);
+  const cos = g.call(viewRule, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
+  const sin = g.call(viewRule, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
+  const rotate = (x: TensorRef): TensorRef =>
+    options.complexRotary === true
+      ? g.call(mulRule, [x, cos], {})[0]!
+      : (options.interleave ?? true)
+        ? interleaved(g, x, cos, sin, rope)
+        : rotateHalf(g, x, cos, sin, rope);
+  const qEmbed = rotate(qRot);
+  let kRot = rotate(kRot0);
+  let kvNope = kvNormed;
+  if (options.cache === 'latent') {
+    // DynamicLayer.update: torch.cat onto an empty tensor, the cache's copies are returned.
+    g.touch(kvNope);
+    g.touch(kRot);
+    kvNope = g.call(copyRule, [kvNope], {})[0]!;
+    kRot = g.call(copyRule, [kRot], {})[0]!;
+    g.hold(kvNope, 'forward');
+    g.hold(kRot, 'forward');
+  }
+  g.hold(kvNope);
+  g.hold(kRot);
+  const query = g.call(catRule, [qPass, qEmbed], { dim: -1 })[0]!;
+  g.hold(query);
+  const [key, value] = expandKv(g, parts, kvNope, kRot, batch, seq);
+  const [context, weights] = attend(g, options.impl ?? 'eager', query, key, value, mask, batch);
+  const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
+  const out = g.apply(parts.oProj, g.call(viewRule, [merged], { shape: [batch, seq, nh * vd] })[0]!);
+  return weights === undefined ? out : [out, weights];
+}
+
 /**
  * DeepSeek's multi-head latent attention (MLA) as transformers 5.x's `DeepseekV3Attention`
  * runs it (`modeling_deepseek_v3.py:361-500`): q through the low-rank `q_a_proj` →
@@ -60,91 +210,35 @@ export interface MlaOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mlaAttention(options: MlaOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'qLoraRank', 'kvLoraRank', 'qkNopeHeadDim', 'qkRopeHeadDim', 'vHeadDim', 'bias', 'interleave', 'complexRotary', 'impl', 'cache', 'className'], 'mlaAttention');
+  checkKeys(options, MLA_KEYS, 'mlaAttention');
+  checkMlaOptions(options);
   const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
-  for (const [k, v] of Object.entries({ hidden, heads: nh, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd, ...(qLoraRank !== null ? { qLoraRank } : {}) })) {
-    if (!Number.isSafeInteger(v) || v < 1) fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
-  }
-  if (rope % 2 !== 0) fail('bad-attribute', 'the rotary head dim is even', { path: ['mlaAttention', 'qkRopeHeadDim'], received: String(rope) });
   const qk = nope + rope;
   const bias = options.bias ?? false;
   const prefix = options.className?.replace(/Attention$/, '') ?? 'DeepseekV3';
-  const qProj = qLoraRank === null ? linear({ out: nh * qk, bias: false, name: 'q_proj' }) : undefined;
-  const qA = qLoraRank === null ? undefined : linear({ out: qLoraRank, bias, name: 'q_a_proj' });
-  const qNorm = qLoraRank === null ? undefined : rmsNorm({ size: qLoraRank, name: 'q_a_layernorm', className: `${prefix}RMSNorm` });
-  const qB = qLoraRank === null ? undefined : linear({ out: nh * qk, bias: false, name: 'q_b_proj' });
-  const kvA = linear({ out: r + rope, bias, name: 'kv_a_proj_with_mqa' });
-  const kvNorm = rmsNorm({ size: r, name: 'kv_a_layernorm', className: `${prefix}RMSNorm` });
-  const kvB = linear({ out: nh * (nope + vd), bias: false, name: 'kv_b_proj' });
-  const oProj = linear({ out: hidden, bias, name: 'o_proj' });
-  const impl = options.impl ?? 'eager';
-  const body = graph((g, [h, cosIn, sinIn, mask]) => {
-    const [batch, seq] = h!.shape as [Dim, Dim];
-    const q = qProj !== undefined ? g.apply(qProj, h!) : g.apply(qB!, g.apply(qNorm!, g.apply(qA!, h!)));
-    g.hold(q);
-    const qHeads = g.call(transposeRule, [g.call(viewRule, [q], { shape: [batch, seq, nh, qk] })[0]!], { dim0: 1, dim1: 2 })[0]!;
-    const qPass = g.call(sliceRule, [qHeads], { dim: -1, start: 0, end: nope })[0]!;
-    const qRot = g.call(sliceRule, [qHeads], { dim: -1, start: nope, end: qk })[0]!;
-    const compressed = g.apply(kvA, h!);
-    g.hold(compressed);
-    const kvSlice = g.call(sliceRule, [compressed], { dim: -1, start: 0, end: r })[0]!;
-    const kRotSlice = g.call(sliceRule, [compressed], { dim: -1, start: r, end: r + rope })[0]!;
-    const kvNormed = g.call(viewRule, [g.apply(kvNorm, kvSlice)], { shape: [batch, 1, seq, r] })[0]!;
-    const kRot0 = g.call(viewRule, [kRotSlice], { shape: [batch, 1, seq, rope] })[0]!;
-    g.hold(cosIn!);
-    g.hold(sinIn!);
-    const cos = g.call(viewRule, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
-    const sin = g.call(viewRule, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
-    const rotate = (x: TensorRef): TensorRef =>
-      options.complexRotary === true ? g.call(mulRule, [x, cos], {})[0]! : (options.interleave ?? true) ? interleaved(g, x, cos, sin, rope) : rotateHalf(g, x, cos, sin, rope);
-    const qEmbed = rotate(qRot);
-    let kRot = rotate(kRot0);
-    let kvNope = kvNormed;
-    if (options.cache === 'latent') {
-      // DynamicLayer.update: torch.cat onto an empty tensor, the cache's copies are returned.
-      g.touch(kvNope);
-      g.touch(kRot);
-      kvNope = g.call(copyRule, [kvNope], {})[0]!;
-      kRot = g.call(copyRule, [kRot], {})[0]!;
-      g.hold(kvNope, 'forward');
-      g.hold(kRot, 'forward');
-    }
-    g.hold(kvNope);
-    g.hold(kRot);
-    const query = g.call(catRule, [qPass, qEmbed], { dim: -1 })[0]!;
-    g.hold(query);
-    // expand_kv: kv_b_proj, per-head keys and values, keys in a new tensor (new_empty + two copy_).
-    const kv = g.apply(kvB, kvNope);
-    const kvHeads = g.call(transposeRule, [g.call(viewRule, [kv], { shape: [batch, seq, nh, nope + vd] })[0]!], { dim0: 1, dim1: 2 })[0]!;
-    const kNope = g.call(sliceRule, [kvHeads], { dim: -1, start: 0, end: nope })[0]!;
-    const value = g.call(sliceRule, [kvHeads], { dim: -1, start: nope, end: nope + vd })[0]!;
-    g.hold(value);
-    const kRotAll = g.call(expandRule, [kRot], { shape: [batch, nh, seq, rope] })[0]!;
-    const key = g.call(catRule, [kNope, kRotAll], { dim: -1 })[0]!;
-    g.hold(key);
-    let context: TensorRef;
-    let weights: TensorRef | undefined;
-    if (impl === 'eager') {
-      // query and key are contiguous: bmm takes them as views; the value slice is copied unless B = 1.
-      const kt = g.call(transposeRule, [key], { dim0: 2, dim1: 3 })[0]!;
-      let scores = g.call(matmulRule, [query, kt], {})[0]!;
-      scores = g.call(mulScalarRule, [scores], {})[0]!;
-      if (mask !== undefined) scores = g.call(addRule, [scores, mask], {})[0]!;
-      scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
-      scores = g.call(castRule, [scores], { dtype: query.dtype })[0]!;
-      weights = scores;
-      const vm = g.call(copyRule, [value], { when: copyUnlessOne(batch) })[0]!;
-      context = g.call(matmulRule, [scores, vm], {})[0]!;
-    } else {
-      // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask.
-      context = g.call(sdpaRule, [query, key, value], { dropout: 0 })[0]!;
-    }
-    const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
-    const out = g.apply(oProj, g.call(viewRule, [merged], { shape: [batch, seq, nh * vd] })[0]!);
-    return weights === undefined ? out : [out, weights];
+  const parts: MlaParts = {
+    options,
+    qProj: qLoraRank === null ? linear({ out: nh * qk, bias: false, name: 'q_proj' }) : undefined,
+    qA: qLoraRank === null ? undefined : linear({ out: qLoraRank, bias, name: 'q_a_proj' }),
+    qNorm: qLoraRank === null ? undefined : rmsNorm({ size: qLoraRank, name: 'q_a_layernorm', className: `${prefix}RMSNorm` }),
+    qB: qLoraRank === null ? undefined : linear({ out: nh * qk, bias: false, name: 'q_b_proj' }),
+    kvA: linear({ out: r + rope, bias, name: 'kv_a_proj_with_mqa' }),
+    kvNorm: rmsNorm({ size: r, name: 'kv_a_layernorm', className: `${prefix}RMSNorm` }),
+    kvB: linear({ out: nh * (nope + vd), bias: false, name: 'kv_b_proj' }),
+    oProj: linear({ out: hidden, bias, name: 'o_proj' }),
+  };
+  const body = graph((g, inputs) => mlaForward(g, parts, inputs));
+  const childOrder =
+    qLoraRank === null
+      ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj']
+      : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
+  return Object.freeze({
+    kind: 'module',
+    className: options.className ?? 'DeepseekV3Attention',
+    childOrder,
+    body,
+    ...(options.name !== undefined ? { name: options.name } : {}),
   });
-  const childOrder = qLoraRank === null ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'] : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
-  return Object.freeze({ kind: 'module', className: options.className ?? 'DeepseekV3Attention', childOrder, body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }
 
 /** `apply_rotary_pos_emb_interleave`: cos/sin halves, even/odd slices, four products, two sums, one cat. */

@@ -1,7 +1,18 @@
 import { fail } from '../errors.js';
 import { activationRule } from '../ops/activation.js';
 import { addRule, mulRule } from '../ops/merge.js';
-import { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertsImpl } from '../ops/moe.js';
+import {
+  balancedCounts,
+  capacityCounts,
+  expertMaskRule,
+  expertParallelRouterRule,
+  expertRule,
+  gluRule,
+  groupedDownRule,
+  groupedGateUpRule,
+  routerRule,
+  type ExpertsImpl,
+} from '../ops/moe/index.js';
 import { viewRule } from '../ops/view.js';
 import { mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
@@ -10,7 +21,7 @@ import { module } from './module.js';
 import { linear } from './linear.js';
 import { gatedMlp } from './mlp.js';
 import { checkKeys, opLayer } from './op.js';
-import type { LayerOptions, ModuleLayer, TensorRef } from './types.js';
+import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How many (token, k) pairs each expert gets. */
 export interface MoeRouting {
@@ -85,94 +96,233 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
  * console.log(e.params.total); // 49664
  * ```
  */
-/* @__NO_SIDE_EFFECTS__ */
-export function moeBlock(options: MoeBlockOptions): ModuleLayer {
-  checkKeys(options, ['name', 'hidden', 'experts', 'k', 'intermediate', 'impl', 'score', 'renorm', 'scaled', 'activation', 'expertNames', 'className', 'expertsClassName', 'expertClassName', 'hitOnly', 'shared', 'sharedOn', 'counts', 'capacityFactor', 'expertParallel'], 'moeBlock');
-  const { hidden, experts, k } = options;
-  const path = ['moeBlock', options.name ?? 'mlp'];
-  if (!Number.isSafeInteger(experts) || experts < 1) fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
-  if (!Number.isSafeInteger(k) || k < 1 || k > experts) fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
+const MOE_KEYS = [
+  'name',
+  'hidden',
+  'experts',
+  'k',
+  'intermediate',
+  'impl',
+  'score',
+  'renorm',
+  'scaled',
+  'activation',
+  'expertNames',
+  'className',
+  'expertsClassName',
+  'expertClassName',
+  'hitOnly',
+  'shared',
+  'sharedOn',
+  'counts',
+  'capacityFactor',
+  'expertParallel',
+] as const;
+
+/** What the block's graph reads: the options, the rank's slice of experts and the layers built once. */
+interface MoeParts {
+  readonly options: MoeBlockOptions;
+  readonly path: readonly string[];
+  /** The experts this rank holds and runs: `local` of them from `first`. */
+  readonly local: number;
+  readonly first: number;
+  readonly gate: Layer;
+  readonly shared: Layer | undefined;
+  readonly sharedGate: Layer | undefined;
+  readonly gateUp: Layer;
+  readonly down: Layer;
+}
+
+/** The options' own checks (the token counts' sum waits for the traced token count). */
+function checkMoeOptions(options: MoeBlockOptions, path: readonly string[]): void {
+  const { experts, k } = options;
+  if (!Number.isSafeInteger(experts) || experts < 1)
+    fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
+  if (!Number.isSafeInteger(k) || k < 1 || k > experts)
+    fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
   if (options.counts !== undefined && (options.counts.length !== experts || !options.counts.every((c) => Number.isSafeInteger(c) && c >= 0))) {
-    fail('bad-option', 'one non-negative token count per expert', { path: [...path, 'counts'], expected: `${experts} integers >= 0`, received: JSON.stringify(options.counts) });
+    fail('bad-option', 'one non-negative token count per expert', {
+      path: [...path, 'counts'],
+      expected: `${experts} integers >= 0`,
+      received: JSON.stringify(options.counts),
+    });
   }
   if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
     fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
   }
   const ep = options.expertParallel;
   if (ep !== undefined) {
-    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0) fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', { path: [...path, 'expertParallel', 'size'], expected: `a divisor of ${experts} >= 2`, received: String(ep.size) });
-    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size) fail('bad-option', 'the expert-parallel rank must be below the size', { path: [...path, 'expertParallel', 'rank'], expected: `0 .. ${ep.size - 1}`, received: String(ep.rank) });
-    if (options.impl === 'loop') fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", { path: [...path, 'expertParallel'], expected: "impl 'eager' or 'grouped_mm'", received: 'loop' });
+    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0)
+      fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', {
+        path: [...path, 'expertParallel', 'size'],
+        expected: `a divisor of ${experts} >= 2`,
+        received: String(ep.size),
+      });
+    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size)
+      fail('bad-option', 'the expert-parallel rank must be below the size', {
+        path: [...path, 'expertParallel', 'rank'],
+        expected: `0 .. ${ep.size - 1}`,
+        received: String(ep.rank),
+      });
+    if (options.impl === 'loop')
+      fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", {
+        path: [...path, 'expertParallel'],
+        expected: "impl 'eager' or 'grouped_mm'",
+        received: 'loop',
+      });
   }
+}
+
+/** Tokens per expert of this rank's experts: measured, capacity-limited or balanced over the T·k pairs. */
+function rankCounts(parts: MoeParts, tokens: Dim): readonly Dim[] {
+  const { options, path, first, local } = parts;
+  const pairs = mul(tokens, options.k);
+  if (options.counts !== undefined && typeof pairs === 'number') {
+    const total = options.counts.reduce((a, b) => a + b, 0);
+    if (total !== pairs)
+      fail('bad-option', 'the token counts must add up to tokens × experts per token', {
+        path: [...path, 'counts'],
+        expected: String(pairs),
+        received: String(total),
+      });
+  }
+  const allCounts: readonly Dim[] =
+    options.capacityFactor !== undefined
+      ? capacityCounts(pairs, options.experts, options.capacityFactor, options.counts)
+      : (options.counts ?? balancedCounts(pairs, options.experts));
+  // The rank's experts and what they get.
+  return allCounts.slice(first, first + local);
+}
+
+/** 5.x's grouped_mm experts: two ops of the one `experts` module. */
+function groupedExperts(g: GraphBuilder, parts: MoeParts, rows: TensorRef, weights: TensorRef, indices: TensorRef): TensorRef {
+  const { gateUp, down } = parts;
+  // Two ops of the one `experts` module: gate_up's grouped_mm and activation, then down's and the weighted sum.
+  const expertsModule = module(
+    'experts',
+    parts.options.expertsClassName ?? 'Experts',
+    graph((inner, [r, w, idx]) => {
+      const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
+      inner.hold(gathered!);
+      const product = inner.call(gluRule, [fused!], {})[0]!;
+      return inner.apply(down, product, w!, offsets!);
+    }),
+  );
+  return g.apply(expertsModule, rows, weights, indices);
+}
+
+/** 4.x's loop over a ModuleList or 5.x's eager loop over the fused experts, summed in place. */
+function loopedExperts(
+  g: GraphBuilder,
+  parts: MoeParts,
+  rows: TensorRef,
+  weights: TensorRef,
+  indices: TensorRef,
+  counts: readonly Dim[],
+  tokens: Dim,
+): TensorRef {
+  const { options, local } = parts;
+  const hidden = options.hidden;
+  // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
+  // or the fused `experts.gate_up_proj` every expert slices (5.x), as in the checkpoints.
+  // 5.x's eager loop: one_hot over E/e + 1 classes (the sentinel's too); 4.x's over E.
+  const mask = g.call(expertMaskRule, [indices], { experts: options.impl === 'eager' ? local + 1 : local })[0]!;
+  let sum: TensorRef | undefined;
+  const runs = (n: Dim) => !(n === 0 && (options.impl === 'eager' || options.hitOnly === true));
+  let last = -1;
+  counts.forEach((n, e) => {
+    if (runs(n)) last = e;
+  });
+  counts.forEach((n, e) => {
+    if (!runs(n)) return;
+    const attrs =
+      options.impl === 'loop'
+        ? {
+            impl: 'loop' as const,
+            intermediate: options.intermediate,
+            count: n,
+            ...(options.expertNames !== undefined ? { names: options.expertNames } : {}),
+          }
+        : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
+    const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, {
+      name: options.impl === 'loop' ? `experts.${e}` : 'experts',
+    });
+    sum = sum === undefined ? g.apply(layer, rows, weights, mask) : g.apply(layer, rows, weights, mask, sum);
+  });
+  return sum ?? g.call(viewRule, [rows], { shape: [tokens, hidden] })[0]!;
+}
+
+/** The block's forward: gate → router → routed experts → shared expert added. */
+function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
+  const { options, gate, shared, sharedGate } = parts;
+  const { hidden, experts, k } = options;
+  const ep = options.expertParallel;
+  const shape = x.shape as readonly Dim[];
+  const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
+  const rows = shape.length === 2 ? x : g.call(viewRule, [x], { shape: [tokens, hidden] })[0]!;
+  const logits = g.apply(gate, rows);
+  let [weights, indices] = g.call(routerRule, [logits], {
+    experts,
+    k,
+    score: options.score ?? 'softmax',
+    renorm: options.renorm ?? true,
+    ...(options.scaled === true ? { scaled: true } : {}),
+  });
+  // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
+  if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterRule, [weights!, indices!], { localExperts: parts.local, rank: ep.rank });
+  const counts = rankCounts(parts, tokens);
+  let out =
+    options.impl === 'grouped_mm' ? groupedExperts(g, parts, rows, weights!, indices!) : loopedExperts(g, parts, rows, weights!, indices!, counts, tokens);
+  if (shared !== undefined && options.sharedOn !== 'input') {
+    let s = g.apply(shared, rows);
+    if (sharedGate !== undefined) {
+      const gated = g.call(activationRule('sigmoid'), [g.apply(sharedGate, rows)], {})[0]!;
+      s = g.call(mulRule, [gated, s], {})[0]!;
+    }
+    out = g.call(addRule, [out, s], {})[0]!;
+  }
+  let result = shape.length === 2 ? out : g.call(viewRule, [out], { shape })[0]!;
+  if (shared !== undefined && options.sharedOn === 'input') result = g.call(addRule, [result, g.apply(shared, x)], {})[0]!;
+  return result;
+}
+
+/**
+ * A mixture-of-experts block as Hugging Face runs it: `gate` Linear → router (softmax or
+ * sigmoid, top-k, renormalisation) → the routed experts (`expertRule` per expert: 4.x's loop over a
+ * ModuleList, 5.x's fused experts looped or grouped_mm) → optional shared expert (Qwen2-MoE's
+ * sigmoid-gated one, DeepSeek's plain one) added. What the experts keep depends on how many
+ * tokens each gets: balanced by default, `counts` for a measured routing, `capacityFactor` for a
+ * capacity-limited one.
+ *
+ * @example
+ * ```ts
+ * import { estimate, moeBlock } from 'vram-ts';
+ * const block = moeBlock({ name: 'mlp', hidden: 64, experts: 8, k: 2, intermediate: 32, impl: 'eager' });
+ * const e = estimate(block, { input: [2, 16, 64], loss: 'none' });
+ * console.log(e.params.total); // 49664
+ * ```
+ */
+/* @__NO_SIDE_EFFECTS__ */
+export function moeBlock(options: MoeBlockOptions): ModuleLayer {
+  checkKeys(options, MOE_KEYS, 'moeBlock');
+  const { hidden, experts } = options;
+  const path = ['moeBlock', options.name ?? 'mlp'];
+  checkMoeOptions(options, path);
+  const ep = options.expertParallel;
   // The experts this rank holds and runs.
   const local = ep === undefined ? experts : experts / ep.size;
   const first = ep === undefined ? 0 : ep.rank * local;
   const gate = linear({ out: experts, bias: false, name: 'gate' });
   const act = options.activation ?? 'silu';
-  const shared = options.shared === undefined ? undefined : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
+  const shared =
+    options.shared === undefined
+      ? undefined
+      : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
   const sharedGate = options.shared?.gated === true ? linear({ out: 1, bias: false, name: 'shared_expert_gate' }) : undefined;
   const sentinel = ep !== undefined ? { sentinel: true } : {};
   const gateUp = opLayer(groupedGateUpRule, null, { experts: local, intermediate: options.intermediate, ...sentinel });
   const down = opLayer(groupedDownRule, null, { experts: local, intermediate: options.intermediate, hidden, ...sentinel });
-  const body = graph((g, [x]) => {
-    const shape = x!.shape as readonly Dim[];
-    const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
-    const rows = shape.length === 2 ? x! : g.call(viewRule, [x!], { shape: [tokens, hidden] })[0]!;
-    const logits = g.apply(gate, rows);
-    let [weights, indices] = g.call(routerRule, [logits], { experts, k, score: options.score ?? 'softmax', renorm: options.renorm ?? true, ...(options.scaled === true ? { scaled: true } : {}) });
-    // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
-    if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterRule, [weights!, indices!], { localExperts: local, rank: ep.rank });
-    const pairs = mul(tokens, k);
-    if (options.counts !== undefined && typeof pairs === 'number') {
-      const total = options.counts.reduce((a, b) => a + b, 0);
-      if (total !== pairs) fail('bad-option', 'the token counts must add up to tokens × experts per token', { path: [...path, 'counts'], expected: String(pairs), received: String(total) });
-    }
-    const allCounts: readonly Dim[] = options.capacityFactor !== undefined ? capacityCounts(pairs, experts, options.capacityFactor, options.counts) : (options.counts ?? balancedCounts(pairs, experts));
-    // The rank's experts and what they get.
-    const counts = allCounts.slice(first, first + local);
-    let out: TensorRef;
-    if (options.impl === 'grouped_mm') {
-      // Two ops of the one `experts` module: gate_up's grouped_mm and activation, then down's and the weighted sum.
-      const expertsModule = module('experts', options.expertsClassName ?? 'Experts', graph((inner, [r, w, idx]) => {
-        const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
-        inner.hold(gathered!);
-        const product = inner.call(gluRule, [fused!], {})[0]!;
-        return inner.apply(down, product, w!, offsets!);
-      }));
-      out = g.apply(expertsModule, rows, weights!, indices!);
-    } else {
-      // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
-      // or the fused `experts.gate_up_proj` every expert slices (5.x), as in the checkpoints.
-      // 5.x's eager loop: one_hot over E/e + 1 classes (the sentinel's too); 4.x's over E.
-      const mask = g.call(expertMaskRule, [indices!], { experts: options.impl === 'eager' ? local + 1 : local })[0]!;
-      let sum: TensorRef | undefined;
-      const runs = (n: Dim) => !(n === 0 && (options.impl === 'eager' || options.hitOnly === true));
-      let last = -1;
-      counts.forEach((n, e) => {
-        if (runs(n)) last = e;
-      });
-      counts.forEach((n, e) => {
-        if (!runs(n)) return;
-        const attrs =
-          options.impl === 'loop'
-            ? { impl: 'loop' as const, intermediate: options.intermediate, count: n, ...(options.expertNames !== undefined ? { names: options.expertNames } : {}) }
-            : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
-        const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, { name: options.impl === 'loop' ? `experts.${e}` : 'experts' });
-        sum = sum === undefined ? g.apply(layer, rows, weights!, mask) : g.apply(layer, rows, weights!, mask, sum);
-      });
-      out = sum ?? g.call(viewRule, [rows], { shape: [tokens, hidden] })[0]!;
-    }
-    if (shared !== undefined && options.sharedOn !== 'input') {
-      let s = g.apply(shared, rows);
-      if (sharedGate !== undefined) {
-        const gated = g.call(activationRule('sigmoid'), [g.apply(sharedGate, rows)], {})[0]!;
-        s = g.call(mulRule, [gated, s], {})[0]!;
-      }
-      out = g.call(addRule, [out, s], {})[0]!;
-    }
-    let result = shape.length === 2 ? out : g.call(viewRule, [out], { shape })[0]!;
-    if (shared !== undefined && options.sharedOn === 'input') result = g.call(addRule, [result, g.apply(shared, x!)], {})[0]!;
-    return result;
-  });
+  const parts: MoeParts = { options, path, local, first, gate, shared, sharedGate, gateUp, down };
+  const body = graph((g, [x]) => moeForward(g, parts, x!));
   return Object.freeze({ kind: 'module', className: options.className ?? 'MoeBlock', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

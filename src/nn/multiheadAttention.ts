@@ -122,10 +122,13 @@ const nativeMhaRule: OpRule<NativeMhaAttrs> = {
 export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLayer {
   checkKeys(options, ['embedDim', 'heads', 'dropout', 'bias', 'batchFirst', 'needWeights'], 'multiheadAttention');
   const { embedDim: e, heads } = options;
-  if (!Number.isSafeInteger(e) || e < 1) fail('bad-option', 'embedDim must be an integer >= 1', { path: ['multiheadAttention', 'embedDim'], expected: 'an integer >= 1', received: String(e) });
-  if (!Number.isSafeInteger(heads) || heads < 1 || e % heads !== 0) fail('bad-option', 'heads must divide embedDim', { path: ['multiheadAttention', 'heads'], expected: `a divisor of ${e}`, received: String(heads) });
+  if (!Number.isSafeInteger(e) || e < 1)
+    fail('bad-option', 'embedDim must be an integer >= 1', { path: ['multiheadAttention', 'embedDim'], expected: 'an integer >= 1', received: String(e) });
+  if (!Number.isSafeInteger(heads) || heads < 1 || e % heads !== 0)
+    fail('bad-option', 'heads must divide embedDim', { path: ['multiheadAttention', 'heads'], expected: `a divisor of ${e}`, received: String(heads) });
   const p = options.dropout ?? 0;
-  if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['multiheadAttention', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
+  if (typeof p !== 'number' || !(p >= 0 && p <= 1))
+    fail('bad-option', 'dropout must be in [0, 1]', { path: ['multiheadAttention', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
   const bias = options.bias ?? true;
   const batchFirst = options.batchFirst ?? false;
   const needWeights = options.needWeights ?? true;
@@ -134,8 +137,14 @@ export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLa
   const outProj = renamedLinear('out_proj.weight', 'out_proj.bias');
   const body = graph((g, [input]) => {
     const x = input!;
-    if (x.shape.length !== 3) fail('bad-rank', 'multiheadAttention takes a batched input of rank 3', { path: ['multiheadAttention'], expected: batchFirst ? '[N, L, E]' : '[L, N, E]', received: `rank ${x.shape.length}` });
-    if (x.shape[2] !== e) fail('shape-mismatch', 'the input features differ from embedDim', { path: ['multiheadAttention'], expected: String(e), received: String(x.shape[2]) });
+    if (x.shape.length !== 3)
+      fail('bad-rank', 'multiheadAttention takes a batched input of rank 3', {
+        path: ['multiheadAttention'],
+        expected: batchFirst ? '[N, L, E]' : '[L, N, E]',
+        received: `rank ${x.shape.length}`,
+      });
+    if (x.shape[2] !== e)
+      fail('shape-mismatch', 'the input features differ from embedDim', { path: ['multiheadAttention'], expected: String(e), received: String(x.shape[2]) });
     const call = <A>(rule: OpRule<A>, args: TensorRef[], attrs: A): TensorRef => g.call(rule, args, attrs)[0]!;
     if (!g.training && !g.gradEnabled && batchFirst && heads % 2 === 0 && p === 0) {
       const outs = g.call(nativeMhaRule, [x], { embedDim: e, heads, bias, needWeights });
@@ -175,5 +184,11 @@ export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLa
     // `/ num_heads` by a Python int: nothing saved (measured).
     return [out, call(copyRule, [summed], {})];
   });
-  return Object.freeze({ kind: 'module', className: 'MultiheadAttention', body, idleChildren: Object.freeze(['out_proj']), ...(options.name !== undefined ? { name: options.name } : {}) });
+  return Object.freeze({
+    kind: 'module',
+    className: 'MultiheadAttention',
+    body,
+    idleChildren: Object.freeze(['out_proj']),
+    ...(options.name !== undefined ? { name: options.name } : {}),
+  });
 }

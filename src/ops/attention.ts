@@ -19,7 +19,12 @@ export const sdpaRule: OpRule<SdpaAttrs> = {
   name: 'scaled_dot_product_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
-    if (ctx.framework === 'torch-1.13') fail('unsupported-op', 'scaled_dot_product_attention needs PyTorch 2 (transformers runs eager attention on 1.13)', { path: ctx.path, expected: "framework 'torch-2', or attention: 'eager'", received: ctx.framework });
+    if (ctx.framework === 'torch-1.13')
+      fail('unsupported-op', 'scaled_dot_product_attention needs PyTorch 2 (transformers runs eager attention on 1.13)', {
+        path: ctx.path,
+        expected: "framework 'torch-2', or attention: 'eager'",
+        received: ctx.framework,
+      });
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
     // The value's head dim may differ from the query's (DeepSeek's MLA: v_head_dim).
     const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);

@@ -27,7 +27,11 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
     expectRank(input!, [4], ctx, 'bn');
     const channels = concreteDim(input!.shape[1]!, 'bn channels', ctx);
     if (attrs.channels !== undefined && attrs.channels !== channels) {
-      fail('channel-mismatch', 'bn channels differ from the declared channels', { path: ctx.path, expected: String(attrs.channels), received: String(channels) });
+      fail('channel-mismatch', 'bn channels differ from the declared channels', {
+        path: ctx.path,
+        expected: String(attrs.channels),
+        received: String(channels),
+      });
     }
     const affine = attrs.affine ?? true;
     const tracked = attrs.trackRunningStats ?? true;
@@ -66,7 +70,16 @@ export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
       // PyTorch 1.13's CPU batch_norm_backward computes through one more input-sized buffer.
       // Both backends' backward kernels take a contiguous grad_output.
       backward: () => ({
-        ...(ctx.device === 'cpu' ? { steps: [{ results: 'inputGrads' as const }, { results: 'paramGrads' as const }, { alloc: 'workspace', bytes: specBytes(input!) }, { free: 'workspace' }] } : {}),
+        ...(ctx.device === 'cpu'
+          ? {
+              steps: [
+                { results: 'inputGrads' as const },
+                { results: 'paramGrads' as const },
+                { alloc: 'workspace', bytes: specBytes(input!) },
+                { free: 'workspace' },
+              ],
+            }
+          : {}),
         contiguousGradOutput: true,
       }),
     };
@@ -80,9 +93,22 @@ function cpuForward(channelBytes: Dim, batchStats: boolean): { forwardSteps: Ker
     const steps: KernelStep[] = [{ results: 'outputs' }, ...affineSteps];
     return { forwardSteps: steps, forwardStepsUnrecorded: steps };
   }
-  const temps: KernelStep[] = [{ alloc: 'mean temp', bytes: channelBytes }, { alloc: 'var temp', bytes: channelBytes }, { free: 'mean temp' }, { free: 'var temp' }];
+  const temps: KernelStep[] = [
+    { alloc: 'mean temp', bytes: channelBytes },
+    { alloc: 'var temp', bytes: channelBytes },
+    { free: 'mean temp' },
+    { free: 'var temp' },
+  ];
   return {
     forwardSteps: [...temps, { results: 'outputs' }, ...affineSteps],
-    forwardStepsUnrecorded: [{ alloc: 'save_mean', bytes: channelBytes }, { alloc: 'save_invstd', bytes: channelBytes }, ...temps, { results: 'outputs' }, ...affineSteps, { free: 'save_mean' }, { free: 'save_invstd' }],
+    forwardStepsUnrecorded: [
+      { alloc: 'save_mean', bytes: channelBytes },
+      { alloc: 'save_invstd', bytes: channelBytes },
+      ...temps,
+      { results: 'outputs' },
+      ...affineSteps,
+      { free: 'save_mean' },
+      { free: 'save_invstd' },
+    ],
   };
 }

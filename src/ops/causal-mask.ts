@@ -70,7 +70,9 @@ function maskSteps(style: CausalMaskStyle, b: Dim, s: Dim, dtype: DType, sliding
         { free: 'arange + 1' },
         { free: 'comparison' },
         ...(converted ? [{ results: 'outputs' } as const, { free: 'float32 mask' }] : []),
-        ...(slidingWindow ? [{ alloc: 'ones', bytes: bytesOf(cells, 'bool') }, { alloc: 'window', bytes: bytesOf(cells, 'bool') }, { free: 'ones' }, { free: 'window' }] : []),
+        ...(slidingWindow
+          ? [{ alloc: 'ones', bytes: bytesOf(cells, 'bool') }, { alloc: 'window', bytes: bytesOf(cells, 'bool') }, { free: 'ones' }, { free: 'window' }]
+          : []),
         { free: 'arange' },
       ],
     };
@@ -90,7 +92,8 @@ export const causalMaskRule: OpRule<CausalMaskAttrs> = {
   arity: 1,
   apply([embeds], attrs) {
     const [b, s] = embeds!.shape as [Dim, Dim];
-    if (attrs.bool === true) return { outputs: [tensor([1, 1, s, s], 'bool')], nonDifferentiableOutputs: [0], saves: () => [], backward: () => ({ inputGrads: ['none'] }) };
+    if (attrs.bool === true)
+      return { outputs: [tensor([1, 1, s, s], 'bool')], nonDifferentiableOutputs: [0], saves: () => [], backward: () => ({ inputGrads: ['none'] }) };
     const { shape, steps } = maskSteps(attrs.style ?? 'masking-utils', b, s, embeds!.dtype, attrs.slidingWindow ?? false);
     return {
       outputs: [tensor(shape, embeds!.dtype)],

@@ -27,7 +27,8 @@ export function positiveInt(value: unknown, name: string, ctx: OpContext, min = 
 /** A number or [h, w] pair attribute as a pair of integers >= min. */
 export function intPair(value: number | readonly [number, number], name: string, ctx: OpContext, min: number): readonly [number, number] {
   const pair = typeof value === 'number' ? ([value, value] as const) : value;
-  if (!Array.isArray(pair) || pair.length !== 2) fail('bad-attribute', `${name} must be a number or a [h, w] pair`, { path: ctx.path, received: JSON.stringify(value) });
+  if (!Array.isArray(pair) || pair.length !== 2)
+    fail('bad-attribute', `${name} must be a number or a [h, w] pair`, { path: ctx.path, received: JSON.stringify(value) });
   return [positiveInt(pair[0], name, ctx, min), positiveInt(pair[1], name, ctx, min)];
 }
 

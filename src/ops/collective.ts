@@ -110,11 +110,29 @@ export const allGatherRule: OpRule<CollectiveAttrs> = {
     const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
     const local = x!.shape[dim]!;
     const padded = attrs.extent === undefined ? local : Math.ceil(attrs.extent / size);
-    const shape = x!.shape.map((d, i) => (i === dim ? attrs.extent ?? mul(d, size) : d));
+    const shape = x!.shape.map((d, i) => (i === dim ? (attrs.extent ?? mul(d, size)) : d));
     const out = tensor(shape, x!.dtype);
     const bytes = specBytes(out);
-    const gathered = specBytes(tensor(x!.shape.map((d, i) => (i === dim ? mul(padded, size) : d)), x!.dtype));
-    const pad: KernelStep[] = padded !== local ? [{ alloc: 'padded shard', bytes: specBytes(tensor(x!.shape.map((d, i) => (i === dim ? padded : d)), x!.dtype)) }] : [];
+    const gathered = specBytes(
+      tensor(
+        x!.shape.map((d, i) => (i === dim ? mul(padded, size) : d)),
+        x!.dtype,
+      ),
+    );
+    const pad: KernelStep[] =
+      padded !== local
+        ? [
+            {
+              alloc: 'padded shard',
+              bytes: specBytes(
+                tensor(
+                  x!.shape.map((d, i) => (i === dim ? padded : d)),
+                  x!.dtype,
+                ),
+              ),
+            },
+          ]
+        : [];
     const copy = chunkCatCopy(shape, dim, bytes, true);
     // The gathered buffer is the output itself when no re-concatenation and no narrowing follow.
     const even = attrs.extent === undefined || (typeof padded === 'number' && padded * size === attrs.extent);
@@ -122,9 +140,17 @@ export const allGatherRule: OpRule<CollectiveAttrs> = {
       copy === 0 && even && pad.length === 0
         ? [{ results: 'outputs' }]
         : // `local_tensor = self._maybe_pad_tensor(...)`: the padded shard lives until the gather returns.
-          [...pad, { alloc: 'all_gather_into_tensor output', bytes: gathered }, { results: 'outputs' }, { free: 'all_gather_into_tensor output' }, ...(pad.length > 0 ? [{ free: 'padded shard' }] : [])];
+          [
+            ...pad,
+            { alloc: 'all_gather_into_tensor output', bytes: gathered },
+            { results: 'outputs' },
+            { free: 'all_gather_into_tensor output' },
+            ...(pad.length > 0 ? [{ free: 'padded shard' }] : []),
+          ];
     const split = attrs.backward === 'split';
-    const backwardSteps: KernelStep[] = split ? [{ results: 'inputGrads' }] : [{ alloc: 'chunk-cat copy for reduce_scatter', bytes }, { results: 'inputGrads' }, { free: 'chunk-cat copy for reduce_scatter' }];
+    const backwardSteps: KernelStep[] = split
+      ? [{ results: 'inputGrads' }]
+      : [{ alloc: 'chunk-cat copy for reduce_scatter', bytes }, { results: 'inputGrads' }, { free: 'chunk-cat copy for reduce_scatter' }];
     return { outputs: [out], forwardSteps, saves: () => [], backward: () => ({ inputGrads: ['new'], steps: backwardSteps }) };
   },
 };
@@ -150,13 +176,29 @@ export const reduceScatterRule: OpRule<CollectiveAttrs> = {
     const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
     const extent = x!.shape[dim]!;
     // ⌊S/t⌋·t is not S for a symbol: the gathered sequence would not match the rest of the model.
-    if (typeof extent !== 'number') fail('not-modelled', 'sharding a symbolic dimension (sequence parallelism over a symbolic sequence length) is not modelled: give the length as a number', { path: ctx.path, expected: 'a number', received: 'an expression' });
-    if (extent % size !== 0) fail('bad-input', `the sharded dimension (${extent}) must divide by the tensor-parallel size`, { path: ctx.path, expected: `a multiple of ${size}`, received: String(extent) });
+    if (typeof extent !== 'number')
+      fail(
+        'not-modelled',
+        'sharding a symbolic dimension (sequence parallelism over a symbolic sequence length) is not modelled: give the length as a number',
+        { path: ctx.path, expected: 'a number', received: 'an expression' },
+      );
+    if (extent % size !== 0)
+      fail('bad-input', `the sharded dimension (${extent}) must divide by the tensor-parallel size`, {
+        path: ctx.path,
+        expected: `a multiple of ${size}`,
+        received: String(extent),
+      });
     const shape = x!.shape.map((d, i) => (i === dim ? extent / size : d));
     const full = specBytes(x!);
-    const forwardSteps: KernelStep[] = dim === 0 ? [{ results: 'outputs' }] : [{ alloc: 'chunk-cat copy for reduce_scatter', bytes: full }, { results: 'outputs' }, { free: 'chunk-cat copy for reduce_scatter' }];
+    const forwardSteps: KernelStep[] =
+      dim === 0
+        ? [{ results: 'outputs' }]
+        : [{ alloc: 'chunk-cat copy for reduce_scatter', bytes: full }, { results: 'outputs' }, { free: 'chunk-cat copy for reduce_scatter' }];
     const copy = chunkCatCopy(x!.shape, dim, full, true);
-    const backwardSteps: KernelStep[] = copy === 0 ? [{ results: 'inputGrads' }] : [{ alloc: 'all_gather_into_tensor output', bytes: full }, { results: 'inputGrads' }, { free: 'all_gather_into_tensor output' }];
+    const backwardSteps: KernelStep[] =
+      copy === 0
+        ? [{ results: 'inputGrads' }]
+        : [{ alloc: 'all_gather_into_tensor output', bytes: full }, { results: 'inputGrads' }, { free: 'all_gather_into_tensor output' }];
     return { outputs: [tensor(shape, x!.dtype)], forwardSteps, saves: () => [], backward: () => ({ inputGrads: ['new'], steps: backwardSteps }) };
   },
 };
@@ -183,7 +225,13 @@ export const globalViewRule: OpRule<GlobalViewAttrs> = {
   name: 'dtensor_global_view',
   arity: 1,
   apply([x], attrs) {
-    return { outputs: [tensor(attrs.shape, x!.dtype)], alias: 'view', nonDifferentiableOutputs: [0], saves: () => [], backward: () => ({ inputGrads: ['none'] }) };
+    return {
+      outputs: [tensor(attrs.shape, x!.dtype)],
+      alias: 'view',
+      nonDifferentiableOutputs: [0],
+      saves: () => [],
+      backward: () => ({ inputGrads: ['none'] }),
+    };
   },
 };
 
@@ -225,19 +273,31 @@ export const vocabEmbeddingRule: OpRule<VocabEmbeddingAttrs> = {
   name: 'embedding (vocab-parallel)',
   arity: 1,
   apply([ids], attrs, ctx) {
-    if (ids!.dtype !== 'int64' && ids!.dtype !== 'int32') fail('bad-dtype', 'embedding takes integer ids', { path: ctx.path, expected: 'int64', received: ids!.dtype });
+    if (ids!.dtype !== 'int64' && ids!.dtype !== 'int32')
+      fail('bad-dtype', 'embedding takes integer ids', { path: ctx.path, expected: 'int64', received: ids!.dtype });
     const num = positiveInt(attrs.num, 'num', ctx);
     const dim = positiveInt(attrs.dim, 'dim', ctx);
     const weight = tensor([num, dim], ctx.paramDtype);
-    const grad = attrs.wholeNum !== undefined && attrs.wholeNum !== num ? { gradSpec: tensor([positiveInt(attrs.wholeNum, 'wholeNum', ctx), dim], ctx.paramDtype) } : {};
-    const padded = attrs.storageRows !== undefined && attrs.storageRows !== num ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), dim], ctx.paramDtype) } : {};
+    const grad =
+      attrs.wholeNum !== undefined && attrs.wholeNum !== num ? { gradSpec: tensor([positiveInt(attrs.wholeNum, 'wholeNum', ctx), dim], ctx.paramDtype) } : {};
+    const padded =
+      attrs.storageRows !== undefined && attrs.storageRows !== num
+        ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), dim], ctx.paramDtype) }
+        : {};
     const n = product(ids!.shape);
     const mask = bytesOf(n, 'bool');
     const idBytes = bytesOf(n, ids!.dtype);
-    const masking: KernelStep[] = [{ alloc: 'mask', bytes: mask }, { alloc: 'ids.clone()', bytes: idBytes }, { alloc: 'masked ids', bytes: idBytes }, { free: 'ids.clone()' }];
+    const masking: KernelStep[] = [
+      { alloc: 'mask', bytes: mask },
+      { alloc: 'ids.clone()', bytes: idBytes },
+      { alloc: 'masked ids', bytes: idBytes },
+      { free: 'ids.clone()' },
+    ];
     return {
       outputs: [tensor([...ids!.shape, dim], ctx.paramDtype)],
-      params: [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...grad, ...padded }],
+      params: [
+        attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...grad, ...padded },
+      ],
       forwardSteps: [...masking, { results: 'outputs' }, { free: 'masked ids' }, { free: 'mask' }],
       saves: (needs) => (needs.params ? [{ input: 0 }] : []),
       backward: () => ({ inputGrads: ['none'], steps: [...masking, { results: 'paramGrads' }, { free: 'masked ids' }, { free: 'mask' }] }),
@@ -331,7 +391,15 @@ export const parallelNllLossRule: OpRule<Record<string, never>> = {
       saves: () => [{ input: 1 }, { extra: tensor([], input!.dtype), label: 'total_weight' }],
       backward: () => ({
         inputGrads: ['new', 'none'],
-        steps: [{ alloc: 'zeros_like(x)', bytes }, { alloc: 'exp(x)', bytes }, { alloc: 'zeros + exp(x)', bytes }, { free: 'exp(x)' }, { results: 'inputGrads' }, { free: 'zeros + exp(x)' }, { free: 'zeros_like(x)' }],
+        steps: [
+          { alloc: 'zeros_like(x)', bytes },
+          { alloc: 'exp(x)', bytes },
+          { alloc: 'zeros + exp(x)', bytes },
+          { free: 'exp(x)' },
+          { results: 'inputGrads' },
+          { free: 'zeros + exp(x)' },
+          { free: 'zeros_like(x)' },
+        ],
       }),
     };
   },

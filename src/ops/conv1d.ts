@@ -19,7 +19,8 @@ export interface Conv1dAttrs {
 }
 
 const scalar = (value: unknown, name: string, path: readonly (string | number)[]): number => {
-  if (typeof value !== 'number') fail('bad-attribute', `conv1d ${name} is one integer`, { path: [...path, name], expected: 'an integer', received: JSON.stringify(value) });
+  if (typeof value !== 'number')
+    fail('bad-attribute', `conv1d ${name} is one integer`, { path: [...path, name], expected: 'an integer', received: JSON.stringify(value) });
   return value;
 };
 
@@ -35,22 +36,28 @@ export const conv1dRule: OpRule<Conv1dAttrs> = {
     expectRank(input!, [3], ctx, 'conv1d');
     const [n, c, l] = input!.shape as [Dim, Dim, Dim];
     const padding = attrs.padding ?? 0;
-    const result = conv2dRule.apply([tensor([n, c, 1, l], input!.dtype)], {
-      out: attrs.out,
-      kernel: [1, scalar(attrs.kernel, 'kernel', ctx.path)],
-      stride: [1, scalar(attrs.stride ?? 1, 'stride', ctx.path)],
-      padding: padding === 'same' || padding === 'valid' ? padding : [0, scalar(padding, 'padding', ctx.path)],
-      dilation: [1, scalar(attrs.dilation ?? 1, 'dilation', ctx.path)],
-      groups: attrs.groups ?? 1,
-      bias: attrs.bias ?? true,
-      ...(attrs.in !== undefined ? { in: attrs.in } : {}),
-    }, ctx);
+    const result = conv2dRule.apply(
+      [tensor([n, c, 1, l], input!.dtype)],
+      {
+        out: attrs.out,
+        kernel: [1, scalar(attrs.kernel, 'kernel', ctx.path)],
+        stride: [1, scalar(attrs.stride ?? 1, 'stride', ctx.path)],
+        padding: padding === 'same' || padding === 'valid' ? padding : [0, scalar(padding, 'padding', ctx.path)],
+        dilation: [1, scalar(attrs.dilation ?? 1, 'dilation', ctx.path)],
+        groups: attrs.groups ?? 1,
+        bias: attrs.bias ?? true,
+        ...(attrs.in !== undefined ? { in: attrs.in } : {}),
+      },
+      ctx,
+    );
     const out = result.outputs[0]!;
     const weight = result.params![0]!.spec;
     return {
       ...result,
       outputs: [tensor([out.shape[0]!, out.shape[1]!, out.shape[3]!], out.dtype)],
-      params: result.params!.map((p) => (p.name === 'weight' ? { ...p, spec: tensor([weight.shape[0]!, weight.shape[1]!, weight.shape[3]!], weight.dtype) } : p)),
+      params: result.params!.map((p) =>
+        p.name === 'weight' ? { ...p, spec: tensor([weight.shape[0]!, weight.shape[1]!, weight.shape[3]!], weight.dtype) } : p,
+      ),
     };
   },
 };

@@ -3,6 +3,12 @@ import type { Dim } from '../sym/expr.js';
 import { add, max, mul, product, sub } from '../sym/ops.js';
 import type { KernelStep } from './types.js';
 
+/** A convolution's kernel steps: the forward's and, per needed gradient, the backward's. */
+export interface ConvSteps {
+  readonly forward: KernelStep[];
+  readonly backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[];
+}
+
 /** The shapes a convolution kernel sees. */
 export interface ConvGeometry {
   readonly n: Dim;
@@ -106,7 +112,7 @@ const bytes = (g: ConvGeometry, ...dims: Dim[]) => mul(product(dims), g.elementB
  * (and, for grouped convolutions, the input) into blocked buffers, once for the input
  * gradient and once for the weight gradient.
  */
-export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+export function mkldnnSteps(g: ConvGeometry): ConvSteps {
   // Depthwise convolutions reorder their input into a blocked layout padded to 16 channels;
   // other grouped ones take one of the paths of groupedSteps.
   const grouped = g.groups > 1 && g.groups === g.cIn && g.groups === g.out;
@@ -114,23 +120,27 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
   const perGroupIn = g.cIn / g.groups;
   // A strided 1×1 kernel reorders its plain input into the blocked layout, and reduces it to unit stride in a scratchpad.
   const scratch = rtusScratch(g);
-  const strided1x1 = g.kh === 1 && g.kw === 1 && g.strided && g.groups === 1;
-  const scratchSteps = (steps: KernelStep[]): KernelStep[] => (scratch === 0 ? [] : steps);
-  const outBlocked = bytes(g, g.n, pad16(g.out), g.ho, g.wo);
-  const inBlocked = bytes(g, g.n, pad16(g.cIn), g.h, g.w);
-  const weightBlocked = grouped ? bytes(g, pad16(g.out), perGroupIn, g.kh, g.kw) : bytes(g, pad16(g.out), g.cIn, g.kh, g.kw);
+  const b: MkldnnBuffers = {
+    grouped,
+    strided1x1: g.kh === 1 && g.kw === 1 && g.strided && g.groups === 1,
+    scratch,
+    scratchSteps: (steps: KernelStep[]): KernelStep[] => (scratch === 0 ? [] : steps),
+    outBlocked: bytes(g, g.n, pad16(g.out), g.ho, g.wo),
+    inBlocked: bytes(g, g.n, pad16(g.cIn), g.h, g.w),
+    weightBlocked: grouped ? bytes(g, pad16(g.out), perGroupIn, g.kh, g.kw) : bytes(g, pad16(g.out), g.cIn, g.kh, g.kw),
+  };
   // A plain convolution reads an input of fewer than 16 channels (a stem) as it is; from 16 on it
   // reorders the input and the weight into blocked formats first (measured on 1.13: 3×3 with 3…12
   // input channels keep them plain, 16 and 24 are reordered, padded to 16).
-  const blockedInput = grouped || strided1x1 || g.cIn >= 16;
+  const blockedInput = grouped || b.strided1x1 || g.cIn >= 16;
   const forward: KernelStep[] = [
-    ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }]),
-    ...(blockedInput ? [{ alloc: 'input (blocked)', bytes: inBlocked }] : []),
-    { alloc: 'weight (blocked)', bytes: !grouped && blockedInput ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : weightBlocked },
-    { alloc: 'output (blocked)', bytes: outBlocked },
+    ...b.scratchSteps([{ alloc: 'scratchpad', bytes: scratch }]),
+    ...(blockedInput ? [{ alloc: 'input (blocked)', bytes: b.inBlocked }] : []),
+    { alloc: 'weight (blocked)', bytes: !grouped && blockedInput ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : b.weightBlocked },
+    { alloc: 'output (blocked)', bytes: b.outBlocked },
     { free: 'weight (blocked)' },
     { free: 'input (blocked)' },
-    ...scratchSteps([{ free: 'scratchpad' }]),
+    ...b.scratchSteps([{ free: 'scratchpad' }]),
     { results: 'outputs' },
     { free: 'output (blocked)' },
   ];
@@ -138,60 +148,79 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
     const steps: KernelStep[] = [];
     if (inputGrad) {
       steps.push(
-        { alloc: 'grad output (blocked)', bytes: outBlocked },
-        { alloc: 'weight (blocked)', bytes: grouped ? weightBlocked : bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) },
-        { alloc: 'grad input (blocked)', bytes: inBlocked },
-        ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }, { free: 'scratchpad' }]),
+        { alloc: 'grad output (blocked)', bytes: b.outBlocked },
+        { alloc: 'weight (blocked)', bytes: grouped ? b.weightBlocked : bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) },
+        { alloc: 'grad input (blocked)', bytes: b.inBlocked },
+        ...b.scratchSteps([{ alloc: 'scratchpad', bytes: scratch }, { free: 'scratchpad' }]),
         { free: 'weight (blocked)' },
         { free: 'grad output (blocked)' },
         { results: 'inputGrads' },
         { free: 'grad input (blocked)' },
       );
     } else steps.push({ results: 'inputGrads' });
-    if (weightGrad && grouped && g.kh * g.kw >= 25) {
-      // A depthwise kernel of 5×5 or more (EfficientNet's) computes its weight gradient in one
-      // scratchpad of 4·k²·(4C + Ho·Wo) + 256 B, whatever the batch, with no blocked grad_output
-      // or input (measured: 5×5 and 7×7, 32 to 96 channels, 5…40 pixels, strides 1 and 2, batch
-      // 1 to 8; EfficientNet-B0's 480, 672 and 1152 channels). 3×3 takes the path below.
-      const k2 = g.kh * g.kw;
-      const depthwiseScratch = add(mul(mul(g.ho, g.wo), 4 * k2), 16 * k2 * g.cIn + 256);
-      steps.push(
-        // not padded to 16 here (measured with 72 channels)
-        { alloc: 'grad weight (blocked)', bytes: bytes(g, g.cIn, g.kh, g.kw) },
-        { alloc: 'depthwise scratchpad', bytes: depthwiseScratch },
-        { free: 'depthwise scratchpad' },
-        { results: 'paramGrads' },
-        { free: 'grad weight (blocked)' },
-      );
-    } else if (weightGrad && !grouped && (g.kh >= 16 || g.kw >= 16)) {
-      // A kernel of 16 or more (ViT's patch embedding) takes oneDNN's gemm path for the weight
-      // gradient: no blocked grad_output, but a scratchpad of 4× the weight plus one image's
-      // im2col columns and 256 B (measured: 16×16 and 32×32 kernels; 4×4 … 14×14 take the path below).
-      const gemmScratch = add(add(mul(bytes(g, g.out, g.cIn, g.kh, g.kw), 4), bytes(g, g.cIn * g.kh * g.kw, g.ho, g.wo)), 256);
-      steps.push(
-        { alloc: 'grad weight (blocked)', bytes: weightBlocked },
-        { alloc: 'gemm scratchpad', bytes: gemmScratch },
-        { free: 'gemm scratchpad' },
-        { results: 'paramGrads' },
-        { free: 'grad weight (blocked)' },
-      );
-    } else if (weightGrad) {
-      // Plain NCHW input is read as it is when it has few channels (first layers).
-      const inputCopy = grouped || strided1x1 ? inBlocked : g.cIn >= 8 ? bytes(g, g.n, g.cIn, g.h, g.w) : 0;
-      steps.push(
-        { alloc: 'grad output (blocked) ', bytes: outBlocked },
-        ...(inputCopy !== 0 ? [{ alloc: 'input (blocked)', bytes: inputCopy }] : []),
-        { alloc: 'grad weight (blocked)', bytes: strided1x1 ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : weightBlocked },
-        ...scratchSteps([{ alloc: 'scratchpad', bytes: scratch }, { free: 'scratchpad' }]),
-        { free: 'input (blocked)' },
-        { free: 'grad output (blocked) ' },
-        { results: 'paramGrads' },
-        { free: 'grad weight (blocked)' },
-      );
-    } else steps.push({ results: 'paramGrads' });
+    steps.push(...(weightGrad ? mkldnnWeightGradSteps(g, b) : [{ results: 'paramGrads' as const }]));
     return steps;
   };
   return { forward, backward };
+}
+
+/** What {@link mkldnnSteps} sizes once for the forward and both gradients. */
+interface MkldnnBuffers {
+  /** Depthwise (the other grouped convolutions take groupedSteps). */
+  readonly grouped: boolean;
+  readonly strided1x1: boolean;
+  readonly scratch: Dim;
+  /** The steps, or none when there is no scratchpad. */
+  readonly scratchSteps: (steps: KernelStep[]) => KernelStep[];
+  readonly outBlocked: Dim;
+  readonly inBlocked: Dim;
+  readonly weightBlocked: Dim;
+}
+
+/** The oneDNN weight gradient: a depthwise scratchpad (5×5 and up), the gemm path (16×16 and up) or blocked buffers. */
+function mkldnnWeightGradSteps(g: ConvGeometry, b: MkldnnBuffers): KernelStep[] {
+  const { grouped, strided1x1, outBlocked, inBlocked, weightBlocked } = b;
+  if (grouped && g.kh * g.kw >= 25) {
+    // A depthwise kernel of 5×5 or more (EfficientNet's) computes its weight gradient in one
+    // scratchpad of 4·k²·(4C + Ho·Wo) + 256 B, whatever the batch, with no blocked grad_output
+    // or input (measured: 5×5 and 7×7, 32 to 96 channels, 5…40 pixels, strides 1 and 2, batch
+    // 1 to 8; EfficientNet-B0's 480, 672 and 1152 channels). 3×3 takes the path below.
+    const k2 = g.kh * g.kw;
+    const depthwiseScratch = add(mul(mul(g.ho, g.wo), 4 * k2), 16 * k2 * g.cIn + 256);
+    return [
+      // not padded to 16 here (measured with 72 channels)
+      { alloc: 'grad weight (blocked)', bytes: bytes(g, g.cIn, g.kh, g.kw) },
+      { alloc: 'depthwise scratchpad', bytes: depthwiseScratch },
+      { free: 'depthwise scratchpad' },
+      { results: 'paramGrads' },
+      { free: 'grad weight (blocked)' },
+    ];
+  }
+  if (!grouped && (g.kh >= 16 || g.kw >= 16)) {
+    // A kernel of 16 or more (ViT's patch embedding) takes oneDNN's gemm path for the weight
+    // gradient: no blocked grad_output, but a scratchpad of 4× the weight plus one image's
+    // im2col columns and 256 B (measured: 16×16 and 32×32 kernels; 4×4 … 14×14 take the path below).
+    const gemmScratch = add(add(mul(bytes(g, g.out, g.cIn, g.kh, g.kw), 4), bytes(g, g.cIn * g.kh * g.kw, g.ho, g.wo)), 256);
+    return [
+      { alloc: 'grad weight (blocked)', bytes: weightBlocked },
+      { alloc: 'gemm scratchpad', bytes: gemmScratch },
+      { free: 'gemm scratchpad' },
+      { results: 'paramGrads' },
+      { free: 'grad weight (blocked)' },
+    ];
+  }
+  // Plain NCHW input is read as it is when it has few channels (first layers).
+  const inputCopy = grouped || strided1x1 ? inBlocked : g.cIn >= 8 ? bytes(g, g.n, g.cIn, g.h, g.w) : 0;
+  return [
+    { alloc: 'grad output (blocked) ', bytes: outBlocked },
+    ...(inputCopy !== 0 ? [{ alloc: 'input (blocked)', bytes: inputCopy }] : []),
+    { alloc: 'grad weight (blocked)', bytes: strided1x1 ? bytes(g, pad16(g.out), pad16(g.cIn), g.kh, g.kw) : weightBlocked },
+    ...b.scratchSteps([{ alloc: 'scratchpad', bytes: b.scratch }, { free: 'scratchpad' }]),
+    { free: 'input (blocked)' },
+    { free: 'grad output (blocked) ' },
+    { results: 'paramGrads' },
+    { free: 'grad weight (blocked)' },
+  ];
 }
 
 /**
@@ -206,7 +235,7 @@ export function mkldnnSteps(g: ConvGeometry): { forward: KernelStep[]; backward:
  * 256 B. Otherwise (3 channels per group) every pass is gemm: the forward and the input gradient
  * with a scratchpad of those columns and 128 B.
  */
-function groupedSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+function groupedSteps(g: ConvGeometry): ConvSteps {
   const perIn = g.cIn / g.groups;
   const perOut = g.out / g.groups;
   const regime = perIn % 8 === 0 && perOut % 8 === 0 ? 'blocked' : perIn % 4 === 0 && perOut % 4 === 0 ? 'blocked-gemm-weight' : 'gemm';
@@ -214,22 +243,35 @@ function groupedSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inpu
   const output = bytes(g, g.n, g.out, g.ho, g.wo);
   const weight = bytes(g, g.out, perIn, g.kh, g.kw);
   const columns = bytes(g, perIn * g.kh * g.kw, g.ho, g.wo);
-  const forward: KernelStep[] = regime === 'gemm'
-    ? [{ alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { alloc: 'output (blocked)', bytes: output }, { free: 'gemm scratchpad' }, { results: 'outputs' }, { free: 'output (blocked)' }]
-    : [
-        { alloc: 'input (blocked)', bytes: input },
-        { alloc: 'weight (blocked)', bytes: weight },
-        { alloc: 'output (blocked)', bytes: output },
-        { free: 'weight (blocked)' },
-        { free: 'input (blocked)' },
-        { results: 'outputs' },
-        { free: 'output (blocked)' },
-      ];
+  const forward: KernelStep[] =
+    regime === 'gemm'
+      ? [
+          { alloc: 'gemm scratchpad', bytes: add(columns, 128) },
+          { alloc: 'output (blocked)', bytes: output },
+          { free: 'gemm scratchpad' },
+          { results: 'outputs' },
+          { free: 'output (blocked)' },
+        ]
+      : [
+          { alloc: 'input (blocked)', bytes: input },
+          { alloc: 'weight (blocked)', bytes: weight },
+          { alloc: 'output (blocked)', bytes: output },
+          { free: 'weight (blocked)' },
+          { free: 'input (blocked)' },
+          { results: 'outputs' },
+          { free: 'output (blocked)' },
+        ];
   const backward = (inputGrad: boolean, weightGrad: boolean): KernelStep[] => {
     const steps: KernelStep[] = [];
     if (!inputGrad) steps.push({ results: 'inputGrads' });
     else if (regime === 'gemm') {
-      steps.push({ alloc: 'grad input (blocked)', bytes: input }, { alloc: 'gemm scratchpad', bytes: add(columns, 128) }, { free: 'gemm scratchpad' }, { results: 'inputGrads' }, { free: 'grad input (blocked)' });
+      steps.push(
+        { alloc: 'grad input (blocked)', bytes: input },
+        { alloc: 'gemm scratchpad', bytes: add(columns, 128) },
+        { free: 'gemm scratchpad' },
+        { results: 'inputGrads' },
+        { free: 'grad input (blocked)' },
+      );
     } else {
       steps.push(
         { alloc: 'grad output (blocked)', bytes: output },
@@ -270,14 +312,16 @@ function groupedSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inpu
  * The "slow" path (slow_conv2d): im2col columns [N, C·kh·kw, Ho·Wo] unless the kernel is
  * 1×1 with stride 1 and no padding; backward builds columns again for each gradient.
  */
-export function slowSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+export function slowSteps(g: ConvGeometry): ConvSteps {
   const needsColumns = g.kh !== 1 || g.kw !== 1 || g.strided || g.padded;
   const columns = needsColumns ? bytes(g, g.n, g.cIn * g.kh * g.kw, g.ho, g.wo) : 0;
   if (columns === 0) return { forward: [{ results: 'outputs' }], backward: () => [{ results: 'inputGrads' }, { results: 'paramGrads' }] };
   return {
     forward: [{ alloc: 'columns', bytes: columns }, { results: 'outputs' }, { free: 'columns' }],
     backward: (inputGrad, weightGrad) => [
-      ...(inputGrad ? [{ alloc: 'grad columns', bytes: columns }, { results: 'inputGrads' as const }, { free: 'grad columns' }] : [{ results: 'inputGrads' as const }]),
+      ...(inputGrad
+        ? [{ alloc: 'grad columns', bytes: columns }, { results: 'inputGrads' as const }, { free: 'grad columns' }]
+        : [{ results: 'inputGrads' as const }]),
       ...(weightGrad ? [{ alloc: 'columns', bytes: columns }, { results: 'paramGrads' as const }, { free: 'columns' }] : [{ results: 'paramGrads' as const }]),
     ],
   };
@@ -296,7 +340,7 @@ export function slowSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (
  * gradient, the weight reordered, a weight-gradient scratchpad of 1024·k²·C bytes whatever the
  * batch and size, a 64·C + 128 B buffer, then the gradients as for the dense kernel.
  */
-export function channelsLastSteps(g: ConvGeometry): { forward: KernelStep[]; backward: (inputGrad: boolean, weightGrad: boolean) => KernelStep[] } {
+export function channelsLastSteps(g: ConvGeometry): ConvSteps {
   const depthwise = g.groups > 1 && g.groups === g.cIn && g.groups === g.out;
   const weight = bytes(g, g.out, g.cIn / g.groups, g.kh, g.kw);
   const copyWeight = !depthwise && g.kh * g.kw > 1 && g.cIn / g.groups > 1;

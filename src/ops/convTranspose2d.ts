@@ -38,13 +38,23 @@ export const convTranspose2dRule: OpRule<ConvTranspose2dAttrs> = {
     const inChannels = concreteDim(cIn, 'convTranspose2d input channels', ctx);
     const out = positiveInt(attrs.out, 'out', ctx);
     const groups = positiveInt(attrs.groups ?? 1, 'groups', ctx);
-    if (inChannels % groups !== 0 || out % groups !== 0) fail('bad-groups', 'groups must divide both input and output channels', { path: ctx.path, expected: `divisor of ${inChannels} and ${out}`, received: String(groups) });
+    if (inChannels % groups !== 0 || out % groups !== 0)
+      fail('bad-groups', 'groups must divide both input and output channels', {
+        path: ctx.path,
+        expected: `divisor of ${inChannels} and ${out}`,
+        received: String(groups),
+      });
     const [kh, kw] = intPair(attrs.kernel, 'kernel', ctx, 1);
     const [sh, sw] = intPair(attrs.stride ?? 1, 'stride', ctx, 1);
     const [ph, pw] = intPair(attrs.padding ?? 0, 'padding', ctx, 0);
     const [oh, ow] = intPair(attrs.outputPadding ?? 0, 'outputPadding', ctx, 0);
     const [dh, dw] = intPair(attrs.dilation ?? 1, 'dilation', ctx, 1);
-    if (oh >= Math.max(sh, dh) || ow >= Math.max(sw, dw)) fail('bad-attribute', 'outputPadding must be smaller than stride or dilation', { path: [...ctx.path, 'outputPadding'], expected: `< max(stride, dilation)`, received: `${oh}x${ow}` });
+    if (oh >= Math.max(sh, dh) || ow >= Math.max(sw, dw))
+      fail('bad-attribute', 'outputPadding must be smaller than stride or dilation', {
+        path: [...ctx.path, 'outputPadding'],
+        expected: `< max(stride, dilation)`,
+        received: `${oh}x${ow}`,
+      });
     const ho = transposedLength(h, kh, sh, ph, dh, oh);
     const wo = transposedLength(w, kw, sw, pw, dw, ow);
     const dtype = input!.dtype;
@@ -55,7 +65,12 @@ export const convTranspose2dRule: OpRule<ConvTranspose2dAttrs> = {
     const columns = specBytes(tensor([out * kh * kw, h, w], dtype));
     const ones = specBytes(tensor([ho, wo], dtype));
     const forward: KernelStep[] = slow
-      ? [{ results: 'outputs' }, { alloc: 'columns', bytes: columns }, ...(bias ? [{ alloc: 'ones', bytes: ones }, { free: 'ones' }] as KernelStep[] : []), { free: 'columns' }]
+      ? [
+          { results: 'outputs' },
+          { alloc: 'columns', bytes: columns },
+          ...(bias ? ([{ alloc: 'ones', bytes: ones }, { free: 'ones' }] as KernelStep[]) : []),
+          { free: 'columns' },
+        ]
       : [{ results: 'outputs' }];
     return {
       outputs: [tensor([n, out, ho, wo], dtype)],
@@ -68,8 +83,12 @@ export const convTranspose2dRule: OpRule<ConvTranspose2dAttrs> = {
         ...(slow
           ? {
               steps: [
-                ...(needs.inputs[0] ? [{ results: 'inputGrads' }, { alloc: 'grad columns', bytes: columns }, { free: 'grad columns' }] as KernelStep[] : [{ results: 'inputGrads' } as KernelStep]),
-                ...(needs.params ? [{ results: 'paramGrads' }, { alloc: 'columns', bytes: columns }, { free: 'columns' }] as KernelStep[] : [{ results: 'paramGrads' } as KernelStep]),
+                ...(needs.inputs[0]
+                  ? ([{ results: 'inputGrads' }, { alloc: 'grad columns', bytes: columns }, { free: 'grad columns' }] as KernelStep[])
+                  : [{ results: 'inputGrads' } as KernelStep]),
+                ...(needs.params
+                  ? ([{ results: 'paramGrads' }, { alloc: 'columns', bytes: columns }, { free: 'columns' }] as KernelStep[])
+                  : [{ results: 'paramGrads' } as KernelStep]),
               ],
             }
           : {}),

@@ -19,7 +19,8 @@ export const embeddingRule: OpRule<EmbeddingAttrs> = {
   name: 'embedding',
   arity: 1,
   apply([ids], attrs, ctx) {
-    if (ids!.dtype !== 'int64' && ids!.dtype !== 'int32') fail('bad-dtype', 'embedding takes integer ids', { path: ctx.path, expected: 'int64', received: ids!.dtype });
+    if (ids!.dtype !== 'int64' && ids!.dtype !== 'int32')
+      fail('bad-dtype', 'embedding takes integer ids', { path: ctx.path, expected: 'int64', received: ids!.dtype });
     const num = positiveInt(attrs.num, 'num', ctx);
     const dim = positiveInt(attrs.dim, 'dim', ctx);
     const weight = tensor([num, dim], ctx.paramDtype);

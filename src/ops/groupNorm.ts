@@ -31,15 +31,31 @@ export const groupNormRule: OpRule<GroupNormAttrs> = {
   name: 'group_norm',
   arity: 1,
   apply([x], attrs, ctx) {
-    if (x!.shape.length < 2) fail('bad-rank', 'groupNorm needs an input [N, C, …]', { path: ctx.path, expected: 'rank >= 2', received: String(x!.shape.length) });
+    if (x!.shape.length < 2)
+      fail('bad-rank', 'groupNorm needs an input [N, C, …]', { path: ctx.path, expected: 'rank >= 2', received: String(x!.shape.length) });
     const channels = concreteDim(x!.shape[1]!, 'groupNorm channels', ctx);
     const groups = positiveInt(attrs.groups, 'groups', ctx);
-    if (channels % groups !== 0) fail('bad-groups', 'groupNorm groups must divide the channels', { path: [...ctx.path, 'groups'], expected: `a divisor of ${channels}`, received: String(groups) });
-    if (attrs.channels !== undefined && attrs.channels !== channels) fail('channel-mismatch', 'groupNorm channels differ from the declared channels', { path: ctx.path, expected: String(attrs.channels), received: String(channels) });
+    if (channels % groups !== 0)
+      fail('bad-groups', 'groupNorm groups must divide the channels', {
+        path: [...ctx.path, 'groups'],
+        expected: `a divisor of ${channels}`,
+        received: String(groups),
+      });
+    if (attrs.channels !== undefined && attrs.channels !== channels)
+      fail('channel-mismatch', 'groupNorm channels differ from the declared channels', {
+        path: ctx.path,
+        expected: String(attrs.channels),
+        received: String(channels),
+      });
     const affine = attrs.affine ?? true;
     const n = x!.shape[0]!;
     const stats = tensor([n, groups], x!.dtype);
-    const params = affine ? [{ name: 'weight', spec: tensor([channels], ctx.paramDtype) }, { name: 'bias', spec: tensor([channels], ctx.paramDtype) }] : [];
+    const params = affine
+      ? [
+          { name: 'weight', spec: tensor([channels], ctx.paramDtype) },
+          { name: 'bias', spec: tensor([channels], ctx.paramDtype) },
+        ]
+      : [];
     const scratch = specBytes(tensor([n, channels], x!.dtype));
     const cpuBackward: KernelStep[] = [
       { alloc: 'ds', bytes: scratch },
@@ -58,7 +74,13 @@ export const groupNormRule: OpRule<GroupNormAttrs> = {
         return saved;
       },
       // Without autograd the kernel still computes the statistics, dropped when it returns.
-      forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'mean', bytes: specBytes(stats) }, { alloc: 'rstd', bytes: specBytes(stats) }, { free: 'rstd' }, { free: 'mean' }],
+      forwardStepsUnrecorded: [
+        { results: 'outputs' },
+        { alloc: 'mean', bytes: specBytes(stats) },
+        { alloc: 'rstd', bytes: specBytes(stats) },
+        { free: 'rstd' },
+        { free: 'mean' },
+      ],
       macs: () => numel(x!),
       backward: () => ({ contiguousGradOutput: true, ...(ctx.device === 'cpu' ? { steps: cpuBackward } : {}) }),
     };

@@ -22,16 +22,23 @@ export const layerNormRule: OpRule<LayerNormAttrs> = {
   arity: 1,
   apply([x], attrs, ctx) {
     const size = concreteDim(x!.shape[x!.shape.length - 1]!, 'layer_norm features', ctx);
-    if (attrs.size !== undefined && attrs.size !== size) fail('channel-mismatch', 'layer_norm size differs from the input features', { path: ctx.path, expected: String(attrs.size), received: String(size) });
+    if (attrs.size !== undefined && attrs.size !== size)
+      fail('channel-mismatch', 'layer_norm size differs from the input features', { path: ctx.path, expected: String(attrs.size), received: String(size) });
     const affine = attrs.elementwiseAffine ?? true;
     const statShape: Dim[] = [...x!.shape.slice(0, -1), 1];
     const statDtype = x!.dtype === 'float16' || x!.dtype === 'bfloat16' ? 'float32' : x!.dtype;
-    const params = affine ? [{ name: 'weight', spec: tensor([size], ctx.paramDtype) }, ...((attrs.bias ?? true) ? [{ name: 'bias', spec: tensor([size], ctx.paramDtype) }] : [])] : [];
+    const params = affine
+      ? [{ name: 'weight', spec: tensor([size], ctx.paramDtype) }, ...((attrs.bias ?? true) ? [{ name: 'bias', spec: tensor([size], ctx.paramDtype) }] : [])]
+      : [];
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
       params,
       saves: () => {
-        const saved: SavedRef[] = [{ input: 0 }, { extra: tensor(statShape, statDtype), label: 'mean' }, { extra: tensor(statShape, statDtype), label: 'rstd' }];
+        const saved: SavedRef[] = [
+          { input: 0 },
+          { extra: tensor(statShape, statDtype), label: 'mean' },
+          { extra: tensor(statShape, statDtype), label: 'rstd' },
+        ];
         if (affine) saved.push({ param: 'weight' });
         return saved;
       },
@@ -68,13 +75,24 @@ export const offsetScaleRule: OpRule<ScaleAttrs> = {
   arity: 1,
   apply([x], attrs, ctx) {
     const size = concreteDim(x!.shape[x!.shape.length - 1]!, 'offset_scale features', ctx);
-    if (size !== attrs.size) fail('channel-mismatch', 'the scale size differs from the input features', { path: ctx.path, expected: String(attrs.size), received: String(size) });
+    if (size !== attrs.size)
+      fail('channel-mismatch', 'the scale size differs from the input features', { path: ctx.path, expected: String(attrs.size), received: String(size) });
     const out = tensor(x!.shape, x!.dtype === 'float64' ? 'float64' : 'float32');
     return {
       outputs: [out],
       params: [{ name: 'weight', spec: tensor([attrs.size], ctx.paramDtype) }],
-      saves: (needs) => [...(needs.params ? [{ input: 0 }] : []), ...(needs.inputs[0] ? [{ extra: tensor([attrs.size], 'float32'), label: '1 + weight' }] : [])],
-      backward: () => ({ steps: [{ results: 'inputGrads' }, { alloc: 'grad * x (before sum)', bytes: specBytes(out) }, { free: 'grad * x (before sum)' }, { results: 'paramGrads' }] }),
+      saves: (needs) => [
+        ...(needs.params ? [{ input: 0 }] : []),
+        ...(needs.inputs[0] ? [{ extra: tensor([attrs.size], 'float32'), label: '1 + weight' }] : []),
+      ],
+      backward: () => ({
+        steps: [
+          { results: 'inputGrads' },
+          { alloc: 'grad * x (before sum)', bytes: specBytes(out) },
+          { free: 'grad * x (before sum)' },
+          { results: 'paramGrads' },
+        ],
+      }),
     };
   },
 };

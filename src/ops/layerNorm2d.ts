@@ -33,7 +33,12 @@ export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
     expectRank(x!, [4], ctx, 'layerNorm2d');
     const [n, c, h, w] = x!.shape as [Dim, Dim, Dim, Dim];
     const channels = concreteDim(c, 'layerNorm2d channels', ctx);
-    if (attrs.channels !== undefined && attrs.channels !== channels) fail('channel-mismatch', 'layerNorm2d channels differ from the declared channels', { path: ctx.path, expected: String(attrs.channels), received: String(channels) });
+    if (attrs.channels !== undefined && attrs.channels !== channels)
+      fail('channel-mismatch', 'layerNorm2d channels differ from the declared channels', {
+        path: ctx.path,
+        expected: String(attrs.channels),
+        received: String(channels),
+      });
     const affine = attrs.elementwiseAffine ?? true;
     const stat = tensor([n, h, w, 1], x!.dtype);
     // The permuted input needs a contiguous copy unless it is channels-last already, or has a
@@ -41,7 +46,12 @@ export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
     const single = typeof h === 'number' && typeof w === 'number' && h * w === 1;
     const copies = attrs.channelsLast !== true && !single;
     const whole = copies ? specBytes(x!) : 0;
-    const params = affine ? [{ name: 'weight', spec: tensor([channels], ctx.paramDtype) }, { name: 'bias', spec: tensor([channels], ctx.paramDtype) }] : [];
+    const params = affine
+      ? [
+          { name: 'weight', spec: tensor([channels], ctx.paramDtype) },
+          { name: 'bias', spec: tensor([channels], ctx.paramDtype) },
+        ]
+      : [];
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
       params,

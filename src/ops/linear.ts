@@ -62,15 +62,27 @@ export const linearRule: OpRule<LinearAttrs> = {
         ...(dequantized !== 0
           ? {
               forwardSteps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'outputs' }, { free: 'dequantized weight' }],
-              backward: () => ({ steps: [{ alloc: 'dequantized weight', bytes: dequantized }, { results: 'inputGrads' }, { free: 'dequantized weight' }, { results: 'paramGrads' }] }),
+              backward: () => ({
+                steps: [
+                  { alloc: 'dequantized weight', bytes: dequantized },
+                  { results: 'inputGrads' },
+                  { free: 'dequantized weight' },
+                  { results: 'paramGrads' },
+                ],
+              }),
             }
           : {}),
         macs: () => mul(product(lead), out * features),
       };
     }
     const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
-    const padded = attrs.storageRows !== undefined && attrs.storageRows !== out && !attrs.transposedWeight ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), features], ctx.paramDtype) } : {};
-    const params: OwnedTensor[] = [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...padded }];
+    const padded =
+      attrs.storageRows !== undefined && attrs.storageRows !== out && !attrs.transposedWeight
+        ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), features], ctx.paramDtype) }
+        : {};
+    const params: OwnedTensor[] = [
+      attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...padded },
+    ];
     if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
     return {
       outputs: [tensor([...lead, out], input!.dtype)],

@@ -18,7 +18,8 @@ export const matmulRule: OpRule<Record<string, never>> = {
     if (a!.shape.length < 2 || b!.shape.length < 2) fail('bad-rank', 'matmul operands need at least 2 dimensions', { path: ctx.path });
     const [n, k1] = a!.shape.slice(-2) as [Dim, Dim];
     const [k2, p] = b!.shape.slice(-2) as [Dim, Dim];
-    if (dimKey(k1) !== dimKey(k2)) fail('shape-mismatch', 'matmul inner dimensions differ', { path: ctx.path, expected: formatDim(k1), received: formatDim(k2) });
+    if (dimKey(k1) !== dimKey(k2))
+      fail('shape-mismatch', 'matmul inner dimensions differ', { path: ctx.path, expected: formatDim(k1), received: formatDim(k2) });
     const batch = broadcastShape(a!.shape.slice(0, -2), b!.shape.slice(0, -2), ctx);
     return {
       outputs: [tensor([...batch, n, p], a!.dtype)],

@@ -75,7 +75,13 @@ export const mulRule: OpRule<ElementwiseAttrs> = {
     const broadcast = [a!, b!].some((x) => x.shape.length !== shape.length || x.shape.some((d, i) => dimKey(d) !== dimKey(shape[i]!)));
     return {
       outputs: [tensor(shape, dtype)],
-      ...(broadcast ? { backward: () => ({ steps: [{ results: 'inputGrads' as const }, { alloc: 'grad * other (before sum)', bytes: full }, { free: 'grad * other (before sum)' }] }) } : {}),
+      ...(broadcast
+        ? {
+            backward: () => ({
+              steps: [{ results: 'inputGrads' as const }, { alloc: 'grad * other (before sum)', bytes: full }, { free: 'grad * other (before sum)' }],
+            }),
+          }
+        : {}),
       ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
       saves: (needs) => {
         const saved: SavedRef[] = [];
@@ -102,7 +108,11 @@ export const catRule: OpRule<CatAttrs> = {
     const dim = dimIndex(attrs.dim ?? 1, rank, ctx);
     for (const other of inputs) {
       if (other.shape.length !== rank || other.shape.some((d, i) => i !== dim && !sameDim(d, first.shape[i]!))) {
-        fail('shape-mismatch', 'cat inputs differ outside the concatenated dimension', { path: ctx.path, expected: `[${first.shape.map(formatDim).join(', ')}]`, received: `[${other.shape.map(formatDim).join(', ')}]` });
+        fail('shape-mismatch', 'cat inputs differ outside the concatenated dimension', {
+          path: ctx.path,
+          expected: `[${first.shape.map(formatDim).join(', ')}]`,
+          received: `[${other.shape.map(formatDim).join(', ')}]`,
+        });
       }
     }
     const shape = first.shape.map((d, i) => (i === dim ? sum(inputs.map((x) => x.shape[i]!)) : d));

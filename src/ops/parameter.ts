@@ -31,18 +31,34 @@ export const parameterRule: OpRule<ParameterAttrs> = {
   apply([x], attrs, ctx) {
     const shape = attrs.shape;
     if (!Array.isArray(shape) || shape.length === 0 || !shape.every((d) => Number.isSafeInteger(d) && d >= 1)) {
-      fail('bad-attribute', 'a parameter shape is a list of integers >= 1', { path: [...ctx.path, 'shape'], expected: '[d0, d1, …]', received: JSON.stringify(shape) });
+      fail('bad-attribute', 'a parameter shape is a list of integers >= 1', {
+        path: [...ctx.path, 'shape'],
+        expected: '[d0, d1, …]',
+        received: JSON.stringify(shape),
+      });
     }
-    if (typeof attrs.name !== 'string' || attrs.name === '') fail('bad-attribute', 'a parameter needs a name', { path: [...ctx.path, 'name'], expected: 'a non-empty string', received: String(attrs.name) });
+    if (typeof attrs.name !== 'string' || attrs.name === '')
+      fail('bad-attribute', 'a parameter needs a name', { path: [...ctx.path, 'name'], expected: 'a non-empty string', received: String(attrs.name) });
     const param = { name: attrs.name, spec: tensor(shape, ctx.paramDtype) };
     const rank = x!.shape.length;
     if (attrs.combine === 'add' || attrs.combine === 'scale') {
-      if (shape.length > rank) fail('shape-mismatch', 'the parameter has more dimensions than the input', { path: ctx.path, expected: `rank <= ${rank}`, received: String(shape.length) });
+      if (shape.length > rank)
+        fail('shape-mismatch', 'the parameter has more dimensions than the input', {
+          path: ctx.path,
+          expected: `rank <= ${rank}`,
+          received: String(shape.length),
+        });
       shape.forEach((d, i) => {
         const other = x!.shape[rank - shape.length + i]!;
-        if (d !== 1 && typeof other === 'number' && other !== d) fail('shape-mismatch', 'the parameter does not broadcast with the input', { path: ctx.path, expected: `${String(other)} (or 1) at dimension ${rank - shape.length + i}`, received: String(d) });
+        if (d !== 1 && typeof other === 'number' && other !== d)
+          fail('shape-mismatch', 'the parameter does not broadcast with the input', {
+            path: ctx.path,
+            expected: `${String(other)} (or 1) at dimension ${rank - shape.length + i}`,
+            received: String(d),
+          });
       });
-      if (attrs.combine === 'add') return { outputs: [tensor(x!.shape, x!.dtype)], params: [param], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+      if (attrs.combine === 'add')
+        return { outputs: [tensor(x!.shape, x!.dtype)], params: [param], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
       // `p * x`: mul saves the other operand for each one that needs a gradient; the broadcast
       // parameter's gradient is `(grad * x).sum(...)`, a full-size product reduced.
       const full = specBytes(tensor(x!.shape, x!.dtype));
@@ -50,12 +66,28 @@ export const parameterRule: OpRule<ParameterAttrs> = {
         outputs: [tensor(x!.shape, x!.dtype)],
         params: [param],
         saves: (needs) => [...(needs.params ? [{ input: 0 }] : []), ...(needs.inputs[0] ? [{ param: attrs.name }] : [])],
-        backward: () => ({ steps: [{ results: 'inputGrads' }, { alloc: 'grad * input (before sum)', bytes: full }, { results: 'paramGrads' }, { free: 'grad * input (before sum)' }] }),
+        backward: () => ({
+          steps: [
+            { results: 'inputGrads' },
+            { alloc: 'grad * input (before sum)', bytes: full },
+            { results: 'paramGrads' },
+            { free: 'grad * input (before sum)' },
+          ],
+        }),
       };
     }
-    if (attrs.combine !== 'prepend') fail('bad-attribute', 'combine must be add, prepend or scale', { path: [...ctx.path, 'combine'], expected: "'add' | 'prepend' | 'scale'", received: String(attrs.combine) });
+    if (attrs.combine !== 'prepend')
+      fail('bad-attribute', 'combine must be add, prepend or scale', {
+        path: [...ctx.path, 'combine'],
+        expected: "'add' | 'prepend' | 'scale'",
+        received: String(attrs.combine),
+      });
     if (rank !== 3 || shape.length !== 3 || shape[0] !== 1 || shape[2] !== x!.shape[2]) {
-      fail('shape-mismatch', 'prepend takes a [1, T, D] parameter and an [N, S, D] input', { path: ctx.path, expected: `[1, T, ${String(x!.shape[2])}]`, received: `[${shape.join(', ')}]` });
+      fail('shape-mismatch', 'prepend takes a [1, T, D] parameter and an [N, S, D] input', {
+        path: ctx.path,
+        expected: `[1, T, ${String(x!.shape[2])}]`,
+        received: `[${shape.join(', ')}]`,
+      });
     }
     const [n, s, d] = x!.shape as [Dim, Dim, Dim];
     // At batch 1 the expand's backward sums nothing: the parameter's `.grad` is a narrow view of

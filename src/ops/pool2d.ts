@@ -51,7 +51,8 @@ function poolShape(shape: readonly Dim[], attrs: Pool2dAttrs, ctx: Parameters<Op
   expectAtLeast(add(h, 2 * ph), dh * (kh - 1) + 1, ctx, 'pooling window is larger than the padded input height');
   expectAtLeast(add(w, 2 * pw), dw * (kw - 1) + 1, ctx, 'pooling window is larger than the padded input width');
   const ceil = attrs.ceilMode ?? false;
-  if (typeof ceil !== 'boolean') fail('bad-attribute', 'ceilMode must be a boolean', { path: [...ctx.path, 'ceilMode'], expected: 'boolean', received: String(ceil) });
+  if (typeof ceil !== 'boolean')
+    fail('bad-attribute', 'ceilMode must be a boolean', { path: [...ctx.path, 'ceilMode'], expected: 'boolean', received: String(ceil) });
   return [n, c, poolOutput(h, kh, sh, ph, dh, ceil), poolOutput(w, kw, sw, pw, dw, ceil)] as const;
 }
 
@@ -84,7 +85,9 @@ export const maxPool2dRule: OpRule<Pool2dAttrs> = {
       outputs: [tensor(shape, input!.dtype)],
       saves: () => [{ input: 0 }, { extra: indices, label: 'indices' }],
       backward: () => ({ contiguousGradOutput: true }),
-      ...(ctx.device === 'cuda' || ctx.framework === 'torch-1.13' ? { forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }] } : {}),
+      ...(ctx.device === 'cuda' || ctx.framework === 'torch-1.13'
+        ? { forwardStepsUnrecorded: [{ results: 'outputs' }, { alloc: 'indices', bytes: specBytes(indices) }] }
+        : {}),
     };
   },
 };

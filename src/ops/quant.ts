@@ -88,9 +88,21 @@ export function quantizedWeight(scheme: QuantScheme, k: number, n: number, dtype
       if (scheme.version === 'gemv') {
         const multiplier = group >= 128 ? 1 : group === 64 ? 2 : 4;
         const width = (ceilDiv(ceilDiv(k / group, 8), multiplier) as number) * multiplier;
-        return { weight: tensor([n, k], 'int4'), constants: [{ name: 'qzeros', spec: tensor([n, width], 'int32') }, { name: 'scales', spec: tensor([n, 8 * width], 'float16') }] };
+        return {
+          weight: tensor([n, k], 'int4'),
+          constants: [
+            { name: 'qzeros', spec: tensor([n, width], 'int32') },
+            { name: 'scales', spec: tensor([n, 8 * width], 'float16') },
+          ],
+        };
       }
-      return { weight: tensor([n, k], 'int4'), constants: [{ name: 'qzeros', spec: tensor([k / group, n / 8], 'int32') }, { name: 'scales', spec: tensor([k / group, n], 'float16') }] };
+      return {
+        weight: tensor([n, k], 'int4'),
+        constants: [
+          { name: 'qzeros', spec: tensor([k / group, n / 8], 'int32') },
+          { name: 'scales', spec: tensor([k / group, n], 'float16') },
+        ],
+      };
     }
     case 'fp8': {
       const [bn, bk] = scheme.block;
@@ -98,6 +110,12 @@ export function quantizedWeight(scheme: QuantScheme, k: number, n: number, dtype
       return { weight: tensor([n, k], 'float8_e4m3'), constants: [{ name: 'weight_scale_inv', spec: tensor([ceilDiv(n, bn), ceilDiv(k, bk)], 'float32') }] };
     }
     case 'fbgemm-fp8':
-      return { weight: tensor([n, k], 'float8_e4m3'), constants: [{ name: 'weight_scale', spec: tensor([n, 1], 'float32') }, { name: 'input_scale_ub', spec: tensor([1], 'float32') }] };
+      return {
+        weight: tensor([n, k], 'float8_e4m3'),
+        constants: [
+          { name: 'weight_scale', spec: tensor([n, 1], 'float32') },
+          { name: 'input_scale_ub', spec: tensor([1], 'float32') },
+        ],
+      };
   }
 }

@@ -136,7 +136,21 @@ const f32 = (bytes: Dim, width: number): Dim => (width === 4 ? bytes : mul(floor
 
 /** Names a frame binds that the function's return lets go of. */
 const FORWARD_LOCALS = ['result', 'self._out', 'self._lse', 'out', 'logsumexp', 'key', 'value', 'next_kv', 'rotater'];
-const BACKWARD_LOCALS = ['grad_query', 'dkv_rotater', 'grad_key', 'grad_value', 'next_grad_kv', 'grad_query_', 'grad_key_', 'grad_value_', 'lse', 'key', 'value', 'kv_rotater', 'next_kv'];
+const BACKWARD_LOCALS = [
+  'grad_query',
+  'dkv_rotater',
+  'grad_key',
+  'grad_value',
+  'next_grad_kv',
+  'grad_query_',
+  'grad_key_',
+  'grad_value_',
+  'lse',
+  'key',
+  'value',
+  'kv_rotater',
+  'next_kv',
+];
 
 /**
  * The forward's allocations (`_templated_ring_attention`, `_SDPAMerger`, `_AllGatherRotater`).
@@ -185,49 +199,62 @@ function forwardSteps(a: RingAttentionAttrs, s: RingSizes, cpu: boolean): Kernel
       f.alias('self._out', 'block_out');
       f.alias('self._lse', 'block_lse');
     } else {
-      // out = out - sigmoid(block_lse - lse) * (out - block_out)
-      const d1 = f.temp('block_lse - lse', lseBytes);
-      const sig = f.temp('sigmoid', lseBytes);
-      f.drop(d1);
-      const diff = f.temp('out - block_out', outF32);
-      const prod = f.temp('sigmoid * diff', outF32);
-      f.drop(sig);
-      f.drop(diff);
-      f.set('merge.out', 'merged out', outF32);
-      f.drop(prod);
-      // lse = lse - logsigmoid(lse - block_lse)
-      const d2 = f.temp('lse - block_lse', lseBytes);
-      const ls = f.temp('logsigmoid', lseBytes);
-      // CPU: log_sigmoid_forward makes a buffer besides its result, and at the first merge one
-      // more tensor of its input's size (measured: while the merged log-sum-exp is still the
-      // CPU kernel's own, presumably a contiguous copy of a differently laid out input).
-      if (cpu) {
-        const copy = firstMerge ? f.temp('log_sigmoid input .contiguous()', lseBytes) : null;
-        f.drop(f.temp('log_sigmoid buffer', lseBytes));
-        f.drop(copy);
-      }
+      mergeOne(f, s, { lseBytes, outF32, partial, cpu, firstMerge });
       firstMerge = false;
-      f.drop(d2);
-      f.set('merge.lse', 'merged logsumexp', lseBytes);
-      f.drop(ls);
-      if (partial) {
-        // _partial_update: torch.cat of the chunks with the second half replaced.
-        f.set('self._lse', 'partial update lse', s.lse);
-        f.set('self._out', 'partial update out', f32(s.out, s.width));
-      } else {
-        f.alias('self._lse', 'merge.lse');
-        f.alias('self._out', 'merge.out');
-      }
-      f.clear('merge.out');
-      f.clear('merge.lse');
     }
     // step() returns: its float32 copy goes unless the merger keeps it.
     f.clear('block_out');
     f.clear('block_lse');
   }
-  // results(): out = self._out.to(dtype) (a copy unless float32: the float32 merge lives while it
-  // is made); lse = self._lse.squeeze(-1) (a view). The returned buffers leave the frame as the
-  // results step makes the op's output and log-sum-exp.
+  forwardResults(f, s);
+  return f.steps;
+}
+
+/** One later step's merge (`_SDPAMerger._merge_one`): the float32 out and log-sum-exp updated out of place. */
+function mergeOne(f: Frame, s: RingSizes, m: { lseBytes: Dim; outF32: Dim; partial: boolean; cpu: boolean; firstMerge: boolean }): void {
+  const { lseBytes, outF32 } = m;
+  // out = out - sigmoid(block_lse - lse) * (out - block_out)
+  const d1 = f.temp('block_lse - lse', lseBytes);
+  const sig = f.temp('sigmoid', lseBytes);
+  f.drop(d1);
+  const diff = f.temp('out - block_out', outF32);
+  const prod = f.temp('sigmoid * diff', outF32);
+  f.drop(sig);
+  f.drop(diff);
+  f.set('merge.out', 'merged out', outF32);
+  f.drop(prod);
+  // lse = lse - logsigmoid(lse - block_lse)
+  const d2 = f.temp('lse - block_lse', lseBytes);
+  const ls = f.temp('logsigmoid', lseBytes);
+  // CPU: log_sigmoid_forward makes a buffer besides its result, and at the first merge one
+  // more tensor of its input's size (measured: while the merged log-sum-exp is still the
+  // CPU kernel's own, presumably a contiguous copy of a differently laid out input).
+  if (m.cpu) {
+    const copy = m.firstMerge ? f.temp('log_sigmoid input .contiguous()', lseBytes) : null;
+    f.drop(f.temp('log_sigmoid buffer', lseBytes));
+    f.drop(copy);
+  }
+  f.drop(d2);
+  f.set('merge.lse', 'merged logsumexp', lseBytes);
+  f.drop(ls);
+  if (m.partial) {
+    // _partial_update: torch.cat of the chunks with the second half replaced.
+    f.set('self._lse', 'partial update lse', s.lse);
+    f.set('self._out', 'partial update out', f32(s.out, s.width));
+  } else {
+    f.alias('self._lse', 'merge.lse');
+    f.alias('self._out', 'merge.out');
+  }
+  f.clear('merge.out');
+  f.clear('merge.lse');
+}
+
+/**
+ * results(): out = self._out.to(dtype) (a copy unless float32: the float32 merge lives while it
+ * is made); lse = self._lse.squeeze(-1) (a view). The returned buffers leave the frame as the
+ * results step makes the op's output and log-sum-exp.
+ */
+function forwardResults(f: Frame, s: RingSizes): void {
   if (s.width !== 4) {
     f.set('result', 'merged out .to(dtype)', s.out);
     f.release(f.get('result'));
@@ -235,7 +262,6 @@ function forwardSteps(a: RingAttentionAttrs, s: RingSizes, cpu: boolean): Kernel
   f.release(f.get('self._lse'));
   f.steps.push({ results: 'outputs' });
   for (const name of FORWARD_LOCALS) f.clear(name);
-  return f.steps;
 }
 
 /** The backward's allocations (`_templated_ring_attention_backward`); dq, dk and dv are the results. */
@@ -265,22 +291,7 @@ function backwardSteps(a: RingAttentionAttrs, s: RingSizes): KernelStep[] {
     const computed = behaviour(a.rank, c, i, lb) !== 'skip';
     // Load balancing: below the diagonal (i <= rank) only the first half of k/v takes part.
     const halfKv = i > 0 && lb && i <= a.rank;
-    if (computed) {
-      // The second half of q: its log-sum-exp chunk made contiguous (a tuple element until the next step).
-      const lse = partial ? f.temp('logsumexp half .contiguous()', s.halfLse) : null;
-      // grad_query_, grad_key_, grad_value_ = op(...): the kernel's gradients in the compute dtype.
-      const dq = f.temp('chunk dq', partial ? s.halfQ : s.q);
-      const dk = f.temp('chunk dk', halfKv ? s.halfKv : s.kv);
-      const dv = f.temp('chunk dv', halfKv ? s.halfKv : s.kv);
-      f.adopt('lse', lse);
-      f.adopt('grad_query_', dq);
-      f.adopt('grad_key_', dk);
-      f.adopt('grad_value_', dv);
-    } else {
-      f.set('grad_query_', 'zeros dq', q32);
-      f.set('grad_key_', 'zeros dk', kv32);
-      f.set('grad_value_', 'zeros dv', kv32);
-    }
+    chunkGrads(f, s, { computed, partial, halfKv, q32, kv32 });
     // `accumulator += x` with x in the compute dtype: a float32 copy of x for the add's duration.
     const promote = (bytes: Dim) => {
       if (computed && s.width !== 4) f.drop(f.temp('add_ float32 copy', bytes));
@@ -314,9 +325,36 @@ function backwardSteps(a: RingAttentionAttrs, s: RingSizes): KernelStep[] {
       f.set('grad_query', 'partial update grad_query', q32);
     } else promote(q32);
   }
-  // grad_query.to(dtype); next_grad_kv = dkv_rotater.next_buffer().to(dtype): copies (the
-  // float32 query accumulator freed as its copy replaces it) or, in float32, the accumulators
-  // themselves; released as the results step makes dq, dk and dv.
+  backwardResults(f, s);
+  return f.steps;
+}
+
+/** One step's kernel gradients (`grad_query_, grad_key_, grad_value_ = op(...)`), or zeros for a skipped chunk. */
+function chunkGrads(f: Frame, s: RingSizes, c: { computed: boolean; partial: boolean; halfKv: boolean; q32: Dim; kv32: Dim }): void {
+  if (c.computed) {
+    // The second half of q: its log-sum-exp chunk made contiguous (a tuple element until the next step).
+    const lse = c.partial ? f.temp('logsumexp half .contiguous()', s.halfLse) : null;
+    // grad_query_, grad_key_, grad_value_ = op(...): the kernel's gradients in the compute dtype.
+    const dq = f.temp('chunk dq', c.partial ? s.halfQ : s.q);
+    const dk = f.temp('chunk dk', c.halfKv ? s.halfKv : s.kv);
+    const dv = f.temp('chunk dv', c.halfKv ? s.halfKv : s.kv);
+    f.adopt('lse', lse);
+    f.adopt('grad_query_', dq);
+    f.adopt('grad_key_', dk);
+    f.adopt('grad_value_', dv);
+  } else {
+    f.set('grad_query_', 'zeros dq', c.q32);
+    f.set('grad_key_', 'zeros dk', c.kv32);
+    f.set('grad_value_', 'zeros dv', c.kv32);
+  }
+}
+
+/**
+ * grad_query.to(dtype); next_grad_kv = dkv_rotater.next_buffer().to(dtype): copies (the
+ * float32 query accumulator freed as its copy replaces it) or, in float32, the accumulators
+ * themselves; released as the results step makes dq, dk and dv.
+ */
+function backwardResults(f: Frame, s: RingSizes): void {
   if (s.width !== 4) {
     f.set('grad_query', 'grad_query.to(dtype)', s.q);
     f.set('next_grad_kv', 'dk, dv .to(dtype)', mul(s.kv, 2));
@@ -328,7 +366,6 @@ function backwardSteps(a: RingAttentionAttrs, s: RingSizes): KernelStep[] {
   }
   f.steps.push({ results: 'inputGrads' });
   for (const name of BACKWARD_LOCALS) f.clear(name);
-  return f.steps;
 }
 
 /**
@@ -351,9 +388,20 @@ export const ringSdpaRule: OpRule<RingAttentionAttrs> = {
   name: 'ring_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
-    if (ctx.framework === 'torch-1.13') fail('unsupported-op', 'context parallelism needs PyTorch 2', { path: ctx.path, expected: "framework 'torch-2'", received: ctx.framework });
-    if (!Number.isSafeInteger(attrs.size) || attrs.size < 2) fail('bad-option', 'a context-parallel group has at least 2 ranks', { path: [...ctx.path, 'size'], expected: 'integer >= 2', received: String(attrs.size) });
-    if (!Number.isSafeInteger(attrs.rank) || attrs.rank < 0 || attrs.rank >= attrs.size) fail('bad-option', 'the context-parallel rank must be below the size', { path: [...ctx.path, 'rank'], expected: `0 .. ${attrs.size - 1}`, received: String(attrs.rank) });
+    if (ctx.framework === 'torch-1.13')
+      fail('unsupported-op', 'context parallelism needs PyTorch 2', { path: ctx.path, expected: "framework 'torch-2'", received: ctx.framework });
+    if (!Number.isSafeInteger(attrs.size) || attrs.size < 2)
+      fail('bad-option', 'a context-parallel group has at least 2 ranks', {
+        path: [...ctx.path, 'size'],
+        expected: 'integer >= 2',
+        received: String(attrs.size),
+      });
+    if (!Number.isSafeInteger(attrs.rank) || attrs.rank < 0 || attrs.rank >= attrs.size)
+      fail('bad-option', 'the context-parallel rank must be below the size', {
+        path: [...ctx.path, 'rank'],
+        expected: `0 .. ${attrs.size - 1}`,
+        received: String(attrs.rank),
+      });
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
     const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);
     const width = bytesOf(1, q!.dtype);
@@ -409,7 +457,11 @@ export const contextShardRule: OpRule<ContextShardAttrs> = {
     const [b, s] = ids!.shape as [Dim, Dim];
     const pieces = (attrs.loadBalance ?? true) ? 2 * attrs.size : attrs.size;
     if (typeof s === 'number' && s % pieces !== 0) {
-      fail('bad-option', `context parallelism cuts the sequence into ${pieces} equal pieces${pieces > attrs.size ? ' (load balancing: 2 per rank)' : ''}: the sequence length must divide by ${pieces}`, { path: ['input', 1], expected: `a multiple of ${pieces}`, received: String(s) });
+      fail(
+        'bad-option',
+        `context parallelism cuts the sequence into ${pieces} equal pieces${pieces > attrs.size ? ' (load balancing: 2 per rank)' : ''}: the sequence length must divide by ${pieces}`,
+        { path: ['input', 1], expected: `a multiple of ${pieces}`, received: String(s) },
+      );
     }
     const local = mul(floorDiv(s, pieces), pieces / attrs.size);
     return { outputs: [tensor([b, local, ...ids!.shape.slice(2)], ids!.dtype)], alias: 'view', saves: () => [], nonDifferentiableOutputs: [0] };

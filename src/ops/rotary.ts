@@ -40,14 +40,22 @@ export const rotaryRule: OpRule<RotaryAttrs> = {
     const buffers: OwnedTensor[] = [{ name: `${prefix}inv_freq`, spec: tensor([d / 2], 'float32') }];
     if (attrs.originalInvFreq) buffers.push({ name: `${prefix}original_inv_freq`, spec: tensor([d / 2], 'float32') });
     if (attrs.cachedPositions !== undefined) {
-      buffers.push({ name: '_cos_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) }, { name: '_sin_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) });
+      buffers.push(
+        { name: '_cos_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) },
+        { name: '_sin_cached', spec: tensor([attrs.cachedPositions, d], ctx.paramDtype) },
+      );
     }
     const cast = dtype !== 'float32';
     const steps: KernelStep[] = [
       { alloc: 'positions', bytes: f32(s) },
       { alloc: 'freqs', bytes: f32(mul(s, d / 2)) },
       { alloc: 'emb', bytes: f32(mul(s, d)) },
-      ...(cast ? [{ alloc: 'cos float32', bytes: f32(mul(s, d)) }, { alloc: 'sin float32', bytes: f32(mul(s, d)) }] : []),
+      ...(cast
+        ? [
+            { alloc: 'cos float32', bytes: f32(mul(s, d)) },
+            { alloc: 'sin float32', bytes: f32(mul(s, d)) },
+          ]
+        : []),
       { results: 'outputs' },
       ...(cast ? [{ free: 'cos float32' }, { free: 'sin float32' }] : []),
       { free: 'positions' },
@@ -98,7 +106,13 @@ export const rotaryCacheRule: OpRule<RotaryCacheAttrs> = {
       ],
       nonDifferentiableOutputs: [0, 1],
       forwardSteps: cast
-        ? [{ alloc: 'cos slice cast', bytes: bytesOf(mul(s, d), x!.dtype) }, { alloc: 'sin slice cast', bytes: bytesOf(mul(s, d), x!.dtype) }, { results: 'outputs' }, { free: 'cos slice cast' }, { free: 'sin slice cast' }]
+        ? [
+            { alloc: 'cos slice cast', bytes: bytesOf(mul(s, d), x!.dtype) },
+            { alloc: 'sin slice cast', bytes: bytesOf(mul(s, d), x!.dtype) },
+            { results: 'outputs' },
+            { free: 'cos slice cast' },
+            { free: 'sin slice cast' },
+          ]
         : [{ results: 'outputs' }],
       saves: () => [],
       backward: () => ({ inputGrads: ['none'] }),

@@ -28,9 +28,11 @@ export const stochasticDepthRule: OpRule<StochasticDepthAttrs> = {
   arity: 1,
   apply([input], attrs, ctx) {
     const p = attrs.p;
-    if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail('bad-attribute', 'stochastic depth p must be a probability', { path: [...ctx.path, 'p'], expected: '0 <= p <= 1', received: String(p) });
+    if (typeof p !== 'number' || !(p >= 0 && p <= 1))
+      fail('bad-attribute', 'stochastic depth p must be a probability', { path: [...ctx.path, 'p'], expected: '0 <= p <= 1', received: String(p) });
     const mode = attrs.mode ?? 'row';
-    if (mode !== 'row' && mode !== 'batch') fail('bad-attribute', 'stochastic depth mode must be row or batch', { path: [...ctx.path, 'mode'], expected: "'row' | 'batch'", received: String(mode) });
+    if (mode !== 'row' && mode !== 'batch')
+      fail('bad-attribute', 'stochastic depth mode must be row or batch', { path: [...ctx.path, 'mode'], expected: "'row' | 'batch'", received: String(mode) });
     if (!ctx.training || p === 0) return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
     const shape: Dim[] = input!.shape.map((d, i) => (i === 0 && mode === 'row' ? d : 1));
     const noise = tensor(shape, input!.dtype);

@@ -106,7 +106,13 @@ export const shiftMaskRule: OpRule<ShiftMaskAttrs> = {
       { free: '== 0' },
       { free: 'filled' },
     ];
-    return { outputs: [tensor([nW, w2, w2], x!.dtype)], nonDifferentiableOutputs: [0], saves: () => [], forwardSteps: steps, backward: () => ({ inputGrads: ['none'] }) };
+    return {
+      outputs: [tensor([nW, w2, w2], x!.dtype)],
+      nonDifferentiableOutputs: [0],
+      saves: () => [],
+      forwardSteps: steps,
+      backward: () => ({ inputGrads: ['none'] }),
+    };
   },
 };
 

@@ -29,16 +29,27 @@ export const upsampleRule: OpRule<UpsampleAttrs> = {
   apply([x], attrs, ctx) {
     expectRank(x!, [4], ctx, 'upsample');
     const mode = attrs.mode ?? 'nearest';
-    if (mode !== 'nearest' && mode !== 'bilinear') fail('bad-attribute', 'upsample mode must be nearest or bilinear', { path: [...ctx.path, 'mode'], expected: "'nearest' | 'bilinear'", received: String(mode) });
+    if (mode !== 'nearest' && mode !== 'bilinear')
+      fail('bad-attribute', 'upsample mode must be nearest or bilinear', {
+        path: [...ctx.path, 'mode'],
+        expected: "'nearest' | 'bilinear'",
+        received: String(mode),
+      });
     const [n, c, h, w] = x!.shape as [Dim, Dim, Dim, Dim];
     let ho: Dim;
     let wo: Dim;
     const pair = (v: number | readonly [number, number]): readonly [number, number] => (typeof v === 'number' ? [v, v] : v);
     const positive = (v: readonly [number, number], name: string) => {
-      if (!v.every((d) => Number.isSafeInteger(d) && d >= 1)) fail('bad-attribute', `upsample ${name} takes integers >= 1`, { path: [...ctx.path, name], expected: 'an integer >= 1 or [h, w]', received: JSON.stringify(v) });
+      if (!v.every((d) => Number.isSafeInteger(d) && d >= 1))
+        fail('bad-attribute', `upsample ${name} takes integers >= 1`, {
+          path: [...ctx.path, name],
+          expected: 'an integer >= 1 or [h, w]',
+          received: JSON.stringify(v),
+        });
       return v;
     };
-    if ((attrs.size === undefined) === (attrs.scaleFactor === undefined)) fail('bad-attribute', 'upsample takes one of size and scaleFactor', { path: ctx.path, expected: 'size or scaleFactor' });
+    if ((attrs.size === undefined) === (attrs.scaleFactor === undefined))
+      fail('bad-attribute', 'upsample takes one of size and scaleFactor', { path: ctx.path, expected: 'size or scaleFactor' });
     if (attrs.size !== undefined) [ho, wo] = positive(pair(attrs.size), 'size');
     else {
       const [sh, sw] = positive(pair(attrs.scaleFactor!), 'scaleFactor');

@@ -33,7 +33,8 @@ export const expandRule: OpRule<ViewAttrs> = {
     const offset = rank - x!.shape.length;
     if (offset < 0) fail('shape-mismatch', 'expand cannot drop dimensions', { path: ctx.path, expected: `rank >= ${x!.shape.length}`, received: String(rank) });
     x!.shape.forEach((d, i) => {
-      if (d !== 1 && dimKey(d) !== dimKey(attrs.shape[offset + i]!)) fail('shape-mismatch', 'expand repeats only dimensions of size 1', { path: ctx.path, expected: String(d), received: String(attrs.shape[offset + i]) });
+      if (d !== 1 && dimKey(d) !== dimKey(attrs.shape[offset + i]!))
+        fail('shape-mismatch', 'expand repeats only dimensions of size 1', { path: ctx.path, expected: String(d), received: String(attrs.shape[offset + i]) });
     });
     return { outputs: [tensor(attrs.shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['new'] }) };
   },
@@ -76,7 +77,12 @@ export const copyRule: OpRule<CopyAttrs> = {
   arity: 1,
   apply([x], attrs) {
     const shape = attrs.shape ?? x!.shape;
-    return { outputs: [tensor(shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }), ...(attrs.when !== undefined && attrs.when !== 1 ? { copyWhen: attrs.when } : {}) };
+    return {
+      outputs: [tensor(shape, x!.dtype)],
+      saves: () => [],
+      backward: () => ({ inputGrads: ['alias'] }),
+      ...(attrs.when !== undefined && attrs.when !== 1 ? { copyWhen: attrs.when } : {}),
+    };
   },
 };
 
@@ -167,8 +173,23 @@ export const permuteRule: OpRule<PermuteAttrs> = {
   apply([x], attrs, ctx) {
     const rank = x!.shape.length;
     const dims = attrs.dims.map((d, i) => dimIndex(d, rank, ctx, `dims[${i}]`));
-    if (dims.length !== rank || new Set(dims).size !== rank) fail('bad-attribute', 'permute needs each dimension once', { path: [...ctx.path, 'dims'], expected: `a permutation of ${rank} dimensions`, received: `[${attrs.dims.join(', ')}]` });
-    return { outputs: [tensor(dims.map((d) => x!.shape[d]!), x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
+    if (dims.length !== rank || new Set(dims).size !== rank)
+      fail('bad-attribute', 'permute needs each dimension once', {
+        path: [...ctx.path, 'dims'],
+        expected: `a permutation of ${rank} dimensions`,
+        received: `[${attrs.dims.join(', ')}]`,
+      });
+    return {
+      outputs: [
+        tensor(
+          dims.map((d) => x!.shape[d]!),
+          x!.dtype,
+        ),
+      ],
+      alias: 'view',
+      saves: () => [],
+      backward: () => ({ inputGrads: ['alias'] }),
+    };
   },
 };
 
@@ -195,6 +216,15 @@ export const selectRule: OpRule<SelectAttrs> = {
   arity: 1,
   apply([x], attrs, ctx) {
     const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
-    return { outputs: [tensor(x!.shape.filter((_, i) => i !== dim), x!.dtype)], alias: 'view', saves: () => [] };
+    return {
+      outputs: [
+        tensor(
+          x!.shape.filter((_, i) => i !== dim),
+          x!.dtype,
+        ),
+      ],
+      alias: 'view',
+      saves: () => [],
+    };
   },
 };

@@ -72,11 +72,20 @@ export function formatBreakdown(result: Estimate): string {
   const lines: string[] = [];
   const mode = ir.settings.gradEnabled ? `training step (model.${ir.settings.training ? 'train' : 'eval'}())` : 'inference (no_grad)';
   const plan = result.parallel;
-  const pipeline = plan === null || (plan.pp ?? 1) === 1 ? '' : ` · pipeline stage ${plan.stage ?? 0} of ${plan.pp} (${plan.schedule ?? '1f1b'}${plan.schedule === 'interleaved-1f1b' ? `, ${plan.virtualStages ?? 2} stages per rank` : ''})`;
+  const pipeline =
+    plan === null || (plan.pp ?? 1) === 1
+      ? ''
+      : ` · pipeline stage ${plan.stage ?? 0} of ${plan.pp} (${plan.schedule ?? '1f1b'}${plan.schedule === 'interleaved-1f1b' ? `, ${plan.virtualStages ?? 2} stages per rank` : ''})`;
   // Context-parallel ranks are in the engine's group: dp · cp ranks.
   const ranks = plan === null ? 1 : plan.dp * (plan.cp ?? 1);
-  const dataParallel = plan === null || (plan.engine === undefined && plan.dp === 1) ? '' : ` · rank ${plan.rank ?? 0} of ${ranks} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
-  const tp = (plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '') + (plan !== null && (plan.cp ?? 1) > 1 ? ` · context parallel ${plan.cp}` : '') + (plan !== null && (plan.ep ?? 1) > 1 ? ` · expert parallel ${plan.ep}` : '');
+  const dataParallel =
+    plan === null || (plan.engine === undefined && plan.dp === 1)
+      ? ''
+      : ` · rank ${plan.rank ?? 0} of ${ranks} (${plan.engine ?? 'no engine'}${plan.zero !== undefined ? ` ZeRO-${plan.zero}` : ''})`;
+  const tp =
+    (plan !== null && (plan.tp ?? 1) > 1 ? ` · tensor parallel ${plan.tp}` : '') +
+    (plan !== null && (plan.cp ?? 1) > 1 ? ` · context parallel ${plan.cp}` : '') +
+    (plan !== null && (plan.ep ?? 1) > 1 ? ` · expert parallel ${plan.ep}` : '');
   const rank = tp + pipeline + dataParallel;
   lines.push(`${root.className} · input [${input.shape.map(formatDim).join(', ')}] ${input.dtype} · ${mode} · ${ir.settings.device}${rank}`);
   lines.push('');
@@ -98,9 +107,13 @@ export function formatBreakdown(result: Estimate): string {
   }
   const at = result.peak;
   lines.push('');
-  lines.push(`Peak: ${typeof at.bytes === 'number' ? `${pyThousands(at.bytes)} B (${formatBytes(at.bytes)})` : `${formatDim(at.bytes)} B`}${typeof at.bytes === 'number' ? ` at ${at.phase}, ${at.label}` : ''}`);
+  lines.push(
+    `Peak: ${typeof at.bytes === 'number' ? `${pyThousands(at.bytes)} B (${formatBytes(at.bytes)})` : `${formatDim(at.bytes)} B`}${typeof at.bytes === 'number' ? ` at ${at.phase}, ${at.label}` : ''}`,
+  );
   if (typeof at.bytes === 'number') {
-    lines.push(`  ${at.step === 'inference' ? 'inference forward' : `${at.step} step`}${ir.settings.device === 'cuda' ? ', counted in 512-byte CUDA blocks' : ''}; live then:`);
+    lines.push(
+      `  ${at.step === 'inference' ? 'inference forward' : `${at.step} step`}${ir.settings.device === 'cuda' ? ', counted in 512-byte CUDA blocks' : ''}; live then:`,
+    );
     for (const category of CATEGORIES) {
       const value = at.byCategory[category];
       if (value !== 0) lines.push(row(`  ${category}`, '', show(value)));

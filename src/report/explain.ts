@@ -87,7 +87,8 @@ export function explain(result: Estimate): ExplainTerm[] {
   const savedParts: ExplainTerm[] = [];
   for (const [storage, opIndex] of saved.firstSaver) {
     const op = ir.ops[opIndex]!;
-    const tensorId = [...op.saved, ...(ir.regions.find((r) => r.firstOp === opIndex)?.inputs ?? [])].find((id) => ir.tensors[id]!.storage === storage) ?? op.inputs[0]!;
+    const tensorId =
+      [...op.saved, ...(ir.regions.find((r) => r.firstOp === opIndex)?.inputs ?? [])].find((id) => ir.tensors[id]!.storage === storage) ?? op.inputs[0]!;
     const t = ir.tensors[tensorId]!;
     const where = ir.modules[op.module]!.path.join('.') || '(root)';
     savedParts.push({

@@ -18,7 +18,11 @@ export function estimateToJSON(result: Estimate): Record<string, unknown> {
     if (isExpr(value)) return formatDim(value);
     if (Array.isArray(value)) return value.map(plain);
     if (typeof value === 'object' && value !== null) {
-      return Object.fromEntries(Object.entries(value).filter(([k]) => k !== 'program' && k !== 'candidates').map(([k, v]) => [k, plain(v)]));
+      return Object.fromEntries(
+        Object.entries(value)
+          .filter(([k]) => k !== 'program' && k !== 'candidates')
+          .map(([k, v]) => [k, plain(v)]),
+      );
     }
     return value;
   };

@@ -23,7 +23,8 @@ export interface SafetensorsSummary {
  * ```
  */
 export function safetensorsSummary(header: unknown): SafetensorsSummary {
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) fail('bad-safetensors', 'the safetensors header must be a JSON object', { path: ['header'] });
+  if (typeof header !== 'object' || header === null || Array.isArray(header))
+    fail('bad-safetensors', 'the safetensors header must be a JSON object', { path: ['header'] });
   let tensors = 0;
   let params = 0;
   let bytes = 0;
@@ -36,20 +37,52 @@ export function safetensorsSummary(header: unknown): SafetensorsSummary {
     if (name === '__metadata__') continue;
     const at = ['header', name];
     const e = entry as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (typeof e !== 'object' || e === null || typeof e.dtype !== 'string' || !Array.isArray(e.shape) || !Array.isArray(e.data_offsets) || e.data_offsets.length !== 2) {
+    if (
+      typeof e !== 'object' ||
+      e === null ||
+      typeof e.dtype !== 'string' ||
+      !Array.isArray(e.shape) ||
+      !Array.isArray(e.data_offsets) ||
+      e.data_offsets.length !== 2
+    ) {
       fail('bad-safetensors', 'a tensor entry needs dtype, shape and data_offsets', { path: at });
     }
     const bits = Object.hasOwn(SAFETENSORS_BITS, e.dtype) ? SAFETENSORS_BITS[e.dtype] : undefined;
-    if (bits === undefined) fail('bad-safetensors', 'unknown safetensors dtype', { path: [...at, 'dtype'], expected: Object.keys(SAFETENSORS_BITS).join(' | '), received: JSON.stringify(e.dtype) });
+    if (bits === undefined)
+      fail('bad-safetensors', 'unknown safetensors dtype', {
+        path: [...at, 'dtype'],
+        expected: Object.keys(SAFETENSORS_BITS).join(' | '),
+        received: JSON.stringify(e.dtype),
+      });
     const shape = e.shape as unknown[];
-    if (!shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0)) fail('bad-safetensors', 'shape must be non-negative integers', { path: [...at, 'shape'] });
+    if (!shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0))
+      fail('bad-safetensors', 'shape must be non-negative integers', { path: [...at, 'shape'] });
     const [begin, finish] = e.data_offsets as unknown[];
-    if (typeof begin !== 'number' || typeof finish !== 'number' || !Number.isSafeInteger(begin) || !Number.isSafeInteger(finish) || begin < 0 || finish < begin) {
-      fail('bad-safetensors', 'data_offsets must be two integers, 0 <= begin <= end', { path: [...at, 'data_offsets'], received: JSON.stringify(e.data_offsets) });
+    if (
+      typeof begin !== 'number' ||
+      typeof finish !== 'number' ||
+      !Number.isSafeInteger(begin) ||
+      !Number.isSafeInteger(finish) ||
+      begin < 0 ||
+      finish < begin
+    ) {
+      fail('bad-safetensors', 'data_offsets must be two integers, 0 <= begin <= end', {
+        path: [...at, 'data_offsets'],
+        received: JSON.stringify(e.data_offsets),
+      });
     }
-    const elements = exact((shape as number[]).reduce((a, b) => a * b, 1), 'the element count', [...at, 'shape']);
+    const elements = exact(
+      (shape as number[]).reduce((a, b) => a * b, 1),
+      'the element count',
+      [...at, 'shape'],
+    );
     const size = Math.ceil(exact(elements * bits, 'the bit count', [...at, 'shape']) / 8);
-    if (finish - begin !== size) fail('bad-safetensors', 'data_offsets do not span the tensor', { path: [...at, 'data_offsets'], expected: `${size} bytes for ${e.dtype} ${JSON.stringify(shape)}`, received: `${finish - begin} bytes` });
+    if (finish - begin !== size)
+      fail('bad-safetensors', 'data_offsets do not span the tensor', {
+        path: [...at, 'data_offsets'],
+        expected: `${size} bytes for ${e.dtype} ${JSON.stringify(shape)}`,
+        received: `${finish - begin} bytes`,
+      });
     tensors += 1;
     params = exact(params + elements, 'the parameter total', at);
     bytes = exact(bytes + size, 'the byte total', at);

@@ -47,7 +47,8 @@ function concrete(value: unknown, what: string): number {
 
 function optionsOf(options: string | ChartOptions | undefined, title: string): Required<Pick<ChartOptions, 'title'>> & ChartOptions {
   const o = typeof options === 'string' ? { title: options } : (options ?? {});
-  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0)) fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
+  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0))
+    fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
   return { ...o, title: o.title ?? title };
 }
 
@@ -57,9 +58,12 @@ function shown(present: (c: Category) => boolean): readonly Category[] {
 }
 
 function legend(x: number, y: number, categories: readonly Category[]): string {
-  return categories.map(
-    (c, i) => `<g transform="translate(${x + (i % 4) * 150},${y + Math.floor(i / 4) * 18})"><rect width="12" height="12" fill="${COLORS[c]}"/><text x="16" y="10">${c}</text></g>`,
-  ).join('');
+  return categories
+    .map(
+      (c, i) =>
+        `<g transform="translate(${x + (i % 4) * 150},${y + Math.floor(i / 4) * 18})"><rect width="12" height="12" fill="${COLORS[c]}"/><text x="16" y="10">${c}</text></g>`,
+    )
+    .join('');
 }
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
@@ -151,9 +155,72 @@ export function breakdownSvg(result: Estimate, options?: string | ChartOptions):
     `<text x="${barX}" y="24" font-size="15">${escape(title)}: ${escape(formatBytes(total))} (${escape(result.peak.phase)})</text>`,
     rects,
     mark,
-    legend(barX, 110, shown((c) => result.peak.byCategory[c] !== 0)),
+    legend(
+      barX,
+      110,
+      shown((c) => result.peak.byCategory[c] !== 0),
+    ),
     '</svg>',
   ].join('');
+}
+
+/** The timeline's plot area and its scales. */
+interface TimelinePlot {
+  readonly left: number;
+  readonly top: number;
+  readonly bottom: number;
+  readonly plotWidth: number;
+  readonly xAt: (i: number) => number;
+  readonly yAt: (v: number) => number;
+}
+
+/** One stacked area per category over the kept columns (none for a category that stays at zero). */
+function timelineAreas(events: Estimate['timeline'], kept: readonly number[], { xAt, yAt }: TimelinePlot): string {
+  const below = kept.map(() => 0);
+  return CATEGORIES.map((c) => {
+    const lower = [...below];
+    const upper = kept.map((e, k) => (below[k] = lower[k]! + concrete(events[e]!.byCategory[c], 'timeline')));
+    if (upper.every((v, k) => v === lower[k])) return '';
+    const forward = upper.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`);
+    const back = lower.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`).reverse();
+    return `<polygon class="area" data-category="${c}" points="${[...forward, ...back].join(' ')}" fill="${COLORS[c]}" fill-opacity="0.85"><title>${c}</title></polygon>`;
+  }).join('');
+}
+
+/** Phases: a dashed line where each begins; labels placed in up to three rows without overlap. */
+function phaseMarks(events: Estimate['timeline'], { left, top, bottom, plotWidth, xAt }: TimelinePlot): string {
+  const starts: { phase: string; index: number }[] = [];
+  events.forEach((e, i) => {
+    if (starts.length === 0 || starts[starts.length - 1]!.phase !== e.phase) starts.push({ phase: e.phase, index: i });
+  });
+  const rowEnds = [-Infinity, -Infinity, -Infinity];
+  const gap = 4;
+  return starts
+    .map(({ phase, index }, k) => {
+      const x = xAt(index);
+      const end = k + 1 < starts.length ? xAt(starts[k + 1]!.index) : left + plotWidth;
+      const line = `<line class="phase-start" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.45" stroke-dasharray="2,3"><title>${escape(phase)}</title></line>`;
+      const w = textWidth(phase, 10);
+      // Centre the label on its phase when there is room; otherwise start at the phase.
+      let lx = end - x >= w + 4 ? (x + end) / 2 - w / 2 : x + 2;
+      lx = Math.min(Math.max(lx, left), left + plotWidth - w);
+      const row = rowEnds.findIndex((r) => lx >= r + gap);
+      if (row === -1) return line;
+      rowEnds[row] = lx + w;
+      return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escape(phase)}</text>`;
+    })
+    .join('');
+}
+
+/** The GPU's memory: a line on the scale when shown, otherwise a note of where the peak stands. */
+function capacityMark(capacity: number | undefined, capacityShown: boolean, peak: number, { left, top, plotWidth, yAt }: TimelinePlot): string {
+  if (capacity === undefined) return '';
+  const label = `GPU ${formatBytes(capacity)}`;
+  if (capacityShown) {
+    const y = yAt(capacity).toFixed(1);
+    return `<line class="capacity" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="${CAPACITY}" stroke-width="1.5" stroke-dasharray="6,3"><title>${escape(label)}</title></line><text x="${left + plotWidth}" y="${(yAt(capacity) - 4).toFixed(1)}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)}</text>`;
+  }
+  return `<text class="capacity" x="${left + plotWidth}" y="${top - 6}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)} (${escape(formatBytes(peak))} peak is ${((peak / capacity) * 100).toFixed(1)}%)</text>`;
 }
 
 /**
@@ -194,55 +261,15 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
   const domain = ticks.values[ticks.values.length - 1]!;
   const xAt = (i: number) => left + (events.length === 1 ? 0 : (i / (events.length - 1)) * plotWidth);
   const yAt = (v: number) => bottom - (v / domain) * plotHeight;
+  const plot: TimelinePlot = { left, top, bottom, plotWidth, xAt, yAt };
   const kept = decimate(live, Math.max(1, Math.floor(maxColumns)));
   if (!kept.includes(peakIndex)) kept.push(peakIndex), kept.sort((a, b) => a - b);
-  const below = kept.map(() => 0);
-  const areas = CATEGORIES.map((c) => {
-    const lower = [...below];
-    const upper = kept.map((e, k) => (below[k] = lower[k]! + concrete(events[e]!.byCategory[c], 'timeline')));
-    if (upper.every((v, k) => v === lower[k])) return '';
-    const forward = upper.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`);
-    const back = lower.map((v, k) => `${xAt(kept[k]!).toFixed(1)},${yAt(v).toFixed(1)}`).reverse();
-    return `<polygon class="area" data-category="${c}" points="${[...forward, ...back].join(' ')}" fill="${COLORS[c]}" fill-opacity="0.85"><title>${c}</title></polygon>`;
-  }).join('');
-
-  // Phases: a dashed line where each begins; labels placed in up to three rows without overlap.
-  const starts: { phase: string; index: number }[] = [];
-  events.forEach((e, i) => {
-    if (starts.length === 0 || starts[starts.length - 1]!.phase !== e.phase) starts.push({ phase: e.phase, index: i });
-  });
-  const rowEnds = [-Infinity, -Infinity, -Infinity];
-  const gap = 4;
-  const phases = starts.map(({ phase, index }, k) => {
-    const x = xAt(index);
-    const end = k + 1 < starts.length ? xAt(starts[k + 1]!.index) : left + plotWidth;
-    const line = `<line class="phase-start" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.45" stroke-dasharray="2,3"><title>${escape(phase)}</title></line>`;
-    const w = textWidth(phase, 10);
-    // Centre the label on its phase when there is room; otherwise start at the phase.
-    let lx = end - x >= w + 4 ? (x + end) / 2 - w / 2 : x + 2;
-    lx = Math.min(Math.max(lx, left), left + plotWidth - w);
-    const row = rowEnds.findIndex((r) => lx >= r + gap);
-    if (row === -1) return line;
-    rowEnds[row] = lx + w;
-    return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escape(phase)}</text>`;
-  });
-
-  const axis = ticks.values.map((v, i) => {
-    const y = yAt(v).toFixed(1);
-    return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
-  }).join('');
-
-  let capacityMark = '';
-  if (capacity !== undefined) {
-    const label = `GPU ${formatBytes(capacity)}`;
-    if (capacityShown) {
-      const y = yAt(capacity).toFixed(1);
-      capacityMark = `<line class="capacity" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="${CAPACITY}" stroke-width="1.5" stroke-dasharray="6,3"><title>${escape(label)}</title></line><text x="${left + plotWidth}" y="${(yAt(capacity) - 4).toFixed(1)}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)}</text>`;
-    } else {
-      capacityMark = `<text class="capacity" x="${left + plotWidth}" y="${top - 6}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)} (${escape(formatBytes(peak))} peak is ${((peak / capacity) * 100).toFixed(1)}%)</text>`;
-    }
-  }
-
+  const axis = ticks.values
+    .map((v, i) => {
+      const y = yAt(v).toFixed(1);
+      return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
+    })
+    .join('');
   const px = xAt(peakIndex);
   const py = yAt(peak);
   const peakText = `peak ${formatBytes(peak)}`;
@@ -252,12 +279,16 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
     `<text x="${left}" y="24" font-size="15">${escape(title)}</text>`,
     axis,
     `<line x1="${left}" x2="${left}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.8"/>`,
-    areas,
-    phases.join(''),
-    capacityMark,
+    timelineAreas(events, kept, plot),
+    phaseMarks(events, plot),
+    capacityMark(capacity, capacityShown, peak, plot),
     `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="currentColor" stroke-width="2"><title>${escape(peakText)}: ${escape(events[peakIndex]!.label)}</title></circle>`,
     `<text x="${Math.min(Math.max(px + 8, left + 4), left + plotWidth - textWidth(peakText, 11)).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">${escape(peakText)}</text>`,
-    legend(left, bottom + 14 + 3 * 12 + 8, shown((c) => events.some((e) => e.byCategory[c] !== 0))),
+    legend(
+      left,
+      bottom + 14 + 3 * 12 + 8,
+      shown((c) => events.some((e) => e.byCategory[c] !== 0)),
+    ),
     '</svg>',
   ].join('');
 }

@@ -73,27 +73,54 @@ function subtreeParams(ir: IR, index: number): number[] {
   return [...ids];
 }
 
+/** The subtree's parameter count, its trainable part and its bytes. */
+function paramTotals(ir: IR, module: IRModule, params: readonly number[]): { numParams: number; trainableParams: number; paramBytes: number } {
+  let numParams = 0;
+  let trainableParams = 0;
+  let paramBytes = 0;
+  for (const id of params) {
+    const t = ir.tensors[id]!;
+    const n = prod(concrete(t.spec.shape, module));
+    numParams += n;
+    if (ir.storages[t.storage]!.trainable) trainableParams += n;
+    paramBytes += (n * DTYPE_BITS[t.spec.dtype]) / 8;
+  }
+  return { numParams, trainableParams, paramBytes };
+}
+
+/** torchinfo's MACs of a row: its own weight and bias by layer kind, its descendants' parameters by the output's first two sizes. */
+function moduleMacs(ir: IR, module: IRModule, params: readonly number[], outputSize: readonly number[]): number {
+  let macs = 0;
+  for (const id of params) {
+    const t = ir.tensors[id]!;
+    const count = prod(concrete(t.spec.shape, module));
+    const name = t.key?.split('.').pop();
+    const ownsDirectly = module.params.includes(id) && (name === 'weight' || name === 'bias');
+    if (outputSize.length === 0) continue;
+    if (ownsDirectly) {
+      if (module.className.includes('Conv')) macs += count * outputSize[0]! * prod(outputSize.slice(2));
+      else if (module.className.includes('Linear')) macs += count * prod(outputSize.slice(0, -1));
+      else macs += count * outputSize[0]!;
+    } else if (!module.params.includes(id)) {
+      macs += count * outputSize[0]! * (outputSize[1] ?? 1);
+    }
+  }
+  return macs;
+}
+
 function buildRows(ir: IR, wrapper: string | undefined): Row[] {
   const seenParams = new Set<number>();
   const seenLayers = new Set<number>();
   const rows: Row[] = [];
   // Children called only through their weights (F.linear with a child's weight) run no hooks.
   const silent = new Set<number>();
-  for (const m of ir.modules) for (const c of m.children) if (m.functionalChildren?.includes(String(ir.modules[c]!.path[ir.modules[c]!.path.length - 1]))) silent.add(c);
+  for (const m of ir.modules)
+    for (const c of m.children) if (m.functionalChildren?.includes(String(ir.modules[c]!.path[ir.modules[c]!.path.length - 1]))) silent.add(c);
   for (const module of ir.modules) {
     if (silent.has(module.index)) continue;
     const layerId = module.sharedWith ?? module.index;
     const params = subtreeParams(ir, module.index);
-    let numParams = 0;
-    let trainableParams = 0;
-    let paramBytes = 0;
-    for (const id of params) {
-      const t = ir.tensors[id]!;
-      const n = prod(concrete(t.spec.shape, module));
-      numParams += n;
-      if (ir.storages[t.storage]!.trainable) trainableParams += n;
-      paramBytes += (n * DTYPE_BITS[t.spec.dtype]) / 8;
-    }
+    const { numParams, trainableParams, paramBytes } = paramTotals(ir, module, params);
     const direct = module.params.filter((id) => prod(concrete(ir.tensors[id]!.spec.shape, module)) > 0);
     const tiedOnly = direct.length > 0 && direct.every((id) => seenParams.has(id));
     const recursive = seenLayers.has(layerId) || tiedOnly;
@@ -104,21 +131,7 @@ function buildRows(ir: IR, wrapper: string | undefined): Row[] {
     const outputDtype = out === undefined ? 'float32' : ir.tensors[out]!.spec.dtype;
     const inp = module.inputs[0];
     const inputSize = inp === undefined ? [] : concrete(ir.tensors[inp]!.spec.shape, module);
-    let macs = 0;
-    for (const id of params) {
-      const t = ir.tensors[id]!;
-      const count = prod(concrete(t.spec.shape, module));
-      const name = t.key?.split('.').pop();
-      const ownsDirectly = module.params.includes(id) && (name === 'weight' || name === 'bias');
-      if (outputSize.length === 0) continue;
-      if (ownsDirectly) {
-        if (module.className.includes('Conv')) macs += count * outputSize[0]! * prod(outputSize.slice(2));
-        else if (module.className.includes('Linear')) macs += count * prod(outputSize.slice(0, -1));
-        else macs += count * outputSize[0]!;
-      } else if (!module.params.includes(id)) {
-        macs += count * outputSize[0]! * (outputSize[1] ?? 1);
-      }
-    }
+    const macs = moduleMacs(ir, module, params, outputSize);
     rows.push({
       module,
       className: module.className,
@@ -277,7 +290,14 @@ export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string 
   const line = (name: string, cells: readonly string[]) => `${ljust(name, nameWidth)} ${cells.map((c) => `${ljust(c, colWidth)} `).join('')}`.trimEnd();
   const root = rows[0]!;
   const totalParams = root.numParams;
-  const out: string[] = [divider, line('Layer (type:depth-idx)', columns.map((c) => TITLES[c])), divider];
+  const out: string[] = [
+    divider,
+    line(
+      'Layer (type:depth-idx)',
+      columns.map((c) => TITLES[c]),
+    ),
+    divider,
+  ];
   for (const row of rows) {
     if (row.depth > maxDepth) continue;
     const atMax = row.depth === maxDepth;
@@ -307,7 +327,10 @@ export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string 
   }
   const leaves = rows.filter((r) => r.isLeaf);
   const totalMacs = leaves.reduce((s, r) => s + r.macs, 0);
-  const inputBytes = ir.inputs.reduce((s, id) => s + (prod(concrete(ir.tensors[id]!.spec.shape, root.module)) * DTYPE_BITS[ir.tensors[id]!.spec.dtype]) / 8 + overhead, 0);
+  const inputBytes = ir.inputs.reduce(
+    (s, id) => s + (prod(concrete(ir.tensors[id]!.spec.shape, root.module)) * DTYPE_BITS[ir.tensors[id]!.spec.dtype]) / 8 + overhead,
+    0,
+  );
   const forwardBackward = 2 * leaves.filter((r) => r.numParams > 0).reduce((s, r) => s + r.outputBytes, 0);
   const paramBytes = root.paramBytes;
   const sizeLine = (label: string, value: number) => {

@@ -37,9 +37,7 @@ function numel(ir: IR, id: number): number {
 
 /** The module rows torchsummary prints: hooked modules (no Sequential) in forward-completion order. */
 export function torchsummaryModules(ir: IR, includeRoot = true): IRModule[] {
-  return ir.modules
-    .filter((m) => !m.isSequential && (includeRoot || m.parent !== null))
-    .sort((a, b) => a.finishOrder - b.finishOrder);
+  return ir.modules.filter((m) => !m.isSequential && (includeRoot || m.parent !== null)).sort((a, b) => a.finishOrder - b.finishOrder);
 }
 
 /**
@@ -65,7 +63,11 @@ export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): s
   let anyWeight = false;
   // The module passed to summary(): the wrapper when there is one, else the model's root.
   const modules = torchsummaryModules(ir, master || wrapper !== undefined);
-  const rows: { className: string; module: IRModule; isWrapper: boolean }[] = modules.map((module) => ({ className: module.className, module, isWrapper: false }));
+  const rows: { className: string; module: IRModule; isWrapper: boolean }[] = modules.map((module) => ({
+    className: module.className,
+    module,
+    isWrapper: false,
+  }));
   // The wrapper's forward returns the model's output; it owns no weight of its own.
   if (wrapper !== undefined && master) rows.push({ className: wrapper, module: ir.modules[0]!, isWrapper: true });
   rows.forEach(({ className, module, isWrapper }, i) => {
@@ -96,7 +98,14 @@ export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): s
     totalParams += params;
     if (trainable === true) trainableParams += params;
   });
-  const inputElements = ir.inputs.reduce((acc, id) => acc * concrete(ir.tensors[id]!.spec.shape, ir.modules[0]!).slice(1).reduce((a, b) => a * b, 1), 1);
+  const inputElements = ir.inputs.reduce(
+    (acc, id) =>
+      acc *
+      concrete(ir.tensors[id]!.spec.shape, ir.modules[0]!)
+        .slice(1)
+        .reduce((a, b) => a * b, 1),
+    1,
+  );
   const inputSize = Math.abs((inputElements * batch * 4) / MB);
   const outputSize = Math.abs((2 * totalOutput * 4) / MB);
   // master sums a torch tensor once any row has a weight: Params size and the total are float32.

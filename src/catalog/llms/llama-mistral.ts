@@ -1,0 +1,62 @@
+import type { LlmEntry } from './index.js';
+
+/** Llama 2 and 3 and Mistral 7B. */
+export const LLAMA: readonly LlmEntry[] = [
+  {
+    id: 'llama-2-7b',
+    repo: 'meta-llama/Llama-2-7b-hf',
+    config: {
+      model_type: 'llama',
+      torch_dtype: 'float16',
+      hidden_size: 4096,
+      intermediate_size: 11008,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 32,
+      vocab_size: 32000,
+      tie_word_embeddings: false,
+      max_position_embeddings: 4096,
+      rms_norm_eps: 1e-5,
+    },
+    params: 6_738_415_616,
+  },
+  {
+    id: 'llama-3-8b',
+    repo: 'meta-llama/Meta-Llama-3-8B',
+    config: {
+      model_type: 'llama',
+      torch_dtype: 'bfloat16',
+      hidden_size: 4096,
+      intermediate_size: 14336,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      vocab_size: 128256,
+      tie_word_embeddings: false,
+      max_position_embeddings: 8192,
+      rope_theta: 500000.0,
+      rms_norm_eps: 1e-5,
+    },
+    params: 8_030_261_248,
+  },
+  {
+    id: 'mistral-7b',
+    repo: 'mistralai/Mistral-7B-v0.1',
+    config: {
+      model_type: 'mistral',
+      torch_dtype: 'bfloat16',
+      hidden_size: 4096,
+      intermediate_size: 14336,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      vocab_size: 32000,
+      tie_word_embeddings: false,
+      max_position_embeddings: 32768,
+      sliding_window: 4096,
+      rope_theta: 10000.0,
+      rms_norm_eps: 1e-5,
+    },
+    params: 7_241_732_096,
+  },
+];

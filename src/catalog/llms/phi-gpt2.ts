@@ -1,0 +1,50 @@
+import type { LlmEntry } from './index.js';
+
+/** Phi-3-mini and GPT-2. */
+export const PHI_GPT2: readonly LlmEntry[] = [
+  {
+    id: 'phi-3-mini',
+    repo: 'microsoft/Phi-3-mini-4k-instruct',
+    config: {
+      architectures: ['Phi3ForCausalLM'],
+      attention_dropout: 0.0,
+      embd_pdrop: 0.0,
+      hidden_act: 'silu',
+      hidden_size: 3072,
+      intermediate_size: 8192,
+      max_position_embeddings: 4096,
+      model_type: 'phi3',
+      num_attention_heads: 32,
+      num_hidden_layers: 32,
+      num_key_value_heads: 32,
+      original_max_position_embeddings: 4096,
+      resid_pdrop: 0.0,
+      rms_norm_eps: 1e-5,
+      rope_scaling: null,
+      rope_theta: 10000.0,
+      sliding_window: 2047,
+      tie_word_embeddings: false,
+      torch_dtype: 'bfloat16',
+      use_cache: true,
+      vocab_size: 32064,
+    },
+    params: 3_821_079_552,
+  },
+  {
+    id: 'gpt2',
+    repo: 'openai-community/gpt2',
+    config: {
+      model_type: 'gpt2',
+      n_embd: 768,
+      n_layer: 12,
+      n_head: 12,
+      n_positions: 1024,
+      vocab_size: 50257,
+      activation_function: 'gelu_new',
+      attn_pdrop: 0.1,
+      resid_pdrop: 0.1,
+      embd_pdrop: 0.1,
+    },
+    params: 124_439_808,
+  },
+];

@@ -1,0 +1,242 @@
+import { fail } from '../../errors.js';
+import type { Dim } from '../../sym/expr.js';
+import { add, mul } from '../../sym/ops.js';
+import { specBytes, tensor, type TensorSpec } from '../../tensor/spec.js';
+import type { DType } from '../../tensor/dtype.js';
+import { concreteDim, positiveInt } from '../check.js';
+import type { KernelStep, OpContext, OpRule, OwnedTensor } from '../types.js';
+
+/**
+ * How the routed experts run: `loop` is transformers 4.x's ModuleList loop over the experts
+ * (`torch.where`, index, the expert MLP, `index_add_`); `eager` is transformers 5.x's fused
+ * experts (3-D `gate_up_proj` / `down_proj`) looped over the experts hit; `grouped_mm` is 5.x's
+ * default (`integrations/moe.py`: sort, one `aten::_grouped_mm` per projection over [T·k, ·]).
+ */
+export type ExpertsImpl = 'loop' | 'eager' | 'grouped_mm';
+
+const bytes = (shape: readonly Dim[], dtype: DType): Dim => specBytes(tensor(shape, dtype));
+
+/** Attributes of {@link expertMaskRule}. */
+export interface ExpertMaskAttrs {
+  readonly experts: number;
+}
+
+/**
+ * `one_hot(selected_experts, E).permute(2, 1, 0)`: the int64 [E, k, T] mask the expert loops
+ * read (no gradient).
+ *
+ * @example
+ * ```ts
+ * import { expertMaskRule } from 'vram-ts';
+ * console.log(expertMaskRule.name); // moe_expert_mask
+ * ```
+ */
+export const expertMaskRule: OpRule<ExpertMaskAttrs> = {
+  name: 'moe_expert_mask',
+  arity: 1,
+  apply([indices], attrs, ctx) {
+    const experts = positiveInt(attrs.experts, 'experts', ctx);
+    const [tokens, k] = indices!.shape as [Dim, Dim];
+    return { outputs: [tensor([experts, k, tokens], 'int64')], nonDifferentiableOutputs: [0], saves: () => [] };
+  },
+};
+
+/** Attributes of {@link expertRule}. */
+export interface ExpertAttrs {
+  readonly impl: 'loop' | 'eager';
+  /** The routed expert's MLP width. */
+  readonly intermediate: number;
+  /** (token, k) pairs this expert gets. */
+  readonly count: Dim;
+  /** `loop`: the expert's projections gate / up / down (Mixtral: w1, w3, w2). */
+  readonly names?: readonly [string, string, string];
+  /** `eager`: the number of experts of the fused 3-D parameters. */
+  readonly experts?: number;
+  /**
+   * `eager`: whether this expert's op holds the fused parameters (the last expert run: its
+   * gradient is the first autograd makes, the buffer the others' full-size gradients are
+   * summed into in place).
+   */
+  readonly owner?: boolean;
+}
+
+/** One expert's sizes: n (token, k) pairs through hidden → intermediate → hidden. */
+interface ExpertShape {
+  readonly attrs: ExpertAttrs;
+  readonly n: Dim;
+  readonly hidden: number;
+  readonly inner: number;
+  /** The activations' dtype and the parameters'. */
+  readonly dt: DType;
+  readonly p: DType;
+}
+
+/** `loop`: the expert's three Linear weights; `eager`: the fused 3-D pair, on the owner only. */
+function expertParams({ attrs, hidden, inner, p }: ExpertShape, ctx: OpContext): OwnedTensor[] {
+  const params: OwnedTensor[] = [];
+  if (attrs.impl === 'loop') {
+    const [gate, up, down] = attrs.names ?? ['gate_proj', 'up_proj', 'down_proj'];
+    // __init__ order: Mixtral's MixtralBlockSparseTop2MLP registers w1, w2, w3; Qwen2MoeMLP gate, up, down.
+    const order: [string, number, number][] =
+      gate === 'w1'
+        ? [
+            [gate, inner, hidden],
+            [down, hidden, inner],
+            [up, inner, hidden],
+          ]
+        : [
+            [gate, inner, hidden],
+            [up, inner, hidden],
+            [down, hidden, inner],
+          ];
+    for (const [name, o, i] of order) params.push({ name: `${name}.weight`, spec: tensor([o, i], p) });
+  } else {
+    const experts = positiveInt(attrs.experts, 'experts', ctx);
+    if (attrs.owner === true)
+      params.push({ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], p) }, { name: 'down_proj', spec: tensor([experts, hidden, inner], p) });
+  }
+  return params;
+}
+
+/** What autograd keeps of one expert's iteration. */
+function expertSaved({ attrs, n, hidden, inner, dt }: ExpertShape): { spec: TensorSpec; label: string }[] {
+  return [
+    { spec: tensor([n, 2], 'int64'), label: 'torch.where indices' },
+    { spec: tensor([n, hidden], dt), label: 'gathered rows' },
+    ...(attrs.impl === 'loop'
+      ? [
+          { spec: tensor([n, inner], dt), label: 'gate output' },
+          { spec: tensor([n, inner], dt), label: 'up output' },
+        ]
+      : [{ spec: tensor([n, 2 * inner], dt), label: 'gate_up output' }]),
+    { spec: tensor([n, inner], dt), label: 'activation' },
+    { spec: tensor([n, inner], dt), label: 'product' },
+    { spec: tensor([n, hidden], dt), label: 'down output' },
+    { spec: tensor([n, 1], dt), label: 'row weights' },
+    { spec: tensor([n, hidden], dt), label: 'weighted rows' },
+  ];
+}
+
+/**
+ * Without autograd each temporary goes once the next line has read it; the rows and the
+ * `torch.where` indices stay for the whole iteration.
+ */
+function expertUnrecordedSteps({ attrs, n, hidden, inner, dt }: ExpertShape): KernelStep[] {
+  const rowsI = bytes([n, inner], dt);
+  const rowsH = bytes([n, hidden], dt);
+  const mlpSteps: KernelStep[] =
+    attrs.impl === 'loop'
+      ? [
+          { alloc: 'gate', bytes: rowsI },
+          { alloc: 'act', bytes: rowsI },
+          { free: 'gate' },
+          { alloc: 'up', bytes: rowsI },
+          { alloc: 'product', bytes: rowsI },
+          { free: 'act' },
+          { free: 'up' },
+        ]
+      : [
+          { alloc: 'gate_up', bytes: bytes([n, 2 * inner], dt) },
+          { alloc: 'act', bytes: rowsI },
+          { alloc: 'product', bytes: rowsI },
+          { free: 'act' },
+          { free: 'gate_up' },
+        ];
+  return [
+    { alloc: 'indices', bytes: bytes([n, 2], 'int64') },
+    { alloc: 'rows', bytes: rowsH },
+    ...mlpSteps,
+    { alloc: 'down', bytes: rowsH },
+    { free: 'product' },
+    { alloc: 'weighted', bytes: rowsH },
+    { free: 'down' },
+    { results: 'outputs' },
+    { free: 'weighted' },
+    { free: 'rows' },
+    { free: 'indices' },
+  ];
+}
+
+/**
+ * 5.x eager: the chain's gradients ([n, 2I] cat of the two halves, [n, I] × 2, [n, H] × 2),
+ * then gate_up's slice gradient [2I, H] with the full [E, 2I, H] SelectBackward0 makes
+ * (the owner's is the parameter's gradient; the others' are summed into it and freed).
+ */
+function eagerBackwardSteps({ attrs, n, hidden, inner, dt, p }: ExpertShape): KernelStep[] {
+  const chain = add(add(bytes([n, 2 * inner], dt), bytes([n, 2 * inner], dt)), bytes([n, 2 * hidden], dt));
+  const slice = bytes([2 * inner, hidden], p);
+  const full = attrs.experts === undefined ? 0 : bytes([attrs.experts, 2 * inner, hidden], p);
+  return [
+    { alloc: 'expert grads', bytes: chain },
+    { alloc: 'slice gradient', bytes: slice },
+    ...(attrs.owner === true ? [{ results: 'paramGrads' } as const] : [{ alloc: 'full-size gradient', bytes: full }, { free: 'full-size gradient' }]),
+    { free: 'slice gradient' },
+    { free: 'expert grads' },
+    { results: 'inputGrads' },
+  ];
+}
+
+/**
+ * One routed expert of an expert loop, as one op: the running sum [T, H] (absent for the first
+ * expert: the zeros it starts from), hidden [T, H], routing weights [T, k] and the expert mask
+ * → the sum with this expert's weighted rows added (`index_add_`). Saves what the real code's
+ * autograd keeps for n (token, k) pairs: the int64 `torch.where` result [n, 2] (saved by the
+ * index, the weight gather and `index_add_`), the gathered rows [n, H], the gate and up outputs
+ * (`loop`: two [n, I]; `eager`: the fused [n, 2I] storage both chunks view), the activation and
+ * the product [n, I], the down output, the weights [n, 1] and the weighted rows [n, H]
+ * (Mixtral 4.40.2 `modeling_mixtral.py:843-882`; 5.18 `MixtralExperts` `:56-93`).
+ * `eager` experts slice one [E, 2I, H] / [E, H, I] pair of parameters: every expert's slice
+ * backward makes a full-size gradient that autograd sums (modelled as the tie it is).
+ *
+ * @example
+ * ```ts
+ * import { expertRule } from 'vram-ts';
+ * console.log(expertRule.name); // moe_expert
+ * ```
+ */
+export const expertRule: OpRule<ExpertAttrs> = {
+  name: 'moe_expert',
+  arity: 'variadic',
+  apply(inputs, attrs, ctx) {
+    if (inputs.length !== 3 && inputs.length !== 4)
+      fail('bad-arity', 'an expert takes hidden, weights, mask and optionally the running sum', {
+        path: ctx.path,
+        expected: '3 or 4',
+        received: String(inputs.length),
+      });
+    const [x, weights] = inputs as [TensorSpec, TensorSpec];
+    const inner = positiveInt(attrs.intermediate, 'intermediate', ctx);
+    if (x.shape.length !== 2)
+      fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x.shape.length}` });
+    const hidden = concreteDim(x.shape[1]!, 'hidden size', ctx);
+    const tokens = x.shape[0]!;
+    const k = weights.shape[1]!;
+    const n = attrs.count;
+    const dt = x.dtype;
+    const shape: ExpertShape = { attrs, n, hidden, inner, dt, p: ctx.paramDtype };
+    const params = expertParams(shape, ctx);
+    const items = expertSaved(shape);
+    const temp = items.reduce<Dim>((s, i) => add(s, specBytes(i.spec)), 0);
+    const first = inputs.length === 3;
+    const inputGrads = first ? (['new', 'new', 'none'] as const) : (['new', 'new', 'none', 'alias'] as const);
+    // Backward: the gradients of the expert's intermediates, the [T, H] and [T, k] the index
+    // backwards scatter into.
+    const backTemp = add(temp, add(bytes([tokens, hidden], dt), bytes([tokens, k], dt)));
+    const eagerSteps = eagerBackwardSteps(shape);
+    return {
+      outputs: [tensor([tokens, hidden], dt)],
+      params,
+      saves: (needs) => (needs.inputs[1] || needs.inputs[0] || needs.params ? items.map((i) => ({ extra: i.spec, label: i.label })) : []),
+      forwardSteps: [{ results: 'outputs' }],
+      forwardStepsUnrecorded: expertUnrecordedSteps(shape),
+      backward: () => ({
+        inputGrads,
+        steps:
+          attrs.impl === 'eager'
+            ? eagerSteps
+            : [{ alloc: 'expert grads', bytes: backTemp }, { results: 'paramGrads' }, { free: 'expert grads' }, { results: 'inputGrads' }],
+      }),
+      macs: () => mul(n, 3 * hidden * inner),
+    };
+  },
+};
