@@ -6,6 +6,7 @@ import { buildMobileNetV2 } from './mobilenetv2.js';
 import { buildRegNetY, REGNET_Y } from './regnet.js';
 import { buildSqueezeNet11 } from './squeezenet.js';
 import { buildVggBn } from './vgg.js';
+import type { VisionOptions } from './options.js';
 
 /** A catalog entry: its builder and its default classifier dropout (null: the model takes none). */
 export interface ClassicVisionModel {
@@ -51,7 +52,7 @@ export const CLASSIC_VISION_MODELS: readonly string[] = Object.freeze(Object.key
  * console.log(estimate(vision('squeezenet1_1', { numClasses: 10, dropout: 0.1 }), { input: [1, 3, 64, 64] }).params.total); // 727626
  * ```
  */
-export function visionClassic(name: string, options: { readonly numClasses?: number; readonly dropout?: number; readonly stochasticDepthProb?: number; readonly imageSize?: number }): SeqLayer | undefined {
+export function visionClassic(name: string, options: VisionOptions): SeqLayer | undefined {
   const entry = Object.prototype.hasOwnProperty.call(CLASSIC_VISION, name) ? CLASSIC_VISION[name] : undefined;
   if (entry === undefined) return undefined;
   const numClasses = options.numClasses ?? 1000;

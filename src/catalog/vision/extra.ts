@@ -4,7 +4,7 @@
  */
 import { fail } from '../../errors.js';
 import type { SeqLayer } from '../../nn/types.js';
-import type { VisionOptions } from '../vision.js';
+import type { VisionOptions } from './options.js';
 import { buildConvNeXt, CONVNEXT_MODELS, convNeXtStochasticDepth } from './convnext.js';
 import { buildEfficientNetV2, EFFICIENTNET_V2_MODELS, efficientNetV2Dropout } from './efficientnetv2.js';
 import { buildSwin, SWIN_MODELS, swinStochasticDepth } from './swin.js';
