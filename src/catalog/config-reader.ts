@@ -94,3 +94,19 @@ export class ConfigReader {
     return dtype;
   }
 }
+
+/**
+ * The attention's sizes every Llama-style config names alike: hidden_size, the heads, the kv heads
+ * (null or missing: the class default, null meaning num_attention_heads) and the head width
+ * (`head_dim` where the release reads it, else hidden / heads), each divisibility checked.
+ */
+export function attentionHeads(r: ConfigReader, readsHeadDim: boolean): { hidden: number; heads: number; kvHeads: number; headDim: number } {
+  const hidden = r.integer('hidden_size');
+  const heads = r.integer('num_attention_heads');
+  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
+  const declaredHeadDim = r.optionalInteger('head_dim');
+  const headDim = declaredHeadDim !== null && readsHeadDim ? declaredHeadDim : hidden / heads;
+  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
+  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+  return { hidden, heads, kvHeads, headDim };
+}

@@ -53,8 +53,12 @@ function deepseekFields(r: ConfigReader, v3: boolean) {
   if (!v3 && topkMethod !== 'greedy' && topkMethod !== 'group_limited_greedy') r.issues.push({ path: ['topk_method'], code: 'bad-config', message: 'unknown topk_method', expected: 'greedy | group_limited_greedy', received: JSON.stringify(topkMethod) });
   if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
   if (qkRope % 2 !== 0) r.issues.push({ path: ['qk_rope_head_dim'], code: 'bad-config', message: 'qk_rope_head_dim must be even', expected: 'an even integer', received: String(qkRope) });
+  const intermediate = r.integer('intermediate_size');
+  const vocab = r.integer('vocab_size');
+  const tied = r.flag('tie_word_embeddings');
+  const maxPositions = r.integer('max_position_embeddings');
   if (r.issues.length > 0) throw new VramError(r.issues);
-  return { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm };
+  return { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions };
 }
 
 /**
@@ -82,7 +86,7 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
   if (Number(release.split('.')[0]) < 5) fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', { path: ['transformers'], expected: '5.17.0 – 5.18.0', received: release });
   const v3 = type === 'deepseek_v3';
   const r = new ConfigReader(config, DEFAULTS[type]);
-  const { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm } = deepseekFields(r, v3);
+  const { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions } = deepseekFields(r, v3);
   const impl = expertsImpl(release, options.moe);
   const moeLayers = Math.max(0, layers - firstDense);
   const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
@@ -97,19 +101,19 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
     family: 'llama',
     classPrefix: prefix,
     hidden,
-    intermediate: r.integer('intermediate_size'),
+    intermediate,
     layers,
     heads,
     // The cache holds one latent "head" per layer; the rotary tables are qk_rope_head_dim wide.
     kvHeads: 1,
     headDim: qkRope,
-    vocab: r.integer('vocab_size'),
-    tied: r.flag('tie_word_embeddings'),
+    vocab,
+    tied,
     qkvBias: false,
     outBias: false,
     mlpBias: false,
     attentionDropout: 0,
-    maxPositions: r.integer('max_position_embeddings'),
+    maxPositions,
     activation,
     layerAttention: () =>
       mlaAttention({

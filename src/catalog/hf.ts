@@ -4,7 +4,7 @@ import { validate } from '../validate.js';
 import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
 import type { QuantScheme } from '../ops/quant.js';
 import type { DType } from '../tensor/dtype.js';
-import { ConfigReader, type HFConfig } from './config-reader.js';
+import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
 import { deepseekFromHFConfig } from './deepseek.js';
 import { gpt2Model, type Gpt2Shape } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
@@ -188,22 +188,6 @@ function layerWindows(family: Variant, r: ConfigReader, layers: number, window: 
     return Array.from({ length: layers }, (_, i) => (i >= from ? window : null));
   }
   return undefined;
-}
-
-/**
- * The attention's sizes every Llama-style config names alike: hidden_size, the heads, the kv heads
- * (null or missing: the class default, null meaning num_attention_heads) and the head width
- * (`head_dim` where the release reads it, else hidden / heads), each divisibility checked.
- */
-function attentionHeads(r: ConfigReader, readsHeadDim: boolean): { hidden: number; heads: number; kvHeads: number; headDim: number } {
-  const hidden = r.integer('hidden_size');
-  const heads = r.integer('num_attention_heads');
-  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
-  const declaredHeadDim = r.optionalInteger('head_dim');
-  const headDim = declaredHeadDim !== null && readsHeadDim ? declaredHeadDim : hidden / heads;
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
-  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
-  return { hidden, heads, kvHeads, headDim };
 }
 
 /** Qwen3, Gemma 1-3 and Phi-3 as variations of Llama (modeling_<family>.py of the releases read; see FamilyRules). */

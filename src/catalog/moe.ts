@@ -3,7 +3,7 @@ import { LIMITS } from '../limits.js';
 import { moeBlock } from '../nn/moe.js';
 import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
-import { ConfigReader, type HFConfig } from './config-reader.js';
+import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
 import { expertsImpl, layerRouting, moeMeta } from './experts.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules } from './transformers.js';
@@ -91,10 +91,7 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
   const release = rules.release;
   const v5 = Number(release.split('.')[0]) >= 5;
   const r = new ConfigReader(config, DEFAULTS[type]);
-  const hidden = r.integer('hidden_size');
-  const heads = r.integer('num_attention_heads');
-  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
-  const headDim = (v5 || type === 'qwen3_moe' ? r.optionalInteger('head_dim') : null) ?? hidden / heads;
+  const { hidden, heads, kvHeads, headDim } = attentionHeads(r, v5 || type === 'qwen3_moe');
   const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
   const mixtral = type === 'mixtral';
   const experts = r.integer(mixtral ? 'num_local_experts' : 'num_experts');
@@ -106,12 +103,17 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
   const renorm = mixtral ? true : r.flag('norm_topk_prob');
   const sharedInner = type === 'qwen2_moe' ? r.integer('shared_expert_intermediate_size', 0) : 0;
   if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
   if (type === 'qwen3_moe' && !v5 && !release.startsWith('4.5')) fail('unsupported-release', 'qwen3_moe is in transformers from 4.51', { path: ['transformers'], expected: '>= 4.51', received: release });
   // Qwen2-MoE 5.x reads qkv_bias (default true); Qwen3-MoE attention_bias on q/k/v/o.
   const qwen3 = type === 'qwen3_moe';
   const attentionBias = qwen3 ? r.flag('attention_bias') : false;
   const qkvBias = type === 'qwen2_moe' ? (v5 && Object.hasOwn(config, 'qkv_bias') ? r.flag('qkv_bias') : true) : attentionBias;
+  // Read before the check, so that a bad one is an issue too.
+  const intermediate = mixtral ? inner : r.integer('intermediate_size');
+  const vocab = r.integer('vocab_size');
+  const tied = r.flag('tie_word_embeddings');
+  const maxPositions = r.integer('max_position_embeddings');
+  const window = mixtral ? r.optionalInteger('sliding_window') : null;
   if (r.issues.length > 0) throw new VramError(r.issues);
   const isMoe = (i: number): boolean => mixtral || (!mlpOnly.includes(i) && experts > 0 && (i + 1) % sparseStep === 0);
   const moeIndex: number[] = [];
@@ -128,20 +130,20 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
     ...(qwen3 ? { qkNorm: 'projection' as const } : {}),
     classPrefix: prefix,
     hidden,
-    intermediate: r.integer('intermediate_size'),
+    intermediate,
     layers,
     heads,
     kvHeads,
     headDim,
-    vocab: r.integer('vocab_size'),
-    tied: r.flag('tie_word_embeddings'),
+    vocab,
+    tied,
     qkvBias,
     outBias: attentionBias,
     mlpBias: false,
     attentionDropout: typeof config.attention_dropout === 'number' ? config.attention_dropout : 0,
-    maxPositions: r.integer('max_position_embeddings'),
+    maxPositions,
     activation,
-    ...(mixtral && r.optionalInteger('sliding_window') !== null ? { slidingWindow: r.optionalInteger('sliding_window')! } : {}),
+    ...(window !== null ? { slidingWindow: window } : {}),
     layerMlp: (i) => {
       if (moeIndex[i] === -1) return undefined;
       const name = mixtral && !v5 ? 'block_sparse_moe' : 'mlp';
