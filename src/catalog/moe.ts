@@ -70,27 +70,10 @@ export function builtExpertParallel(model: Layer): number {
   return model.kind === 'module' ? model.meta?.expertParallel?.size ?? 1 : 1;
 }
 
-/**
- * Mixtral, Qwen2-MoE and Qwen3-MoE from their config.json (model_type `mixtral`, `qwen2_moe`,
- * `qwen3_moe`) as a transformers release builds them: Llama-style attention (Qwen3-MoE: with
- * q/k RMSNorm), and in each sparse layer the MoE block of {@link moeBlock} — Mixtral's
- * `block_sparse_moe` (5.x: `mlp`) with renormalised top-k, Qwen2-MoE's with its sigmoid-gated
- * shared expert, dense MLP layers where `mlp_only_layers` or `decoder_sparse_step` say.
- *
- * @example
- * ```ts
- * import { estimate, moeFromHFConfig } from 'vram-ts';
- * const m = moeFromHFConfig({ model_type: 'mixtral', hidden_size: 64, intermediate_size: 96, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, num_local_experts: 4 }, { transformers: '4.40.2' });
- * console.log(estimate(m, { input: [2, 16] }).params.total); // 238400
- * ```
- */
-export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
-  const type = config.model_type as 'mixtral' | 'qwen2_moe' | 'qwen3_moe';
-  if (!(type in DEFAULTS)) fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', { path: ['model_type'], expected: Object.keys(DEFAULTS).join(' | '), received: JSON.stringify(type) });
-  const rules = transformersRules(options.transformers, ['transformers']);
-  const release = rules.release;
+/** The sizes and switches of a Mixtral / Qwen-MoE config as `release` reads them, checked: a VramError naming every bad field. */
+function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe', release: string) {
   const v5 = Number(release.split('.')[0]) >= 5;
-  const r = new ConfigReader(config, DEFAULTS[type]);
+  const config = r.config;
   const { hidden, heads, kvHeads, headDim } = attentionHeads(r, v5 || type === 'qwen3_moe');
   const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
   const mixtral = type === 'mixtral';
@@ -115,6 +98,30 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
   const maxPositions = r.integer('max_position_embeddings');
   const window = mixtral ? r.optionalInteger('sliding_window') : null;
   if (r.issues.length > 0) throw new VramError(r.issues);
+  return { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window };
+}
+
+/**
+ * Mixtral, Qwen2-MoE and Qwen3-MoE from their config.json (model_type `mixtral`, `qwen2_moe`,
+ * `qwen3_moe`) as a transformers release builds them: Llama-style attention (Qwen3-MoE: with
+ * q/k RMSNorm), and in each sparse layer the MoE block of {@link moeBlock} — Mixtral's
+ * `block_sparse_moe` (5.x: `mlp`) with renormalised top-k, Qwen2-MoE's with its sigmoid-gated
+ * shared expert, dense MLP layers where `mlp_only_layers` or `decoder_sparse_step` say.
+ *
+ * @example
+ * ```ts
+ * import { estimate, moeFromHFConfig } from 'vram-ts';
+ * const m = moeFromHFConfig({ model_type: 'mixtral', hidden_size: 64, intermediate_size: 96, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, num_local_experts: 4 }, { transformers: '4.40.2' });
+ * console.log(estimate(m, { input: [2, 16] }).params.total); // 238400
+ * ```
+ */
+export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
+  const type = config.model_type as 'mixtral' | 'qwen2_moe' | 'qwen3_moe';
+  if (!(type in DEFAULTS)) fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', { path: ['model_type'], expected: Object.keys(DEFAULTS).join(' | '), received: JSON.stringify(type) });
+  const rules = transformersRules(options.transformers, ['transformers']);
+  const release = rules.release;
+  const v5 = Number(release.split('.')[0]) >= 5;
+  const { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window } = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
   const isMoe = (i: number): boolean => mixtral || (!mlpOnly.includes(i) && experts > 0 && (i + 1) % sparseStep === 0);
   const moeIndex: number[] = [];
   let count = 0;
