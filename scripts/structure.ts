@@ -1,7 +1,8 @@
 /**
- * The house's measurements: source files over a line budget, functions over a line budget, and
- * runtime import circles among src/ files. `npx tsx scripts/structure.ts [--functions N] [--files N]`
- * prints them; test/structure.test.ts holds the budgets.
+ * The house's measurements: source files over a line budget, functions over a line budget, import
+ * circles among src/ files (runtime ones, and with type-only imports too), and runtime imports that
+ * go up the floors of {@link FLOORS}. `npx tsx scripts/structure.ts [--functions N] [--files N]`
+ * prints them; test/structure.test.ts holds them to zero and to the budgets.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -56,8 +57,8 @@ export function fileLengths(root: string): { readonly file: string; readonly lin
     .sort((a, b) => b.lines - a.lines);
 }
 
-/** The runtime imports (not `import type`, not type-only specifiers) of each src file. */
-export function runtimeImports(root: string): Map<string, string[]> {
+/** The relative imports and re-exports of each src file (as paths from `root`), runtime ones only unless `types` is true. */
+function importGraph(root: string, types: boolean): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   for (const path of sourceFiles(join(root, 'src'))) {
     const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
@@ -66,17 +67,31 @@ export function runtimeImports(root: string): Map<string, string[]> {
       if (!(ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement)) || statement.moduleSpecifier === undefined) continue;
       const spec = (statement.moduleSpecifier as ts.StringLiteral).text;
       if (!spec.startsWith('.')) continue;
-      if (ts.isImportDeclaration(statement)) {
-        const clause = statement.importClause;
-        if (clause?.isTypeOnly) continue;
-        const named = clause?.namedBindings;
-        if (clause !== undefined && clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.every((e) => e.isTypeOnly)) continue;
-      } else if (statement.isTypeOnly) continue;
+      if (!types && typeOnly(statement)) continue;
       targets.push(relative(root, resolve(dirname(path), spec.replace(/\.js$/, '.ts'))));
     }
     graph.set(relative(root, path), targets);
   }
   return graph;
+}
+
+/** `import type …`, `import { type A, type B }` and `export type … from`: gone at run time. */
+function typeOnly(statement: ts.ImportDeclaration | ts.ExportDeclaration): boolean {
+  if (ts.isExportDeclaration(statement)) return statement.isTypeOnly;
+  const clause = statement.importClause;
+  if (clause?.isTypeOnly) return true;
+  const named = clause?.namedBindings;
+  return clause !== undefined && clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly);
+}
+
+/** The runtime imports (not `import type`, not type-only specifiers) of each src file. */
+export function runtimeImports(root: string): Map<string, string[]> {
+  return importGraph(root, false);
+}
+
+/** Every import of each src file, type-only ones included. */
+export function allImports(root: string): Map<string, string[]> {
+  return importGraph(root, true);
 }
 
 /** Every import circle (as a list of files, each circle once). */
@@ -105,6 +120,51 @@ export function importCircles(graph: Map<string, string[]>): string[][] {
   return circles;
 }
 
+/**
+ * src/'s floors, lowest first: a file imports at run time only from its own floor or below (types
+ * may cross). An entry ending in `/` is a folder. catalog/ sits where its imports put it, on nn/
+ * (it builds models from nn/ and ops/ only) and under trace/, so that every floor above it may read
+ * a model's built sizes; options.ts (schemas over sym/tensor/validate) sits under catalog/, which
+ * checks its options against it. scenarios/ (generation, GRPO, …) wraps estimate(); hub.ts reads
+ * safetensors headers with report/; index.ts is the public face over all of them; cli/ uses only it.
+ */
+export const FLOORS: readonly { readonly floor: string; readonly paths: readonly string[] }[] = [
+  { floor: 'base', paths: ['src/errors.ts', 'src/validate.ts', 'src/limits.ts', 'src/freeze.ts'] },
+  { floor: 'sym', paths: ['src/sym/'] },
+  { floor: 'tensor', paths: ['src/tensor/', 'src/gpus/'] },
+  { floor: 'options', paths: ['src/options.ts'] },
+  { floor: 'ops', paths: ['src/ops/'] },
+  { floor: 'nn', paths: ['src/nn/'] },
+  { floor: 'catalog', paths: ['src/catalog/'] },
+  { floor: 'trace', paths: ['src/trace/'] },
+  { floor: 'memory', paths: ['src/memory/'] },
+  { floor: 'parallel', paths: ['src/parallel/'] },
+  { floor: 'estimate', paths: ['src/estimate.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
+  { floor: 'scenarios', paths: ['src/scenarios/'] },
+  { floor: 'report', paths: ['src/report/', 'src/hub.ts'] },
+  { floor: 'index', paths: ['src/index.ts'] },
+  { floor: 'cli', paths: ['src/cli/'] },
+];
+
+/** The index in {@link FLOORS} of a file (a path from the root, `src/…`), undefined when no floor holds it. */
+export function floorOf(file: string): number | undefined {
+  const at = FLOORS.findIndex((f) => f.paths.some((p) => (p.endsWith('/') ? file.startsWith(p) : file === p)));
+  return at === -1 ? undefined : at;
+}
+
+/** Every import of `graph` from a file to a file on a higher floor, as `from -> to (floor -> floor)`. */
+export function upwardImports(graph: Map<string, string[]>): string[] {
+  const up: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = floorOf(file);
+    for (const target of targets) {
+      const to = floorOf(target);
+      if (from !== undefined && to !== undefined && to > from) up.push(`${file} -> ${target} (${FLOORS[from]!.floor} -> ${FLOORS[to]!.floor})`);
+    }
+  }
+  return up;
+}
+
 const isMain = process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(new URL(import.meta.url).pathname);
 if (isMain) {
   const arg = (flag: string, fallback: number) => {
@@ -121,4 +181,13 @@ if (isMain) {
   const circles = importCircles(runtimeImports(root));
   console.log(`runtime import circles: ${circles.length}`);
   for (const c of circles) console.log(`  ${c.join(' -> ')}`);
+  const typeCircles = importCircles(allImports(root));
+  console.log(`import circles, type-only imports included: ${typeCircles.length}`);
+  for (const c of typeCircles) console.log(`  ${c.join(' -> ')}`);
+  const unplaced = [...runtimeImports(root).keys()].filter((f) => floorOf(f) === undefined);
+  console.log(`files on no floor: ${unplaced.length}`);
+  for (const f of unplaced) console.log(`  ${f}`);
+  const up = upwardImports(runtimeImports(root));
+  console.log(`runtime imports up a floor: ${up.length}`);
+  for (const u of up) console.log(`  ${u}`);
 }

@@ -80,7 +80,8 @@ export { inFlight, pipelineActions, type PipelineAction, type PipelineSchedule }
 export { pipelineRankModel, type PipelineCut, type PipelineRankModel, type RankStage } from './parallel/pipeline/stages.js';
 export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './parallel/closed-forms.js';
 export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
-export { VISION_MODELS, vision, type VisionOptions } from './catalog/vision.js';
+export { VISION_MODELS, vision } from './catalog/vision.js';
+export type { VisionOptions } from './catalog/vision/options.js';
 export { unet, type UNetOptions } from './catalog/unet.js';
 export { formatBreakdown, torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
 export { formatTorchinfo, type TorchinfoColumn, type TorchinfoOptions } from './report/torchinfo.js';
@@ -112,12 +113,16 @@ export { fromHFConfig, HF_MODEL_TYPES, type HFConfig, type HFConfigOptions } fro
 export { moeBlock, type MoeBlockOptions, type MoeRouting } from './nn/moe.js';
 export { mlaAttention, type MlaOptions } from './nn/mla.js';
 export { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertAttrs, type ExpertMaskAttrs, type ExpertParallelRouterAttrs, type ExpertsImpl, type GroupedExpertsAttrs, type RouterAttrs } from './ops/moe/index.js';
-export { activeParams, builtExpertParallel, wholeParams, MOE_FAMILIES, moeFromHFConfig, type MoeFamily, type MoeOptions } from './catalog/moe.js';
+export { activeParams, builtExpertParallel, wholeParams, MOE_FAMILIES, moeFromHFConfig, type MoeFamily } from './catalog/moe.js';
+export type { MoeOptions } from './catalog/experts.js';
 export { deepseekFromHFConfig, mlaCachePerToken } from './catalog/deepseek.js';
 export { DEFAULT_TRANSFORMERS, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES, transformersRules, type HFFamily, type HFRules, type ReleaseRule, type LlamaFamilyName, type VariantFamilyName, type FamilyRules, type MaskRule, type ReleaseVariant, type RotaryRule, TRANSFORMERS_RANGES } from './catalog/transformers.js';
 export { HF_ACTIVATIONS, hfActivation, type HFActivation } from './nn/hfActivation.js';
 export { LLMS, llm, type LlmEntry } from './catalog/llms/index.js';
-export { decoderMeta, generation, grpoStep, korthikanti, kvCache, type GrpoEstimate, type GrpoOptions, type GrpoPhase, type GenerationEstimate, type GenerationOptions, type GenerationPhase, type KorthikantiOptions, type KvCacheOptions } from './memory/llm.js';
+export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.js';
+export { generation, type GenerationEstimate, type GenerationOptions, type GenerationPhase } from './scenarios/generation.js';
+export { grpoStep, type GrpoEstimate, type GrpoOptions, type GrpoPhase } from './scenarios/grpo.js';
+export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
 export type { Precision } from './estimate.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';

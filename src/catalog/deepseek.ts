@@ -4,7 +4,8 @@ import { mlaAttention } from '../nn/mla.js';
 import { moeBlock } from '../nn/moe.js';
 import type { ModelMeta, ModuleLayer } from '../nn/types.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
-import { ConfigFields, expertsImpl, layerRouting, moeMeta } from './moe.js';
+import { ConfigReader, type HFConfig } from './config-reader.js';
+import { expertsImpl, layerRouting, moeMeta } from './experts.js';
 import { transformersRules } from './transformers.js';
 
 // configuration_deepseek_v2.py / configuration_deepseek_v3.py (transformers 5.18.0).
@@ -31,31 +32,8 @@ export function mlaCachePerToken(shape: { readonly kvLoraRank: number; readonly 
   return { latent: shape.kvLoraRank + shape.qkRopeHeadDim, decompressed: shape.heads * (shape.qkNopeHeadDim + shape.qkRopeHeadDim + shape.vHeadDim) };
 }
 
-/**
- * DeepSeek-V2 and DeepSeek-V3 from their config.json (model_type `deepseek_v2`, `deepseek_v3`)
- * as transformers 5.17 – 5.18 builds them: multi-head latent attention ({@link mlaAttention}),
- * dense MLP layers before `first_k_dense_replace`, then MoE layers with `n_routed_experts`
- * routed experts of `moe_intermediate_size` (V3: sigmoid scores, group-limited top-k on the
- * bias-corrected scores, renormalised when `norm_topk_prob`, scaled by `routed_scaling_factor`;
- * V2: softmax top-k) and `n_shared_experts` shared experts as one MLP on every token. The KV cache
- * holds the latent (see {@link mlaCachePerToken}). The checkpoint's multi-token-prediction
- * layer (`num_nextn_predict_layers`) is not built, as transformers does not build it.
- *
- * @example
- * ```ts
- * import { deepseekFromHFConfig, estimate } from 'vram-ts';
- * const m = deepseekFromHFConfig({ model_type: 'deepseek_v3', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, n_routed_experts: 8, num_experts_per_tok: 2, n_group: 2, topk_group: 1, first_k_dense_replace: 1, q_lora_rank: 32, kv_lora_rank: 16, qk_rope_head_dim: 8, qk_nope_head_dim: 16, v_head_dim: 16, vocab_size: 512 }, { transformers: '5.18.0' });
- * console.log(estimate(m, { input: [2, 16] }).params.total); // 240720
- * ```
- */
-export function deepseekFromHFConfig(config: Readonly<Record<string, unknown>>, options: DecoderOptions = {}): ModuleLayer {
-  const type = config.model_type as 'deepseek_v2' | 'deepseek_v3';
-  if (type !== 'deepseek_v2' && type !== 'deepseek_v3') fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
-  const rules = transformersRules(options.transformers, ['transformers']);
-  const release = rules.release;
-  if (Number(release.split('.')[0]) < 5) fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', { path: ['transformers'], expected: '5.17.0 – 5.18.0', received: release });
-  const v3 = type === 'deepseek_v3';
-  const r = new ConfigFields(config, DEFAULTS[type]);
+/** The sizes and switches of a DeepSeek config, checked: a VramError naming every bad field. */
+function deepseekFields(r: ConfigReader, v3: boolean) {
   const hidden = r.integer('hidden_size');
   const heads = r.integer('num_attention_heads');
   const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
@@ -75,7 +53,40 @@ export function deepseekFromHFConfig(config: Readonly<Record<string, unknown>>, 
   if (!v3 && topkMethod !== 'greedy' && topkMethod !== 'group_limited_greedy') r.issues.push({ path: ['topk_method'], code: 'bad-config', message: 'unknown topk_method', expected: 'greedy | group_limited_greedy', received: JSON.stringify(topkMethod) });
   if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
   if (qkRope % 2 !== 0) r.issues.push({ path: ['qk_rope_head_dim'], code: 'bad-config', message: 'qk_rope_head_dim must be even', expected: 'an even integer', received: String(qkRope) });
+  const intermediate = r.integer('intermediate_size');
+  const vocab = r.integer('vocab_size');
+  const tied = r.flag('tie_word_embeddings');
+  const maxPositions = r.integer('max_position_embeddings');
   if (r.issues.length > 0) throw new VramError(r.issues);
+  return { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions };
+}
+
+/**
+ * DeepSeek-V2 and DeepSeek-V3 from their config.json (model_type `deepseek_v2`, `deepseek_v3`)
+ * as transformers 5.17 – 5.18 builds them: multi-head latent attention ({@link mlaAttention}),
+ * dense MLP layers before `first_k_dense_replace`, then MoE layers with `n_routed_experts`
+ * routed experts of `moe_intermediate_size` (V3: sigmoid scores, group-limited top-k on the
+ * bias-corrected scores, renormalised when `norm_topk_prob`, scaled by `routed_scaling_factor`;
+ * V2: softmax top-k) and `n_shared_experts` shared experts as one MLP on every token. The KV cache
+ * holds the latent (see {@link mlaCachePerToken}). The checkpoint's multi-token-prediction
+ * layer (`num_nextn_predict_layers`) is not built, as transformers does not build it.
+ *
+ * @example
+ * ```ts
+ * import { deepseekFromHFConfig, estimate } from 'vram-ts';
+ * const m = deepseekFromHFConfig({ model_type: 'deepseek_v3', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, n_routed_experts: 8, num_experts_per_tok: 2, n_group: 2, topk_group: 1, first_k_dense_replace: 1, q_lora_rank: 32, kv_lora_rank: 16, qk_rope_head_dim: 8, qk_nope_head_dim: 16, v_head_dim: 16, vocab_size: 512 }, { transformers: '5.18.0' });
+ * console.log(estimate(m, { input: [2, 16] }).params.total); // 240720
+ * ```
+ */
+export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions = {}): ModuleLayer {
+  const type = config.model_type as 'deepseek_v2' | 'deepseek_v3';
+  if (type !== 'deepseek_v2' && type !== 'deepseek_v3') fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
+  const rules = transformersRules(options.transformers, ['transformers']);
+  const release = rules.release;
+  if (Number(release.split('.')[0]) < 5) fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', { path: ['transformers'], expected: '5.17.0 – 5.18.0', received: release });
+  const v3 = type === 'deepseek_v3';
+  const r = new ConfigReader(config, DEFAULTS[type]);
+  const { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions } = deepseekFields(r, v3);
   const impl = expertsImpl(release, options.moe);
   const moeLayers = Math.max(0, layers - firstDense);
   const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
@@ -90,19 +101,19 @@ export function deepseekFromHFConfig(config: Readonly<Record<string, unknown>>, 
     family: 'llama',
     classPrefix: prefix,
     hidden,
-    intermediate: r.integer('intermediate_size'),
+    intermediate,
     layers,
     heads,
     // The cache holds one latent "head" per layer; the rotary tables are qk_rope_head_dim wide.
     kvHeads: 1,
     headDim: qkRope,
-    vocab: r.integer('vocab_size'),
-    tied: r.flag('tie_word_embeddings'),
+    vocab,
+    tied,
     qkvBias: false,
     outBias: false,
     mlpBias: false,
     attentionDropout: 0,
-    maxPositions: r.integer('max_position_embeddings'),
+    maxPositions,
     activation,
     layerAttention: () =>
       mlaAttention({

@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
 import { addRule } from '../ops/merge.js';
-import { attention } from '../nn/attention.js';
+import { attention, type AttentionImpl } from '../nn/attention.js';
 import { dropout } from '../nn/dropout.js';
 import { embedding } from '../nn/embedding.js';
 import { graph } from '../nn/graph.js';
@@ -14,7 +14,7 @@ import type { Layer, ModuleLayer, ModelMeta, TensorRef } from '../nn/types.js';
 import type { DecoderOptions } from './llama.js';
 import { causalLmLoss } from './lm-loss.js';
 import { sub } from '../sym/ops.js';
-import { transformersRules } from './transformers.js';
+import { transformersRules, type HFRules } from './transformers.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
@@ -34,6 +34,52 @@ export interface Gpt2Shape {
   readonly tied?: boolean;
   /** `activation_function`, a Hugging Face ACT2FN name (default `gelu_new`). */
   readonly activation?: string;
+}
+
+/** What every GPT-2 block is built from: the model's shape, the release's rules, the attention implementation and cache. */
+interface Gpt2BlockContext {
+  readonly shape: Gpt2Shape;
+  readonly rules: HFRules;
+  readonly impl: AttentionImpl;
+  readonly cache: false | 'alias' | 'copy';
+}
+
+/** GPT2Block `h.{i}`: ln_1, fused Conv1D attention, residual, ln_2, MLP, residual. */
+function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): Layer {
+  const attn = attention({
+    name: 'attn',
+    style: 'gpt2',
+    hidden: shape.hidden,
+    heads: shape.heads,
+    impl,
+    dropout: shape.attnDropout,
+    residDropout: shape.residDropout,
+    positions: shape.positions,
+    maskBuffer: rules.gpt2MaskBuffers,
+    qkvBias: true,
+    outBias: true,
+    cache,
+    returnWeights: rules.gpt2Weights === 'block',
+    locals: rules.attentionCode,
+    sdpaContiguous: rules.sdpaContiguous === 'always',
+  });
+  const ff = mlp({ name: 'mlp', hidden: shape.hidden, inner: shape.inner, activation: shape.activation ?? 'gelu_new', conv1d: true, dropout: shape.residDropout });
+  const ln1 = layerNorm({ name: 'ln_1' });
+  const ln2 = layerNorm({ name: 'ln_2' });
+  return module(
+    `h.${i}`,
+    'GPT2Block',
+    graph((g, [h, mask]) => {
+      const a = g.apply(ln1, h!);
+      // `attn_output` (and from 4.52 the weights) are locals until the block returns.
+      const [attended, weights] = g.applyAll(attn, a, ...(mask !== undefined ? [mask] : [])) as [TensorRef, TensorRef | undefined];
+      g.hold(attended);
+      if (weights !== undefined) g.hold(weights);
+      const mid = g.call(addRule, [attended, h!], {})[0]!;
+      const b = g.apply(ln2, mid);
+      return g.call(addRule, [mid, g.apply(ff, b)], {})[0]!;
+    }),
+  );
 }
 
 /**
@@ -60,42 +106,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
   const cache = (options.useCache ?? true) ? rules.cache : false;
   const tied = shape.tied ?? true;
   const maskStyle = rules.mask.gpt2;
-  const blocks: Layer[] = Array.from({ length: shape.layers }, (_, i) => {
-    const attn = attention({
-      name: 'attn',
-      style: 'gpt2',
-      hidden: shape.hidden,
-      heads: shape.heads,
-      impl,
-      dropout: shape.attnDropout,
-      residDropout: shape.residDropout,
-      positions: shape.positions,
-      maskBuffer: rules.gpt2MaskBuffers,
-      qkvBias: true,
-      outBias: true,
-      cache,
-      returnWeights: rules.gpt2Weights === 'block',
-      locals: rules.attentionCode,
-      sdpaContiguous: rules.sdpaContiguous === 'always',
-    });
-    const ff = mlp({ name: 'mlp', hidden: shape.hidden, inner: shape.inner, activation: shape.activation ?? 'gelu_new', conv1d: true, dropout: shape.residDropout });
-    const ln1 = layerNorm({ name: 'ln_1' });
-    const ln2 = layerNorm({ name: 'ln_2' });
-    return module(
-      `h.${i}`,
-      'GPT2Block',
-      graph((g, [h, mask]) => {
-        const a = g.apply(ln1, h!);
-        // `attn_output` (and from 4.52 the weights) are locals until the block returns.
-        const [attended, weights] = g.applyAll(attn, a, ...(mask !== undefined ? [mask] : [])) as [TensorRef, TensorRef | undefined];
-        g.hold(attended);
-        if (weights !== undefined) g.hold(weights);
-        const mid = g.call(addRule, [attended, h!], {})[0]!;
-        const b = g.apply(ln2, mid);
-        return g.call(addRule, [mid, g.apply(ff, b)], {})[0]!;
-      }),
-    );
-  });
+  const blocks: Layer[] = Array.from({ length: shape.layers }, (_, i) => gpt2Block(i, { shape, rules, impl, cache }));
   const wte = embedding({ num: shape.vocab, dim: shape.hidden, name: 'wte' });
   const wpe = embedding({ num: shape.positions, dim: shape.hidden, name: 'wpe' });
   const drop = dropout({ p: shape.embdDropout, name: 'drop' });

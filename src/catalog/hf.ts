@@ -1,18 +1,18 @@
 import { fail, VramError, type VramIssue } from '../errors.js';
 import { LIMITS, decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
-import { HF_ACTIVATIONS } from '../nn/hfActivation.js';
 import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
 import type { QuantScheme } from '../ops/quant.js';
 import type { DType } from '../tensor/dtype.js';
-import { gpt2Model } from './gpt2.js';
+import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
+import { deepseekFromHFConfig } from './deepseek.js';
+import { gpt2Model, type Gpt2Shape } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
+import { MOE_FAMILIES, moeFromHFConfig } from './moe.js';
 import { transformersRules, type HFRules } from './transformers.js';
-import { MOE_FAMILIES, moeConfigModel } from './moe.js';
 import type { TensorParallelOptions } from './tensor-parallel.js';
 
-/** A Hugging Face `config.json` object. */
-export type HFConfig = Readonly<Record<string, unknown>>;
+export type { HFConfig } from './config-reader.js';
 
 /** Options of {@link fromHFConfig}. */
 export interface HFConfigOptions extends DecoderOptions {
@@ -42,72 +42,6 @@ const DEFAULTS: Readonly<Record<(typeof FAMILIES)[number], Readonly<Record<strin
   phi3: { vocab_size: 32064, hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, head_dim: null, resid_pdrop: 0, attention_dropout: 0, hidden_act: 'silu', max_position_embeddings: 4096, use_cache: true, tie_word_embeddings: false, sliding_window: null, partial_rotary_factor: 1.0 },
   gpt2: { vocab_size: 50257, n_positions: 1024, n_embd: 768, n_layer: 12, n_head: 12, n_inner: null, activation_function: 'gelu_new', resid_pdrop: 0.1, embd_pdrop: 0.1, attn_pdrop: 0.1, use_cache: true, tie_word_embeddings: true },
 };
-
-const DTYPES: Readonly<Record<string, DType>> = { float32: 'float32', float16: 'float16', bfloat16: 'bfloat16', float: 'float32', half: 'float16' };
-
-/** Reads fields with the config class's defaults; every problem becomes an issue with the field's path. */
-class Reader {
-  readonly issues: VramIssue[] = [];
-  constructor(
-    private readonly config: HFConfig,
-    private readonly defaults: Readonly<Record<string, unknown>>,
-  ) {}
-
-  value(field: string): unknown {
-    return Object.hasOwn(this.config, field) ? this.config[field] : this.defaults[field];
-  }
-
-  integer(field: string, min = 1, max = Number.MAX_SAFE_INTEGER): number {
-    const value = this.value(field);
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-      const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer ${range}`, expected: `integer ${range}`, received: value === undefined ? 'missing' : JSON.stringify(value) });
-      return min;
-    }
-    return value;
-  }
-
-  /** An integer, or null when the field is null / absent with a null default. */
-  optionalInteger(field: string): number | null {
-    const value = this.value(field);
-    return value === null || value === undefined ? null : this.integer(field);
-  }
-
-  probability(field: string): number {
-    const value = this.value(field);
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 1) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a number from 0 to 1`, expected: '0 <= p <= 1', received: JSON.stringify(value) });
-      return 0;
-    }
-    return value;
-  }
-
-  flag(field: string): boolean {
-    const value = this.value(field);
-    if (typeof value !== 'boolean') {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be true or false`, expected: 'true | false', received: JSON.stringify(value) });
-      return false;
-    }
-    return value;
-  }
-
-  activation(field: string): string {
-    const value = this.value(field);
-    if (typeof value !== 'string' || !(HF_ACTIVATIONS as readonly string[]).includes(value)) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} is not an activation vram-ts models`, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(value) });
-      return 'silu';
-    }
-    return value;
-  }
-
-  dtype(): DType | undefined {
-    const value = this.config.torch_dtype ?? this.config.dtype;
-    if (value === undefined || value === null) return undefined;
-    const dtype = typeof value === 'string' ? DTYPES[value.replace(/^torch\./, '')] : undefined;
-    if (dtype === undefined) this.issues.push({ path: [Object.hasOwn(this.config, 'torch_dtype') ? 'torch_dtype' : 'dtype'], code: 'bad-config', message: 'unknown torch_dtype', expected: Object.keys(DTYPES).join(' | '), received: JSON.stringify(value) });
-    return dtype;
-  }
-}
 
 /** The class transformers builds for each family's causal LM. */
 const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gpt2: 'GPT2LMHeadModel', qwen3: 'Qwen3ForCausalLM', gemma: 'GemmaForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3_text: 'Gemma3ForCausalLM', phi3: 'Phi3ForCausalLM' };
@@ -221,7 +155,7 @@ function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issue
 }
 
 /** A soft-capping value: a positive number, or null (none). */
-function softcap(r: Reader, field: string): number | undefined {
+function softcap(r: ConfigReader, field: string): number | undefined {
   const value = r.value(field);
   if (value === null || value === undefined) return undefined;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) r.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a positive number or null`, expected: 'number > 0 | null', received: JSON.stringify(value) });
@@ -234,7 +168,7 @@ function softcap(r: Reader, field: string): number | undefined {
  * `sliding_window_pattern`-th; Qwen3: layers from `max_window_layers` on with
  * `use_sliding_window`).
  */
-function layerWindows(family: Variant, r: Reader, layers: number, window: number | null): (number | null)[] | undefined {
+function layerWindows(family: Variant, r: ConfigReader, layers: number, window: number | null): (number | null)[] | undefined {
   const types = r.value('layer_types');
   if (types !== null && types !== undefined) {
     if (!Array.isArray(types) || types.length !== layers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {
@@ -257,14 +191,9 @@ function layerWindows(family: Variant, r: Reader, layers: number, window: number
 }
 
 /** Qwen3, Gemma 1-3 and Phi-3 as variations of Llama (modeling_<family>.py of the releases read; see FamilyRules). */
-function variantShape(family: Variant, r: Reader, rules: HFRules): LlamaShape {
-  const hidden = r.integer('hidden_size');
-  const heads = r.integer('num_attention_heads');
-  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
+function variantShape(family: Variant, r: ConfigReader, rules: HFRules): LlamaShape {
   // Every one reads head_dim (Phi-3 with getattr(config, "head_dim", hidden // heads)).
-  const headDim = r.optionalInteger('head_dim') ?? hidden / heads;
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
-  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+  const { hidden, heads, kvHeads, headDim } = attentionHeads(r, true);
   const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
   const gemma = family === 'gemma' || family === 'gemma2' || family === 'gemma3_text';
   const bias = family === 'phi3' ? false : r.flag('attention_bias');
@@ -309,7 +238,7 @@ function variantShape(family: Variant, r: Reader, rules: HFRules): LlamaShape {
 }
 
 /** Phi-3's partial_rotary_factor: in rope_parameters / rope_scaling (5.x) or at the top level, default 1. */
-function partialRotary(r: Reader): number {
+function partialRotary(r: ConfigReader): number {
   for (const field of ['rope_parameters', 'rope_scaling']) {
     const nested = r.value(field);
     if (typeof nested === 'object' && nested !== null && typeof (nested as Record<string, unknown>).partial_rotary_factor === 'number') return (nested as Record<string, number>).partial_rotary_factor!;
@@ -322,15 +251,8 @@ function partialRotary(r: Reader): number {
   return value;
 }
 
-function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: Reader, rules: HFRules): LlamaShape {
-  const hidden = r.integer('hidden_size');
-  const heads = r.integer('num_attention_heads');
-  // A null or missing num_key_value_heads: the class default, null meaning num_attention_heads.
-  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
-  const declaredHeadDim = r.optionalInteger('head_dim');
-  const headDim = declaredHeadDim !== null && rules.readsHeadDim.includes(family) ? declaredHeadDim : hidden / heads;
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
-  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: ConfigReader, rules: HFRules): LlamaShape {
+  const { hidden, heads, kvHeads, headDim } = attentionHeads(r, rules.readsHeadDim.includes(family));
   // Only Llama reads attention_bias (q/k/v/o); Qwen2 always biases q/k/v; Mistral never.
   const attentionBias = family === 'llama' ? r.flag('attention_bias') : false;
   const window = family === 'mistral' ? r.optionalInteger('sliding_window') : null;
@@ -380,26 +302,16 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   validate(options, decoderOptions, ['options']);
   // A multimodal config (Gemma 3, …) whose text_config is a decoder vram-ts builds: its text model alone.
   const nested = config.text_config;
-  if (typeof nested === 'object' && nested !== null && !Array.isArray(nested) && !(typeof config.model_type === 'string' && (FAMILIES as readonly string[]).includes(config.model_type))) {
-    const text = nested as HFConfig;
-    const textType = text.model_type ?? (typeof config.model_type === 'string' ? TEXT_CONFIG_TYPE[config.model_type] : undefined);
-    const dtype = text.torch_dtype ?? text.dtype ?? config.torch_dtype ?? config.dtype;
-    try {
-      return fromHFConfig({ ...text, model_type: textType, ...(dtype !== undefined ? { torch_dtype: dtype } : {}) }, options);
-    } catch (e) {
-      if (e instanceof VramError) throw new VramError(e.issues.map((issue) => ({ ...issue, path: ['text_config', ...(issue.path ?? [])] })));
-      throw e;
-    }
-  }
+  if (typeof nested === 'object' && nested !== null && !Array.isArray(nested) && !(typeof config.model_type === 'string' && (FAMILIES as readonly string[]).includes(config.model_type))) return textDecoder(config, nested as HFConfig, options);
   const type = config.model_type;
-  // Mixture-of-experts families (catalog/moe.ts).
+  // Mixture-of-experts families (catalog/moe.ts, catalog/deepseek.ts).
   if (typeof type === 'string' && (MOE_FAMILIES as readonly string[]).includes(type)) return moeConfigModel(config, options);
   if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
     fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: [...FAMILIES, ...MOE_FAMILIES].join(' | '), received: JSON.stringify(type) });
   }
   const family = type as (typeof FAMILIES)[number];
   const rules = transformersRules(options.transformers, ['transformers']);
-  const r = new Reader(config, DEFAULTS[family]);
+  const r = new ConfigReader(config, DEFAULTS[family]);
   architecture(config, family, r.issues);
   const quantized = quantization(config, family, r.issues);
   // The quantizers' default dtype for what stays unquantized applies when the config names none.
@@ -413,22 +325,7 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
     r.issues.push({ path: ['options', 'tensorParallel'], code: 'not-modelled', message: "tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are", expected: 'absent', received: JSON.stringify(options.tensorParallel) });
   }
   if (family === 'gpt2') {
-    const hidden = r.integer('n_embd');
-    const heads = r.integer('n_head');
-    if (hidden % heads !== 0) r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
-    const shape = {
-      hidden,
-      layers: r.integer('n_layer', 1, LIMITS.layers),
-      heads,
-      inner: r.optionalInteger('n_inner') ?? 4 * hidden,
-      vocab: r.integer('vocab_size'),
-      positions: r.integer('n_positions'),
-      attnDropout: r.probability('attn_pdrop'),
-      residDropout: r.probability('resid_pdrop'),
-      embdDropout: r.probability('embd_pdrop'),
-      tied: r.flag('tie_word_embeddings'),
-      activation: r.activation('activation_function'),
-    };
+    const shape = gpt2Shape(r);
     build = () => gpt2Model(shape, decoder);
   } else {
     const shape = family === 'llama' || family === 'qwen2' || family === 'mistral' ? llamaShape(family, r, rules) : variantShape(family, r, rules);
@@ -437,4 +334,63 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   if (r.issues.length > 0) throw new VramError(r.issues);
   const model = build();
   return quantized === undefined ? model : Object.freeze({ ...model, quantization: quantized.plan });
+}
+
+/** A multimodal config's text decoder, its dtype inherited from the outer config when it names none; issues under `text_config`. */
+function textDecoder(config: HFConfig, text: HFConfig, options: HFConfigOptions): ModuleLayer {
+  const textType = text.model_type ?? (typeof config.model_type === 'string' ? TEXT_CONFIG_TYPE[config.model_type] : undefined);
+  const dtype = text.torch_dtype ?? text.dtype ?? config.torch_dtype ?? config.dtype;
+  try {
+    return fromHFConfig({ ...text, model_type: textType, ...(dtype !== undefined ? { torch_dtype: dtype } : {}) }, options);
+  } catch (e) {
+    if (e instanceof VramError) throw new VramError(e.issues.map((issue) => ({ ...issue, path: ['text_config', ...(issue.path ?? [])] })));
+    throw e;
+  }
+}
+
+/** GPT-2's config fields (configuration_gpt2.py's names). */
+function gpt2Shape(r: ConfigReader): Gpt2Shape {
+  const hidden = r.integer('n_embd');
+  const heads = r.integer('n_head');
+  if (hidden % heads !== 0) r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
+  return {
+    hidden,
+    layers: r.integer('n_layer', 1, LIMITS.layers),
+    heads,
+    inner: r.optionalInteger('n_inner') ?? 4 * hidden,
+    vocab: r.integer('vocab_size'),
+    positions: r.integer('n_positions'),
+    attnDropout: r.probability('attn_pdrop'),
+    residDropout: r.probability('resid_pdrop'),
+    embdDropout: r.probability('embd_pdrop'),
+    tied: r.flag('tie_word_embeddings'),
+    activation: r.activation('activation_function'),
+  };
+}
+
+/**
+ * `fromHFConfig`'s route for the mixture-of-experts families: the config's `torch_dtype` and
+ * `use_cache` unless the options say otherwise, then {@link moeFromHFConfig} or
+ * {@link deepseekFromHFConfig}.
+ *
+ * @example
+ * ```ts
+ * import { fromHFConfig } from 'vram-ts';
+ * const m = fromHFConfig({ model_type: 'qwen2_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, shared_expert_intermediate_size: 96, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 512, num_experts: 4, num_experts_per_tok: 2 });
+ * console.log(m.meta?.moe?.experts); // 4
+ * ```
+ */
+function moeConfigModel(config: HFConfig, options: HFConfigOptions): ModuleLayer {
+  const r = new ConfigReader(config, { use_cache: true });
+  const configDtype = r.dtype();
+  const cfgCache = r.flag('use_cache');
+  if (r.issues.length > 0) throw new VramError(r.issues);
+  const dtype = options.dtype ?? configDtype;
+  if (config.quantization_config !== undefined && config.quantization_config !== null) fail('not-modelled', 'quantized mixture-of-experts checkpoints are not modelled', { path: ['quantization_config'] });
+  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined) fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled (expert parallelism is: expertParallel)', { path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'] });
+  if (options.contextParallel !== undefined) fail('not-modelled', 'context parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', 'contextParallel'] });
+  const deepseek = config.model_type === 'deepseek_v2' || config.model_type === 'deepseek_v3';
+  if (options.expertParallel !== undefined && deepseek) fail('not-modelled', 'expert parallelism of DeepSeek (its group-limited router) is not modelled: Mixtral, Qwen2-MoE and Qwen3-MoE are', { path: ['options', 'expertParallel'] });
+  const full: DecoderOptions = { ...options, useCache: options.useCache ?? cfgCache, ...(dtype !== undefined ? { dtype } : {}) };
+  return deepseek ? deepseekFromHFConfig(config, full) : moeFromHFConfig(config, full);
 }

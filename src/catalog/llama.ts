@@ -30,7 +30,7 @@ import { dropout } from '../nn/dropout.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
-import type { MoeOptions } from './moe.js';
+import type { MoeOptions } from './experts.js';
 
 /**
  * The shape of a Llama-family decoder (Llama, Qwen2, Mistral) or of a variation of it (Qwen3,

@@ -1,28 +1,12 @@
-import { VramError, fail, type VramIssue } from '../errors.js';
+import { VramError, fail } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { moeBlock } from '../nn/moe.js';
 import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
-import type { ExpertsImpl } from '../ops/moe/index.js';
 import type { DType } from '../tensor/dtype.js';
+import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
+import { expertsImpl, layerRouting, moeMeta } from './experts.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules } from './transformers.js';
-import { deepseekFromHFConfig } from './deepseek.js';
-
-/** Options of the mixture-of-experts decoders (`DecoderOptions.moe`). */
-export interface MoeOptions {
-  /**
-   * transformers 5.x's `experts_implementation`: `grouped_mm` (the default there) or `eager`
-   * (a loop over the experts hit). transformers 4.x always loops over every expert.
-   */
-  readonly experts?: 'eager' | 'grouped_mm';
-  /**
-   * Measured routing: for each MoE layer in order, the (token, k) pairs each expert gets in the
-   * forward estimated (they add up to tokens × `num_experts_per_tok`). Default: balanced.
-   */
-  readonly expertTokens?: readonly (readonly number[])[];
-  /** A capacity factor: each expert holds at most ⌈factor · T·k / E⌉ pairs (see {@link MoeRouting}). */
-  readonly capacityFactor?: number;
-}
 
 /** The mixture-of-experts families read (transformers 4.40.2 and 5.17 – 5.18). */
 export const MOE_FAMILIES = ['mixtral', 'qwen2_moe', 'qwen3_moe', 'deepseek_v2', 'deepseek_v3'] as const;
@@ -36,82 +20,6 @@ const DEFAULTS: Readonly<Record<'mixtral' | 'qwen2_moe' | 'qwen3_moe', Readonly<
   // configuration_qwen3_moe.py
   qwen3_moe: { vocab_size: 151936, hidden_size: 2048, intermediate_size: 6144, num_hidden_layers: 24, num_attention_heads: 32, num_key_value_heads: 4, head_dim: null, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, decoder_sparse_step: 1, moe_intermediate_size: 768, num_experts_per_tok: 8, num_experts: 128, norm_topk_prob: false, mlp_only_layers: [] },
 };
-
-/** Reads config fields with the config class's defaults, collecting every issue. */
-export class ConfigFields {
-  readonly issues: VramIssue[] = [];
-  constructor(
-    readonly config: Readonly<Record<string, unknown>>,
-    readonly defaults: Readonly<Record<string, unknown>>,
-  ) {}
-  value(field: string): unknown {
-    return Object.hasOwn(this.config, field) ? this.config[field] : this.defaults[field];
-  }
-  integer(field: string, min = 1, max = Number.MAX_SAFE_INTEGER): number {
-    const v = this.value(field);
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer >= ${min}`, expected: `integer >= ${min}`, received: v === undefined ? 'missing' : JSON.stringify(v) });
-      return min;
-    }
-    return v;
-  }
-  optionalInteger(field: string, min = 1): number | null {
-    const v = this.value(field);
-    return v === null || v === undefined ? null : this.integer(field, min);
-  }
-  flag(field: string): boolean {
-    const v = this.value(field);
-    if (typeof v !== 'boolean') {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be true or false`, expected: 'true | false', received: JSON.stringify(v) });
-      return false;
-    }
-    return v;
-  }
-  integers(field: string): number[] {
-    const v = this.value(field) ?? [];
-    if (!Array.isArray(v) || !v.every((x) => Number.isSafeInteger(x))) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a list of layer indices`, expected: 'integer[]', received: JSON.stringify(v) });
-      return [];
-    }
-    return v as number[];
-  }
-  string(field: string): string {
-    const v = this.value(field);
-    if (typeof v !== 'string') {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a string`, expected: 'string', received: JSON.stringify(v) });
-      return '';
-    }
-    return v;
-  }
-}
-
-/** Which experts implementation a release runs. */
-export function expertsImpl(release: string, options: MoeOptions | undefined): ExpertsImpl {
-  const major = Number(release.split('.')[0]);
-  if (major < 5) {
-    if (options?.experts !== undefined) fail('bad-option', 'experts_implementation exists from transformers 5', { path: ['options', 'moe', 'experts'], expected: 'absent for transformers 4.x', received: options.experts });
-    return 'loop';
-  }
-  return options?.experts ?? 'grouped_mm';
-}
-
-/** The routing of the n-th MoE layer from the options, checked. */
-export function layerRouting(options: MoeOptions | undefined, moeIndex: number, experts: number, moeLayers: number): { counts?: readonly number[]; capacityFactor?: number } {
-  const tokens = options?.expertTokens;
-  if (tokens !== undefined && tokens.length !== moeLayers) fail('bad-option', 'one list of expert token counts per MoE layer', { path: ['options', 'moe', 'expertTokens'], expected: `${moeLayers} lists`, received: String(tokens.length) });
-  const counts = tokens?.[moeIndex];
-  if (counts !== undefined && counts.length !== experts) fail('bad-option', 'one token count per expert', { path: ['options', 'moe', 'expertTokens', moeIndex], expected: `${experts} counts`, received: String(counts.length) });
-  return { ...(counts !== undefined ? { counts } : {}), ...(options?.capacityFactor !== undefined ? { capacityFactor: options.capacityFactor } : {}) };
-}
-
-/** A routed expert's parameters: three [I, H] matrices (gate, up, down). */
-const expertSize = (hidden: number, inner: number): number => 3 * hidden * inner;
-
-/** ModelMeta.moe from the layer plan. */
-export function moeMeta(hidden: number, experts: number, k: number, inner: number, moeLayers: number, sharedExperts: number): NonNullable<ModelMeta['moe']> {
-  const expertParams = expertSize(hidden, inner);
-  return { experts, k, moeLayers, expertParams, sharedExperts, inactiveParams: moeLayers * (experts - k) * expertParams };
-}
 
 /**
  * Active parameters per token of a model: its total less the routed experts a token does not
@@ -162,6 +70,37 @@ export function builtExpertParallel(model: Layer): number {
   return model.kind === 'module' ? model.meta?.expertParallel?.size ?? 1 : 1;
 }
 
+/** The sizes and switches of a Mixtral / Qwen-MoE config as `release` reads them, checked: a VramError naming every bad field. */
+function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe', release: string) {
+  const v5 = Number(release.split('.')[0]) >= 5;
+  const config = r.config;
+  const { hidden, heads, kvHeads, headDim } = attentionHeads(r, v5 || type === 'qwen3_moe');
+  const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
+  const mixtral = type === 'mixtral';
+  const experts = r.integer(mixtral ? 'num_local_experts' : 'num_experts');
+  const k = r.integer('num_experts_per_tok');
+  const inner = mixtral ? r.integer('intermediate_size') : r.integer('moe_intermediate_size');
+  const sparseStep = mixtral ? 1 : r.integer('decoder_sparse_step');
+  // 4.40 has no mlp_only_layers (modeling_qwen2_moe.py:869); 4.57.6 and 5.x read it.
+  const mlpOnly = mixtral || release.startsWith('4.40.') ? [] : r.integers('mlp_only_layers');
+  const renorm = mixtral ? true : r.flag('norm_topk_prob');
+  const sharedInner = type === 'qwen2_moe' ? r.integer('shared_expert_intermediate_size', 0) : 0;
+  if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
+  if (type === 'qwen3_moe' && !v5 && !release.startsWith('4.5')) fail('unsupported-release', 'qwen3_moe is in transformers from 4.51', { path: ['transformers'], expected: '>= 4.51', received: release });
+  // Qwen2-MoE 5.x reads qkv_bias (default true); Qwen3-MoE attention_bias on q/k/v/o.
+  const qwen3 = type === 'qwen3_moe';
+  const attentionBias = qwen3 ? r.flag('attention_bias') : false;
+  const qkvBias = type === 'qwen2_moe' ? (v5 && Object.hasOwn(config, 'qkv_bias') ? r.flag('qkv_bias') : true) : attentionBias;
+  // Read before the check, so that a bad one is an issue too.
+  const intermediate = mixtral ? inner : r.integer('intermediate_size');
+  const vocab = r.integer('vocab_size');
+  const tied = r.flag('tie_word_embeddings');
+  const maxPositions = r.integer('max_position_embeddings');
+  const window = mixtral ? r.optionalInteger('sliding_window') : null;
+  if (r.issues.length > 0) throw new VramError(r.issues);
+  return { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window };
+}
+
 /**
  * Mixtral, Qwen2-MoE and Qwen3-MoE from their config.json (model_type `mixtral`, `qwen2_moe`,
  * `qwen3_moe`) as a transformers release builds them: Llama-style attention (Qwen3-MoE: with
@@ -176,35 +115,13 @@ export function builtExpertParallel(model: Layer): number {
  * console.log(estimate(m, { input: [2, 16] }).params.total); // 238400
  * ```
  */
-export function moeFromHFConfig(config: Readonly<Record<string, unknown>>, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
+export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
   const type = config.model_type as 'mixtral' | 'qwen2_moe' | 'qwen3_moe';
   if (!(type in DEFAULTS)) fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', { path: ['model_type'], expected: Object.keys(DEFAULTS).join(' | '), received: JSON.stringify(type) });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
   const v5 = Number(release.split('.')[0]) >= 5;
-  const r = new ConfigFields(config, DEFAULTS[type]);
-  const hidden = r.integer('hidden_size');
-  const heads = r.integer('num_attention_heads');
-  const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
-  const headDim = (v5 || type === 'qwen3_moe' ? r.optionalInteger('head_dim') : null) ?? hidden / heads;
-  const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
-  const mixtral = type === 'mixtral';
-  const experts = r.integer(mixtral ? 'num_local_experts' : 'num_experts');
-  const k = r.integer('num_experts_per_tok');
-  const inner = mixtral ? r.integer('intermediate_size') : r.integer('moe_intermediate_size');
-  const sparseStep = mixtral ? 1 : r.integer('decoder_sparse_step');
-  // 4.40 has no mlp_only_layers (modeling_qwen2_moe.py:869); 4.57.6 and 5.x read it.
-  const mlpOnly = mixtral || release.startsWith('4.40.') ? [] : r.integers('mlp_only_layers');
-  const renorm = mixtral ? true : r.flag('norm_topk_prob');
-  const sharedInner = type === 'qwen2_moe' ? r.integer('shared_expert_intermediate_size', 0) : 0;
-  if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
-  if (type === 'qwen3_moe' && !v5 && !release.startsWith('4.5')) fail('unsupported-release', 'qwen3_moe is in transformers from 4.51', { path: ['transformers'], expected: '>= 4.51', received: release });
-  // Qwen2-MoE 5.x reads qkv_bias (default true); Qwen3-MoE attention_bias on q/k/v/o.
-  const qwen3 = type === 'qwen3_moe';
-  const attentionBias = qwen3 ? r.flag('attention_bias') : false;
-  const qkvBias = type === 'qwen2_moe' ? (v5 && Object.hasOwn(config, 'qkv_bias') ? r.flag('qkv_bias') : true) : attentionBias;
-  if (r.issues.length > 0) throw new VramError(r.issues);
+  const { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window } = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
   const isMoe = (i: number): boolean => mixtral || (!mlpOnly.includes(i) && experts > 0 && (i + 1) % sparseStep === 0);
   const moeIndex: number[] = [];
   let count = 0;
@@ -220,20 +137,20 @@ export function moeFromHFConfig(config: Readonly<Record<string, unknown>>, optio
     ...(qwen3 ? { qkNorm: 'projection' as const } : {}),
     classPrefix: prefix,
     hidden,
-    intermediate: r.integer('intermediate_size'),
+    intermediate,
     layers,
     heads,
     kvHeads,
     headDim,
-    vocab: r.integer('vocab_size'),
-    tied: r.flag('tie_word_embeddings'),
+    vocab,
+    tied,
     qkvBias,
     outBias: attentionBias,
     mlpBias: false,
     attentionDropout: typeof config.attention_dropout === 'number' ? config.attention_dropout : 0,
-    maxPositions: r.integer('max_position_embeddings'),
+    maxPositions,
     activation,
-    ...(mixtral && r.optionalInteger('sliding_window') !== null ? { slidingWindow: r.optionalInteger('sliding_window')! } : {}),
+    ...(window !== null ? { slidingWindow: window } : {}),
     layerMlp: (i) => {
       if (moeIndex[i] === -1) return undefined;
       const name = mixtral && !v5 ? 'block_sparse_moe' : 'mlp';
@@ -261,33 +178,4 @@ export function moeFromHFConfig(config: Readonly<Record<string, unknown>>, optio
   const { moe: _moe, ...decoder } = options;
   void _moe;
   return llamaFamily(shape, decoder);
-}
-
-/**
- * `fromHFConfig`'s route for the mixture-of-experts families: the config's `torch_dtype` and
- * `use_cache` unless the options say otherwise, then {@link moeFromHFConfig} or
- * {@link deepseekFromHFConfig}.
- *
- * @example
- * ```ts
- * import { fromHFConfig } from 'vram-ts';
- * const m = fromHFConfig({ model_type: 'qwen2_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, shared_expert_intermediate_size: 96, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 512, num_experts: 4, num_experts_per_tok: 2 });
- * console.log(m.meta?.moe?.experts); // 4
- * ```
- */
-export function moeConfigModel(config: Readonly<Record<string, unknown>>, options: DecoderOptions = {}): ModuleLayer {
-  const raw = config.torch_dtype ?? config.dtype;
-  const DT: Readonly<Record<string, DType>> = { float32: 'float32', float16: 'float16', bfloat16: 'bfloat16', float: 'float32', half: 'float16' };
-  const configDtype = typeof raw === 'string' ? DT[raw.replace(/^torch\./, '')] : undefined;
-  if (raw !== undefined && raw !== null && configDtype === undefined) fail('bad-config', 'unknown torch_dtype', { path: ['torch_dtype'], expected: Object.keys(DT).join(' | '), received: JSON.stringify(raw) });
-  const dtype = options.dtype ?? configDtype;
-  const cfgCache = config.use_cache;
-  if (cfgCache !== undefined && typeof cfgCache !== 'boolean') fail('bad-config', 'use_cache must be true or false', { path: ['use_cache'], expected: 'true | false', received: JSON.stringify(cfgCache) });
-  if (config.quantization_config !== undefined && config.quantization_config !== null) fail('not-modelled', 'quantized mixture-of-experts checkpoints are not modelled', { path: ['quantization_config'] });
-  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined) fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled (expert parallelism is: expertParallel)', { path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'] });
-  if (options.contextParallel !== undefined) fail('not-modelled', 'context parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', 'contextParallel'] });
-  if (options.expertParallel !== undefined && (config.model_type === 'deepseek_v2' || config.model_type === 'deepseek_v3')) fail('not-modelled', 'expert parallelism of DeepSeek (its group-limited router) is not modelled: Mixtral, Qwen2-MoE and Qwen3-MoE are', { path: ['options', 'expertParallel'] });
-  const full: DecoderOptions = { ...options, useCache: options.useCache ?? cfgCache ?? true, ...(dtype !== undefined ? { dtype } : {}) };
-  const type = config.model_type;
-  return type === 'deepseek_v2' || type === 'deepseek_v3' ? deepseekFromHFConfig(config, full) : moeFromHFConfig(config, full);
 }

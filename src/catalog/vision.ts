@@ -23,20 +23,9 @@ import { multiheadAttention } from '../nn/multiheadAttention.js';
 import { opLayer } from '../nn/op.js';
 import { parameter } from '../nn/parameter.js';
 import { permuteRule, selectRule } from '../ops/view.js';
-import { EXTRA_VISION_MODELS, visionExtra } from './vision/extra.js';
-import { CLASSIC_VISION_MODELS, visionClassic } from './vision/classic.js';
-
-/** Options of {@link vision}, as torchvision's constructors take them. */
-export interface VisionOptions {
-  /** Classifier outputs (default 1000). */
-  readonly numClasses?: number;
-  /** EfficientNet's classifier dropout (default: the variant's, 0.2 for B0). */
-  readonly dropout?: number;
-  /** EfficientNet's stochastic depth probability, spread linearly over the blocks (default 0.2). */
-  readonly stochasticDepthProb?: number;
-  /** ViT's `image_size` (default 224): the input must be this size, the position embedding is sized for it. */
-  readonly imageSize?: number;
-}
+import { EXTRA_VISION } from './vision/extra.js';
+import { CLASSIC_VISION_FAMILY } from './vision/classic.js';
+import type { VisionFamily, VisionOptions } from './vision/options.js';
 
 interface ResNetSpec {
   readonly family: 'resnet';
@@ -92,6 +81,9 @@ const MODELS: Readonly<Record<string, ResNetSpec | EfficientNetSpec | ViTSpec>> 
   vit_h_14: vit(14, 32, 16, 1280, 5120),
 });
 
+/** The catalog's families, the one registry {@link vision} reads: ResNet, EfficientNet and ViT here, then vision/extra.ts's and vision/classic.ts's. */
+const FAMILIES: readonly VisionFamily[] = [{ names: Object.keys(MODELS), build: visionCore }, ...EXTRA_VISION, CLASSIC_VISION_FAMILY];
+
 /**
  * The torchvision model names {@link vision} builds.
  *
@@ -101,7 +93,7 @@ const MODELS: Readonly<Record<string, ResNetSpec | EfficientNetSpec | ViTSpec>> 
  * console.log(VISION_MODELS.includes('efficientnet_b0')); // true
  * ```
  */
-export const VISION_MODELS: readonly string[] = Object.freeze([...Object.keys(MODELS), ...EXTRA_VISION_MODELS, ...CLASSIC_VISION_MODELS]);
+export const VISION_MODELS: readonly string[] = Object.freeze(FAMILIES.flatMap((family) => family.names));
 
 /** torchvision's resnet.BasicBlock / Bottleneck: conv1, bn1, relu, conv2, bn2, (conv3, bn3), downsample, `out += identity`, relu. */
 function resnetBlock(name: string, kind: 'basic' | 'bottleneck', inplanes: number, planes: number, stride: number, groups: number, widthPerGroup: number): Layer {
@@ -251,12 +243,14 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
 /* @__NO_SIDE_EFFECTS__ */
 export function vision(name: string, options: VisionOptions = {}): SeqLayer {
   checkKeys(options, ['numClasses', 'dropout', 'stochasticDepthProb', 'imageSize'], 'vision');
-  const extra = visionExtra(name, options);
-  if (extra !== undefined) return extra;
-  const classic = visionClassic(name, options);
-  if (classic !== undefined) return classic;
-  const spec = Object.prototype.hasOwnProperty.call(MODELS, name) ? MODELS[name] : undefined;
-  if (spec === undefined) fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
+  const family = FAMILIES.find((f) => f.names.includes(name));
+  if (family === undefined) fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
+  return family.build(name, options);
+}
+
+/** torchvision's ResNets, EfficientNets and ViTs (the specs of MODELS) with their options checked. */
+function visionCore(name: string, options: VisionOptions): SeqLayer {
+  const spec = MODELS[name]!;
   const numClasses = options.numClasses ?? 1000;
   if (!Number.isSafeInteger(numClasses) || numClasses < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['vision', 'numClasses'], expected: 'an integer >= 1', received: String(options.numClasses) });
   if (spec.family !== 'vit' && options.imageSize !== undefined) fail('bad-option', 'only ViTs take an imageSize', { path: ['vision', 'imageSize'] });

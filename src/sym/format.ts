@@ -1,4 +1,4 @@
-import type { Atom, Dim, Expr, Term } from './expr.js';
+import type { Atom, Dim, Expr, Term } from './types.js';
 
 const SUPERSCRIPTS = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
 

@@ -6,6 +6,7 @@ import { buildMobileNetV2 } from './mobilenetv2.js';
 import { buildRegNetY, REGNET_Y } from './regnet.js';
 import { buildSqueezeNet11 } from './squeezenet.js';
 import { buildVggBn } from './vgg.js';
+import type { VisionFamily, VisionOptions } from './options.js';
 
 /** A catalog entry: its builder and its default classifier dropout (null: the model takes none). */
 export interface ClassicVisionModel {
@@ -38,12 +39,9 @@ export const CLASSIC_VISION: Readonly<Record<string, ClassicVisionModel>> = Obje
   ...regnets,
 });
 
-/** The names of {@link CLASSIC_VISION}, in catalog order. */
-export const CLASSIC_VISION_MODELS: readonly string[] = Object.freeze(Object.keys(CLASSIC_VISION));
-
 /**
- * {@link vision} for the models of {@link CLASSIC_VISION}: undefined for any other name. Takes
- * `numClasses` and, where torchvision's constructor does, `dropout`.
+ * {@link vision} for the models of {@link CLASSIC_VISION}: takes `numClasses` and, where
+ * torchvision's constructor does, `dropout`.
  *
  * @example
  * ```ts
@@ -51,9 +49,8 @@ export const CLASSIC_VISION_MODELS: readonly string[] = Object.freeze(Object.key
  * console.log(estimate(vision('squeezenet1_1', { numClasses: 10, dropout: 0.1 }), { input: [1, 3, 64, 64] }).params.total); // 727626
  * ```
  */
-export function visionClassic(name: string, options: { readonly numClasses?: number; readonly dropout?: number; readonly stochasticDepthProb?: number; readonly imageSize?: number }): SeqLayer | undefined {
-  const entry = Object.prototype.hasOwnProperty.call(CLASSIC_VISION, name) ? CLASSIC_VISION[name] : undefined;
-  if (entry === undefined) return undefined;
+function visionClassic(name: string, options: VisionOptions): SeqLayer {
+  const entry = CLASSIC_VISION[name]!;
   const numClasses = options.numClasses ?? 1000;
   if (!Number.isSafeInteger(numClasses) || numClasses < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['vision', 'numClasses'], expected: 'an integer >= 1', received: String(options.numClasses) });
   for (const key of ['stochasticDepthProb', 'imageSize'] as const) {
@@ -64,3 +61,6 @@ export function visionClassic(name: string, options: { readonly numClasses?: num
   if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['vision', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
   return entry.build(numClasses, p);
 }
+
+/** {@link CLASSIC_VISION} as one family of the vision catalog, its names in catalog order. */
+export const CLASSIC_VISION_FAMILY: VisionFamily = { names: Object.freeze(Object.keys(CLASSIC_VISION)), build: visionClassic };
