@@ -5,6 +5,7 @@
  * help text are made from this table (readers and checks: ./values.ts; help: ./help.ts), so a
  * new flag is one entry here.
  */
+import { gpuBudget, imageSize, transformersRelease } from './args.js';
 import { DEFAULT_TRANSFORMERS, GPUS, TRANSFORMERS_RANGES, type AttentionImpl, type Device, type DType, type Engine, type Framework, type OptimizerName, type PipelineSchedule, type Precision } from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
@@ -55,7 +56,7 @@ export const DEFAULTS = {
 } as const;
 
 /** A help line: its text (lines after the first are indented under it), or [value name, text]. */
-type HelpLine = string | readonly [meta: string, text: string];
+export type HelpLine = string | readonly [meta: string, text: string];
 
 /** One flag. */
 interface FlagSpec {
@@ -65,6 +66,8 @@ interface FlagSpec {
   readonly scope: readonly Command[];
   /** A count: the largest value accepted (the smallest is 1). */
   readonly max?: number;
+  /** Its reader where it is neither a count nor a choice (it refuses a bad value with a CliError). */
+  readonly read?: (value: string) => unknown;
   /** The values accepted, per command where they differ. */
   readonly values?: readonly string[] | Partial<Record<Command, readonly string[]>>;
   /** Only for one kind of model; `says` and `hint` word the refusal. */
@@ -89,7 +92,7 @@ const LAYER_ONLY = 'it compares two counts of one layer and fits nothing';
 
 /** Every flag, in the order the did-you-mean hints and the model-kind checks see them. */
 export const FLAGS = {
-  input: { type: 'string', scope: ['estimate', 'fit', 'plan'], only: { kind: 'cnn', hint: ': use --seq' }, why: { grpo: 'grpo needs an LLM' }, meta: 'CxHxW', help: { default: `image size for CNNs (default ${DEFAULTS.input})`, fit: `image size for CNNs (default ${DEFAULTS.input}); with --solve resolution\nonly C is used and H = W is solved for` } },
+  input: { type: 'string', read: imageSize, scope: ['estimate', 'fit', 'plan'], only: { kind: 'cnn', hint: ': use --seq' }, why: { grpo: 'grpo needs an LLM' }, meta: 'CxHxW', help: { default: `image size for CNNs (default ${DEFAULTS.input})`, fit: `image size for CNNs (default ${DEFAULTS.input}); with --solve resolution\nonly C is used and H = W is solved for` } },
   batch: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'compat', 'korthikanti'], why: { plan: 'a plan splits --global-batch over ranks and micro-batches', grpo: 'a GRPO step is sized by --prompts, --group and --micro-batch' }, meta: 'N', help: { default: `batch size (default ${DEFAULTS.batch})`, fit: `batch size (default ${DEFAULTS.batch}); not with --solve batch`, compat: `micro-batch size (default ${DEFAULTS.batch})`, korthikanti: ['B', `batch size b (default ${k.batch})`] } },
   seq: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'], only: { kind: 'llm', hint: ': use --input' }, why: { grpo: 'a GRPO step is --prompt plus --completion tokens long' }, meta: 'N', help: { default: `sequence length for LLMs (default ${DEFAULTS.seq})`, fit: `sequence length for LLMs (default ${DEFAULTS.seq}); not with --solve seq`, compat: `sequence length of vram-ts's step and Megatron's activations (default ${DEFAULTS.seq})`, korthikanti: ['S', `sequence length s (default ${k.seq})`] } },
   classes: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'plan'], only: { kind: 'cnn', says: 'applies to the CNN catalog' }, why: { grpo: 'grpo needs an LLM' }, meta: 'N', help: `classifier outputs for the CNN catalog (default ${DEFAULTS.classes})` },
@@ -101,13 +104,13 @@ export const FLAGS = {
   attention: { type: 'string', scope: [...MODEL_COMMANDS, 'compat'], values: ATTENTIONS, only: { kind: 'llm' }, meta: 'A', help: { default: `${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)`, compat: `${ATTENTIONS.join(', ')} (default: what the transformers release picks)` } },
   device: { type: 'string', scope: MODEL_COMMANDS, values: DEVICES, meta: 'D', help: `${DEVICES.join(' or ')} (default ${DEFAULTS.device})` },
   framework: { type: 'string', scope: MODEL_COMMANDS, values: FRAMEWORKS, meta: 'F', help: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ` },
-  transformers: { type: 'string', scope: [...MODEL_COMMANDS, 'compat'], only: { kind: 'llm' }, meta: 'X.Y.Z', help: { default: `the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});\n${releases} were read`, compat: `the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})` } },
+  transformers: { type: 'string', read: transformersRelease, scope: [...MODEL_COMMANDS, 'compat'], only: { kind: 'llm' }, meta: 'X.Y.Z', help: { default: `the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});\n${releases} were read`, compat: `the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})` } },
   dtype: { type: 'string', scope: MODEL_COMMANDS, values: DTYPES, only: { kind: 'llm' }, meta: 'D', help: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too` },
   'no-cache': { type: 'boolean', scope: MODEL_COMMANDS, only: { kind: 'llm' }, help: "forward with use_cache=False (LLMs; default: the config's use_cache, true)" },
   'lora-rank': { type: 'string', max: 1_000_000, scope: MODEL_COMMANDS, only: { kind: 'llm', hint: ' (adapters on the attention projections)' }, meta: 'R', help: "LoRA adapters of rank R on PEFT's default targets\n(q_proj, v_proj; GPT-2: c_attn); LLMs only" },
   qlora: { type: 'boolean', scope: MODEL_COMMANDS, only: { kind: 'llm', hint: ' (adapters on the attention projections)' }, help: 'with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it' },
   revision: { type: 'string', scope: MODEL_COMMANDS, meta: 'R', help: 'branch, tag or commit of a Hub model (<org>/<name>); main when left out' },
-  gpu: { type: 'string', scope: MODEL_COMMANDS, why: { korthikanti: LAYER_ONLY }, meta: 'NAME|SIZE', help: { estimate: gpuHelp('says whether it fits (default: none)'), fit: gpuHelp('the GPU to fit (required)'), plan: gpuHelp('the GPU of every rank (required)'), grpo: gpuHelp('says whether the step fits (default: none)') } },
+  gpu: { type: 'string', read: gpuBudget, scope: MODEL_COMMANDS, why: { korthikanti: LAYER_ONLY }, meta: 'NAME|SIZE', help: { estimate: gpuHelp('says whether it fits (default: none)'), fit: gpuHelp('the GPU to fit (required)'), plan: gpuHelp('the GPU of every rank (required)'), grpo: gpuHelp('says whether the step fits (default: none)') } },
   check: { type: 'boolean', scope: MODEL_COMMANDS, why: { korthikanti: LAYER_ONLY }, help: { default: 'with --gpu: exit 1 when it does not fit', fit: 'exit 1 when nothing fits (the number is 0)', plan: 'exit 1 when no layout fits' } },
   format: { type: 'string', scope: ['estimate', 'plan', 'grpo'], values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: GRPO_FORMATS }, why: { fit: 'fit prints one number' }, meta: 'F', help: { estimate: `${FORMATS.join(', ')} (default ${DEFAULTS.format});\njson carries the fit verdict and the KV cache as fields`, plan: `${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})`, grpo: `${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})` } },
   svg: { type: 'string', scope: ['estimate'], why: { fit: STEP_CHART, grpo: STEP_CHART, plan: STEP_CHART }, meta: 'FILE', help: "write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)" },
@@ -128,7 +131,7 @@ export const FLAGS = {
     values: ENGINES,
     meta: 'E',
     help: {
-      default: `${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,\ngradients and optimizer state; DDP keeps them whole plus its gradient buckets;\nzero-redundancy is torch's ZeroRedundancyOptimizer over DDP; deepspeed\nis DeepSpeed ZeRO (needs --zero); megatron is Megatron-core's DDP (its\ngradient buffer, Float16Optimizer's fp32 copy)`,
+      default: `${ENGINES.join(', ')} (with --gpus; default fsdp2): FSDP2 shards parameters,\ngradients and optimizer state; DDP keeps them whole plus its gradient buckets;\nzero-redundancy is torch's ZeroRedundancyOptimizer over DDP; deepspeed\nis DeepSpeed ZeRO (needs --zero); megatron is Megatron-core's DDP (its\ngradient buffer, Float16Optimizer's fp32 copy)`,
       plan: `try only this engine: ${ENGINES.join(', ')} (deepspeed: ZeRO 1, 2, 3)`,
     },
   },
@@ -167,16 +170,4 @@ export const OPTIONS = Object.fromEntries(Object.entries(FLAGS).map(([flag, spec
 /** The table entry of a flag, as the generic checks read it. */
 export function specOf(flag: Flag): FlagSpec {
   return FLAGS[flag];
-}
-
-/** A flag's help line for one command, or undefined when that command's help does not list it. */
-export function helpLine(flag: Flag, command: Command): string | undefined {
-  const spec = specOf(flag);
-  const help = spec.help;
-  const line = help === undefined ? undefined : typeof help === 'string' || Array.isArray(help) ? (help as HelpLine) : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
-  if (line === undefined) return undefined;
-  const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
-  const label = spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`;
-  // Option text starts in column 26; a label as wide as the column keeps two spaces.
-  return `  ${label.length < 23 ? label.padEnd(23) : `${label}  `}${text.replace(/\n/g, `\n${' '.repeat(25)}`)}`;
 }

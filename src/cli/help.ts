@@ -3,7 +3,7 @@
  * table (./flags.ts), and test/cli checks that passing a shown default changes nothing.
  */
 import { LLMS, VISION_MODELS } from '../index.js';
-import { FLAGS, SCOPE, helpLine, type Command, type Flag } from './flags.js';
+import { FLAGS, SCOPE, specOf, type Command, type Flag, type HelpLine } from './flags.js';
 import { CNNS } from './model.js';
 
 const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}; torchvision models: ${VISION_MODELS.filter((v) => !(CNNS as readonly string[]).includes(v)).join(', ')}`;
@@ -13,6 +13,18 @@ const MODEL = `<model>: a catalog name (${models})
          or a Hugging Face Hub repository, <org>/<name> (config.json and the safetensors headers
          are read, never the weights; HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE; cached under
          $XDG_CACHE_HOME/vram-ts/hub, else ~/.cache/vram-ts/hub)`;
+
+/** A flag's help line for one command, or undefined when that command's help does not list it. */
+function helpLine(flag: Flag, command: Command): string | undefined {
+  const spec = specOf(flag);
+  const help = spec.help;
+  const line = help === undefined ? undefined : typeof help === 'string' || Array.isArray(help) ? (help as HelpLine) : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
+  if (line === undefined) return undefined;
+  const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
+  const label = spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`;
+  // Option text starts in column 26; a label as wide as the column keeps two spaces.
+  return `  ${label.length < 23 ? label.padEnd(23) : `${label}  `}${text.replace(/\n/g, `\n${' '.repeat(25)}`)}`;
+}
 
 /** Groups of flags that several helps list together, in this order. */
 const TRAINING: readonly Flag[] = ['optimizer', 'precision', 'checkpointing'];

@@ -5,7 +5,7 @@
 import { nearest } from './args.js';
 import { COMMAND_SPECS, SUBCOMMANDS, type CommandSpec } from './commands/index.js';
 import { usage } from './errors.js';
-import { FLAGS, SCOPE, type Command, type Flag, type Values } from './flags.js';
+import { SCOPE, specOf, type Command, type Flag, type Values } from './flags.js';
 import { MODEL_NAMES } from './model.js';
 
 function listAnd(items: readonly string[]): string {
@@ -17,7 +17,7 @@ function checkScope(command: Command, values: Values): void {
   const named = (c: Command) => COMMAND_SPECS[c].named;
   for (const flag of Object.keys(values) as Flag[]) {
     if (values[flag] === undefined || SCOPE[flag].includes(command)) continue;
-    const why = (FLAGS[flag] as { readonly why?: Partial<Record<Command, string>> }).why?.[command];
+    const why = specOf(flag).why?.[command];
     const where = listAnd(SCOPE[flag].map(named));
     if (command === 'safetensors') usage(`--${flag}`, '--safetensors FILE takes no other option');
     if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${named(command)}`);

@@ -1,9 +1,8 @@
 /**
  * The flags' values read as the table (./flags.ts) says: counts within their limits, one of the
- * accepted values, the --gpu budget and the --transformers release; and the refusals that the
- * table decides alone (a flag of the other model kind).
+ * accepted values, or the table's own reader (the --gpu budget, the --transformers release); and
+ * the refusals that the table decides alone (a flag of the other model kind).
  */
-import { GPUS, VramError, memoryBudget, transformersRules } from '../index.js';
 import { oneOf, wholeNumber } from './args.js';
 import { usage } from './errors.js';
 import { FLAGS, specOf, type Command, type Flag, type Values } from './flags.js';
@@ -15,6 +14,7 @@ export type CountFlag = { [F in Flag]: Spec<F> extends { readonly max: number } 
 
 /** The flags with one list of accepted values, and those values. */
 export type ChoiceFlag = { [F in Flag]: Spec<F> extends { readonly values: readonly string[] } ? F : never }[Flag];
+/** The accepted values of a choice flag, as a union. */
 export type ChoiceOf<F extends ChoiceFlag> = Spec<F> extends { readonly values: readonly (infer T)[] } ? T : never;
 
 /** A count flag's value, or `fallback` when it is left out; refused outside 1 .. its limit. */
@@ -34,30 +34,6 @@ export function formatOf<C extends keyof (typeof FLAGS)['format']['values']>(val
   return oneOf(values.format ?? fallback, '--format', FLAGS.format.values[command]);
 }
 
-/** The --gpu budget, refusing unknown names with the list of known ones. */
-export function gpuBudget(value: string): number {
-  let budget: number;
-  try {
-    budget = memoryBudget(value);
-  } catch (error) {
-    if (!(error instanceof VramError)) throw error;
-    return usage('--gpu', 'unknown GPU', { expected: `a size like 24GB or one of ${GPUS.map((g) => g.name).join(', ')}`, received: JSON.stringify(value) });
-  }
-  if (!Number.isSafeInteger(budget) || budget < 1) usage('--gpu', 'a memory size must be at least 1 byte', { received: JSON.stringify(value) });
-  return budget;
-}
-
-/** --transformers: a release whose rules the library knows. */
-function checkRelease(value: string): void {
-  try {
-    transformersRules(value);
-  } catch (error) {
-    if (!(error instanceof VramError)) throw error;
-    const issue = error.issues[0];
-    usage('--transformers', issue?.message ?? 'unknown release', { expected: issue?.expected, received: issue?.received });
-  }
-}
-
 /** The values checked before the model is built (they need none), in this order. */
 const UP_FRONT = ['optimizer', 'precision', 'device', 'framework', 'attention', 'dtype', 'transformers', 'gpu'] as const satisfies readonly Flag[];
 
@@ -66,9 +42,9 @@ export function checkValues(values: Values): void {
   for (const flag of UP_FRONT) {
     const value = values[flag];
     if (value === undefined) continue;
-    if (flag === 'transformers') checkRelease(value);
-    else if (flag === 'gpu') gpuBudget(value);
-    else choice(values, flag);
+    const read = specOf(flag).read;
+    if (read !== undefined) read(value as string);
+    else choice(values, flag as ChoiceFlag);
   }
 }
 

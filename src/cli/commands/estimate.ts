@@ -30,7 +30,8 @@ import { DEFAULTS, type Values } from '../flags.js';
 import { HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions, tensorParallelOf } from '../options.js';
-import { choice, formatOf, gpuBudget } from '../values.js';
+import { gpuBudget } from '../args.js';
+import { choice, formatOf } from '../values.js';
 import type { ModelCommand, Outcome } from './command.js';
 
 /** Formats with no room for a fit verdict: there --gpu only makes sense with --check. */

@@ -5,7 +5,8 @@ import { DEFAULTS, type Values } from '../flags.js';
 import { GRPO_HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions } from '../options.js';
-import { count, formatOf, gpuBudget } from '../values.js';
+import { gpuBudget } from '../args.js';
+import { count, formatOf } from '../values.js';
 import type { ModelCommand, Outcome } from './command.js';
 
 function runGrpo(ref: ModelRef, values: Values): Outcome {
