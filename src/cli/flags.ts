@@ -23,21 +23,34 @@ const every =
   <const T extends readonly U[]>(list: T & ([Exclude<U, T[number]>] extends [never] ? unknown : { readonly missing: Exclude<U, T[number]> })): T =>
     list;
 
+/** --optimizer: the library's optimizers. */
 export const OPTIMIZERS = every<OptimizerName>()(['sgd', 'sgd_momentum', 'adam', 'adamw', 'adafactor', 'lion', 'adam8bit']);
+/** --precision: the library's training precisions. */
 export const PRECISIONS = every<Precision>()(['fp32', 'bf16', 'fp16', 'amp-bf16', 'amp-fp16']);
+/** --attention: the library's attention implementations. */
 export const ATTENTIONS = every<AttentionImpl>()(['eager', 'sdpa', 'flash']);
 /** The parameter dtypes an LLM's --dtype takes (the floating ones of the library's DType). */
 export const DTYPES = ['float32', 'bfloat16', 'float16', 'float64'] as const satisfies readonly DType[];
+/** --device: where the library's rules say the step runs. */
 export const DEVICES = every<Device>()(['cuda', 'cpu']);
+/** --framework: the PyTorch versions whose autograd rules the library follows. */
 export const FRAMEWORKS = every<Framework>()(['torch-2', 'torch-1.13']);
 // lead: replace with ENGINE_NAMES from parallel/engines at merge
+/** --engine: the library's data-parallel engines. */
 export const ENGINES = every<Engine>()(['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed', 'megatron']);
+/** --schedule: the library's pipeline schedules. */
 export const SCHEDULES = every<PipelineSchedule>()(['1f1b', 'gpipe', 'interleaved-1f1b']);
+/** --offload: what goes to host memory (the command's words for the library's offload option). */
 export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
+/** --format of an estimate. */
 export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
+/** --format of grpo. */
 export const GRPO_FORMATS = ['table', 'json'] as const;
+/** --format of plan. */
 export const PLAN_FORMATS = ['table', 'json'] as const;
+/** --chart: which chart --svg writes. */
 export const CHARTS = ['timeline', 'breakdown'] as const;
+/** --solve: what fit solves for. */
 export const SOLVES = ['batch', 'seq', 'resolution'] as const;
 
 /** What the command assumes when a flag is left out. */
