@@ -1,4 +1,5 @@
 /** Strict readers for the command's option values. */
+import { GPUS, VramError, memoryBudget, transformersRules } from '../index.js';
 import { usage } from './errors.js';
 
 const count = (n: number) => n.toLocaleString('en-US');
@@ -65,4 +66,29 @@ export function nearest(word: string, candidates: readonly string[]): string | u
 /** A list for a message: every name, or the first few and "…". */
 export function listOf(names: readonly string[], max = names.length): string {
   return names.length <= max ? names.join(', ') : `${names.slice(0, max).join(', ')}, …`;
+}
+
+/** The --gpu budget, refusing unknown names with the list of known ones. */
+export function gpuBudget(value: string): number {
+  let budget: number;
+  try {
+    budget = memoryBudget(value);
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    return usage('--gpu', 'unknown GPU', { expected: `a size like 24GB or one of ${GPUS.map((g) => g.name).join(', ')}`, received: JSON.stringify(value) });
+  }
+  if (!Number.isSafeInteger(budget) || budget < 1) usage('--gpu', 'a memory size must be at least 1 byte', { received: JSON.stringify(value) });
+  return budget;
+}
+
+/** --transformers: a release whose rules the library knows. */
+export function transformersRelease(value: string): string {
+  try {
+    transformersRules(value);
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    const issue = error.issues[0];
+    usage('--transformers', issue?.message ?? 'unknown release', { expected: issue?.expected, received: issue?.received });
+  }
+  return value;
 }

@@ -153,9 +153,9 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
   ].join('\n');
 }
 
-function megatronText(model: Layer, meta: ModelMeta, params: number, job: CompatJob, rebuild?: Rebuild): string {
-  const dp = Math.max(1, Math.floor(job.gpus / (job.tp * job.pp)));
-  const args = {
+/** Megatron-LM's arguments for the same decoder and layout (distributed optimizer, selective recompute). */
+function megatronArgs(meta: ModelMeta, job: CompatJob, dp: number) {
+  return {
     numLayers: meta.layers,
     hiddenSize: meta.hidden,
     numAttentionHeads: meta.heads,
@@ -175,6 +175,11 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     sequenceParallel: job.tp > 1,
     recomputeGranularity: 'selective' as const,
   };
+}
+
+function megatronText(model: Layer, meta: ModelMeta, params: number, job: CompatJob, rebuild?: Rebuild): string {
+  const dp = Math.max(1, Math.floor(job.gpus / (job.tp * job.pp)));
+  const args = megatronArgs(meta, job, dp);
   const theirs = megatronTheoretical(args, 1);
   const lines = [
     `Megatron-LM's theoretical memory (${CLOSED_FORM_SOURCES.megatron}) for ${job.name} as a Megatron GPT:`,

@@ -1,42 +1,12 @@
 /**
- * The command's help texts. Every default shown is read from the constants the command uses
- * (or the library's own), and test/cli checks that passing a shown default changes nothing.
+ * The command's help texts: the prose is written here, every option line is made from the flag
+ * table (./flags.ts), and test/cli checks that passing a shown default changes nothing.
  */
-import { DEFAULT_TRANSFORMERS, GPUS, LLMS, TRANSFORMERS_RANGES, VISION_MODELS } from '../index.js';
+import { LLMS, VISION_MODELS } from '../index.js';
+import { FLAGS, SCOPE, specOf, type Command, type Flag, type HelpLine } from './flags.js';
+import { CNNS } from './model.js';
 
-/** What the command assumes when a flag is left out. */
-export const DEFAULTS = {
-  input: '3x224x224',
-  batch: 1,
-  seq: 512,
-  classes: 1000,
-  optimizer: 'adam',
-  device: 'cuda',
-  framework: 'torch-2',
-  format: 'table',
-  solve: 'batch',
-  grpo: { group: 8, prompt: 512, completion: 1024, prompts: 1 },
-  korthikanti: { seq: 2048, batch: 1, hidden: 1024, heads: 16 },
-} as const;
-
-export const OPTIMIZERS = ['sgd', 'sgd_momentum', 'adam', 'adamw', 'adafactor', 'lion', 'adam8bit'] as const;
-export const PRECISIONS = ['fp32', 'bf16', 'fp16', 'amp-bf16', 'amp-fp16'] as const;
-export const ATTENTIONS = ['eager', 'sdpa', 'flash'] as const;
-export const DTYPES = ['float32', 'bfloat16', 'float16', 'float64'] as const;
-export const DEVICES = ['cuda', 'cpu'] as const;
-export const FRAMEWORKS = ['torch-2', 'torch-1.13'] as const;
-export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
-export const CHARTS = ['timeline', 'breakdown'] as const;
-export const GRPO_FORMATS = ['table', 'json'] as const;
-export const PLAN_FORMATS = ['table', 'json'] as const;
-export const SOLVES = ['batch', 'seq', 'resolution'] as const;
-export const CNNS = ['mobilenet_v3_small', 'mobilenet_v3_large'] as const;
-
-const releases = TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' and ');
-const gpus = GPUS.map((g) => g.name).join(', ');
 const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}; torchvision models: ${VISION_MODELS.filter((v) => !(CNNS as readonly string[]).includes(v)).join(', ')}`;
-const g = DEFAULTS.grpo;
-const k = DEFAULTS.korthikanti;
 
 const MODEL = `<model>: a catalog name (${models})
          or the path of a Hugging Face config.json (llama, qwen2, mistral, gpt2)
@@ -44,64 +14,34 @@ const MODEL = `<model>: a catalog name (${models})
          are read, never the weights; HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE; cached under
          $XDG_CACHE_HOME/vram-ts/hub, else ~/.cache/vram-ts/hub)`;
 
-const LLM_OPTIONS = `  --lora-rank R          LoRA adapters of rank R on PEFT's default targets
-                         (q_proj, v_proj; GPT-2: c_attn); LLMs only
-  --qlora                with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it
-  --attention A          ${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)
-  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});
-                         ${releases} were read
-  --dtype D              parameter dtype of an LLM: ${DTYPES.join(', ')}
-                         (default: the config's torch_dtype); not with --precision, which sets it too
-  --no-cache             forward with use_cache=False (LLMs; default: the config's use_cache, true)
-  --revision R           branch, tag or commit of a Hub model (<org>/<name>); main when left out`;
+/** A flag's help line for one command, or undefined when that command's help does not list it. */
+function helpLine(flag: Flag, command: Command): string | undefined {
+  const spec = specOf(flag);
+  const help = spec.help;
+  const line = help === undefined ? undefined : typeof help === 'string' || Array.isArray(help) ? (help as HelpLine) : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
+  if (line === undefined) return undefined;
+  const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
+  const label = spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`;
+  // Option text starts in column 26; a label as wide as the column keeps two spaces.
+  return `  ${label.length < 23 ? label.padEnd(23) : `${label}  `}${text.replace(/\n/g, `\n${' '.repeat(25)}`)}`;
+}
 
-const TRAINING_OPTIONS = `  --optimizer NAME       ${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer}); training only
-  --precision P          ${PRECISIONS.join(', ')} (default: none, the weights
-                         keep the model's dtype: float32 for the CNNs, the config's torch_dtype for LLMs)
-  --checkpointing        activation checkpointing of every block (decoder layers, CNN feature blocks);
-                         training only`;
+/** Groups of flags that several helps list together, in this order. */
+const TRAINING: readonly Flag[] = ['optimizer', 'precision', 'checkpointing'];
+const PARALLEL: readonly Flag[] = ['gpus', 'engine', 'distributed-optimizer', 'zero', 'offload', 'tp', 'sp', 'cp', 'ep', 'pp', 'stage', 'schedule', 'virtual-stages', 'no-return-outputs', 'micro-batches', 'fsdp', 'rank'];
+const LLM: readonly Flag[] = ['lora-rank', 'qlora', 'attention', 'transformers', 'dtype', 'no-cache', 'revision'];
+const RUNTIME: readonly Flag[] = ['device', 'framework'];
 
-export const ENGINES = ['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed', 'megatron'] as const;
-export const SCHEDULES = ['1f1b', 'gpipe', 'interleaved-1f1b'] as const;
-export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
-
-const PARALLEL_OPTIONS = `  --gpus N               one rank of N data-parallel GPUs (training; default 1: one GPU)
-  --engine E             ${ENGINES.join(', ')} (with --gpus; default ${'fsdp2'}): FSDP2 shards parameters,
-                         gradients and optimizer state; DDP keeps them whole plus its gradient buckets;
-                         zero-redundancy is torch's ZeroRedundancyOptimizer over DDP; deepspeed
-                         is DeepSpeed ZeRO (needs --zero); megatron is Megatron-core's DDP (its
-                         gradient buffer, Float16Optimizer's fp32 copy)
-  --distributed-optimizer  with --engine megatron: Megatron's distributed optimizer (fp32 master
-                         and Adam state sharded, parameters in a padded buffer)
-  --zero 1|2|3           DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters
-                         partitioned (implies --engine deepspeed; DeepSpeed's defaults for its buckets)
-  --offload WHAT         ${OFFLOADS.join(', ')}: host memory instead of the GPU (DeepSpeed
-                         offload_optimizer / offload_param at ZeRO-3; FSDP2's CPUOffloadPolicy is all)
-  --tp N                 tensor parallelism (PyTorch DTensor's plan on Llama/Qwen2/Mistral: heads,
-                         MLP and vocabulary split N ways); --gpus is tp × pp × data-parallel ranks
-  --sp                   sequence parallelism with --tp (norms and residuals hold S/N; needs a
-                         concrete --seq, not fit --solve seq)
-  --cp N                 context parallelism (PyTorch's context_parallel, ring attention over sdpa;
-                         Llama/Qwen2/Mistral): activations hold S/N positions; --gpus is
-                         tp × pp × cp × data-parallel ranks, the engine spanning dp × cp
-  --ep N                 expert parallelism of a MoE decoder (transformers 5.x's ep_plan: each rank
-                         holds 1/N of the routed experts, every rank runs every token)
-  --pp N                 pipeline stages (torch.distributed.pipelining): --gpus is then pp × the
-                         data-parallel ranks of each stage; needs --micro-batches >= N for 1f1b
-  --stage S              which pipeline stage to estimate (default 0)
-  --schedule S           ${SCHEDULES.join(', ')} (default 1f1b)
-  --virtual-stages V     stages per pipeline rank with interleaved-1f1b (default 2)
-  --no-return-outputs    schedule.step(return_outputs=False): the last stage keeps no outputs
-  --micro-batches M      micro-batches per optimizer step (gradient accumulation; a pipeline's
-                         micro-batches), each of --batch samples (default 1)
-  --fsdp                 the same as --engine fsdp2
-  --rank R               which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)`;
-
-const RUNTIME_OPTIONS = `  --device D             ${DEVICES.join(' or ')} (default ${DEFAULTS.device})
-  --framework F          ${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`;
-
-const gpu = (what: string) => `  --gpu NAME|SIZE        ${what}: a size (24GB, 80GiB; GB is read as GiB) or
-                         ${gpus}`;
+/**
+ * The option lines of a command's help: the flags in `order` first, then any other flag the
+ * command takes that has a help line (a new flag shows up without an edit here), then -h.
+ */
+function options(command: Command, order: readonly Flag[]): string {
+  const stray = order.find((flag) => !SCOPE[flag].includes(command));
+  if (stray !== undefined) throw new Error(`help of ${command} lists --${stray}, which it does not take`);
+  const rest = (Object.keys(FLAGS) as Flag[]).filter((flag) => flag !== 'help' && !order.includes(flag) && SCOPE[flag].includes(command));
+  return [...order, ...rest, 'help' as const].map((flag) => helpLine(flag, command)).filter((line) => line !== undefined).join('\n');
+}
 
 const EXIT = `Exit codes
   0  done (with --check: it fits)
@@ -132,23 +72,7 @@ Usage
 ${MODEL}
 
 Options of an estimate (an option that does not apply is an error)
-  --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
-  --batch N              batch size (default ${DEFAULTS.batch})
-  --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
-  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
-  --train | --infer      a training step (the default) or an inference forward
-${TRAINING_OPTIONS}
-${PARALLEL_OPTIONS}
-  --all-ranks            also every rank's peak, parameters, gradients and optimizer state
-${LLM_OPTIONS}
-${RUNTIME_OPTIONS}
-${gpu('says whether it fits (default: none)')}
-  --check                with --gpu: exit 1 when it does not fit
-  --format F             ${FORMATS.join(', ')} (default ${DEFAULTS.format});
-                         json carries the fit verdict and the KV cache as fields
-  --svg FILE             write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)
-  --chart C              ${CHARTS.join(' or ')} (default timeline): which chart --svg writes
-  -h, --help             this help
+${options('estimate', ['input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, 'all-ranks', ...LLM, ...RUNTIME, 'gpu', 'check', 'format', 'svg', 'chart'])}
 
 ${EXIT}
 
@@ -170,20 +94,7 @@ Prints one number: the largest batch, sequence length or image side whose step f
 ${MODEL}
 
 Options
-${gpu('the GPU to fit (required)')}
-  --solve WHAT           ${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN
-  --check                exit 1 when nothing fits (the number is 0)
-  --input CxHxW          image size for CNNs (default ${DEFAULTS.input}); with --solve resolution
-                         only C is used and H = W is solved for
-  --batch N              batch size (default ${DEFAULTS.batch}); not with --solve batch
-  --seq N                sequence length for LLMs (default ${DEFAULTS.seq}); not with --solve seq
-  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
-  --train | --infer      a training step (the default) or an inference forward
-${TRAINING_OPTIONS}
-${PARALLEL_OPTIONS}
-${LLM_OPTIONS}
-${RUNTIME_OPTIONS}
-  -h, --help             this help
+${options('fit', ['gpu', 'solve', 'check', 'input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, ...LLM, ...RUNTIME])}
 
 ${EXIT}
 
@@ -204,26 +115,7 @@ accumulation included). Tensor and pipeline parallelism are not searched (not mo
 ${MODEL}
 
 Options
-${gpu('the GPU of every rank (required)')}
-  --gpus N               the most GPUs to use (required)
-  --global-batch G       samples per optimizer step over all GPUs (required)
-  --engine E             try only this engine: ${ENGINES.join(', ')} (deepspeed: ZeRO 1, 2, 3)
-  --zero 1|2|3           try only this DeepSpeed ZeRO stage (implies --engine deepspeed)
-  --pp N                 also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)
-  --tp N                 also try tensor parallelism of 2 .. N ranks (decoders; replicas under FSDP2)
-  --cp N                 also try context parallelism of 2 .. N ranks (ring attention, decoders;
-                         the engine over dp × cp ranks)
-  --checkpointing        also try activation checkpointing of every block
-  --seq N                sequence length for LLMs (default ${DEFAULTS.seq})
-  --input CxHxW          image size for CNNs (default ${DEFAULTS.input})
-  --classes N            classifier outputs for the CNN catalog (default ${DEFAULTS.classes})
-  --optimizer NAME       ${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer})
-  --precision P          ${PRECISIONS.join(', ')} (default: the model's dtype)
-  --check                exit 1 when no layout fits
-  --format F             ${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})
-${LLM_OPTIONS}
-${RUNTIME_OPTIONS}
-  -h, --help             this help
+${options('plan', ['gpu', 'gpus', 'global-batch', 'engine', 'zero', 'pp', 'tp', 'cp', 'checkpointing', 'seq', 'input', 'classes', 'optimizer', 'precision', 'check', 'format', ...LLM, ...RUNTIME])}
 
 ${EXIT}
 
@@ -241,15 +133,7 @@ simulation of one rank of the same job (Adam, bf16), and why the two differ:
 <model> is a decoder LLM: ${LLMS.map((e) => e.id).join(', ')} or a config.json path.
 
 Options
-  --gpus N               GPUs (per node for deepspeed; default 8)
-  --nodes N              nodes (deepspeed; default 1)
-  --tp N                 tensor-parallel size (megatron; default 1)
-  --pp N                 pipeline-parallel size (megatron; default 1)
-  --seq N                sequence length of vram-ts's step and Megatron's activations (default ${DEFAULTS.seq})
-  --batch N              micro-batch size (default ${DEFAULTS.batch})
-  --attention A          ${ATTENTIONS.join(', ')} (default: what the transformers release picks)
-  --transformers X.Y.Z   the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})
-  -h, --help             this help
+${options('compat', ['gpus', 'nodes', 'tp', 'pp', 'seq', 'batch', 'attention', 'transformers'])}
 
 ${EXIT}
 
@@ -266,19 +150,7 @@ prompt with a KV cache, score them with a frozen reference model, then train on 
 <model> is an LLM: ${LLMS.map((e) => e.id).join(', ')} or a config.json path.
 
 Options
-  --group G              completions per prompt (default ${g.group})
-  --prompt P             prompt tokens (default ${g.prompt})
-  --completion L         completion tokens (default ${g.completion})
-  --prompts N            prompts per step (default ${g.prompts})
-  --micro-batch M        sequences per training and reference forward, at most prompts × group
-                         (default: all of them)
-${TRAINING_OPTIONS}
-${LLM_OPTIONS}
-${RUNTIME_OPTIONS}
-${gpu('says whether the step fits (default: none)')}
-  --check                with --gpu: exit 1 when it does not fit
-  --format F             ${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})
-  -h, --help             this help
+${options('grpo', ['group', 'prompt', 'completion', 'prompts', 'micro-batch', ...TRAINING, ...LLM, ...RUNTIME, 'gpu', 'check', 'format'])}
 
 ${EXIT}
 
@@ -293,11 +165,7 @@ vram-ts's op-by-op count for one Hugging Face GPT-2 layer of that shape (16-bit,
 eager attention).
 
 Options
-  --seq S                sequence length s (default ${k.seq})
-  --batch B              batch size b (default ${k.batch})
-  --hidden H             hidden size h (default ${k.hidden})
-  --heads A              attention heads a, a divisor of h (default ${k.heads})
-  -h, --help             this help
+${options('korthikanti', ['seq', 'batch', 'hidden', 'heads'])}
 
 Exit codes
   0  done
