@@ -74,6 +74,7 @@ export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
 export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
 export type { Engine, ParallelPlan } from './parallel/plan.js';
+export { DEFAULT_ENGINE, ENGINE_NAMES } from './parallel/engines/index.js';
 export type { HostBytes } from './memory/residency/types.js';
 export { megatronBuffers, megatronShard, type MegatronBuffer, type MegatronPlacement, type MegatronSettings } from './parallel/engines/megatron.js';
 export { inFlight, pipelineActions, type PipelineAction, type PipelineSchedule } from './parallel/pipeline/schedules.js';

@@ -6,7 +6,7 @@
  * new flag is one entry here.
  */
 import { gpuBudget, imageSize, transformersRelease } from './args.js';
-import { DEFAULT_TRANSFORMERS, GPUS, TRANSFORMERS_RANGES, type AttentionImpl, type Device, type DType, type Engine, type Framework, type OptimizerName, type PipelineSchedule, type Precision } from '../index.js';
+import { DEFAULT_ENGINE, DEFAULT_TRANSFORMERS, ENGINE_NAMES, GPUS, TRANSFORMERS_RANGES, type AttentionImpl, type Device, type DType, type Engine, type Framework, type OptimizerName, type PipelineSchedule, type Precision } from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
 export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'korthikanti' | 'safetensors';
@@ -35,9 +35,8 @@ export const DTYPES = ['float32', 'bfloat16', 'float16', 'float64'] as const sat
 export const DEVICES = every<Device>()(['cuda', 'cpu']);
 /** --framework: the PyTorch versions whose autograd rules the library follows. */
 export const FRAMEWORKS = every<Framework>()(['torch-2', 'torch-1.13']);
-// lead: replace with ENGINE_NAMES from parallel/engines at merge
-/** --engine: the library's data-parallel engines. */
-export const ENGINES = every<Engine>()(['fsdp2', 'ddp', 'zero-redundancy', 'deepspeed', 'megatron']);
+/** --engine: the library's data-parallel engines, the command's default first. */
+export const ENGINES: readonly Engine[] = [DEFAULT_ENGINE, ...ENGINE_NAMES.filter((name) => name !== DEFAULT_ENGINE)];
 /** --schedule: the library's pipeline schedules. */
 export const SCHEDULES = every<PipelineSchedule>()(['1f1b', 'gpipe', 'interleaved-1f1b']);
 /** --offload: what goes to host memory (the command's words for the library's offload option). */

@@ -1,5 +1,5 @@
 /** The library's EstimateOptions from the command's flags (the commands that estimate share them). */
-import { sym, type Dim, type EstimateOptions, type Layer } from '../index.js';
+import { DEFAULT_ENGINE, sym, type Dim, type EstimateOptions, type Layer } from '../index.js';
 import { imageSize, wholeNumber } from './args.js';
 import { usage } from './errors.js';
 import { DEFAULTS, SOLVES, type Values } from './flags.js';
@@ -50,7 +50,7 @@ function parallelOf(values: Values): Pick<EstimateOptions, 'parallel'> {
   const gpus = size(values, 'gpus');
   const zero = zeroStage(values);
   const explicitEngine = values.fsdp === true || zero !== undefined || values.engine !== undefined;
-  const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : (choice(values, 'engine') ?? 'fsdp2');
+  const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : (choice(values, 'engine') ?? DEFAULT_ENGINE);
   const [pp, tp, cp, ep] = [size(values, 'pp'), size(values, 'tp'), size(values, 'cp'), size(values, 'ep')];
   const split = pp * tp * cp * ep;
   if (gpus % split !== 0) usage('--gpus', `must be a multiple of --tp × --pp × --cp × --ep (${split}): the rest are data-parallel ranks`, { received: String(gpus) });

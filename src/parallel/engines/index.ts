@@ -15,8 +15,28 @@ export const ENGINES = [ddpEngine, zeroRedundancyEngine, fsdp2Engine, deepspeedE
 /** The distributed engines vram-ts models per rank. */
 export type Engine = (typeof ENGINES)[number]['name'];
 
-/** The engines' names, in the registry's order (schemas, help texts, error messages). */
+/**
+ * The engines' names, in the registry's order (schemas, help texts, error messages).
+ *
+ * @example
+ * ```ts
+ * import { ENGINE_NAMES } from 'vram-ts';
+ * console.log(ENGINE_NAMES.join(' ')); // ddp zero-redundancy fsdp2 deepspeed megatron
+ * ```
+ */
 export const ENGINE_NAMES: readonly Engine[] = ENGINES.map((engine) => engine.name);
+
+/**
+ * The engine a many-GPU job gets when none is named where a default is wanted (the command's
+ * `--gpus N`): FSDP2, PyTorch's own sharding (`estimate` itself needs `engine` with dp > 1).
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_ENGINE, ENGINE_NAMES } from 'vram-ts';
+ * console.log(DEFAULT_ENGINE, ENGINE_NAMES.length); // fsdp2 5
+ * ```
+ */
+export const DEFAULT_ENGINE: Engine = fsdp2Engine.name;
 
 const BY_NAME = new Map<string, EngineRecord<Engine, ParallelPlan>>(ENGINES.map((engine) => [engine.name, engine]));
 
