@@ -91,7 +91,7 @@ export function pipelineRunner(run: PipelineRun): { readonly inputs: (step: Step
             const loss = chunk.final && ir.lossOutput !== null ? [ir.lossOutput] : [];
             // The final stage's outputs go to the loss, yet the schedule's names hold them too.
             const withGrads: typeof chunk = { ...chunk, kept: [...(chunk.final ? chunk.outputs : []), ...loss], receivedGrads: (i) => gradBuffers.get(chunk.stage)?.[i] ?? [] };
-            const pass = microBatchPass(ir, plan, ledger, blocks, residency, prefix, opUnit, withGrads, action.micro);
+            const pass = microBatchPass({ ir, plan, ledger, storageBlock: blocks, residency, micro: prefix, opUnit, chunk: withGrads, index: action.micro });
             pass.forward();
             passes.set(key, pass);
             // The schedule's names (a send's work, `output`) hold the output until its sent-output.
