@@ -397,9 +397,16 @@ interface Candidate {
 export function programPeak(program: StepProgram, repeat?: Repetition): { bytes: Dim; candidates: PeakPoint[] } {
   const basis = termBasis(program);
   const rows = rowsOf(basis);
-  const { k, width } = rows;
-  const n = repeat?.times ?? 1;
   const runs = runDeltas(program, rows, repeat);
+  const kept = frontier(basis, rows, candidatesOf(program, rows, repeat, runs));
+  const points = peakPoints(program, basis, rows, repeat, runs, kept);
+  return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
+}
+
+/** The events that can be the peak: the last mark before each free (and a run's copies at both ends). */
+function candidatesOf(program: StepProgram, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[]): Candidate[] {
+  const { width } = rows;
+  const n = repeat?.times ?? 1;
   const candidates: Candidate[] = [];
   // The previous mark's live row (a reused buffer) and where it was: copied out only if it
   // turns out to be a candidate.
@@ -430,7 +437,12 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
     keep(0);
     if (pendingRun !== null) keep(n - 1);
   }
+  return candidates;
+}
 
+/** The Pareto frontier of the candidates (sorted in place), in step order. */
+function frontier(basis: Basis, rows: Rows, candidates: Candidate[]): Candidate[] {
+  const { k, width } = rows;
   // Largest first at the largest sample point: a candidate is mostly dropped by one met earlier.
   candidates.sort((a, b) => (b.row[k]! || 0) - (a.row[k]! || 0) || a.full - b.full);
   const below = (low: Candidate, high: Candidate): boolean => {
@@ -458,7 +470,12 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
     kept.push(c);
   }
   kept.sort((a, b) => a.full - b.full);
+  return kept;
+}
 
+/** The kept candidates as peak points, their totals by category worked out when first read. */
+function peakPoints(program: StepProgram, basis: Basis, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], kept: readonly Candidate[]): PeakPoint[] {
+  const { k } = rows;
   // Totals by category at the kept events: one more walk with a vector per category when a
   // candidate's totals are first read, their expressions for that candidate only.
   const vectorsByCandidate = once(() => {
@@ -488,12 +505,11 @@ export function programPeak(program: StepProgram, repeat?: Repetition): { bytes:
     });
     return totals;
   };
-  const points: PeakPoint[] = kept.map((c) => {
+  return kept.map((c) => {
     const info = program.events[c.event]!;
     const point = { bytes: vectorExpr(basis, c.row.subarray(0, k)), phase: info.phase, label: fullLabel(program, repeat, c.event, c.copy), event: c.full } as PeakPoint;
     return Object.defineProperty(point, 'byCategory', { enumerable: true, get: once(() => totalsOf(c)) });
   });
-  return { bytes: points.length === 1 ? points[0]!.bytes : maxAtom(points.map((p) => p.bytes)), candidates: points };
 }
 
 /** Live bytes of a symbolic program at its first event and after its last entry. */
