@@ -1,19 +1,17 @@
 import { fail } from '../errors.js';
 import { castRule } from '../ops/cast.js';
 import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
-import { addRule } from '../ops/merge.js';
-import { rotaryBuffersRule, rotaryCacheRule, rotaryRule } from '../ops/rotary.js';
+import { rotaryRule } from '../ops/rotary.js';
 import { expandRule } from '../ops/view.js';
 import { attention, type AttentionImpl } from '../nn/attention.js';
 import { embedding } from '../nn/embedding.js';
 import { graph } from '../nn/graph.js';
 import { linear } from '../nn/linear.js';
-import { gatedMlp } from '../nn/mlp.js';
 import { module } from '../nn/module.js';
 import { opLayer } from '../nn/op.js';
 import { repeatedBlocks } from '../nn/repeated.js';
 import { rmsNorm } from '../nn/rmsNorm.js';
-import type { GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorParallelBuild, TensorRef } from '../nn/types.js';
+import type { ContextParallelBuild, GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorParallelBuild, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
@@ -26,11 +24,11 @@ import { activationRule } from '../ops/activation.js';
 import { embeddingRule } from '../ops/embedding.js';
 import { bufferScaleRule } from '../ops/layerNorm.js';
 import { mulScalarRule } from '../ops/pointwise.js';
-import { dropout } from '../nn/dropout.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
 import type { MoeOptions } from './experts.js';
+import { decoderLayer } from './llama-layer.js';
 
 /**
  * The shape of a Llama-family decoder (Llama, Qwen2, Mistral) or of a variation of it (Qwen3,
@@ -175,20 +173,6 @@ function familyRules(family: LlamaShape['family'], rules: HFRules): FamilyRules 
   return fail('unsupported-release', `the ${family} modeling code of this transformers release was not read`, { path: ['transformers'], expected: read.join(' or '), received: JSON.stringify(rules.release) });
 }
 
-/** The rotary module a layer's attention owns, or undefined when the model computes cos/sin once (with or without a leftover module). */
-function layerRotary(shape: LlamaShape, rules: HFRules, prefix: string): Layer | undefined {
-  const rotary = familyRules(shape.family, rules).rotary;
-  const positions = shape.maxPositions ?? 2048;
-  const className = `${prefix}RotaryEmbedding`;
-  if (rotary.placement === 'attention') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryRule, [v!], { headDim: shape.headDim, seqDim: 2, ...(rotary.unusedTables ? { cachedPositions: positions } : {}) })));
-  }
-  if (rotary.placement === 'attention-cached') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryCacheRule, [v!], { headDim: shape.headDim, positions })));
-  }
-  return undefined;
-}
-
 /** The float mask eager attention adds (expanded over the batch where it is built once), or undefined for sdpa/flash. */
 function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules: HFRules, impl: AttentionImpl): TensorRef | undefined {
   const style = familyRules(shape.family, rules).mask;
@@ -220,25 +204,38 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
   checkKeys(shape, ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout', 'slidingWindow', 'maxPositions', 'activation', 'maskWindow', 'layerMlp', 'layerAttention', 'classPrefix', 'extraMeta', 'qkNorm', 'normOffset', 'embedScale', 'sandwichNorms', 'attnSoftcap', 'finalSoftcap', 'layerWindows', 'localRotary', 'fused', 'rotaryDim', 'residDropout'], 'llamaFamily');
   validate(options, decoderOptions, ['options']);
+  const b = decoderBuild(shape, options);
+  const { prefix, stage, windows } = b;
+  const layers: Layer[] = Array.from({ length: b.end - b.start }, (_, k) => decoderLayer(b, b.start + k));
+  const model = decoderModel(b, layers);
+  const body = causalLmBody(b, model);
+  return Object.freeze({
+    kind: 'module',
+    className: `${prefix}ForCausalLM`,
+    inputDtype: 'int64',
+    ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
+    meta: decoderMeta(b),
+    body,
+    // Layers of different windows differ in their inputs: traced whole.
+    ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
+      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count, ...(windows !== undefined ? { layerWindows: windows.slice(0, count) } : {}) }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
+      : {}),
+  });
+}
+
+/** One decoder's build: its shape and options, the release's rules and what they decide, the rank's local sizes and layers. */
+export type DecoderBuild = ReturnType<typeof decoderBuild>;
+
+/** The release's rules for the shape, the parallel options checked (TP, CP, EP, PP), the rank's local sizes and stage. */
+function decoderBuild(shape: LlamaShape, options: DecoderOptions) {
   const rules = transformersRules(options.transformers, ['transformers']);
   const fam = familyRules(shape.family, rules);
   const impl = options.attention ?? fam.defaultAttention;
-  const cache = (options.useCache ?? true) ? rules.cache : false;
+  const cache: HFRules['cache'] | false = (options.useCache ?? true) ? rules.cache : false;
   const prefix = shape.classPrefix ?? PREFIX[shape.family];
-  const rotaryRules = fam.rotary;
   const variant = VARIANTS.includes(shape.family);
   const windows = shape.layerWindows;
-  if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
-  if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
-  if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
-  // Expert parallelism shards MoE blocks (built by the caller's layerMlp); a dense model has none.
-  if (options.expertParallel !== undefined && shape.extraMeta?.moe === undefined) fail('bad-option', 'expert parallelism applies to mixture-of-experts decoders', { path: ['options', 'expertParallel'], expected: 'absent for a dense model', received: JSON.stringify(options.expertParallel) });
-  const cp = options.contextParallel === undefined ? undefined : contextParallelBuild(options.contextParallel);
-  if (cp !== undefined) {
-    if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
-    if (impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', { path: ['options', 'attention'], expected: "'sdpa'", received: impl });
-    for (const key of ['pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
-  }
+  const cp = checkParallel(shape, options, variant, impl);
   const rotaryDim = shape.rotaryDim ?? shape.headDim;
   const norm = (size: number, name: string) => rmsNorm({ size, name, className: `${prefix}RMSNorm`, ...(shape.normOffset === true ? { offset: true } : {}) });
   const tpOptions = options.tensorParallel;
@@ -260,81 +257,49 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > shape.layers || start >= end) fail('bad-option', 'a pipeline stage is a non-empty run of the layers', { path: ['options', 'pipelineStage', 'layers'], expected: `[start, end) within 0 .. ${shape.layers}`, received: JSON.stringify(stage.layers) });
     if (tp !== undefined) fail('not-modelled', 'a pipeline stage of a tensor-parallel decoder is not modelled yet', { path: ['options', 'pipelineStage'] });
   }
-  const first = start === 0;
-  const last = end === shape.layers;
-  const layers: Layer[] = Array.from({ length: end - start }, (_, k) => {
-    const i = start + k;
-    const rotary = layerRotary(shape, rules, prefix);
-    // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
-    const buffersOp = opLayer(rotaryBuffersRule, null, { headDim: shape.headDim });
-    const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(buffersOp, x!))) : undefined;
-    const attn = shape.layerAttention?.(i) ?? attention({
-      name: 'self_attn',
-      className: `${prefix}Attention`,
-      hidden: shape.hidden,
-      heads: local.heads,
-      kvHeads: local.kvHeads,
-      headDim: shape.headDim,
-      qkvBias: shape.qkvBias,
-      outBias: shape.outBias,
-      impl,
-      dropout: shape.attentionDropout,
-      returnWeights: rules.attentionCode === 'function',
-      locals: rules.attentionCode,
-      cache,
-      sdpaGqa: gqaAllowed ? 'enable-gqa' : 'repeat',
-      sdpaContiguous: rules.sdpaContiguous === 'always',
-      ...(rotary !== undefined ? { rotary, rotaryGathered: rotaryRules.placement === 'attention-cached' } : {}),
-      ...(leftover !== undefined ? { unusedModule: leftover } : {}),
-      ...(shape.qkNorm !== undefined ? { qkNorm: { q: norm(shape.headDim, 'q_norm'), k: norm(shape.headDim, 'k_norm'), at: shape.qkNorm } } : {}),
-      ...(shape.attnSoftcap !== undefined ? { softcap: shape.attnSoftcap } : {}),
-      ...(shape.fused === true ? { fusedQkv: true } : {}),
-      // Measured: the variations (transformers 5.18), Llama (4.40.2, tools/oracle/cp_cpu.py's cp1), PyTorch 2 CPU.
-      sdpaOutputTransposed: true,
-      ...(shape.rotaryDim !== undefined || shape.fused === true ? { rotaryDim } : {}),
-      ...blockTp,
-      ...blockCp,
-    });
-    const mlp = shape.layerMlp?.(i) ?? gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...(shape.fused === true ? { fused: true } : {}), ...blockTp });
-    const inputNorm = norm(shape.hidden, 'input_layernorm');
-    const postNorm = norm(shape.hidden, 'post_attention_layernorm');
-    const preFeedforward = norm(shape.hidden, 'pre_feedforward_layernorm');
-    const postFeedforward = norm(shape.hidden, 'post_feedforward_layernorm');
-    const residAttn = dropout({ p: shape.residDropout ?? 0, name: 'resid_attn_dropout' });
-    const residMlp = dropout({ p: shape.residDropout ?? 0, name: 'resid_mlp_dropout' });
-    const sandwich = shape.sandwichNorms === true;
-    const layer: ModuleLayer = Object.freeze({
-      kind: 'module',
-      name: `layers.${i}`,
-      className: `${prefix}DecoderLayer`,
-      // __init__ registers self_attn, mlp, then the norms: model.parameters() follows that order.
-      childOrder: ['self_attn', mlp.name ?? 'mlp', 'input_layernorm', 'post_attention_layernorm', ...(sandwich ? ['pre_feedforward_layernorm', 'post_feedforward_layernorm'] : [])],
-      body: graph((g, [h, ...rest]) => {
-        const normed = g.apply(inputNorm, h!);
-        const [out, weights] = g.applyAll(attn, normed, ...rest);
-        // `hidden_states, _ = self.self_attn(...)`: the eager attention weights live until the layer returns.
-        if (weights !== undefined) g.hold(weights);
-        // Gemma 2/3: post_attention_layernorm on the attention output; Phi-3: resid_attn_dropout.
-        const attnOut = sandwich ? g.apply(postNorm, out!) : shape.residDropout !== undefined ? g.apply(residAttn, out!) : out!;
-        const mid = g.call(addRule, [h!, attnOut], {})[0]!;
-        const normed2 = g.apply(sandwich ? preFeedforward : postNorm, mid);
-        const mlpOut = g.apply(mlp, normed2);
-        const last = sandwich ? g.apply(postFeedforward, mlpOut) : shape.residDropout !== undefined ? g.apply(residMlp, mlpOut) : mlpOut;
-        return g.call(addRule, [mid, last], {})[0]!;
-      }),
-    });
-    return layer;
-  });
-  // A short rank's vocabulary shard is a narrowed view of a buffer padded to ⌈V/t⌉ rows.
-  const paddedVocab = tp === undefined ? shape.vocab : Math.ceil(shape.vocab / tp.size);
-  const vocabStorage = paddedVocab !== local.vocab ? { storageRows: paddedVocab } : {};
+  return { shape, options, rules, fam, impl, cache, prefix, rotaryRules: fam.rotary, variant, windows, cp, tp, local, tied, rotaryDim, norm, blockTp, blockCp, gqaAllowed, stage, start, end, first: start === 0, last: end === shape.layers };
+}
+
+/** The layer windows and the parallel options a shape allows (the variations: none); returns the context-parallel build. */
+function checkParallel(shape: LlamaShape, options: DecoderOptions, variant: boolean, impl: AttentionImpl): ContextParallelBuild | undefined {
+  const windows = shape.layerWindows;
+  if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
+  if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
+  if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
+  // Expert parallelism shards MoE blocks (built by the caller's layerMlp); a dense model has none.
+  if (options.expertParallel !== undefined && shape.extraMeta?.moe === undefined) fail('bad-option', 'expert parallelism applies to mixture-of-experts decoders', { path: ['options', 'expertParallel'], expected: 'absent for a dense model', received: JSON.stringify(options.expertParallel) });
+  const cp = options.contextParallel === undefined ? undefined : contextParallelBuild(options.contextParallel);
+  if (cp !== undefined) {
+    if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
+    if (impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', { path: ['options', 'attention'], expected: "'sdpa'", received: impl });
+    for (const key of ['pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
+  }
+  return cp;
+}
+
+/** `embed_tokens`: the embedding, vocab-parallel under TP (a short rank's shard a narrowed view of a padded buffer), or Gemma 5.x's scaled one. */
+function embedTokensOf(b: DecoderBuild): Layer {
+  const { shape, tp, local, prefix } = b;
   // Tensor parallel: RowwiseParallel(input_layouts=Replicate()) on the embedding (vocab-parallel).
   // Gemma 5.x: GemmaTextScaledWordEmbedding multiplies by its 0-dim buffer embed_scale.
-  const scaledEmbedding = shape.embedScale === true && fam.embedScale === 'embedding';
-  const embedTokens = scaledEmbedding
+  return scaledEmbedding(b)
     ? module('embed_tokens', `${prefix}TextScaledWordEmbedding`, graph((g, [ids]) => g.call(bufferScaleRule, [g.call(embeddingRule, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!))
-    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage }, { name: 'embed_tokens' });
-  const finalNorm = norm(shape.hidden, 'norm');
+    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(b.tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage(b) }, { name: 'embed_tokens' });
+}
+
+function scaledEmbedding(b: DecoderBuild): boolean {
+  return b.shape.embedScale === true && b.fam.embedScale === 'embedding';
+}
+
+// A short rank's vocabulary shard is a narrowed view of a buffer padded to ⌈V/t⌉ rows.
+function vocabStorage(b: DecoderBuild): { storageRows?: number } {
+  const paddedVocab = b.tp === undefined ? b.shape.vocab : Math.ceil(b.shape.vocab / b.tp.size);
+  return paddedVocab !== b.local.vocab ? { storageRows: paddedVocab } : {};
+}
+
+/** The model's rotary tables and masks per layer: one table pair per layer type present, the local ones for sliding layers. */
+function layerTables(b: DecoderBuild) {
+  const { shape, windows, variant, rotaryRules, prefix, impl, fam } = b;
   // Gemma 3: one table pair per layer type present, the local ones from rope_local_base_freq.
   // Phi-3's sliding_window makes every layer local.
   const allLocal = variant && windows === undefined && shape.slidingWindow !== undefined;
@@ -342,10 +307,10 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const tableTypes = shape.localRotary === true && windows !== undefined ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])] : [''];
   const rotaryModule =
     rotaryRules.placement === 'model'
-      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryRule, [x!], { headDim: rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
+      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryRule, [x!], { headDim: b.rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
       : undefined;
   /** Layer i's rotary tables and mask: the local ones for a sliding layer of Gemma 3 (tables) and Gemma 2/3, Qwen3 (mask). */
-  const layerInputs = (i: number, tables: readonly TensorRef[], masks: { readonly full?: TensorRef | undefined; readonly sliding?: TensorRef | undefined }): TensorRef[] => {
+  const layerInputs = (i: number, tables: readonly TensorRef[], masks: Masks): TensorRef[] => {
     const pair = tables.length > 2 && (tableTypes[0] === 'sliding_attention_' ? !isLocal(i) : isLocal(i)) ? tables.slice(2, 4) : tables.slice(0, 2);
     const mask = isLocal(i) ? masks.sliding : masks.full;
     return [...pair, ...(mask !== undefined ? [mask] : [])];
@@ -353,13 +318,28 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   /** Whether sdpa gets a sliding-window mask: masking_utils skips it only for inputs no longer than the window. */
   const minWindow = allLocal ? shape.slidingWindow : windows === undefined ? undefined : Math.min(...windows.filter((w): w is number => w !== null));
   const sdpaSlidingMask = (seq: Dim) => impl === 'sdpa' && minWindow !== undefined && fam.mask === 'masking-utils' && !(typeof seq === 'number' && seq < minWindow);
-  const lmHead = linear({ out: local.vocab, bias: false, ...vocabStorage, name: 'lm_head', ...(tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
-  const model = module(
+  return { allLocal, rotaryModule, layerInputs, sdpaSlidingMask };
+}
+
+/** The causal and sliding-window masks the layers read. */
+interface Masks {
+  full?: TensorRef | undefined;
+  sliding?: TensorRef | undefined;
+}
+
+/** `model`: embeddings (all-reduced or reduce-scattered under TP), positions, masks and rotary tables once, the layers, the final norm. */
+function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
+  const { shape, rules, impl, fam, tp, windows, first, last } = b;
+  const embedTokens = embedTokensOf(b);
+  const finalNorm = b.norm(shape.hidden, 'norm');
+  const { allLocal, rotaryModule, layerInputs, sdpaSlidingMask } = layerTables(b);
+  const scaled = scaledEmbedding(b);
+  return module(
     'model',
-    `${prefix}Model`,
+    `${b.prefix}Model`,
     graph((g, [ids]) => {
       // A later pipeline stage is fed the received hidden states as inputs_embeds.
-      if (!first) return stageModel(g, ids!);
+      if (!first) return stageModel(b, g, ids!, layers, rotaryModule, finalNorm);
       let embeds = g.apply(embedTokens, ids!);
       // The vocab-parallel embedding's Partial output: all-reduced, or reduce-scattered over
       // the sequence (sequence parallel, kept a DTensor: `use_local_output=False`).
@@ -372,7 +352,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
       g.hold(g.call(positionsRule, [ids!], {})[0]!);
       // Gemma 2/3, Qwen3 with local layers: create_causal_mask and create_sliding_window_causal_mask
       // (sdpa: none for the global layers, a bool one for the local layers unless the input fits the window).
-      const masks: { full?: TensorRef | undefined; sliding?: TensorRef | undefined } = {};
+      const masks: Masks = {};
       if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
       else if (allLocal && impl === 'eager') masks.sliding = causalMask(g, global, shape, rules, impl);
       else if (impl === 'eager' && fam.mask === 'masking-utils') {
@@ -389,50 +369,38 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
         for (const t of tables) g.hold(t);
       }
       // Gemma 4.x: `hidden_states = inputs_embeds * torch.tensor(hidden ** 0.5, dtype)` in the model.
-      let h = shape.embedScale === true && !scaledEmbedding ? g.call(mulScalarRule, [embeds], { scalarDtype: embeds.dtype })[0]! : embeds;
+      let h = shape.embedScale === true && !scaled ? g.call(mulScalarRule, [embeds], { scalarDtype: embeds.dtype })[0]! : embeds;
       layers.forEach((layer, k) => {
-        h = g.apply(layer, h, ...layerInputs(start + k, tables, masks));
+        h = g.apply(layer, h, ...layerInputs(b.start + k, tables, masks));
       });
       return last ? g.apply(finalNorm, h) : h;
     }),
   );
-  /** Qwen2Model.forward(inputs_embeds=h): positions, mask and rotary tables from h, the stage's layers. */
-  function stageModel(g: GraphBuilder, embeds: TensorRef): TensorRef {
-    g.hold(g.call(positionsRule, [embeds], {})[0]!);
-    const mask = causalMask(g, embeds, shape, rules, impl);
-    if (mask !== undefined) g.hold(mask);
-    const shared: TensorRef[] = [];
-    if (rotaryModule !== undefined) {
-      const [cos, sin] = g.applyAll(rotaryModule, embeds) as [TensorRef, TensorRef];
-      g.hold(cos);
-      g.hold(sin);
-      shared.push(cos, sin);
-    }
-    if (mask !== undefined) shared.push(mask);
-    let h = embeds;
-    for (const layer of layers) h = g.apply(layer, h, ...shared);
-    return last ? g.apply(finalNorm, h) : h;
+}
+
+/** Qwen2Model.forward(inputs_embeds=h): positions, mask and rotary tables from h, the stage's layers. */
+function stageModel(b: DecoderBuild, g: GraphBuilder, embeds: TensorRef, layers: readonly Layer[], rotaryModule: Layer | undefined, finalNorm: Layer): TensorRef {
+  g.hold(g.call(positionsRule, [embeds], {})[0]!);
+  const mask = causalMask(g, embeds, b.shape, b.rules, b.impl);
+  if (mask !== undefined) g.hold(mask);
+  const shared: TensorRef[] = [];
+  if (rotaryModule !== undefined) {
+    const [cos, sin] = g.applyAll(rotaryModule, embeds) as [TensorRef, TensorRef];
+    g.hold(cos);
+    g.hold(sin);
+    shared.push(cos, sin);
   }
-  const meta: ModelMeta = {
-    kind: 'decoder',
-    family: shape.family,
-    layers: shape.layers,
-    heads: shape.heads,
-    kvHeads: shape.kvHeads,
-    headDim: shape.headDim,
-    hidden: shape.hidden,
-    vocab: shape.vocab,
-    intermediate: shape.intermediate,
-    gatedMlp: true,
-    tied: shape.tied,
-    ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
-    ...(windows !== undefined ? { layerWindows: windows } : {}),
-    ...(tp !== undefined ? { tensorParallel: tp } : {}),
-    ...(cp !== undefined ? { contextParallel: cp } : {}),
-    ...(options.expertParallel !== undefined ? { expertParallel: { size: options.expertParallel.size, rank: options.expertParallel.rank ?? 0 } } : {}),
-    ...shape.extraMeta,
-  };
-  const body = graph((g, [whole]) => {
+  if (mask !== undefined) shared.push(mask);
+  let h = embeds;
+  for (const layer of layers) h = g.apply(layer, h, ...shared);
+  return b.last ? g.apply(finalNorm, h) : h;
+}
+
+/** The `*ForCausalLM` forward: the context-parallel cut, the model, lm_head (TP: wrapped or gathered input), soft-capping, the logits' upcast, the loss. */
+function causalLmBody(b: DecoderBuild, model: Layer): Layer {
+  const { shape, tp, cp, fam, local, last, stage } = b;
+  const lmHead = linear({ out: local.vocab, bias: false, ...vocabStorage(b), name: 'lm_head', ...(b.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
+  return graph((g, [whole]) => {
     // context_parallel cuts input ids, labels and position ids to the rank's positions in place.
     const ids = cp === undefined ? whole : g.call(contextShardRule, [whole!], { size: cp.size, loadBalance: cp.loadBalance })[0];
     const h = g.apply(model, ids!);
@@ -458,16 +426,28 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     // A pipeline stage gets no labels: its loss function runs outside the model.
     return g.gradEnabled && stage === undefined ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss) : logits;
   });
-  return Object.freeze({
-    kind: 'module',
-    className: `${prefix}ForCausalLM`,
-    inputDtype: 'int64',
-    ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
-    meta,
-    body,
-    // Layers of different windows differ in their inputs: traced whole.
-    ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
-      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count, ...(windows !== undefined ? { layerWindows: windows.slice(0, count) } : {}) }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
-      : {}),
-  });
+}
+
+/** The model's meta: its sizes, windows, the parallel builds, the shape's extra facts. */
+function decoderMeta(b: DecoderBuild): ModelMeta {
+  const { shape, options, windows, tp, cp } = b;
+  return {
+    kind: 'decoder',
+    family: shape.family,
+    layers: shape.layers,
+    heads: shape.heads,
+    kvHeads: shape.kvHeads,
+    headDim: shape.headDim,
+    hidden: shape.hidden,
+    vocab: shape.vocab,
+    intermediate: shape.intermediate,
+    gatedMlp: true,
+    tied: shape.tied,
+    ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
+    ...(windows !== undefined ? { layerWindows: windows } : {}),
+    ...(tp !== undefined ? { tensorParallel: tp } : {}),
+    ...(cp !== undefined ? { contextParallel: cp } : {}),
+    ...(options.expertParallel !== undefined ? { expertParallel: { size: options.expertParallel.size, rank: options.expertParallel.rank ?? 0 } } : {}),
+    ...shape.extraMeta,
+  };
 }

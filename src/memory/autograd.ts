@@ -35,180 +35,244 @@ export interface MicroBatchPass {
   readonly blockOf: (storage: number) => number | undefined;
 }
 
+/** What one micro-batch's pass runs over: the step's IR, plan and ledger, its storages, and where it sits. */
+export interface PassSetup {
+  readonly ir: IR;
+  readonly plan: Plan;
+  readonly ledger: Ledger;
+  /** This micro-batch's storages (the pinned ones it shares, such as buffers, already in it). */
+  readonly storageBlock: IdBlocks;
+  readonly residency: Residency;
+  /** The event-label prefix of the micro-batch (`micro-batch 2: `, or empty). */
+  readonly micro: string;
+  /** op index → the unit (rank) its events count on, or null for one unit. */
+  readonly opUnit: Int8Array | null;
+  /** The pipeline stage's chunk, or null for the whole IR. */
+  readonly chunk?: Chunk | null;
+  /** The micro-batch's index (for the chunk's received gradients). */
+  readonly index?: number;
+}
+
 /**
  * One forward + backward over the IR, with the ledger of the step: activations made, saved and
  * freed, activation gradients, checkpoint regions rerun; everything about parameters (their
  * storage, gradients, an engine's buffers) goes through the residency's hooks.
  */
-export function forwardBackward(
-  ir: IR,
-  plan: Plan,
-  ledger: Ledger,
-  storageBlock: IdBlocks,
-  residency: Residency,
-  micro: string,
-  opUnit: Int8Array | null
-): void {
-  const pass = microBatchPass(
-    ir,
-    plan,
-    ledger,
-    storageBlock,
-    residency,
-    micro,
-    opUnit,
-    null,
-    0
-  );
+export function forwardBackward(setup: PassSetup): void {
+  const pass = microBatchPass(setup);
   pass.forward();
-  for (const block of pass.backward()) ledger.release(block);
-  ledger.record("backward", `${micro}graph freed`);
+  for (const block of pass.backward()) setup.ledger.release(block);
+  setup.ledger.record("backward", `${setup.micro}graph freed`);
 }
 
 /**
  * One micro-batch over the IR or over one chunk of it (a pipeline stage), its forward and its
  * backward as two calls: a pipeline schedule runs other micro-batches' passes between them.
- * `storageBlock` holds this micro-batch's storages (the pinned ones it shares, such as
- * buffers, already in it).
  */
-export function microBatchPass(
-  ir: IR,
-  plan: Plan,
-  ledger: Ledger,
-  storageBlock: IdBlocks,
-  residency: Residency,
-  micro: string,
-  opUnit: Int8Array | null,
-  chunk: Chunk | null,
-  index: number
-): MicroBatchPass {
-  const firstOp = chunk?.firstOp ?? 0;
-  const endOp = chunk?.endOp ?? ir.ops.length;
-  const sent = new Set([...(chunk?.sent ?? []), ...(chunk?.kept ?? [])].map((t) => ir.tensors[t]!.storage));
+export function microBatchPass(setup: PassSetup): MicroBatchPass {
+  return new Pass(setup);
+}
+
+/**
+ * The state of one micro-batch's pass, shared by its handlers: the storages it made, the
+ * activation gradients in flight, the checkpoint regions it reran.
+ */
+class Pass implements MicroBatchPass {
+  private readonly ir: IR;
+  private readonly plan: Plan;
+  private readonly ledger: Ledger;
+  private readonly storageBlock: IdBlocks;
+  private readonly residency: Residency;
+  private readonly micro: string;
+  private readonly opUnit: Int8Array | null;
+  private readonly chunk: Chunk | null;
+  private readonly index: number;
+  private readonly firstOp: number;
+  private readonly endOp: number;
+  /** Storages sent to the next stage or kept by the schedule: the forward does not free them. */
+  private readonly sent: Set<number>;
   // Activation gradients: PyTorch 1.13 (the CPU oracle) sums them out of place; 2.x's
   // InputBuffer adds into a buffer it holds alone.
-  const inPlaceAccumulation =
-    (ir.settings.framework ?? "torch-2") === "torch-2";
-  const savedLeft = Int32Array.from(plan.savers);
-  const ensure = (storage: number, category: Category) => {
-    if (!storageBlock.has(storage))
-      storageBlock.set(
-        storage,
-        ledger.alloc(ir.storages[storage]!.bytes, category)
-      );
-  };
-  const keepViews = viewKeeper(ir, ledger, (storage) =>
-    storageBlock.has(storage)
-  );
-  const dropStorage = (storage: number) => {
-    const block = storageBlock.get(storage);
-    if (block === undefined) return;
-    storageBlock.delete(storage);
-    keepViews(storage);
-    ledger.release(block);
-  };
-  const lossStorage =
-    ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
-  const maybeFree = (storage: number, opIndex: number) => {
-    // The loss stays referenced by the training loop until the step ends.
-    if (
-      storage === lossStorage ||
-      plan.pinned[storage] ||
-      savedLeft[storage]! > 0 ||
-      plan.lastUse[storage]! > opIndex ||
-      sent.has(storage)
-    )
-      return;
-    dropStorage(storage);
-  };
+  private readonly inPlaceAccumulation: boolean;
+  private readonly savedLeft: Int32Array;
+  private readonly keepViews: (storage: number) => void;
+  private readonly lossStorage: number;
+  /** tensor → its gradient block. */
+  private readonly grads: IdBlocks;
+  // Tensors whose gradient is a strided view (a slice of cat's gradient), until summed: the
+  // factor is 1, or a 0/1 expression when it depends on the symbols.
+  private readonly strided = new Map<number, Dim>();
+  // Checkpoint regions rerun their forward (recording, saving) when backward first reaches them.
+  private readonly recomputed: IdBlocks;
+  private readonly recomputedSavers = new Map<number, number>();
+  private readonly rerun = new Set<number>();
+  // Whether the op's kernel steps let go of its saved tensors already ({ release: 'saved' }).
+  private savedReleased = false;
 
-  const labelOf = (op: IROp) =>
-    micro === "" ? plan.labels[op.index]! : `${micro}${plan.labels[op.index]!}`;
-  const makeOutputs = (op: IROp) => {
-    for (const id of op.outputs) ensure(ir.tensors[id]!.storage, "activations");
-    for (const id of op.extras)
-      if (op.region === null || op.paramCopies.includes(id))
-        ensure(ir.tensors[id]!.storage, "activations");
-  };
+  constructor(setup: PassSetup) {
+    const { ir, plan, ledger, storageBlock, chunk = null } = setup;
+    this.ir = ir;
+    this.plan = plan;
+    this.ledger = ledger;
+    this.storageBlock = storageBlock;
+    this.residency = setup.residency;
+    this.micro = setup.micro;
+    this.opUnit = setup.opUnit;
+    this.chunk = chunk;
+    this.index = setup.index ?? 0;
+    this.firstOp = chunk?.firstOp ?? 0;
+    this.endOp = chunk?.endOp ?? ir.ops.length;
+    this.sent = new Set([...(chunk?.sent ?? []), ...(chunk?.kept ?? [])].map((t) => ir.tensors[t]!.storage));
+    this.inPlaceAccumulation =
+      (ir.settings.framework ?? "torch-2") === "torch-2";
+    this.savedLeft = Int32Array.from(plan.savers);
+    this.keepViews = viewKeeper(ir, ledger, (storage) =>
+      storageBlock.has(storage)
+    );
+    this.lossStorage =
+      ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
+    this.grads = idBlocks(ir.tensors.length);
+    this.recomputed = idBlocks(ir.storages.length);
+  }
+
+  blockOf(storage: number): number | undefined {
+    return this.storageBlock.get(storage);
+  }
+
   // Forward (and the loss): outputs and saved extras come to life, inputs die after their last reader.
-  const forward = () => {
-    for (let i = firstOp; i < endOp; i += 1) {
-      const op = ir.ops[i]!;
-      if (opUnit !== null) ledger.setUnit(opUnit[op.index]!);
-      const phase = op.stage === "loss" ? "loss" : "forward";
-      const label = labelOf(op);
-      residency.beforeForward(op, micro);
-      if (resultsOnly(op.forwardSteps)) makeOutputs(op);
-      else
-        runKernel(ledger, op.forwardSteps, phase, label, {
-          outputs: () => makeOutputs(op),
-        });
-      ledger.record(phase, label);
-      for (
-        let k = plan.dieStart[op.index]!;
-        k < plan.dieStart[op.index + 1]!;
-        k += 1
-      )
-        maybeFree(plan.dying[k]!, op.index);
-      residency.afterForward(op, micro);
-    }
-    if (opUnit !== null) ledger.setUnit(-1);
-  };
+  forward(): void {
+    for (let i = this.firstOp; i < this.endOp; i += 1) this.forwardOp(this.ir.ops[i]!);
+    if (this.opUnit !== null) this.ledger.setUnit(-1);
+  }
 
   // Backward: reverse creation order, as the autograd engine runs a single-device graph.
-  const grads = idBlocks(ir.tensors.length);
-  const seed = () => {
+  backward(): readonly number[] {
+    this.seed();
+    for (let i = this.endOp - 1; i >= this.firstOp; i -= 1) this.backwardOp(this.ir.ops[i]!, i);
+    if (this.opUnit !== null) this.ledger.setUnit(-1);
+    return this.freeGraph();
+  }
+
+  private ensure(storage: number, category: Category): void {
+    if (!this.storageBlock.has(storage))
+      this.storageBlock.set(
+        storage,
+        this.ledger.alloc(this.ir.storages[storage]!.bytes, category)
+      );
+  }
+
+  private dropStorage(storage: number): void {
+    const block = this.storageBlock.get(storage);
+    if (block === undefined) return;
+    this.storageBlock.delete(storage);
+    this.keepViews(storage);
+    this.ledger.release(block);
+  }
+
+  private maybeFree(storage: number, opIndex: number): void {
+    // The loss stays referenced by the training loop until the step ends.
+    if (
+      storage === this.lossStorage ||
+      this.plan.pinned[storage] ||
+      this.savedLeft[storage]! > 0 ||
+      this.plan.lastUse[storage]! > opIndex ||
+      this.sent.has(storage)
+    )
+      return;
+    this.dropStorage(storage);
+  }
+
+  private labelOf(op: IROp): string {
+    const { micro, plan } = this;
+    return micro === "" ? plan.labels[op.index]! : `${micro}${plan.labels[op.index]!}`;
+  }
+
+  private makeOutputs(op: IROp): void {
+    const { ir } = this;
+    for (const id of op.outputs) this.ensure(ir.tensors[id]!.storage, "activations");
+    for (const id of op.extras)
+      if (op.region === null || op.paramCopies.includes(id))
+        this.ensure(ir.tensors[id]!.storage, "activations");
+  }
+
+  private forwardOp(op: IROp): void {
+    const { ledger, plan, residency, micro } = this;
+    if (this.opUnit !== null) ledger.setUnit(this.opUnit[op.index]!);
+    const phase = op.stage === "loss" ? "loss" : "forward";
+    const label = this.labelOf(op);
+    residency.beforeForward(op, micro);
+    if (resultsOnly(op.forwardSteps)) this.makeOutputs(op);
+    else
+      runKernel(ledger, op.forwardSteps, phase, label, {
+        outputs: () => this.makeOutputs(op),
+      });
+    ledger.record(phase, label);
+    for (
+      let k = plan.dieStart[op.index]!;
+      k < plan.dieStart[op.index + 1]!;
+      k += 1
+    )
+      this.maybeFree(plan.dying[k]!, op.index);
+    residency.afterForward(op, micro);
+  }
+
+  private seed(): void {
+    const { ir, ledger, grads, chunk } = this;
     const lossTensor = ir.lossOutput;
     if (
       lossTensor !== null &&
       ir.tensors[lossTensor]!.producer !== null &&
-      ir.tensors[lossTensor]!.producer! >= firstOp &&
-      ir.tensors[lossTensor]!.producer! < endOp
+      ir.tensors[lossTensor]!.producer! >= this.firstOp &&
+      ir.tensors[lossTensor]!.producer! < this.endOp
     )
       grads.set(lossTensor, ledger.alloc(4, "activationGrads"));
     // A stage that sends its outputs gets their gradients in receive buffers it does not own.
-    const received = chunk?.receivedGrads?.(index) ?? [];
+    const received = chunk?.receivedGrads?.(this.index) ?? [];
     chunk?.sent.forEach((t, k) => {
       const block = received[k];
       if (block === undefined) return;
       ledger.retain(block);
       grads.set(t, block);
     });
-  };
-  // Tensors whose gradient is a strided view (a slice of cat's gradient), until summed: the
-  // factor is 1, or a 0/1 expression when it depends on the symbols.
-  const strided = new Map<number, Dim>();
-  const accumulate = (
+  }
+
+  private accumulate(
     tensor: number,
     block: number,
     stridedFactor: Dim | null = null
-  ) => {
+  ): void {
+    const { ledger, grads } = this;
     const existing = grads.get(tensor);
     if (existing === undefined) {
       grads.set(tensor, block);
-      if (stridedFactor !== null) strided.set(tensor, stridedFactor);
+      if (stridedFactor !== null) this.strided.set(tensor, stridedFactor);
       return;
     }
-    if (inPlaceAccumulation && ledger.refs(existing) === 1) {
+    if (this.inPlaceAccumulation && ledger.refs(existing) === 1) {
       // InputBuffer (PyTorch 2.x) adds in place when it holds the only reference.
       ledger.release(block);
       return;
     }
-    strided.delete(tensor);
-    const summed = ledger.alloc(tensorBytes(ir, tensor), "activationGrads");
+    this.strided.delete(tensor);
+    const summed = ledger.alloc(tensorBytes(this.ir, tensor), "activationGrads");
     ledger.release(existing);
     ledger.release(block);
     grads.set(tensor, summed);
-  };
-  // Checkpoint regions rerun their forward (recording, saving) when backward first reaches them.
-  const recomputed = idBlocks(ir.storages.length);
-  const recomputedSavers = new Map<number, number>();
-  const rerun = new Set<number>();
-  const recompute = (regionId: number) => {
-    rerun.add(regionId);
-    const region = ir.regions[regionId]!;
+  }
+
+  private recompute(regionId: number): void {
+    this.rerun.add(regionId);
+    const region = this.ir.regions[regionId]!;
+    const inRegionLastUse = this.countRegion(region.firstOp, region.endOp);
+    for (let k = region.firstOp; k < region.endOp; k += 1)
+      this.recomputeOp(this.ir.ops[k]!, k, inRegionLastUse);
+  }
+
+  /** A rerun region's storages → the op that uses them last in it; counts the savers of the rerun. */
+  private countRegion(firstOp: number, endOp: number): Map<number, number> {
+    const { ir, recomputedSavers } = this;
     const inRegionLastUse = new Map<number, number>();
-    for (let k = region.firstOp; k < region.endOp; k += 1) {
+    for (let k = firstOp; k < endOp; k += 1) {
       const op = ir.ops[k]!;
       for (const id of [...op.inputs, ...op.outputs, ...op.extras])
         inRegionLastUse.set(ir.tensors[id]!.storage, k);
@@ -221,36 +285,40 @@ export function microBatchPass(
           );
         }
     }
-    for (let k = region.firstOp; k < region.endOp; k += 1) {
-      const op = ir.ops[k]!;
-      const label = `${labelOf(op)} (recompute)`;
-      runKernel(ledger, op.forwardSteps, "backward", label, {
-        outputs: () => {
-          for (const id of [...op.outputs, ...op.extras]) {
-            const storage = ir.tensors[id]!.storage;
-            if (
-              plan.pinned[storage] ||
-              recomputed.has(storage) ||
-              op.paramCopies.includes(id)
-            )
-              continue;
-            recomputed.set(
-              storage,
-              ledger.alloc(ir.storages[storage]!.bytes, "activations")
-            );
-          }
-        },
-      });
-      for (const [storage, last] of inRegionLastUse) {
-        if (last !== k || (recomputedSavers.get(storage) ?? 0) > 0) continue;
-        const block = recomputed.get(storage);
-        if (block === undefined) continue;
-        recomputed.delete(storage);
-        ledger.release(block);
-      }
+    return inRegionLastUse;
+  }
+
+  private recomputeOp(op: IROp, k: number, inRegionLastUse: ReadonlyMap<number, number>): void {
+    const { ir, ledger, plan, recomputed } = this;
+    const label = `${this.labelOf(op)} (recompute)`;
+    runKernel(ledger, op.forwardSteps, "backward", label, {
+      outputs: () => {
+        for (const id of [...op.outputs, ...op.extras]) {
+          const storage = ir.tensors[id]!.storage;
+          if (
+            plan.pinned[storage] ||
+            recomputed.has(storage) ||
+            op.paramCopies.includes(id)
+          )
+            continue;
+          recomputed.set(
+            storage,
+            ledger.alloc(ir.storages[storage]!.bytes, "activations")
+          );
+        }
+      },
+    });
+    for (const [storage, last] of inRegionLastUse) {
+      if (last !== k || (this.recomputedSavers.get(storage) ?? 0) > 0) continue;
+      const block = recomputed.get(storage);
+      if (block === undefined) continue;
+      recomputed.delete(storage);
+      ledger.release(block);
     }
-  };
-  const releaseSaved = (storage: number) => {
+  }
+
+  private releaseSaved(storage: number): void {
+    const { recomputedSavers, recomputed } = this;
     const left = recomputedSavers.get(storage);
     if (left !== undefined) {
       recomputedSavers.set(storage, left - 1);
@@ -259,29 +327,36 @@ export function microBatchPass(
         const block = recomputed.get(storage);
         if (block !== undefined) {
           recomputed.delete(storage);
-          ledger.release(block);
+          this.ledger.release(block);
         }
       }
       return;
     }
-    savedLeft[storage]! -= 1;
-    maybeFree(storage, Number.MAX_SAFE_INTEGER);
-  };
+    this.savedLeft[storage]! -= 1;
+    this.maybeFree(storage, Number.MAX_SAFE_INTEGER);
+  }
+
+  private releaseSavedOf(op: IROp): void {
+    for (const id of op.saved) this.releaseSaved(this.ir.tensors[id]!.storage);
+  }
+
   // The gradients that reached the op go once it ran (or earlier, where a step says so).
-  const releaseIncoming = (op: IROp, incoming: (number | undefined)[]) => {
+  private releaseIncoming(op: IROp, incoming: (number | undefined)[]): void {
     op.outputs.forEach((id, k) => {
       const block = incoming[k];
       if (block === undefined) return;
-      grads.delete(id);
-      strided.delete(id);
-      ledger.release(block);
+      this.grads.delete(id);
+      this.strided.delete(id);
+      this.ledger.release(block);
       incoming[k] = undefined;
     });
-  };
-  const makeInputGrads = (
+  }
+
+  private makeInputGrads(
     op: IROp,
     incoming: readonly (number | undefined)[]
-  ) => {
+  ): void {
+    const { ir, ledger } = this;
     const backward = op.backward!;
     for (let k = 0; k < backward.inputGrads.length; k += 1) {
       const kind = backward.inputGrads[k]!;
@@ -297,74 +372,78 @@ export function microBatchPass(
       } else {
         block = ledger.alloc(tensorBytes(ir, input), "activationGrads");
       }
-      accumulate(
+      this.accumulate(
         input,
         block,
         kind === "strided" ? backward.stridedFactor : null
       );
     }
-  };
-  // Whether the op's kernel steps let go of its saved tensors already ({ release: 'saved' }).
-  let savedReleased = false;
-  const backward = (): readonly number[] => {
-    seed();
-    for (let i = endOp - 1; i >= firstOp; i -= 1) {
-      const op = ir.ops[i]!;
-      if (!op.recorded || op.backward === null) continue;
-      const incoming = op.outputs.map((id) => grads.get(id));
-      if (incoming.every((g) => g === undefined)) continue;
-      if (opUnit !== null) ledger.setUnit(opUnit[i]!);
-      residency.beforeBackward(op, micro);
-      if (op.region !== null && !rerun.has(op.region)) recompute(op.region);
-      const label = labelOf(op);
-      const backward = op.backward;
-      // A kernel that needs a contiguous gradient copies a strided one for its duration.
-      const stridedOut =
-        backward.contiguousGradOutput && strided.size > 0
-          ? op.outputs.filter((id) => strided.has(id))
-          : NONE;
-      if (stridedOut.length === 0 && resultsOnly(backward.steps)) {
-        makeInputGrads(op, incoming);
-        residency.paramGrads(op, label);
-      } else {
-        const steps: readonly KernelStep[] =
-          stridedOut.length === 0
-            ? backward.steps
-            : [
-                {
-                  alloc: "contiguous gradient",
-                  bytes: sum(
-                    stridedOut.map((id) =>
-                      mul(tensorBytes(ir, id), strided.get(id)!)
-                    )
-                  ),
-                },
-                ...backward.steps,
-              ];
-        runKernel(ledger, steps, "backward", label, {
-          inputGrads: () => makeInputGrads(op, incoming),
-          incomingGrads: () => releaseIncoming(op, incoming),
-          paramGrads: () => residency.paramGrads(op, label),
-          saved: () => {
-            savedReleased = true;
-            for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
-          },
-        });
-      }
-      ledger.record("backward", label);
-      releaseIncoming(op, incoming);
-      if (!savedReleased) for (const id of op.saved) releaseSaved(ir.tensors[id]!.storage);
-      savedReleased = false;
-      residency.afterBackward(op, label);
-      // The region is done once its first op ran backward: checkpoint lets go of its inputs.
-      const region = op.region === null ? undefined : ir.regions[op.region];
-      if (region !== undefined && region.firstOp === op.index)
-        for (const id of region.inputs) releaseSaved(ir.tensors[id]!.storage);
+  }
+
+  private backwardOp(op: IROp, i: number): void {
+    if (!op.recorded || op.backward === null) return;
+    const { ir, ledger, residency } = this;
+    const incoming = op.outputs.map((id) => this.grads.get(id));
+    if (incoming.every((g) => g === undefined)) return;
+    if (this.opUnit !== null) ledger.setUnit(this.opUnit[i]!);
+    residency.beforeBackward(op, this.micro);
+    if (op.region !== null && !this.rerun.has(op.region)) this.recompute(op.region);
+    const label = this.labelOf(op);
+    this.backwardKernel(op, incoming, label);
+    ledger.record("backward", label);
+    this.releaseIncoming(op, incoming);
+    if (!this.savedReleased) this.releaseSavedOf(op);
+    this.savedReleased = false;
+    residency.afterBackward(op, label);
+    // The region is done once its first op ran backward: checkpoint lets go of its inputs.
+    const region = op.region === null ? undefined : ir.regions[op.region];
+    if (region !== undefined && region.firstOp === op.index)
+      for (const id of region.inputs) this.releaseSaved(ir.tensors[id]!.storage);
+  }
+
+  private backwardKernel(op: IROp, incoming: (number | undefined)[], label: string): void {
+    const { ir, ledger, residency, strided } = this;
+    const backward = op.backward!;
+    // A kernel that needs a contiguous gradient copies a strided one for its duration.
+    const stridedOut =
+      backward.contiguousGradOutput && strided.size > 0
+        ? op.outputs.filter((id) => strided.has(id))
+        : NONE;
+    if (stridedOut.length === 0 && resultsOnly(backward.steps)) {
+      this.makeInputGrads(op, incoming);
+      residency.paramGrads(op, label);
+      return;
     }
-    if (opUnit !== null) ledger.setUnit(-1);
-    for (const block of recomputed.values()) ledger.release(block);
-    // Whatever is left (saved by nodes no gradient reached) goes with the graph; the gradients
-    // of the inputs (leaves: a pipeline sends them back) go to the caller.
+    const steps: readonly KernelStep[] =
+      stridedOut.length === 0
+        ? backward.steps
+        : [
+            {
+              alloc: "contiguous gradient",
+              bytes: sum(
+                stridedOut.map((id) =>
+                  mul(tensorBytes(ir, id), strided.get(id)!)
+                )
+              ),
+            },
+            ...backward.steps,
+          ];
+    runKernel(ledger, steps, "backward", label, {
+      inputGrads: () => this.makeInputGrads(op, incoming),
+      incomingGrads: () => this.releaseIncoming(op, incoming),
+      paramGrads: () => residency.paramGrads(op, label),
+      saved: () => {
+        this.savedReleased = true;
+        this.releaseSavedOf(op);
+      },
+    });
+  }
+
+  // Whatever is left (saved by nodes no gradient reached) goes with the graph; the gradients
+  // of the inputs (leaves: a pipeline sends them back) go to the caller.
+  private freeGraph(): readonly number[] {
+    const { ir, ledger, grads } = this;
+    for (const block of this.recomputed.values()) ledger.release(block);
     const inputGrads: number[] = [];
     const inputs = new Set(ir.inputs);
     for (const id of grads.keys()) {
@@ -372,12 +451,11 @@ export function microBatchPass(
       if (inputs.has(id)) inputGrads.push(block);
       else ledger.release(block);
     }
-    for (const storage of storageBlock.keys()) {
-      if (!plan.pinned[storage]) dropStorage(storage);
+    for (const storage of this.storageBlock.keys()) {
+      if (!this.plan.pinned[storage]) this.dropStorage(storage);
     }
     return inputGrads;
-  };
-  return { forward, backward, blockOf: (storage) => storageBlock.get(storage) };
+  }
 }
 
 const NONE: readonly number[] = [];

@@ -147,7 +147,7 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   else {
     for (let m = 0; m < micro; m += 1) {
       const prefix = micro > 1 ? `micro-batch ${m + 1}: ` : '';
-      forwardBackward(ir, plan, ledger, storageBlock, residency, prefix, opUnit);
+      forwardBackward({ ir, plan, ledger, storageBlock, residency, micro: prefix, opUnit });
       residency.endBackward(prefix, m === micro - 1);
     }
   }

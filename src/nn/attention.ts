@@ -174,6 +174,61 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
   checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel', 'qkNorm', 'softcap', 'fusedQkv', 'rotaryDim', 'sdpaOutputTransposed', 'contextParallel'], 'attention');
+  const a = attentionSetup(options);
+  const body = graph((g, inputs) => {
+    const { tp } = a;
+    // Gradient checkpointing in train mode: transformers sets use_cache=False.
+    const cache = g.training && g.checkpointing ? false : options.cache ?? false;
+    // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
+    const h = tp?.sequence === true ? g.call(allGatherRule, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
+    const [batch, seq] = h.shape as [Dim, Dim];
+    const t: AttentionTrace = { g, h, batch, seq, cache };
+    if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
+    const qkv = a.style === 'gpt2' ? gpt2Projections(a, t, inputs) : llamaRotary(a, t, inputs, llamaProjections(a, t));
+    const kv = keysValues(a, t, qkv);
+    const { context, weights } = a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
+    return attentionOutput(a, t, context, kv, weights);
+  });
+  // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
+  const childOrder = a.fusedQkv ? { childOrder: ['o_proj', 'qkv_proj'] } : a.qkNorm !== undefined ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] } : {};
+  return Object.freeze({
+    kind: 'module',
+    ...childOrder,
+    className: options.className ?? (a.style === 'gpt2' ? 'GPT2Attention' : 'LlamaAttention'),
+    body,
+    ...(options.name !== undefined ? { name: options.name } : {}),
+  });
+}
+
+/** An attention layer's build: its options checked, the sizes and choices they make, its child layers. */
+type AttentionSetup = ReturnType<typeof attentionSetup>;
+
+/** One trace of an attention layer: the builder, the (gathered) hidden states, their batch and sequence, the cache in use. */
+interface AttentionTrace {
+  readonly g: GraphBuilder;
+  readonly h: TensorRef;
+  readonly batch: Dim;
+  readonly seq: Dim;
+  readonly cache: false | 'alias' | 'copy';
+}
+
+/** Queries, keys, values as [B, heads, S, D] (transposed views), and the float mask eager attention adds. */
+interface Qkv {
+  readonly q: TensorRef;
+  readonly k: TensorRef;
+  readonly v: TensorRef;
+  readonly mask: TensorRef | undefined;
+}
+
+/** The keys and values attention reads (cached, repeated to every head), and whether repeat_kv ran. */
+interface KeysValues {
+  readonly k: TensorRef;
+  readonly v: TensorRef;
+  readonly repeats: boolean;
+}
+
+/** The options checked, the sizes and the child layers: made once rather than at every trace. */
+function attentionSetup(options: AttentionOptions) {
   const nh = options.heads;
   const nkv = options.kvHeads ?? nh;
   const d = options.headDim ?? options.hidden / nh;
@@ -209,192 +264,216 @@ export function attention(options: AttentionOptions): ModuleLayer {
       ? opLayer(linearRule, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
       : linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' });
   const residDropout = dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' });
+  return { options, nh, nkv, d, impl, style, tp, groups, p, cp, locals, repeatsUnmasked, repeatIsView, cAttn, qProj, kProj, vProj, qkvProj, fusedQkv, qkNorm, rotaryDim, tanh, attnDropout, outProj, residDropout };
+}
 
-  const body = graph((g, inputs) => {
-    // Gradient checkpointing in train mode: transformers sets use_cache=False.
-    const cache = g.training && g.checkpointing ? false : options.cache ?? false;
-    // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
-    const h = tp?.sequence === true ? g.call(allGatherRule, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
-    // ColwiseParallel without sequence parallel: each projection wraps the replicated input.
-    const projected = (): TensorRef => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [h], {})[0]! : h);
-    const [batch, seq] = h.shape as [Dim, Dim];
-    if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
-    let q: TensorRef;
-    let k: TensorRef;
-    let v: TensorRef;
-    let mask: TensorRef | undefined;
-    if (style === 'gpt2') {
-      const fused = g.apply(cAttn, h);
-      const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
-      q = heads(g, part(0), batch, seq, nh, d);
-      k = heads(g, part(1), batch, seq, nh, d);
-      v = heads(g, part(2), batch, seq, nh, d);
-      mask = inputs[1];
-      // query, key, value are views of c_attn's output, locals until forward returns.
-      g.hold(q);
-    } else {
-      if (fusedQkv) {
-        const fused = g.apply(qkvProj, h);
-        const part = (start: number, end: number) => g.call(sliceRule, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
-        q = heads(g, part(0, nh), batch, seq, nh, d);
-        k = heads(g, part(nh, nh + nkv), batch, seq, nkv, d);
-        v = heads(g, part(nh + nkv, nh + 2 * nkv), batch, seq, nkv, d);
-      } else if (qkNorm?.at === 'projection') {
-        // Qwen3: `self.q_norm(self.q_proj(x).view(hidden_shape)).transpose(1, 2)`.
-        const normed = (proj: Layer, norm: Layer, count: number) => {
-          const split = g.call(viewRule, [g.apply(proj, projected())], { shape: [batch, seq, count, d] })[0]!;
-          return g.call(transposeRule, [g.apply(norm, split)], { dim0: 1, dim1: 2 })[0]!;
-        };
-        q = normed(qProj, qkNorm.q, nh);
-        k = normed(kProj, qkNorm.k, nkv);
-        v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
-      } else {
-        q = heads(g, g.apply(qProj, projected()), batch, seq, nh, d);
-        k = heads(g, g.apply(kProj, projected()), batch, seq, nkv, d);
-        v = heads(g, g.apply(vProj, projected()), batch, seq, nkv, d);
-      }
-      if (qkNorm?.at === 'transpose') {
-        q = g.apply(qkNorm.q, q);
-        k = g.apply(qkNorm.k, k);
-      }
-      let cosIn: TensorRef;
-      let sinIn: TensorRef;
-      if (options.rotary !== undefined) {
-        [cosIn, sinIn] = g.applyAll(options.rotary, v) as [TensorRef, TensorRef];
-        mask = inputs[1];
-      } else {
-        // Llama style without its own rotary module takes the model's tables as inputs.
-        if (inputs[1] === undefined || inputs[2] === undefined) fail('bad-layer', "llama-style attention without `rotary` takes the rotary tables as its second and third inputs (cos, sin)", { path: ['attention', 'inputs'], expected: 'hidden states, cos, sin[, mask]', received: `${inputs.length} input${inputs.length === 1 ? '' : 's'}` });
-        cosIn = inputs[1];
-        sinIn = inputs[2];
-        mask = inputs[3];
-      }
-      // `cos, sin = ...` are locals of forward until it returns; tables gathered inside
-      // apply_rotary_pos_emb (`cos[position_ids]`) go when both rotations are done.
-      const gathered = options.rotaryGathered ?? false;
-      if (!gathered) {
-        g.hold(cosIn);
-        g.hold(sinIn);
-      }
-      const rot = rotaryDim ?? d;
-      const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, rot] })[0]!;
-      const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, rot] })[0]!;
-      // `query_states, key_states = apply_rotary_pos_emb(...)`: the originals are dropped only
-      // when both are rotated.
-      const [q0, k0] = [q, k];
-      // Phi-3: `cat([rotate(x[..., :rot]), x[..., rot:]])`.
-      const partial = (x: TensorRef) => {
-        const head = g.call(sliceRule, [x], { dim: -1, start: 0, end: rot })[0]!;
-        const rest = g.call(sliceRule, [x], { dim: -1, start: rot, end: d })[0]!;
-        return g.call(catRule, [rotate(g, head, cos, sin, rot), rest], { dim: -1 })[0]!;
-      };
-      q = rotaryDim === undefined ? rotate(g, q, cos, sin, d) : partial(q);
-      k = rotaryDim === undefined ? rotate(g, k, cos, sin, d) : partial(k);
-      for (const t of gathered ? [q0, k0, cosIn, sinIn] : [q0, k0]) g.touch(t);
-      g.hold(q);
+/** GPT-2: one fused Conv1D `c_attn`, q, k and v views of its output. */
+function gpt2Projections(a: AttentionSetup, t: AttentionTrace, inputs: readonly TensorRef[]): Qkv {
+  const { g, batch, seq } = t;
+  const { options, nh, d } = a;
+  const fused = g.apply(a.cAttn, t.h);
+  const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
+  const q = heads(g, part(0), batch, seq, nh, d);
+  const k = heads(g, part(1), batch, seq, nh, d);
+  const v = heads(g, part(2), batch, seq, nh, d);
+  // query, key, value are views of c_attn's output, locals until forward returns.
+  g.hold(q);
+  return { q, k, v, mask: inputs[1] };
+}
+
+/** Llama style: q/k/v projections (Phi-3: a fused one; Qwen3: normed per projection, Gemma 3: after the transposes). */
+function llamaProjections(a: AttentionSetup, t: AttentionTrace): Omit<Qkv, 'mask'> {
+  const { g, h, batch, seq } = t;
+  const { nh, nkv, d, tp, qkNorm } = a;
+  // ColwiseParallel without sequence parallel: each projection wraps the replicated input.
+  const projected = (): TensorRef => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [h], {})[0]! : h);
+  let q: TensorRef;
+  let k: TensorRef;
+  let v: TensorRef;
+  if (a.fusedQkv) {
+    const fused = g.apply(a.qkvProj, h);
+    const part = (start: number, end: number) => g.call(sliceRule, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
+    q = heads(g, part(0, nh), batch, seq, nh, d);
+    k = heads(g, part(nh, nh + nkv), batch, seq, nkv, d);
+    v = heads(g, part(nh + nkv, nh + 2 * nkv), batch, seq, nkv, d);
+  } else if (qkNorm?.at === 'projection') {
+    // Qwen3: `self.q_norm(self.q_proj(x).view(hidden_shape)).transpose(1, 2)`.
+    const normed = (proj: Layer, norm: Layer, count: number) => {
+      const split = g.call(viewRule, [g.apply(proj, projected())], { shape: [batch, seq, count, d] })[0]!;
+      return g.call(transposeRule, [g.apply(norm, split)], { dim0: 1, dim1: 2 })[0]!;
+    };
+    q = normed(a.qProj, qkNorm.q, nh);
+    k = normed(a.kProj, qkNorm.k, nkv);
+    v = heads(g, g.apply(a.vProj, projected()), batch, seq, nkv, d);
+  } else {
+    q = heads(g, g.apply(a.qProj, projected()), batch, seq, nh, d);
+    k = heads(g, g.apply(a.kProj, projected()), batch, seq, nkv, d);
+    v = heads(g, g.apply(a.vProj, projected()), batch, seq, nkv, d);
+  }
+  if (qkNorm?.at === 'transpose') {
+    q = g.apply(qkNorm.q, q);
+    k = g.apply(qkNorm.k, k);
+  }
+  return { q, k, v };
+}
+
+/** Llama style: the rotary tables (its own module's, or the model's as inputs) applied to q and k. */
+function llamaRotary(a: AttentionSetup, t: AttentionTrace, inputs: readonly TensorRef[], projected: Omit<Qkv, 'mask'>): Qkv {
+  const { g, seq } = t;
+  const { options, d, rotaryDim } = a;
+  const { v } = projected;
+  let cosIn: TensorRef;
+  let sinIn: TensorRef;
+  let mask: TensorRef | undefined;
+  if (options.rotary !== undefined) {
+    [cosIn, sinIn] = g.applyAll(options.rotary, v) as [TensorRef, TensorRef];
+    mask = inputs[1];
+  } else {
+    // Llama style without its own rotary module takes the model's tables as inputs.
+    if (inputs[1] === undefined || inputs[2] === undefined) fail('bad-layer', "llama-style attention without `rotary` takes the rotary tables as its second and third inputs (cos, sin)", { path: ['attention', 'inputs'], expected: 'hidden states, cos, sin[, mask]', received: `${inputs.length} input${inputs.length === 1 ? '' : 's'}` });
+    cosIn = inputs[1];
+    sinIn = inputs[2];
+    mask = inputs[3];
+  }
+  // `cos, sin = ...` are locals of forward until it returns; tables gathered inside
+  // apply_rotary_pos_emb (`cos[position_ids]`) go when both rotations are done.
+  const gathered = options.rotaryGathered ?? false;
+  if (!gathered) {
+    g.hold(cosIn);
+    g.hold(sinIn);
+  }
+  const rot = rotaryDim ?? d;
+  const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, rot] })[0]!;
+  const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, rot] })[0]!;
+  // `query_states, key_states = apply_rotary_pos_emb(...)`: the originals are dropped only
+  // when both are rotated.
+  const [q0, k0] = [projected.q, projected.k];
+  // Phi-3: `cat([rotate(x[..., :rot]), x[..., rot:]])`.
+  const partial = (x: TensorRef) => {
+    const head = g.call(sliceRule, [x], { dim: -1, start: 0, end: rot })[0]!;
+    const rest = g.call(sliceRule, [x], { dim: -1, start: rot, end: d })[0]!;
+    return g.call(catRule, [rotate(g, head, cos, sin, rot), rest], { dim: -1 })[0]!;
+  };
+  const q = rotaryDim === undefined ? rotate(g, q0, cos, sin, d) : partial(q0);
+  const k = rotaryDim === undefined ? rotate(g, k0, cos, sin, d) : partial(k0);
+  for (const x of gathered ? [q0, k0, cosIn, sinIn] : [q0, k0]) g.touch(x);
+  g.hold(q);
+  return { q, k, v, mask };
+}
+
+/** The KV cache (the tensors, or `torch.cat` copies, kept to the forward's end), the locals that hold k/v, repeat_kv. */
+function keysValues(a: AttentionSetup, t: AttentionTrace, qkv: Qkv): KeysValues {
+  const { g, batch, seq, cache } = t;
+  const { nh, d, groups, impl, style, locals } = a;
+  let { k, v } = qkv;
+  if (cache === 'copy') {
+    // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
+    k = g.call(copyRule, [k], {})[0]!;
+    v = g.call(copyRule, [v], {})[0]!;
+  }
+  if (cache === 'alias' || cache === 'copy') {
+    g.hold(k, 'forward');
+    g.hold(v, 'forward');
+  }
+  if (locals === 'function') {
+    g.hold(k);
+    g.hold(v);
+  }
+  // use_gqa_in_sdpa: enable_gqa only without a mask.
+  const repeats = a.repeatsUnmasked || (groups > 1 && impl === 'sdpa' && style === 'llama' && qkv.mask !== undefined);
+  if (repeats) {
+    const repeat = a.repeatIsView ? expandRule : copyRule;
+    k = g.call(repeat, [k], { shape: [batch, nh, seq, d] })[0]!;
+    v = g.call(repeat, [v], { shape: [batch, nh, seq, d] })[0]!;
+  }
+  if (locals === 'inline') {
+    g.hold(k);
+    g.hold(v);
+  }
+  return { k, v, repeats };
+}
+
+/** Eager attention: the S×S scores (scaled, soft-capped, masked), the softmax, dropout, the product with v. */
+function eagerKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: KeysValues, mask: TensorRef | undefined): { context: TensorRef; weights: TensorRef } {
+  const { g, batch, seq, cache } = t;
+  const { options } = a;
+  const { k, v, repeats } = kv;
+  // matmul reshapes [B, heads, ...] to [B·heads, ...]: a view at batch 1 or for a
+  // contiguous repeat_kv copy (or cache copy), a copy otherwise (q, k and v are transposed
+  // views, and an expanded kv head has stride 0).
+  const contiguousKv = (repeats && !a.repeatIsView) || (!repeats && cache === 'copy');
+  const qm = bmmOperand(g, q, batch);
+  const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
+  const km = contiguousKv ? kt : bmmOperand(g, kt, batch);
+  let scores = g.call(matmulRule, [qm, km], {})[0]!;
+  if (a.style === 'gpt2') {
+    const buffer = options.maskBuffer ?? true;
+    // 4.x divides by torch.full([], √d) in the scores' dtype; 5.x multiplies by a Python float.
+    scores = g.call(mulScalarRule, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
+    scores = maskScores(g, scores, mask, seq, buffer ? options.positions ?? 1024 : null);
+    scores = g.call(softmaxRule, [scores], { dim: -1 })[0]!;
+  } else {
+    scores = g.call(mulScalarRule, [scores], {})[0]!;
+    if (options.softcap !== undefined) {
+      // Gemma 2: `attn_weights / softcap`, `tanh`, `* softcap` (tanh keeps its result).
+      scores = g.call(mulScalarRule, [scores], {})[0]!;
+      scores = g.call(a.tanh, [scores], {})[0]!;
+      scores = g.call(mulScalarRule, [scores], {})[0]!;
     }
-    if (cache === 'copy') {
-      // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
-      k = g.call(copyRule, [k], {})[0]!;
-      v = g.call(copyRule, [v], {})[0]!;
-    }
-    if (cache === 'alias' || cache === 'copy') {
-      g.hold(k, 'forward');
-      g.hold(v, 'forward');
-    }
-    if (locals === 'function') {
-      g.hold(k);
-      g.hold(v);
-    }
-    // use_gqa_in_sdpa: enable_gqa only without a mask.
-    const repeats = repeatsUnmasked || (groups > 1 && impl === 'sdpa' && style === 'llama' && mask !== undefined);
-    if (repeats) {
-      const repeat = repeatIsView ? expandRule : copyRule;
-      k = g.call(repeat, [k], { shape: [batch, nh, seq, d] })[0]!;
-      v = g.call(repeat, [v], { shape: [batch, nh, seq, d] })[0]!;
-    }
-    if (locals === 'inline') {
-      g.hold(k);
-      g.hold(v);
-    }
-    let context: TensorRef;
-    let weights: TensorRef | undefined;
-    if (impl === 'eager') {
-      // matmul reshapes [B, heads, ...] to [B·heads, ...]: a view at batch 1 or for a
-      // contiguous repeat_kv copy (or cache copy), a copy otherwise (q, k and v are transposed
-      // views, and an expanded kv head has stride 0).
-      const contiguousKv = (repeats && !repeatIsView) || (!repeats && cache === 'copy');
-      const qm = bmmOperand(g, q, batch);
-      const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
-      const km = contiguousKv ? kt : bmmOperand(g, kt, batch);
-      let scores = g.call(matmulRule, [qm, km], {})[0]!;
-      if (style === 'gpt2') {
-        const buffer = options.maskBuffer ?? true;
-        // 4.x divides by torch.full([], √d) in the scores' dtype; 5.x multiplies by a Python float.
-        scores = g.call(mulScalarRule, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
-        scores = maskScores(g, scores, mask, seq, buffer ? options.positions ?? 1024 : null);
-        scores = g.call(softmaxRule, [scores], { dim: -1 })[0]!;
-      } else {
-        scores = g.call(mulScalarRule, [scores], {})[0]!;
-        if (options.softcap !== undefined) {
-          // Gemma 2: `attn_weights / softcap`, `tanh`, `* softcap` (tanh keeps its result).
-          scores = g.call(mulScalarRule, [scores], {})[0]!;
-          scores = g.call(tanh, [scores], {})[0]!;
-          scores = g.call(mulScalarRule, [scores], {})[0]!;
-        }
-        scores = maskScores(g, scores, mask, seq, null);
-        scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
-        scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
-      }
-      const probs = g.apply(attnDropout, scores);
-      weights = probs;
-      const vm = contiguousKv ? v : bmmOperand(g, v, batch);
-      context = g.call(matmulRule, [probs, vm], {})[0]!;
-    } else {
-      let [qs, ks, vs] = [q, k, v];
-      if (impl === 'sdpa' && options.sdpaContiguous) {
-        // .contiguous() copies the transposed views; a repeat_kv copy already is contiguous.
-        qs = g.call(copyRule, [q], {})[0]!;
-        if (!repeats || repeatIsView) ks = g.call(copyRule, [k], {})[0]!;
-        if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
-      }
-      // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
-      if (cp !== undefined) {
-        // context_parallel dispatches is_causal sdpa to the ring; a mask has no context-parallel form.
-        if (mask !== undefined) fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', { path: [options.name ?? 'attention', 'contextParallel'], expected: 'no attention mask', received: 'a mask' });
-        // k and v: contiguous as repeat_kv (or cache) copies; otherwise transposed views (the rotary result keeps the [B, S, heads, D] layout, measured), copied by the ring.
-        const copied = (repeats && !repeatIsView) || cache === 'copy';
-        context = g.call(ringSdpaRule, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
-      } else context = impl === 'sdpa' && mask !== undefined && style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
-    }
-    const back = g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!;
-    // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
-    // step updated half the positions: load balancing, on every rank but the last.
-    const catOutput = cp !== undefined && cp.loadBalance && cp.rank < cp.size - 1;
-    const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyRule, [back], {})[0]!;
-    if (locals === 'function') {
-      // eager_attention_forward returns here: its repeated k/v go now.
-      g.touch(k);
-      g.touch(v);
-    }
-    const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
-    let out = g.apply(outProj, flat);
-    // RowwiseParallel's output: all-reduced (Replicate) or reduce-scattered (Shard(1)).
-    if (tp !== undefined) out = tp.sequence ? g.call(reduceScatterRule, [out], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [out], {})[0]!;
-    const result = style === 'gpt2' ? g.apply(residDropout, out) : out;
-    if (weights === undefined) return result;
-    if (options.returnWeights) return [result, weights];
-    // `attn_weights` is a local of forward until it returns.
-    g.hold(weights);
-    return result;
-  });
-  // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
-  const childOrder = fusedQkv ? { childOrder: ['o_proj', 'qkv_proj'] } : qkNorm !== undefined ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] } : {};
-  return Object.freeze({
-    kind: 'module',
-    ...childOrder,
-    className: options.className ?? (style === 'gpt2' ? 'GPT2Attention' : 'LlamaAttention'),
-    body,
-    ...(options.name !== undefined ? { name: options.name } : {}),
-  });
+    scores = maskScores(g, scores, mask, seq, null);
+    scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
+    scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
+  }
+  const probs = g.apply(a.attnDropout, scores);
+  const vm = contiguousKv ? v : bmmOperand(g, v, batch);
+  return { context: g.call(matmulRule, [probs, vm], {})[0]!, weights: probs };
+}
+
+/** sdpa or flash (one kernel keeping q, k, v, the output and a log-sum-exp), or ring attention under context parallelism. */
+function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: KeysValues, mask: TensorRef | undefined): TensorRef {
+  const { g, cache } = t;
+  const { options, impl, cp, p, repeatIsView } = a;
+  const { k, v, repeats } = kv;
+  let [qs, ks, vs] = [q, k, v];
+  if (impl === 'sdpa' && options.sdpaContiguous) {
+    // .contiguous() copies the transposed views; a repeat_kv copy already is contiguous.
+    qs = g.call(copyRule, [q], {})[0]!;
+    if (!repeats || repeatIsView) ks = g.call(copyRule, [k], {})[0]!;
+    if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
+  }
+  // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
+  if (cp !== undefined) {
+    // context_parallel dispatches is_causal sdpa to the ring; a mask has no context-parallel form.
+    if (mask !== undefined) fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', { path: [options.name ?? 'attention', 'contextParallel'], expected: 'no attention mask', received: 'a mask' });
+    // k and v: contiguous as repeat_kv (or cache) copies; otherwise transposed views (the rotary result keeps the [B, S, heads, D] layout, measured), copied by the ring.
+    const copied = (repeats && !repeatIsView) || cache === 'copy';
+    return g.call(ringSdpaRule, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
+  }
+  return impl === 'sdpa' && mask !== undefined && a.style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
+}
+
+/** The heads merged back (a copy unless the kernel's layout is already [B, S, heads, D]), the output projection (TP: reduced), GPT-2's dropout, the weights. */
+function attentionOutput(a: AttentionSetup, t: AttentionTrace, context: TensorRef, kv: KeysValues, weights: TensorRef | undefined): TensorRef | TensorRef[] {
+  const { g, batch, seq } = t;
+  const { options, impl, cp, tp, nh, d } = a;
+  const back = g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!;
+  // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
+  // step updated half the positions: load balancing, on every rank but the last.
+  const catOutput = cp !== undefined && cp.loadBalance && cp.rank < cp.size - 1;
+  const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyRule, [back], {})[0]!;
+  if (a.locals === 'function') {
+    // eager_attention_forward returns here: its repeated k/v go now.
+    g.touch(kv.k);
+    g.touch(kv.v);
+  }
+  const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
+  let out = g.apply(a.outProj, flat);
+  // RowwiseParallel's output: all-reduced (Replicate) or reduce-scattered (Shard(1)).
+  if (tp !== undefined) out = tp.sequence ? g.call(reduceScatterRule, [out], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [out], {})[0]!;
+  const result = a.style === 'gpt2' ? g.apply(a.residDropout, out) : out;
+  if (weights === undefined) return result;
+  if (options.returnWeights) return [result, weights];
+  // `attn_weights` is a local of forward until it returns.
+  g.hold(weights);
+  return result;
 }

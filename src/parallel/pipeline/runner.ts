@@ -88,7 +88,7 @@ function forwardAction(r: RunnerState, s: StepState, action: PipelineAction, pre
   const loss = chunk.final && ir.lossOutput !== null ? [ir.lossOutput] : [];
   // The final stage's outputs go to the loss, yet the schedule's names hold them too.
   const withGrads: typeof chunk = { ...chunk, kept: [...(chunk.final ? chunk.outputs : []), ...loss], receivedGrads: (i) => r.gradBuffers.get(chunk.stage)?.[i] ?? [] };
-  const pass = microBatchPass(ir, plan, ledger, blocks, residency, prefix, opUnit, withGrads, action.micro);
+  const pass = microBatchPass({ ir, plan, ledger, storageBlock: blocks, residency, micro: prefix, opUnit, chunk: withGrads, index: action.micro });
   pass.forward();
   s.passes.set(key, pass);
   // The schedule's names (a send's work, `output`) hold the output until its sent-output.
