@@ -141,7 +141,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'parallel', paths: ['src/parallel/'] },
   { floor: 'estimate', paths: ['src/estimate.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
-  { floor: 'report', paths: ['src/report/', 'src/hub.ts'] },
+  { floor: 'report', paths: ['src/report/', 'src/hub/'] },
   { floor: 'index', paths: ['src/index.ts'] },
   { floor: 'cli', paths: ['src/cli/'] },
 ];

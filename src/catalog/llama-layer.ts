@@ -1,19 +1,38 @@
 import { addRule } from '../ops/merge.js';
 import { rotaryBuffersRule, rotaryCacheRule, rotaryRule } from '../ops/rotary.js';
-import { attention } from '../nn/attention.js';
+import { attention, type AttentionImpl, type AttentionOptions } from '../nn/attention.js';
 import { dropout } from '../nn/dropout.js';
 import { graph } from '../nn/graph.js';
 import { gatedMlp } from '../nn/mlp.js';
 import { module } from '../nn/module.js';
 import { opLayer } from '../nn/op.js';
 import type { Layer, ModuleLayer } from '../nn/types.js';
-import type { DecoderBuild } from './llama.js';
+import type { LlamaShape } from './llama-shape.js';
+import type { LocalDecoderSizes } from './tensor-parallel.js';
+import type { HFRules, RotaryRule } from './transformers.js';
 
 // One decoder layer of a Llama-family model (llama.ts): its attention, with the rotary module
 // a release puts in every layer, the gated MLP, the norms.
 
+/** What a decoder layer is built from: the facts of the decoder's build (llama.ts) it reads. */
+export interface LayerBuild {
+  readonly shape: LlamaShape;
+  readonly rules: HFRules;
+  readonly prefix: string;
+  readonly rotaryRules: RotaryRule;
+  /** The rank's local sizes (tensor parallelism), else the shape's. */
+  readonly local: LocalDecoderSizes;
+  readonly norm: (size: number, name: string) => Layer;
+  readonly impl: AttentionImpl;
+  readonly cache: NonNullable<AttentionOptions['cache']>;
+  readonly gqaAllowed: boolean;
+  readonly rotaryDim: number;
+  readonly blockTp: Pick<AttentionOptions, 'tensorParallel'>;
+  readonly blockCp: Pick<AttentionOptions, 'contextParallel'>;
+}
+
 /** The rotary module a layer's attention owns, or undefined when the model computes cos/sin once (with or without a leftover module). */
-function layerRotary(b: DecoderBuild): Layer | undefined {
+function layerRotary(b: LayerBuild): Layer | undefined {
   const { shape, prefix } = b;
   const rotary = b.rotaryRules;
   const positions = shape.maxPositions ?? 2048;
@@ -28,7 +47,7 @@ function layerRotary(b: DecoderBuild): Layer | undefined {
 }
 
 /** Layer i's `self_attn`: the shape's own module (DeepSeek's MLA), or {@link attention} with the release's rules. */
-function layerSelfAttention(b: DecoderBuild, i: number): Layer {
+function layerSelfAttention(b: LayerBuild, i: number): Layer {
   const { shape, rules, prefix, rotaryRules, local, norm } = b;
   const rotary = layerRotary(b);
   // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
@@ -64,7 +83,7 @@ function layerSelfAttention(b: DecoderBuild, i: number): Layer {
 }
 
 /** Decoder layer i: pre-norm attention and gated MLP, each added back (Gemma 2/3: sandwiched in norms; Phi-3: dropout first). */
-export function decoderLayer(b: DecoderBuild, i: number): Layer {
+export function decoderLayer(b: LayerBuild, i: number): Layer {
   const { shape, prefix, local, norm } = b;
   const attn = layerSelfAttention(b, i);
   const mlp = shape.layerMlp?.(i) ?? gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...(shape.fused === true ? { fused: true } : {}), ...b.blockTp });

@@ -1,6 +1,6 @@
 /** The Hub's HTTP side: one file's request (auth, 404s, offline), its body piecewise, and the optional cache. */
 import { VramError } from '../errors.js';
-import type { HubCache } from './index.js';
+import type { HubCache } from './types.js';
 
 /** A one-issue VramError with the file (and field) as path. */
 export function hubError(

@@ -2,7 +2,7 @@
 import { VramError } from '../errors.js';
 import { safetensorsHeaderLength, safetensorsSummary } from '../report/safetensors.js';
 import { bodyOf, cached, hubError, parseJson, request, type Target } from './fetch.js';
-import type { HubCheckpoint, HubCheckpointFile } from './index.js';
+import type { HubCheckpoint, HubCheckpointFile } from './types.js';
 
 /** The first request's range: most headers fit, so one request reads the length and the header. */
 const FIRST_RANGE = 100_000;

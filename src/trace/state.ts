@@ -7,7 +7,7 @@ import { formatDim } from '../sym/format.js';
 import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
 import type { IROp, IRStorage, IRTensor, TensorRole } from './ir.js';
-import type { TraceOptions } from './trace.js';
+import type { TraceOptions } from './options.js';
 
 // The tracer's state and its module tree: modules opened and closed, checkpoint regions,
 // tensors and storages made, paths for errors.

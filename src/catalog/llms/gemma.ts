@@ -1,4 +1,4 @@
-import type { LlmEntry } from './index.js';
+import type { LlmEntry } from './entry.js';
 
 /** Gemma 2 and Gemma 3 (text and multimodal configs). */
 export const GEMMA: readonly LlmEntry[] = [

@@ -2,21 +2,15 @@ import { fail } from '../../errors.js';
 import { deepFreeze } from '../../freeze.js';
 import type { ModuleLayer } from '../../nn/types.js';
 import type { DecoderOptions } from '../llama.js';
-import { fromHFConfig, type HFConfig } from '../hf.js';
+import { fromHFConfig } from '../hf.js';
+import type { LlmEntry } from './entry.js';
 import { GEMMA } from './gemma.js';
 import { LLAMA } from './llama-mistral.js';
 import { MOE } from './mixtures.js';
 import { PHI_GPT2 } from './phi-gpt2.js';
 import { QWEN2_5, QWEN3 } from './qwen.js';
 
-/** A catalog LLM: the Hugging Face config (the fields that shape memory) and its published size. */
-export interface LlmEntry {
-  readonly id: string;
-  readonly repo: string;
-  readonly config: HFConfig;
-  /** Parameter total of the released checkpoint (tied weights once). */
-  readonly params: number;
-}
+export type { LlmEntry } from './entry.js';
 
 /**
  * Catalog LLMs with their configs as data (the memory-relevant fields of each repository's

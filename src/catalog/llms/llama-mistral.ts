@@ -1,4 +1,4 @@
-import type { LlmEntry } from './index.js';
+import type { LlmEntry } from './entry.js';
 
 /** Llama 2 and 3 and Mistral 7B. */
 export const LLAMA: readonly LlmEntry[] = [

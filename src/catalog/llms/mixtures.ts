@@ -1,4 +1,4 @@
-import type { LlmEntry } from './index.js';
+import type { LlmEntry } from './entry.js';
 
 /** Mixtures of experts: Qwen3-30B-A3B, Mixtral 8x7B and DeepSeek-V3. */
 export const MOE: readonly LlmEntry[] = [

@@ -1,4 +1,4 @@
-import type { LlmEntry } from './index.js';
+import type { LlmEntry } from './entry.js';
 
 /** Phi-3-mini and GPT-2. */
 export const PHI_GPT2: readonly LlmEntry[] = [

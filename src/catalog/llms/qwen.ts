@@ -1,4 +1,4 @@
-import type { LlmEntry } from './index.js';
+import type { LlmEntry } from './entry.js';
 
 /** Qwen2.5 base models (0.5B to 7B). */
 export const QWEN2_5: readonly LlmEntry[] = [
