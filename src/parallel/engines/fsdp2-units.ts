@@ -3,7 +3,6 @@ import type { Dim } from '../../sym/expr.js';
 import { mul, sum } from '../../sym/ops.js';
 import type { TensorSpec } from '../../tensor/spec.js';
 import type { IR } from '../../trace/ir.js';
-import type { Fsdp2Settings } from './fsdp2.js';
 
 /* FSDP2's units and its dim-0 chunking (fsdp2.ts's shapes; not an engine). */
 
@@ -28,6 +27,15 @@ export interface Unit {
   readonly shardNumel: Dim;
 }
 
+/** What the units are made from: Fsdp2Settings' shard degree and wrapped module keys. */
+export interface UnitChoice {
+  /** Shard degree d (the data-parallel mesh size). */
+  readonly shards: number;
+  /** Module keys wrapped with `fully_shard` (each its own unit); the root is always one. */
+  readonly units: readonly string[];
+  /** Whether `units` are the user's (each must name a module: a VramError otherwise) or the defaults. */
+  readonly unitsGiven: boolean;
+}
 
 /** How the timeline names a unit: its module key, or `root`. */
 export function labelOf(ir: IR, unit: Unit): string {
@@ -36,7 +44,7 @@ export function labelOf(ir: IR, unit: Unit): string {
 }
 
 /** The FSDP units: each wrapped module and the root, with the parameters each manages. */
-export function unitsOf(ir: IR, settings: Pick<Fsdp2Settings, 'shards' | 'units' | 'unitsGiven'>): Unit[] {
+export function unitsOf(ir: IR, settings: UnitChoice): Unit[] {
   const wrapped = new Set<number>([0]);
   const byKey = new Map(ir.modules.map((m) => [m.key, m.index]));
   settings.units.forEach((key, i) => {
