@@ -15,15 +15,29 @@ export type { Engine };
  * it are that rank's.
  */
 export type ParallelPlan = Omit<CommonPlan, 'engine'> & {
-    /**
-     * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
-     * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
-     * `deepspeed` (ZeRO stages 0-3), `megatron` (Megatron-core's DistributedDataParallel and its
-     * optimizers; see `megatron`). Required with more than one data-parallel rank; without it
-     * a rank holds its (pipeline stage's) model alone, as on one GPU.
-     */
-    readonly engine?: Engine;
-} & DdpKnobs & Fsdp2Knobs & DeepSpeedKnobs & MegatronKnobs;
+  /**
+   * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
+   * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
+   * `deepspeed` (ZeRO stages 0-3), `megatron` (Megatron-core's DistributedDataParallel and its
+   * optimizers; see `megatron`). Required with more than one data-parallel rank; without it
+   * a rank holds its (pipeline stage's) model alone, as on one GPU.
+   */
+  readonly engine?: Engine;
+} & DdpKnobs &
+  Fsdp2Knobs &
+  DeepSpeedKnobs &
+  MegatronKnobs;
+
+/**
+ * What the parallel wing reads of the estimate's options (EstimateOptions satisfies it): the
+ * plan, the mode and the micro-batches. The wing hands the options back to the estimate's tracer,
+ * so it is generic over the options' own type.
+ */
+export interface RankOptions {
+  readonly mode?: 'train' | 'inference';
+  readonly microBatches?: number;
+  readonly parallel?: ParallelPlan;
+}
 
 const wide = integer(1, 1_000_000);
 
@@ -65,11 +79,21 @@ export function checkPlan(plan: ParallelPlan): void {
   checkPipelineKnobs(plan);
   const rank = plan.rank ?? 0;
   const ranks = plan.dp * (plan.cp ?? 1);
-  if (rank >= ranks) fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', { path: ['parallel', 'rank'], expected: `0 .. ${ranks - 1}`, received: String(rank) });
+  if (rank >= ranks)
+    fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', {
+      path: ['parallel', 'rank'],
+      expected: `0 .. ${ranks - 1}`,
+      received: String(rank),
+    });
   for (const engine of ENGINES) {
     if (engine.name === plan.engine) continue;
     for (const key of Object.keys(engine.knobs)) {
-      if ((plan as unknown as Record<string, unknown>)[key] !== undefined) fail('bad-option', `${key} applies to engine '${engine.name}' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine ?? 'no engine' });
+      if ((plan as unknown as Record<string, unknown>)[key] !== undefined)
+        fail('bad-option', `${key} applies to engine '${engine.name}' only`, {
+          path: ['parallel', key],
+          expected: 'absent',
+          received: plan.engine ?? 'no engine',
+        });
     }
   }
   if (plan.engine !== undefined) engineNamed(plan.engine).check(plan);
@@ -83,23 +107,47 @@ function checkCombinations(plan: ParallelPlan): void {
   // embedding's Replicate gradient); DDP's buckets and ZeRO's partitions of DTensor gradients are not.
   if ((plan.tp ?? 1) > 1 && plan.dp > 1 && engine !== undefined && engine.tensorParallel !== true) {
     const around = ENGINES.filter((e) => e.tensorParallel === true).map((e) => e.name);
-    fail('not-modelled', `tensor parallelism under ${plan.engine} is not modelled: ${around.join(', ')} around tensor-parallel ranks is (torchtitan's 2-D layout)`, { path: ['parallel', 'engine'], expected: `${quoted(around)} with tp > 1 and dp > 1`, received: plan.engine! });
+    fail(
+      'not-modelled',
+      `tensor parallelism under ${plan.engine} is not modelled: ${around.join(', ')} around tensor-parallel ranks is (torchtitan's 2-D layout)`,
+      { path: ['parallel', 'engine'], expected: `${quoted(around)} with tp > 1 and dp > 1`, received: plan.engine! },
+    );
   }
-  if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1) fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', { path: ['parallel', 'cp'], expected: 'pp 1', received: `pp ${plan.pp}` });
-  if (plan.engine === undefined && plan.dp > 1) fail('bad-option', 'more than one data-parallel rank needs an engine', { path: ['parallel', 'engine'], expected: quoted(ENGINE_NAMES), received: 'undefined' });
+  if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1)
+    fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', {
+      path: ['parallel', 'cp'],
+      expected: 'pp 1',
+      received: `pp ${plan.pp}`,
+    });
+  if (plan.engine === undefined && plan.dp > 1)
+    fail('bad-option', 'more than one data-parallel rank needs an engine', {
+      path: ['parallel', 'engine'],
+      expected: quoted(ENGINE_NAMES),
+      received: 'undefined',
+    });
   if ((plan.pp ?? 1) > 1 && plan.dp > 1 && (engine?.pipeline !== true || (plan.virtualStages ?? (plan.schedule === 'interleaved-1f1b' ? 2 : 1)) > 1)) {
     const around = ENGINES.filter((e) => e.pipeline === true).map((e) => e.name);
-    fail('not-modelled', `pipeline stages are modelled alone or under ${around.join(', ')} with one stage per rank so far`, { path: ['parallel', 'engine'], expected: `dp 1, or engine ${quoted(around)} with gpipe / 1f1b`, received: `${plan.engine ?? 'none'} with ${plan.schedule ?? '1f1b'}` });
+    fail('not-modelled', `pipeline stages are modelled alone or under ${around.join(', ')} with one stage per rank so far`, {
+      path: ['parallel', 'engine'],
+      expected: `dp 1, or engine ${quoted(around)} with gpipe / 1f1b`,
+      received: `${plan.engine ?? 'none'} with ${plan.schedule ?? '1f1b'}`,
+    });
   }
 }
 
 /** The pipeline's knobs mean nothing without pipeline stages; the stage is one of them. */
 function checkPipelineKnobs(plan: ParallelPlan): void {
   for (const key of ['stage', 'schedule', 'virtualStages', 'splits', 'keepOutputs'] as const) {
-    if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
+    if (plan[key] !== undefined && (plan.pp ?? 1) === 1)
+      fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
   }
   const stage = plan.stage ?? 0;
-  if ((plan.pp ?? 1) > 1 && stage >= plan.pp!) fail('bad-option', 'the pipeline stage must be below the number of stages', { path: ['parallel', 'stage'], expected: `0 .. ${plan.pp! - 1}`, received: String(stage) });
+  if ((plan.pp ?? 1) > 1 && stage >= plan.pp!)
+    fail('bad-option', 'the pipeline stage must be below the number of stages', {
+      path: ['parallel', 'stage'],
+      expected: `0 .. ${plan.pp! - 1}`,
+      received: String(stage),
+    });
 }
 
 /** The model-built parallel sizes, by their `parallel` key, with the builder option and its name. */

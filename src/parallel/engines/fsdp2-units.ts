@@ -10,7 +10,17 @@ import type { IR } from '../../trace/ir.js';
 export function chunking(spec: TensorSpec, d: number): { readonly rows: number; readonly rest: Dim; readonly dim0: number } {
   const dim0 = spec.shape.length === 0 ? 1 : (spec.shape[0] as number);
   const rows = Math.ceil(dim0 / d);
-  return { rows, rest: spec.shape.length === 0 ? 1 : mul(1, spec.shape.slice(1).reduce<Dim>((a, b) => mul(a, b), 1)), dim0 };
+  return {
+    rows,
+    rest:
+      spec.shape.length === 0
+        ? 1
+        : mul(
+            1,
+            spec.shape.slice(1).reduce<Dim>((a, b) => mul(a, b), 1),
+          ),
+    dim0,
+  };
 }
 
 /** One `fully_shard` unit: a wrapped module (or the root) and the parameters it manages. */
@@ -51,19 +61,25 @@ export function unitsOf(ir: IR, settings: UnitChoice): Unit[] {
     const module = byKey.get(key);
     if (module !== undefined) wrapped.add(module);
     // Default units of a model traced with reduced repeated blocks name blocks not traced: counted by `times`.
-    else if (settings.unitsGiven) fail('bad-option', `no module "${key}" to wrap with fully_shard`, { path: ['parallel', 'units', i], expected: 'a module key of the model (as in the breakdown)', received: JSON.stringify(key) });
+    else if (settings.unitsGiven)
+      fail('bad-option', `no module "${key}" to wrap with fully_shard`, {
+        path: ['parallel', 'units', i],
+        expected: 'a module key of the model (as in the breakdown)',
+        received: JSON.stringify(key),
+      });
   });
   // A module's parameters belong to its innermost wrapped ancestor (itself included).
   const unitOfModule = new Int32Array(ir.modules.length);
   for (const m of ir.modules) unitOfModule[m.index] = wrapped.has(m.index) ? m.index : m.parent === null ? 0 : unitOfModule[m.parent]!;
   const params = new Map<number, number[]>();
   const seen = new Set<number>();
-  for (const m of ir.modules) for (const p of m.params) {
-    if (seen.has(p)) continue;
-    seen.add(p);
-    const u = unitOfModule[m.index]!;
-    params.set(u, [...(params.get(u) ?? []), p]);
-  }
+  for (const m of ir.modules)
+    for (const p of m.params) {
+      if (seen.has(p)) continue;
+      seen.add(p);
+      const u = unitOfModule[m.index]!;
+      params.set(u, [...(params.get(u) ?? []), p]);
+    }
   return [...wrapped].map((index) => {
     const m = ir.modules[index]!;
     const own = params.get(index) ?? [];
@@ -76,4 +92,3 @@ export function unitsOf(ir: IR, settings: UnitChoice): Unit[] {
     return { module: index, firstOp: m.firstOp, endOp: m.endOp, root: index === 0, params: own, gathered: mul(shardNumel, settings.shards), shardNumel };
   });
 }
-
