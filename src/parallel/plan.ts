@@ -14,7 +14,7 @@ export type { Engine };
  * knobs that move memory (each engine's own, from its record). The figures of an estimate with
  * it are that rank's.
  */
-export type ParallelPlan = Omit<CommonPlan, 'engine'> & {
+export interface ParallelPlan extends Omit<CommonPlan, 'engine'>, DdpKnobs, Fsdp2Knobs, DeepSpeedKnobs, MegatronKnobs {
   /**
    * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
    * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
@@ -23,10 +23,7 @@ export type ParallelPlan = Omit<CommonPlan, 'engine'> & {
    * a rank holds its (pipeline stage's) model alone, as on one GPU.
    */
   readonly engine?: Engine;
-} & DdpKnobs &
-  Fsdp2Knobs &
-  DeepSpeedKnobs &
-  MegatronKnobs;
+}
 
 /**
  * What the parallel wing reads of the estimate's options (EstimateOptions satisfies it): the
