@@ -124,8 +124,9 @@ export function importCircles(graph: Map<string, string[]>): string[][] {
  * src/'s floors, lowest first: a file imports at run time only from its own floor or below (types
  * may cross). An entry ending in `/` is a folder. catalog/ sits where its imports put it, on nn/
  * (it builds models from nn/ and ops/ only) and under trace/, so that every floor above it may read
- * a model's built sizes; options.ts (schemas over sym/tensor/validate) sits under catalog/, which
- * checks its options against it. scenarios/ (generation, GRPO, …) wraps estimate(); hub.ts reads
+ * a model's built sizes; options.ts (the builders' schemas over sym/tensor/validate) sits under
+ * catalog/, which checks its options against it, while estimate-options.ts (estimate's schemas, the
+ * plan's among them) sits with estimate.ts. scenarios/ (generation, GRPO, …) wraps estimate(); hub.ts reads
  * safetensors headers with report/; index.ts is the public face over all of them; cli/ uses only it.
  */
 export const FLOORS: readonly { readonly floor: string; readonly paths: readonly string[] }[] = [
@@ -139,7 +140,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'trace', paths: ['src/trace/'] },
   { floor: 'memory', paths: ['src/memory/'] },
   { floor: 'parallel', paths: ['src/parallel/'] },
-  { floor: 'estimate', paths: ['src/estimate.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
+  { floor: 'estimate', paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
   { floor: 'report', paths: ['src/report/', 'src/hub/'] },
   { floor: 'index', paths: ['src/index.ts'] },

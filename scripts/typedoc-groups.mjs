@@ -5,7 +5,7 @@ import { Comment, CommentTag, Converter, ReflectionKind } from 'typedoc';
 
 /** First matching rule wins: a path fragment under src/ → the category. */
 const RULES = [
-  [/\/src\/(estimate|fit|plan|ranks|freeze)\.ts$/, 'Estimate and fit'],
+  [/\/src\/(estimate|estimate-types|fit|plan|ranks|freeze)\.ts$/, 'Estimate and fit'],
   [/\/src\/parallel\//, 'Many GPUs'],
   [/\/src\/memory\/residency\//, 'Many GPUs'],
   [/\/src\/catalog\/tensor-parallel\.ts$/, 'Many GPUs'],

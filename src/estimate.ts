@@ -1,74 +1,22 @@
 import { fail } from './errors.js';
-import { estimateOptions } from './options.js';
+import { estimateOptions } from './estimate-options.js';
+import type { Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
 import { show, validate } from './validate.js';
-import type { Category, PeakPoint, Phase, StepProgram, TimelineEvent } from './memory/ledger.js';
-import { optimizerSpec, paramUpdate, type OptimizerName, type OptimizerSpec } from './memory/optimizers.js';
+import type { StepProgram } from './memory/ledger.js';
+import { optimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
 import { weigh } from './memory/residency/kit.js';
-import type { HostBytes } from './memory/residency/types.js';
-import { rankSetup, type ParallelPlan, type RankSetup } from './parallel/index.js';
-import type { Device, Framework } from './ops/types.js';
+import { rankSetup, type RankSetup } from './parallel/index.js';
 import type { Dim } from './sym/expr.js';
 import { add, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 import type { IR } from './trace/ir.js';
-import { trace, type CheckpointPlan, type LoraPlan, type TraceOptions } from './trace/trace.js';
-
-/** What to estimate: the input and how the model runs. */
-export interface EstimateOptions {
-  /** Batch-first input shape, e.g. `[1, 3, 4000, 2672]` or `[sym('B'), 3, 224, 224]`; or tensor specs. */
-  readonly input: readonly Dim[] | TensorSpec | readonly TensorSpec[];
-  /** `train`: autograd records and saves for backward (default); `inference`: no_grad. */
-  readonly mode?: 'train' | 'inference';
-  /** model.train() or model.eval(): BatchNorm statistics and dropout (default follows `mode`). */
-  readonly moduleMode?: 'train' | 'eval';
-  /** dtype of parameters and of a shape-only input (default float32; `precision` sets it too). */
-  readonly dtype?: DType;
-  /**
-   * `fp32` (default); pure `bf16` / `fp16` (parameters, activations, gradients and, by
-   * default, optimizer state in 16 bits); `amp-bf16` / `amp-fp16`: torch.autocast mixed
-   * precision (fp32 master weights, 16-bit copies of conv/linear weights cached for the
-   * forward, conv/linear/matmul in 16 bits, softmax/log_softmax/layer_norm/losses in fp32).
-   */
-  readonly precision?: Precision;
-  /** Activation checkpointing: which modules (or groups of blocks, or ops) recompute in backward. */
-  readonly checkpoint?: CheckpointPlan;
-  /** LoRA / QLoRA fine-tuning: only the adapters train; everything else is frozen. */
-  readonly lora?: LoraPlan;
-  /** dtype of a shape-only input when it differs from `dtype` (token ids are int64). */
-  readonly inputDtype?: DType;
-  /** `cuda` (default) or `cpu`: a few kernels keep different tensors. */
-  readonly device?: Device;
-  /** PyTorch's rules to follow where versions differ (default `torch-2`; the CPU oracle is `torch-1.13`). */
-  readonly framework?: Framework;
-  /** Whether the input needs a gradient (default false). */
-  readonly inputRequiresGrad?: boolean;
-  /** Parameter keys (or key prefixes ending at a `.` boundary) that stay frozen. */
-  readonly freeze?: readonly string[];
-  /** The optimizer of the training step (default `adam`); `null` for forward + backward only. */
-  readonly optimizer?: OptimizerName | OptimizerSpec | null;
-  /** Loss on the model's output (default `cross_entropy`; ignored when the model returns a scalar). */
-  readonly loss?: 'cross_entropy' | 'none';
-  /** Micro-batches per optimizer step (gradient accumulation; `input` is one micro-batch). */
-  readonly microBatches?: number;
-  /** Keep the event-by-event timeline (default: true for concrete inputs, false for symbolic ones). */
-  readonly timeline?: boolean;
-  /**
-   * One rank of a data-parallel job (DDP, ZeroRedundancyOptimizer, FSDP2): every figure is that
-   * rank's — its parameters, gradients and optimizer state, the engine's buffers, its peak.
-   */
-  readonly parallel?: ParallelPlan;
-  /**
-   * Symbolic inputs: build the peak as an expression (default true). The step's program
-   * (`steps.*.program`) replays exactly at any values either way; maxFitting uses that.
-   */
-  readonly peakExpression?: boolean;
-}
+import { trace, type TraceOptions } from './trace/trace.js';
 
 /** QLoRA's base: `BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)`, every Linear but the output embedding. */
 const QLORA_BASE: QuantizationPlan = { scheme: { method: 'bnb-4bit', quantType: 'nf4', doubleQuant: true }, skip: ['lm_head'] };
@@ -85,9 +33,6 @@ function defaultLoraTargets(model: Layer): readonly string[] {
   return ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
 }
 
-/** Training precisions. */
-export type Precision = 'fp32' | 'fp16' | 'bf16' | 'amp-fp16' | 'amp-bf16';
-
 const PRECISIONS: Readonly<Record<Precision, { readonly dtype: DType; readonly autocast: DType | null }>> = {
   fp32: { dtype: 'float32', autocast: null },
   fp16: { dtype: 'float16', autocast: null },
@@ -96,114 +41,17 @@ const PRECISIONS: Readonly<Record<Precision, { readonly dtype: DType; readonly a
   'amp-bf16': { dtype: 'float32', autocast: 'bfloat16' },
 };
 
-/** Parameter element counts. */
-export interface ParamCounts {
-  readonly total: number;
-  readonly trainable: number;
-}
-
-/**
- * Bytes by category; numbers for concrete inputs, expressions for symbolic ones. `D` is
- * `number` when the input shape is all numbers (estimate's overload says so to the compiler).
- */
-export interface ByteCounts<D extends Dim = Dim> {
-  /** Parameters, tied weights once. */
-  readonly parameters: D;
-  /** Buffers (BatchNorm running statistics). */
-  readonly buffers: D;
-  /** What autograd holds for backward after the forward (design.md's saved-bytes contract). */
-  readonly activations: D;
-  /** The model's input tensors (the loss targets count in the timeline's `input` category). */
-  readonly input: D;
-  /** Parameter gradients (trainable parameters; 0 in inference). */
-  readonly gradients: D;
-  /** Optimizer state on the device (0 in inference or without an optimizer). */
-  readonly optimizer: D;
-  /**
-   * The largest live total of the step: a training step's steady state (the first step, without
-   * last step's gradients and with the optimizer state made at the step, never peaks higher);
-   * the forward in inference. Allocated bytes as CUDA's allocator
-   * counts them (512-byte blocks) on `cuda`, exact bytes on `cpu`; runtime lines excluded.
-   */
-  readonly peak: D;
-}
-
-/** Where the peak happens and what is live then. */
-export interface PeakDetails {
-  readonly bytes: Dim;
-  /** Which simulated step holds it (`steady` in training: the first step never peaks higher). */
-  readonly step: 'first' | 'steady' | 'inference';
-  readonly phase: Phase;
-  readonly label: string;
-  readonly byCategory: Readonly<Record<Category, Dim>>;
-  /** For symbolic sizes: every candidate that can be the peak for some dimension values. */
-  readonly candidates: readonly PeakPoint[];
-}
-
-/** One simulated step: its peak and the live bytes before and after. */
-export interface StepSummary {
-  readonly peak: Dim;
-  readonly baseline: Dim;
-  readonly end: Dim;
-  /** The step's allocations, frees and events, replayable at any symbol values. */
-  readonly program: StepProgram;
-}
-
-/** One module of the model with its share of the figures. */
-export interface ModuleRow {
-  readonly path: readonly string[];
-  readonly className: string;
-  readonly depth: number;
-  /** Parameters of the module and its children, tied ones once. */
-  readonly params: number;
-  /** Parameters it owns directly. */
-  readonly ownParams: number;
-  /** Shape of its first output, or null when it returned nothing. */
-  readonly outputShape: readonly Dim[] | null;
-  /** Saved bytes first saved by ops inside it. */
-  readonly activations: Dim;
-}
-
-/** The estimate: plain data. `D` is `number` for an all-number input shape. */
-export interface Estimate<D extends Dim = Dim> {
-  readonly params: ParamCounts;
-  readonly bytes: ByteCounts<D>;
-  /** Modules in tree order (pre-order), the root first. Made when first read. */
-  readonly modules: readonly ModuleRow[];
-  /** Dimensions that must stay >= 1 for the symbolic shapes to exist. */
-  readonly constraints: readonly Dim[];
-  /** Where the peak is and what is live at that moment. */
-  readonly peak: PeakDetails;
-  /** The steady-state step (or the inference forward), event by event. Made when first read. */
-  readonly timeline: readonly TimelineEvent[];
-  /**
-   * Training: the first step (state allocated lazily) and a later one; inference: the forward.
-   * The first step, and every step's program, are worked out when first read.
-   */
-  readonly steps: { readonly first?: StepSummary; readonly steady?: StepSummary; readonly inference?: StepSummary };
-  /** The optimizer the step was simulated with (null: inference, or none asked for). */
-  readonly optimizer: OptimizerSpec | null;
-  /** The data-parallel rank the figures are for (null: one device). */
-  readonly parallel: ParallelPlan | null;
-  /**
-   * With `parallel.offload`: what the rank keeps in host memory (`bytes` are then the GPU's
-   * figures). Absent without offloading.
-   */
-  readonly host?: HostBytes<D>;
-  /**
-   * The traced model everything above was computed from. For a model with repeated blocks (see
-   * RepeatedBlocks) the figures come from a trace of three of them; this IR, like the module
-   * rows, the timeline and the step programs, is the whole model's, traced when first read.
-   */
-  readonly ir: IR;
-}
-
 const LAYER_KINDS = ['op', 'seq', 'module', 'residual', 'branch', 'graph'];
 
 /** A VramError unless the value is a vram-ts layer (plain data made by this package's builders). */
 export function checkModel(model: unknown): asserts model is Layer {
   const kind = typeof model === 'object' && model !== null ? (model as { kind?: unknown }).kind : undefined;
-  if (typeof kind !== 'string' || !LAYER_KINDS.includes(kind)) fail('bad-model', 'not a vram-ts model: build one with the layer builders, a catalog function or fromHFConfig', { path: ['model'], expected: 'a layer', received: show(model) });
+  if (typeof kind !== 'string' || !LAYER_KINDS.includes(kind))
+    fail('bad-model', 'not a vram-ts model: build one with the layer builders, a catalog function or fromHFConfig', {
+      path: ['model'],
+      expected: 'a layer',
+      received: show(model),
+    });
 }
 
 /** Normalises estimate's `input` option to tensor specs. */
@@ -222,7 +70,8 @@ export function inputSpecs(input: EstimateOptions['input'], dtype: DType): Tenso
 /** Whether a parameter trains: not under a frozen prefix, and (with LoRA) an adapter. */
 export function trainableBy(prefixes: readonly string[], loraOnly: boolean): (key: string) => boolean {
   return (key) =>
-    !prefixes.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`)) && (!loraOnly || key.includes('.lora_A.') || key.includes('.lora_B.'));
+    !prefixes.some((prefix) => prefix === '' || key === prefix || key.startsWith(`${prefix}.`)) &&
+    (!loraOnly || key.includes('.lora_A.') || key.includes('.lora_B.'));
 }
 
 /**
@@ -250,9 +99,14 @@ function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<Trace
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
   if (precision !== undefined && options.dtype !== undefined && options.dtype !== precision.dtype) {
-    fail('bad-option', `dtype ${options.dtype} contradicts precision ${options.precision} (parameters in ${precision.dtype})`, { path: ['dtype'], expected: `${precision.dtype}, or no dtype`, received: options.dtype });
+    fail('bad-option', `dtype ${options.dtype} contradicts precision ${options.precision} (parameters in ${precision.dtype})`, {
+      path: ['dtype'],
+      expected: `${precision.dtype}, or no dtype`,
+      received: options.dtype,
+    });
   }
-  if (options.precision !== undefined && precision === undefined) fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
+  if (options.precision !== undefined && precision === undefined)
+    fail('bad-option', 'unknown precision', { path: ['precision'], expected: Object.keys(PRECISIONS).join(' | '), received: String(options.precision) });
   const modelDtype = model.kind === 'module' ? model.dtype : undefined;
   const dtype = checkDType(options.dtype ?? precision?.dtype ?? modelDtype ?? 'float32', ['dtype']);
   const declared = model.kind === 'module' ? model.inputDtype : undefined;
@@ -272,7 +126,9 @@ function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<Trace
     ...(options.checkpoint !== undefined ? { checkpoint: options.checkpoint } : {}),
     ...(options.inputRequiresGrad !== undefined ? { inputRequiresGrad: options.inputRequiresGrad } : {}),
     ...(options.freeze !== undefined || options.lora !== undefined ? { trainable: trainableBy(options.freeze ?? [], options.lora !== undefined) } : {}),
-    ...(options.lora !== undefined ? { lora: { ...options.lora, targets: options.lora.targets ?? defaultLoraTargets(model), adapterDtype: options.lora.adapterDtype ?? 'float32' } } : {}),
+    ...(options.lora !== undefined
+      ? { lora: { ...options.lora, targets: options.lora.targets ?? defaultLoraTargets(model), adapterDtype: options.lora.adapterDtype ?? 'float32' } }
+      : {}),
     ...(quantize !== undefined ? { quantize } : {}),
     ...overrides,
   });
@@ -289,10 +145,11 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
   const own = ir.modules.map((m) => m.params.reduce((s, id) => s + numelOf(ir, id), 0));
   const owners = new Map<number, number>();
   let shared = false;
-  for (const m of ir.modules) for (const id of m.params) {
-    owners.set(id, (owners.get(id) ?? 0) + 1);
-    if (owners.get(id)! > 1) shared = true;
-  }
+  for (const m of ir.modules)
+    for (const id of m.params) {
+      owners.set(id, (owners.get(id) ?? 0) + 1);
+      if (owners.get(id)! > 1) shared = true;
+    }
   const total = [...own];
   if (!shared) {
     // Modules are in pre-order, so children come after their parent: fold from the end.
@@ -307,7 +164,10 @@ function paramsPerModule(ir: IR): { own: number[]; total: number[] } {
     const parent = ir.modules[i]!.parent;
     if (parent !== null) for (const id of sets[i]!) sets[parent]!.add(id);
   }
-  return { own: ir.modules.map((m) => new Set(m.params)).map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)), total: sets.map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)) };
+  return {
+    own: ir.modules.map((m) => new Set(m.params)).map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)),
+    total: sets.map((set) => [...set].reduce((s, id) => s + numelOf(ir, id), 0)),
+  };
 }
 
 /**
@@ -332,7 +192,10 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate;
 export function estimate(model: Layer, options: EstimateOptions): Estimate {
   checkModel(model);
   validate(options, estimateOptions);
-  return estimateOf(model, rankSetup(model, options, () => storedDtype(model, options)));
+  return estimateOf(
+    model,
+    rankSetup(model, options, () => storedDtype(model, options)),
+  );
 }
 
 /** The dtype a model's parameters are stored in under the options (what traceModel resolves). */
@@ -342,14 +205,20 @@ function storedDtype(model: Layer, options: EstimateOptions): DType {
 }
 
 /** The estimate of the rank: a pipeline rank's stages, a model's reduced repeated blocks, or the whole trace. */
-function estimateOf(model: Layer, rank: RankSetup): Estimate {
+function estimateOf(model: Layer, rank: RankSetup<EstimateOptions>): Estimate {
   const { options } = rank;
   if (rank.pipeline !== null) {
     const cut = rank.pipeline(traceWith);
     return assemble(cut.ir, cut.options, undefined, cut.model, rank, cut.run);
   }
   const repeated = model.kind === 'module' ? model.repeated : undefined;
-  if (repeated !== undefined && repeated.count > 3 && repeated.body === (model as ModuleLayer).body && !rank.wholeTrace && !mentionsBlock(model as ModuleLayer, options, repeated.prefix, rank.moduleNames)) {
+  if (
+    repeated !== undefined &&
+    repeated.count > 3 &&
+    repeated.body === (model as ModuleLayer).body &&
+    !rank.wholeTrace &&
+    !mentionsBlock(model as ModuleLayer, options, repeated.prefix, rank.moduleNames)
+  ) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
     const ir = traceWith(reducedModel(model as ModuleLayer), options);
     const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);
@@ -378,11 +247,22 @@ const blockNames = new Map<string, RegExp>();
 
 /** Whether an option, the quantization or the rank's plan (`planNames`) names one block (`model.layers.5`): then the blocks differ. */
 function mentionsBlock(model: ModuleLayer, options: EstimateOptions, prefix: string, planNames: readonly string[]): boolean {
-  const names = [...(options.freeze ?? []), ...(options.checkpoint?.modules ?? []), ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []), ...(model.quantization?.within ?? []), ...(model.quantization?.skip ?? []), ...planNames];
+  const names = [
+    ...(options.freeze ?? []),
+    ...(options.checkpoint?.modules ?? []),
+    ...(Array.isArray(options.lora?.targets) ? options.lora.targets : []),
+    ...(model.quantization?.within ?? []),
+    ...(model.quantization?.skip ?? []),
+    ...planNames,
+  ];
   // Conservative: any name with the container's last part and an index (`layers.5`, `h.0.attn`).
   let block = blockNames.get(prefix);
   if (block === undefined) {
-    const container = prefix.split('.').filter((part) => part !== '').at(-1) ?? prefix;
+    const container =
+      prefix
+        .split('.')
+        .filter((part) => part !== '')
+        .at(-1) ?? prefix;
     block = new RegExp(`(^|\\.)${container.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d`);
     blockNames.set(prefix, block);
   }
@@ -422,7 +302,11 @@ export function stepPeakAt(step: StepSummary): (env: Readonly<Record<string, num
 }
 
 /** What the traced model holds by category outside the step: its parameters (counted), buffers, saved activations, gradients. */
-function modelBytes(ir: IR, blocks: ReducedBlocks | undefined, saved: ReturnType<typeof savedStorages>): { readonly params: ParamCounts; readonly parameters: Dim; readonly buffers: Dim; readonly activations: Dim; readonly gradients: Dim } {
+function modelBytes(
+  ir: IR,
+  blocks: ReducedBlocks | undefined,
+  saved: ReturnType<typeof savedStorages>,
+): { readonly params: ParamCounts; readonly parameters: Dim; readonly buffers: Dim; readonly activations: Dim; readonly gradients: Dim } {
   // With reduced blocks, what the interior block has counts `times` over.
   const times = blocks?.times ?? 1;
   const unitOf = (storage: number) => blocks?.storageUnit[storage] ?? -1;
@@ -443,10 +327,14 @@ function modelBytes(ir: IR, blocks: ReducedBlocks | undefined, saved: ReturnType
   const activations =
     blocks === undefined
       ? saved.bytes
-      : sum([...[...saved.firstSaver].map(([storage, op]) => weigh(ir.storages[storage]!.bytes, blocks.opUnit[op]!, times)), ...[...saved.views.values()].map((v) => weigh(v.bytes, blocks.opUnit[v.op]!, times))]);
+      : sum([
+          ...[...saved.firstSaver].map(([storage, op]) => weigh(ir.storages[storage]!.bytes, blocks.opUnit[op]!, times)),
+          ...[...saved.views.values()].map((v) => weigh(v.bytes, blocks.opUnit[v.op]!, times)),
+        ]);
   let gradients: Dim = 0;
   if (ir.settings.gradEnabled) {
-    for (const t of ir.tensors) if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(specBytes(t.gradSpec ?? t.spec), unitOf(t.storage), times));
+    for (const t of ir.tensors)
+      if (t.role === 'param' && ir.storages[t.storage]!.trainable) gradients = add(gradients, weigh(specBytes(t.gradSpec ?? t.spec), unitOf(t.storage), times));
   }
   return { params: { total: paramElements, trainable }, parameters: sum(paramBytes), buffers: sum(bufferBytes), activations, gradients };
 }
@@ -472,7 +360,14 @@ function stepSummaries(runs: readonly [keyof Estimate['steps'], () => StepResult
 }
 
 /** The estimate of a traced model; with `reduced`, of the full model its blocks stand for. */
-function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined, model: Layer, rank: RankSetup, run?: StepSettings['run']): Estimate {
+function assemble(
+  ir: IR,
+  options: EstimateOptions,
+  reduced: Reduced | undefined,
+  model: Layer,
+  rank: RankSetup<EstimateOptions>,
+  run?: StepSettings['run'],
+): Estimate {
   const blocks = reduced?.blocks;
   const saved = savedStorages(ir);
   const held = modelBytes(ir, blocks, saved);
@@ -486,7 +381,15 @@ function assemble(ir: IR, options: EstimateOptions, reduced: Reduced | undefined
   const runs: [keyof Estimate['steps'], () => StepResult][] = [];
   let main: StepResult;
   if (train) {
-    main = simulateStep(ir, { optimizer: spec, rounded, microBatches: options.microBatches ?? 1, peakExpression, ...(blocks !== undefined ? { blocks } : {}), ...rank.step(model, ir), ...(run !== undefined ? { run } : {}) });
+    main = simulateStep(ir, {
+      optimizer: spec,
+      rounded,
+      microBatches: options.microBatches ?? 1,
+      peakExpression,
+      ...(blocks !== undefined ? { blocks } : {}),
+      ...rank.step(model, ir),
+      ...(run !== undefined ? { run } : {}),
+    });
     optimizerBytes = main.optimizerState ?? 0;
     if (main.resident !== undefined) gradients = main.resident.gradients;
     const steady = main;

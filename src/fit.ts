@@ -1,5 +1,6 @@
-import { estimate, stepPeakAt, type Estimate, type EstimateOptions } from './estimate.js';
-import { fitOptions } from './options.js';
+import { estimate, stepPeakAt } from './estimate.js';
+import type { Estimate, EstimateOptions } from './estimate-types.js';
+import { fitOptions } from './estimate-options.js';
 import { show, validate } from './validate.js';
 import { VramError, fail } from './errors.js';
 import { gpu as gpuByName, memoryBudget, type GpuFamily } from './gpus/catalog.js';

@@ -72,7 +72,8 @@ export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, Tra
 export { trace, type TraceOptions } from './trace/trace.js';
 export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
 export { savedStorages, type SavedStorages } from './memory/saved.js';
-export { estimate, type ByteCounts, type Estimate, type EstimateOptions, type ModuleRow, type ParamCounts } from './estimate.js';
+export { estimate } from './estimate.js';
+export type { ByteCounts, Estimate, EstimateOptions, ModuleRow, ParamCounts } from './estimate-types.js';
 export type { Engine, ParallelPlan } from './parallel/plan.js';
 export { DEFAULT_ENGINE, ENGINE_NAMES } from './parallel/engines/index.js';
 export type { HostBytes } from './memory/residency/types.js';
@@ -98,7 +99,7 @@ export { CONTEXT_DEFAULTS, cublasWorkspace, runtimeLines, type RuntimeLine, type
 export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
 export { BNB_BLOCK_SIZE, BNB_MIN_8BIT_SIZE, paramUpdate, type OptimizedParam, type OptimizerImpl, type OptimizerName, type OptimizerSpec, type ParamUpdate, type StateTensor } from './memory/optimizers.js';
 export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
-export type { PeakDetails, StepSummary } from './estimate.js';
+export type { PeakDetails, StepSummary } from './estimate-types.js';
 export type { ModelMeta } from './nn/types.js';
 export { embedding } from './nn/embedding.js';
 export { layerNorm } from './nn/layerNorm.js';
@@ -125,7 +126,7 @@ export { generation, type GenerationEstimate, type GenerationOptions, type Gener
 export { grpoStep, type GrpoEstimate, type GrpoOptions, type GrpoPhase } from './scenarios/grpo.js';
 export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
-export type { Precision } from './estimate.js';
+export type { Precision } from './estimate-types.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
 export { formatBreakdownMarkdown } from './report/breakdown.js';
 export { estimateToJSON } from './report/json.js';

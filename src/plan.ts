@@ -1,4 +1,4 @@
-import type { EstimateOptions } from './estimate.js';
+import type { EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
 import { maxFitting } from './fit.js';
 import { memoryBudget } from './gpus/catalog.js';

@@ -1,4 +1,5 @@
-import { estimate, type Estimate, type EstimateOptions } from './estimate.js';
+import { estimate } from './estimate.js';
+import type { Estimate, EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
 import { engineNamed, type ParallelPlan } from './parallel/index.js';
 import type { Layer } from './nn/types.js';

@@ -1,5 +1,6 @@
 import { fail, VramError, type VramIssue } from '../errors.js';
-import { LIMITS, decoderOptions } from '../options.js';
+import { LIMITS } from '../limits.js';
+import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
 import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
 import type { QuantScheme } from '../ops/quant.js';

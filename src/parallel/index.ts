@@ -2,7 +2,6 @@ import { builtContextParallel } from '../catalog/context-parallel.js';
 import { builtExpertParallel } from '../catalog/moe.js';
 import { builtTensorParallel } from '../catalog/tensor-parallel.js';
 import { fail } from '../errors.js';
-import type { EstimateOptions } from '../estimate.js';
 import { singleDevice } from '../memory/residency/single.js';
 import type { EngineHooks, RankContext } from '../memory/residency/types.js';
 import type { StepSettings } from '../memory/simulate.js';
@@ -10,7 +9,7 @@ import type { Layer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import type { IR } from '../trace/ir.js';
 import { engineNamed, type EngineRecord } from './engines/index.js';
-import { checkBuiltParallel, checkPlan, offloads, type ParallelPlan } from './plan.js';
+import { checkBuiltParallel, checkPlan, offloads, type ParallelPlan, type RankOptions } from './plan.js';
 import { pipelineRank, type PipelineRank, type RankTracer } from './pipeline/rank.js';
 
 export type { PipelineRank, RankTracer };
@@ -21,15 +20,15 @@ export type { PipelineRank, RankTracer };
  * with, whether the model may be traced with reduced repeated blocks, the pipeline rank's cut,
  * and what the training step simulates with.
  */
-export interface RankSetup {
+export interface RankSetup<O extends RankOptions> {
   /** The options the rank's model is traced with (FSDP2 mixed precision: parameters in `param_dtype`, no `precision`). */
-  readonly options: EstimateOptions;
+  readonly options: O;
   /** Whether the engine's accounting needs the whole model traced (no reduced repeated blocks). */
   readonly wholeTrace: boolean;
   /** Module keys of the plan (FSDP2 units): one naming a single block makes the blocks differ. */
   readonly moduleNames: readonly string[];
   /** With pipeline stages: the rank's stages cut, traced (with the estimate's tracer) and their runner; else null. */
-  readonly pipeline: ((trace: RankTracer) => PipelineRank) | null;
+  readonly pipeline: ((trace: RankTracer<O>) => PipelineRank<O>) | null;
   /** The training step's residency and buffer dtype for the traced model (nothing on one device). */
   readonly step: (model: Layer, ir: IR) => Pick<StepSettings, 'residency' | 'bufferDtype'>;
 }
@@ -40,7 +39,7 @@ export interface RankSetup {
  * against those the model was built for), then resolves the rank. `storedDtype` is the dtype the
  * options store parameters in (read only with FSDP2 mixed precision).
  */
-export function rankSetup(model: Layer, options: EstimateOptions, storedDtype: () => DType): RankSetup {
+export function rankSetup<O extends RankOptions>(model: Layer, options: O, storedDtype: () => DType): RankSetup<O> {
   const plan = options.parallel;
   if (plan === undefined) return { options, wholeTrace: false, moduleNames: [], pipeline: null, step: () => ({}) };
   checkPlan(plan);
@@ -49,7 +48,10 @@ export function rankSetup(model: Layer, options: EstimateOptions, storedDtype: (
   checkBuiltParallel(plan, 'ep', builtExpertParallel(model));
   const training = (options.mode ?? 'train') === 'train';
   if ((plan.pp ?? 1) > 1 && !training) fail('not-modelled', 'a pipeline-parallel inference forward is not modelled', { path: ['parallel', 'pp'] });
-  if (!training && plan.dp > 1) fail('not-modelled', 'a data-parallel inference forward is not modelled (estimate one rank in training, or a single device in inference)', { path: ['parallel'] });
+  if (!training && plan.dp > 1)
+    fail('not-modelled', 'a data-parallel inference forward is not modelled (estimate one rank in training, or a single device in inference)', {
+      path: ['parallel'],
+    });
   // FSDP2 mixed precision: the forward and backward run in param_dtype; the sharded
   // parameters, their gradients and the optimizer stay in the model's dtype.
   const param = plan.mixedPrecision?.param;
@@ -61,14 +63,18 @@ export function rankSetup(model: Layer, options: EstimateOptions, storedDtype: (
     wholeTrace: engine?.wholeTrace ?? false,
     moduleNames: plan.units ?? [],
     pipeline: (plan.pp ?? 1) > 1 ? (trace) => pipelineRank(model, rankOptions, plan, trace) : null,
-    step: (traced, ir) => ({ residency: residencyOf(plan, engine, defaultUnits(traced), stored ?? ir.settings.paramDtype), ...(stored !== undefined ? { bufferDtype: stored } : {}) }),
+    step: (traced, ir) => ({
+      residency: residencyOf(plan, engine, defaultUnits(traced), stored ?? ir.settings.paramDtype),
+      ...(stored !== undefined ? { bufferDtype: stored } : {}),
+    }),
   };
 }
 
 /** The options with parameters traced in `dtype` (and no `precision` to contradict it). */
-function computeIn(options: EstimateOptions, dtype: DType): EstimateOptions {
-  const { precision: _precision, ...rest } = options;
-  return { ...rest, dtype };
+function computeIn<O extends RankOptions>(options: O, dtype: DType): O {
+  // The options less their (optional) precision, with a dtype: options of the same type still.
+  const { precision: _precision, ...rest } = options as O & { readonly precision?: unknown };
+  return { ...rest, dtype } as unknown as O;
 }
 
 /** FSDP's default units: a model's repeated blocks (decoder layers), else none (the root alone). */
@@ -81,12 +87,25 @@ function defaultUnits(model: Layer): readonly string[] {
  * The residency of one rank under the plan: the engine's, with the facts of the rank (its group
  * is dp · cp: context-parallel ranks hold the same weights); one device's without an engine.
  */
-function residencyOf(plan: ParallelPlan, engine: EngineRecord<string, ParallelPlan> | undefined, defaultUnits: readonly string[], storeDtype: DType): (ctx: RankContext) => EngineHooks {
-  const make = engine === undefined ? singleDevice : engine.residency(plan, { group: plan.dp * (plan.cp ?? 1), rank: plan.rank ?? 0, defaultUnits, storeDtype, offloads: offloads(plan) });
+function residencyOf(
+  plan: ParallelPlan,
+  engine: EngineRecord<string, ParallelPlan> | undefined,
+  defaultUnits: readonly string[],
+  storeDtype: DType,
+): (ctx: RankContext) => EngineHooks {
+  const make =
+    engine === undefined
+      ? singleDevice
+      : engine.residency(plan, { group: plan.dp * (plan.cp ?? 1), rank: plan.rank ?? 0, defaultUnits, storeDtype, offloads: offloads(plan) });
   if (!offloads(plan)) return make;
   return (ctx) => {
     // On a CPU estimate the "device" is host memory already: moving state from CPU to CPU means nothing.
-    if (ctx.ir.settings.device === 'cpu') fail('bad-option', "offloading to host memory needs device 'cuda': on a CPU estimate everything is host memory already", { path: ['parallel', 'offload'], expected: "absent with device 'cpu'", received: JSON.stringify(plan.offload) });
+    if (ctx.ir.settings.device === 'cpu')
+      fail('bad-option', "offloading to host memory needs device 'cuda': on a CPU estimate everything is host memory already", {
+        path: ['parallel', 'offload'],
+        expected: "absent with device 'cpu'",
+        received: JSON.stringify(plan.offload),
+      });
     return make(ctx);
   };
 }

@@ -3,13 +3,18 @@ import { arrayOf, boolean, integer, object, oneOf, string, type Check } from '..
 import type { DdpKnobs } from './engines/ddp.js';
 import type { DeepSpeedKnobs } from './engines/deepspeed/index.js';
 import type { Fsdp2Knobs } from './engines/fsdp2.js';
+import type { CommonPlan } from './engines/engine.js';
 import { ENGINE_NAMES, ENGINES, engineNamed, type Engine } from './engines/index.js';
 import type { MegatronKnobs } from './engines/megatron.js';
 
 export type { Engine };
 
-/** The plan's fields every engine shares: which engine, the ranks, offloading and the other parallel sizes. */
-export interface CommonPlan {
+/**
+ * One rank of a data-parallel job: which engine, how many ranks, which one, and the engine's
+ * knobs that move memory (each engine's own, from its record). The figures of an estimate with
+ * it are that rank's.
+ */
+export interface ParallelPlan extends Omit<CommonPlan, 'engine'>, DdpKnobs, Fsdp2Knobs, DeepSpeedKnobs, MegatronKnobs {
   /**
    * `ddp` (torch DistributedDataParallel), `zero-redundancy` (torch ZeroRedundancyOptimizer
    * over DDP: optimizer state partitioned by whole parameters), `fsdp2` (torch `fully_shard`),
@@ -18,56 +23,18 @@ export interface CommonPlan {
    * a rank holds its (pipeline stage's) model alone, as on one GPU.
    */
   readonly engine?: Engine;
-  /** Data-parallel ranks (GPUs). */
-  readonly dp: number;
-  /** The rank to estimate (default 0; ranks differ by padding and partitions). */
-  readonly rank?: number;
-  /**
-   * What lives in host memory instead of the GPU (device `cuda` only): the optimizer (DeepSpeed
-   * `offload_optimizer: {device: cpu}` at ZeRO 1-3: the fp32 master, the optimizer state and the
-   * fp32 gradient partition, the step by DeepSpeedCPUAdam / DeepSpeedCPULion, so `adam`, `adamw`
-   * or `lion`) and the parameters (DeepSpeed ZeRO-3 `offload_param: {device: cpu}`; FSDP2's
-   * `CPUOffloadPolicy` moves parameters, gradients and the optimizer state together: give both).
-   * The estimate's `bytes` are then the GPU's figures and `host` the host's. Read from the
-   * engines' sources, not measured. DDP and ZeroRedundancyOptimizer offload nothing.
-   */
-  readonly offload?: { readonly optimizer?: boolean; readonly parameters?: boolean };
-  /** Tensor-parallel size (the model must be built for it: see the decoder's `tensorParallel`). */
-  readonly tp?: number;
-  /** Pipeline stages. */
-  readonly pp?: number;
-  /** The pipeline stage this rank runs (default 0). */
-  readonly stage?: number;
-  /** The pipeline schedule (default `1f1b`). */
-  readonly schedule?: 'gpipe' | '1f1b' | 'interleaved-1f1b';
-  /** Model chunks per pipeline rank under `interleaved-1f1b` (default 2). */
-  readonly virtualStages?: number;
-  /** Where pipeline stages 1 .. pp·v − 1 begin: a top-level child's name each (default: an even cut). */
-  readonly splits?: readonly string[];
-  /** `schedule.step(return_outputs=...)`: the final stage keeps every micro-batch's output to the next step (default true, torch's). */
-  readonly keepOutputs?: boolean;
-  /**
-   * Context-parallel size (the model must be built for it: see the decoder's `contextParallel`).
-   * The data-parallel engine then spans dp · cp ranks, as torchtitan's FSDP and DDP meshes
-   * (`dp_shard_cp`, `dp_cp`) do: parameters and optimizer state shard over, and gradients
-   * reduce across, every rank that sees the same weights; `rank` counts in that group.
-   */
-  readonly cp?: number;
-  /**
-   * Expert-parallel size (the model must be built for it: the MoE decoder's `expertParallel`).
-   * Hugging Face's expert parallelism runs on its own mesh dimension (the tensor-parallel one):
-   * the expert-parallel ranks of a group share their data, so the data-parallel engine spans
-   * `dp` ranks, as with `tp`.
-   */
-  readonly ep?: number;
 }
 
 /**
- * One rank of a data-parallel job: which engine, how many ranks, which one, and the engine's
- * knobs that move memory (each engine's own, from its record). The figures of an estimate with
- * it are that rank's.
+ * What the parallel wing reads of the estimate's options (EstimateOptions satisfies it): the
+ * plan, the mode and the micro-batches. The wing hands the options back to the estimate's tracer,
+ * so it is generic over the options' own type.
  */
-export type ParallelPlan = CommonPlan & DdpKnobs & Fsdp2Knobs & DeepSpeedKnobs & MegatronKnobs;
+export interface RankOptions {
+  readonly mode?: 'train' | 'inference';
+  readonly microBatches?: number;
+  readonly parallel?: ParallelPlan;
+}
 
 const wide = integer(1, 1_000_000);
 
@@ -109,11 +76,21 @@ export function checkPlan(plan: ParallelPlan): void {
   checkPipelineKnobs(plan);
   const rank = plan.rank ?? 0;
   const ranks = plan.dp * (plan.cp ?? 1);
-  if (rank >= ranks) fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', { path: ['parallel', 'rank'], expected: `0 .. ${ranks - 1}`, received: String(rank) });
+  if (rank >= ranks)
+    fail('bad-option', 'the rank must be below the number of data-parallel (times context-parallel) ranks', {
+      path: ['parallel', 'rank'],
+      expected: `0 .. ${ranks - 1}`,
+      received: String(rank),
+    });
   for (const engine of ENGINES) {
     if (engine.name === plan.engine) continue;
     for (const key of Object.keys(engine.knobs)) {
-      if ((plan as unknown as Record<string, unknown>)[key] !== undefined) fail('bad-option', `${key} applies to engine '${engine.name}' only`, { path: ['parallel', key], expected: 'absent', received: plan.engine ?? 'no engine' });
+      if ((plan as unknown as Record<string, unknown>)[key] !== undefined)
+        fail('bad-option', `${key} applies to engine '${engine.name}' only`, {
+          path: ['parallel', key],
+          expected: 'absent',
+          received: plan.engine ?? 'no engine',
+        });
     }
   }
   if (plan.engine !== undefined) engineNamed(plan.engine).check(plan);
@@ -127,23 +104,47 @@ function checkCombinations(plan: ParallelPlan): void {
   // embedding's Replicate gradient); DDP's buckets and ZeRO's partitions of DTensor gradients are not.
   if ((plan.tp ?? 1) > 1 && plan.dp > 1 && engine !== undefined && engine.tensorParallel !== true) {
     const around = ENGINES.filter((e) => e.tensorParallel === true).map((e) => e.name);
-    fail('not-modelled', `tensor parallelism under ${plan.engine} is not modelled: ${around.join(', ')} around tensor-parallel ranks is (torchtitan's 2-D layout)`, { path: ['parallel', 'engine'], expected: `${quoted(around)} with tp > 1 and dp > 1`, received: plan.engine! });
+    fail(
+      'not-modelled',
+      `tensor parallelism under ${plan.engine} is not modelled: ${around.join(', ')} around tensor-parallel ranks is (torchtitan's 2-D layout)`,
+      { path: ['parallel', 'engine'], expected: `${quoted(around)} with tp > 1 and dp > 1`, received: plan.engine! },
+    );
   }
-  if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1) fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', { path: ['parallel', 'cp'], expected: 'pp 1', received: `pp ${plan.pp}` });
-  if (plan.engine === undefined && plan.dp > 1) fail('bad-option', 'more than one data-parallel rank needs an engine', { path: ['parallel', 'engine'], expected: quoted(ENGINE_NAMES), received: 'undefined' });
+  if ((plan.cp ?? 1) > 1 && (plan.pp ?? 1) > 1)
+    fail('not-modelled', 'context parallelism inside pipeline stages is not modelled', {
+      path: ['parallel', 'cp'],
+      expected: 'pp 1',
+      received: `pp ${plan.pp}`,
+    });
+  if (plan.engine === undefined && plan.dp > 1)
+    fail('bad-option', 'more than one data-parallel rank needs an engine', {
+      path: ['parallel', 'engine'],
+      expected: quoted(ENGINE_NAMES),
+      received: 'undefined',
+    });
   if ((plan.pp ?? 1) > 1 && plan.dp > 1 && (engine?.pipeline !== true || (plan.virtualStages ?? (plan.schedule === 'interleaved-1f1b' ? 2 : 1)) > 1)) {
     const around = ENGINES.filter((e) => e.pipeline === true).map((e) => e.name);
-    fail('not-modelled', `pipeline stages are modelled alone or under ${around.join(', ')} with one stage per rank so far`, { path: ['parallel', 'engine'], expected: `dp 1, or engine ${quoted(around)} with gpipe / 1f1b`, received: `${plan.engine ?? 'none'} with ${plan.schedule ?? '1f1b'}` });
+    fail('not-modelled', `pipeline stages are modelled alone or under ${around.join(', ')} with one stage per rank so far`, {
+      path: ['parallel', 'engine'],
+      expected: `dp 1, or engine ${quoted(around)} with gpipe / 1f1b`,
+      received: `${plan.engine ?? 'none'} with ${plan.schedule ?? '1f1b'}`,
+    });
   }
 }
 
 /** The pipeline's knobs mean nothing without pipeline stages; the stage is one of them. */
 function checkPipelineKnobs(plan: ParallelPlan): void {
   for (const key of ['stage', 'schedule', 'virtualStages', 'splits', 'keepOutputs'] as const) {
-    if (plan[key] !== undefined && (plan.pp ?? 1) === 1) fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
+    if (plan[key] !== undefined && (plan.pp ?? 1) === 1)
+      fail('bad-option', `${key} applies to pipeline parallelism (pp > 1)`, { path: ['parallel', key], expected: 'absent', received: String(plan[key]) });
   }
   const stage = plan.stage ?? 0;
-  if ((plan.pp ?? 1) > 1 && stage >= plan.pp!) fail('bad-option', 'the pipeline stage must be below the number of stages', { path: ['parallel', 'stage'], expected: `0 .. ${plan.pp! - 1}`, received: String(stage) });
+  if ((plan.pp ?? 1) > 1 && stage >= plan.pp!)
+    fail('bad-option', 'the pipeline stage must be below the number of stages', {
+      path: ['parallel', 'stage'],
+      expected: `0 .. ${plan.pp! - 1}`,
+      received: String(stage),
+    });
 }
 
 /** The model-built parallel sizes, by their `parallel` key, with the builder option and its name. */

@@ -1,4 +1,4 @@
-import type { Estimate } from '../estimate.js';
+import type { Estimate } from '../estimate-types.js';
 import { formatDim } from '../sym/format.js';
 import { add } from '../sym/ops.js';
 import type { IR } from '../trace/ir.js';

@@ -1,4 +1,4 @@
-import type { Estimate } from '../estimate.js';
+import type { Estimate } from '../estimate-types.js';
 import { CATEGORIES } from '../memory/ledger.js';
 import { savedStorages } from '../memory/saved.js';
 import type { Dim } from '../sym/expr.js';

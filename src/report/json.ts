@@ -1,4 +1,4 @@
-import type { Estimate } from '../estimate.js';
+import type { Estimate } from '../estimate-types.js';
 import { isExpr } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
 

@@ -1,6 +1,7 @@
-import { estimate, type EstimateOptions } from '../estimate.js';
+import { estimate } from '../estimate.js';
+import type { EstimateOptions } from '../estimate-types.js';
 import { fail } from '../errors.js';
-import { summaryOptions } from '../options.js';
+import { summaryOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import type { Layer } from '../nn/types.js';
 import { formatBreakdown } from './breakdown.js';

@@ -1,4 +1,4 @@
-import type { Estimate } from '../estimate.js';
+import type { Estimate } from '../estimate-types.js';
 import { fail } from '../errors.js';
 import { CATEGORIES, type Category } from '../memory/ledger.js';
 import { formatBytes } from './units.js';

@@ -1,6 +1,7 @@
 /** Generation with a KV cache: the prefill and decode phases, each forward simulated by estimate(). */
-import { estimate, type EstimateOptions } from '../estimate.js';
-import { generationOptions } from '../options.js';
+import { estimate } from '../estimate.js';
+import type { EstimateOptions } from '../estimate-types.js';
+import { generationOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import { sum } from '../sym/ops.js';
 import type { Layer } from '../nn/types.js';

@@ -1,6 +1,7 @@
 /** A GRPO-style RL step on one GPU: generation, the reference model's forward and the training step, each from estimate(). */
-import { estimate, type EstimateOptions } from '../estimate.js';
-import { grpoOptions } from '../options.js';
+import { estimate } from '../estimate.js';
+import type { EstimateOptions } from '../estimate-types.js';
+import { grpoOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import { sum } from '../sym/ops.js';
 import type { Layer } from '../nn/types.js';

@@ -1,5 +1,5 @@
 /** Korthikanti et al. 2022's activation formula: the published cross-check of one transformer layer's activations. */
-import { korthikantiOptions } from '../options.js';
+import { korthikantiOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import type { Dim } from '../sym/expr.js';
 import { add, floorDiv, mul } from '../sym/ops.js';

@@ -1,5 +1,5 @@
 /** The KV cache of a decoder (its ModelMeta): bytes for a batch and a length, no trace needed. */
-import { kvCacheOptions } from '../options.js';
+import { kvCacheOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import { fail } from '../errors.js';
 import type { Layer, ModelMeta } from '../nn/types.js';

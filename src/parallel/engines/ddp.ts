@@ -7,8 +7,7 @@ import { numel } from '../../tensor/spec.js';
 import type { IR } from '../../trace/ir.js';
 import { parameterOrder } from '../../trace/uses.js';
 import { boolean, number } from '../../validate.js';
-import type { ParallelPlan } from '../plan.js';
-import { gradientSyncKnob, type EngineRecord, type GradientSyncKnob } from './engine.js';
+import { gradientSyncKnob, type CommonPlan, type EngineRecord, type GradientSyncKnob } from './engine.js';
 
 /** The plan keys DDP and ZeroRedundancyOptimizer read. */
 export interface DdpKnobs extends GradientSyncKnob {
@@ -20,6 +19,9 @@ export interface DdpKnobs extends GradientSyncKnob {
   /** DDP `bucket_cap_mb` (default 25). */
   readonly bucketCapMb?: number;
 }
+
+/** The plan DDP and ZeroRedundancyOptimizer reads: the common fields and its knobs. */
+type DdpPlan = CommonPlan & DdpKnobs;
 
 /** torch DistributedDataParallel's knobs that move memory. */
 export interface DdpSettings {
@@ -150,7 +152,7 @@ export function zeroRedundancyPartition(ir: IR, world: number): number[][] {
 }
 
 /** DDP's settings with torch's defaults (gradient sync: the last micro-batch, as the HF Trainer runs it). */
-function ddpSettings(plan: ParallelPlan): DdpSettings {
+function ddpSettings(plan: DdpPlan): DdpSettings {
   return { bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' };
 }
 
@@ -161,7 +163,7 @@ const BUCKET_KNOBS = { bucketView: boolean, bucketCapMb: number(0), gradientSync
  * Neither DDP nor ZeroRedundancyOptimizer offloads to host memory: a plan asking for it is a
  * VramError at `['parallel', 'offload']`.
  */
-function refuseOffload(plan: ParallelPlan, who: string): void {
+function refuseOffload(plan: DdpPlan, who: string): void {
   if (plan.offload?.optimizer !== true && plan.offload?.parameters !== true) return;
   fail('not-modelled', `${who} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
 }
@@ -170,7 +172,7 @@ function refuseOffload(plan: ParallelPlan, who: string): void {
  * torch DistributedDataParallel. Measured to keep the same bytes on every rank (worlds 2-8,
  * first and last ranks); modelled around pipeline stages (one stage per rank).
  */
-export const ddpEngine: EngineRecord<'ddp', ParallelPlan> = {
+export const ddpEngine: EngineRecord<'ddp', DdpPlan> = {
   name: 'ddp',
   summary: 'torch DistributedDataParallel: the whole model, gradients and optimizer state on every rank, plus the gradient buckets',
   knobs: {},
@@ -188,7 +190,7 @@ export const ddpEngine: EngineRecord<'ddp', ParallelPlan> = {
  * Its greedy partition is over the whole model's tensors (so the whole trace), and it gives the
  * ranks uneven shares.
  */
-export const zeroRedundancyEngine: EngineRecord<'zero-redundancy', ParallelPlan> = {
+export const zeroRedundancyEngine: EngineRecord<'zero-redundancy', DdpPlan> = {
   name: 'zero-redundancy',
   summary: 'torch ZeroRedundancyOptimizer over DDP: the optimizer state partitioned by whole parameters',
   knobs: {},

@@ -2,6 +2,54 @@ import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
 import type { DType } from '../../tensor/dtype.js';
 import { oneOf, type Check } from '../../validate.js';
 
+/** The plan's fields every engine shares: which engine, the ranks, offloading and the other parallel sizes. */
+export interface CommonPlan {
+  /** The engine's name (ParallelPlan narrows it to the registry's names). */
+  readonly engine?: string;
+  /** Data-parallel ranks (GPUs). */
+  readonly dp: number;
+  /** The rank to estimate (default 0; ranks differ by padding and partitions). */
+  readonly rank?: number;
+  /**
+   * What lives in host memory instead of the GPU (device `cuda` only): the optimizer (DeepSpeed
+   * `offload_optimizer: {device: cpu}` at ZeRO 1-3: the fp32 master, the optimizer state and the
+   * fp32 gradient partition, the step by DeepSpeedCPUAdam / DeepSpeedCPULion, so `adam`, `adamw`
+   * or `lion`) and the parameters (DeepSpeed ZeRO-3 `offload_param: {device: cpu}`; FSDP2's
+   * `CPUOffloadPolicy` moves parameters, gradients and the optimizer state together: give both).
+   * The estimate's `bytes` are then the GPU's figures and `host` the host's. Read from the
+   * engines' sources, not measured. DDP and ZeroRedundancyOptimizer offload nothing.
+   */
+  readonly offload?: { readonly optimizer?: boolean; readonly parameters?: boolean };
+  /** Tensor-parallel size (the model must be built for it: see the decoder's `tensorParallel`). */
+  readonly tp?: number;
+  /** Pipeline stages. */
+  readonly pp?: number;
+  /** The pipeline stage this rank runs (default 0). */
+  readonly stage?: number;
+  /** The pipeline schedule (default `1f1b`). */
+  readonly schedule?: 'gpipe' | '1f1b' | 'interleaved-1f1b';
+  /** Model chunks per pipeline rank under `interleaved-1f1b` (default 2). */
+  readonly virtualStages?: number;
+  /** Where pipeline stages 1 .. pp·v − 1 begin: a top-level child's name each (default: an even cut). */
+  readonly splits?: readonly string[];
+  /** `schedule.step(return_outputs=...)`: the final stage keeps every micro-batch's output to the next step (default true, torch's). */
+  readonly keepOutputs?: boolean;
+  /**
+   * Context-parallel size (the model must be built for it: see the decoder's `contextParallel`).
+   * The data-parallel engine then spans dp · cp ranks, as torchtitan's FSDP and DDP meshes
+   * (`dp_shard_cp`, `dp_cp`) do: parameters and optimizer state shard over, and gradients
+   * reduce across, every rank that sees the same weights; `rank` counts in that group.
+   */
+  readonly cp?: number;
+  /**
+   * Expert-parallel size (the model must be built for it: the MoE decoder's `expertParallel`).
+   * Hugging Face's expert parallelism runs on its own mesh dimension (the tensor-parallel one):
+   * the expert-parallel ranks of a group share their data, so the data-parallel engine spans
+   * `dp` ranks, as with `tp`.
+   */
+  readonly ep?: number;
+}
+
 /**
  * What an engine's residency is made with besides its own knobs: facts of the model and of the
  * rank that the common plan resolves once (rankSetup), so no engine reads them again.

@@ -8,9 +8,8 @@ import { bytesOf, DTYPE_BITS, type DType } from '../../tensor/dtype.js';
 import { tensor, type TensorSpec } from '../../tensor/spec.js';
 import type { IR, IROp } from '../../trace/ir.js';
 import { arrayOf, boolean, object, oneOf, string } from '../../validate.js';
-import type { ParallelPlan } from '../plan.js';
 import { chunking, labelOf, unitsOf, type Unit } from './fsdp2-units.js';
-import { gradientSyncKnob, type EngineEnv, type EngineRecord, type GradientSyncKnob } from './engine.js';
+import { gradientSyncKnob, type CommonPlan, type EngineEnv, type EngineRecord, type GradientSyncKnob } from './engine.js';
 
 /** The plan keys FSDP2 reads. */
 export interface Fsdp2Knobs extends GradientSyncKnob {
@@ -21,6 +20,9 @@ export interface Fsdp2Knobs extends GradientSyncKnob {
   /** FSDP2 `MixedPrecisionPolicy`: compute (all-gather) and reduce dtypes; parameters stay stored in the model's dtype. */
   readonly mixedPrecision?: { readonly param?: DType; readonly reduce?: DType };
 }
+
+/** The plan FSDP2 reads: the common fields and its knobs. */
+type Fsdp2Plan = CommonPlan & Fsdp2Knobs;
 
 /** torch FSDP2 (`fully_shard`) on one rank of a data-parallel mesh. */
 export interface Fsdp2Settings {
@@ -422,7 +424,7 @@ export function fsdp2(settings: Fsdp2Settings): (ctx: RankContext) => EngineHook
 }
 
 /** FSDP2 with torch's defaults: the model's repeated blocks as units, `reshard_after_forward`, every micro-batch reducing. */
-function fsdp2Settings(plan: ParallelPlan, env: EngineEnv): Fsdp2Settings {
+function fsdp2Settings(plan: Fsdp2Plan, env: EngineEnv): Fsdp2Settings {
   return {
     shards: env.group,
     rank: env.rank,
@@ -437,7 +439,7 @@ function fsdp2Settings(plan: ParallelPlan, env: EngineEnv): Fsdp2Settings {
 }
 
 /** CPUOffloadPolicy (_fsdp_api.py): parameters, gradients and optimizer state together, so both flags. */
-function checkFsdp2(plan: ParallelPlan): void {
+function checkFsdp2(plan: Fsdp2Plan): void {
   if (plan.offload?.optimizer !== true && plan.offload?.parameters !== true) return;
   for (const key of ['optimizer', 'parameters'] as const) {
     if (plan.offload?.[key] !== true) fail('bad-option', "FSDP2's CPUOffloadPolicy offloads parameters, gradients and the optimizer state together: give both offload.optimizer and offload.parameters", { path: ['parallel', 'offload', key], expected: 'true', received: String(plan.offload?.[key]) });
@@ -450,7 +452,7 @@ const DTYPE = oneOf(Object.keys(DTYPE_BITS), 'dtype');
  * torch FSDP2 (`fully_shard`). Padded last chunks make ranks differ; the only engine measured
  * around tensor-parallel ranks (torchtitan's 2-D layout).
  */
-export const fsdp2Engine: EngineRecord<'fsdp2', ParallelPlan> = {
+export const fsdp2Engine: EngineRecord<'fsdp2', Fsdp2Plan> = {
   name: 'fsdp2',
   summary: 'torch FSDP2 (fully_shard): parameters, gradients and optimizer state sharded, each unit gathered around its forward and backward',
   knobs: {},

@@ -1,9 +1,8 @@
-import { ddpEngine, zeroRedundancyEngine } from './ddp.js';
-import { deepspeedEngine } from './deepspeed/index.js';
-import type { EngineRecord } from './engine.js';
-import { fsdp2Engine } from './fsdp2.js';
-import { megatronEngine } from './megatron.js';
-import type { ParallelPlan } from '../plan.js';
+import { ddpEngine, zeroRedundancyEngine, type DdpKnobs } from './ddp.js';
+import { deepspeedEngine, type DeepSpeedKnobs } from './deepspeed/index.js';
+import type { CommonPlan, EngineRecord } from './engine.js';
+import { fsdp2Engine, type Fsdp2Knobs } from './fsdp2.js';
+import { megatronEngine, type MegatronKnobs } from './megatron.js';
 
 /**
  * The data-parallel engines vram-ts models per rank, one record each: the only list of them.
@@ -38,10 +37,13 @@ export const ENGINE_NAMES: readonly Engine[] = ENGINES.map((engine) => engine.na
  */
 export const DEFAULT_ENGINE: Engine = fsdp2Engine.name;
 
-const BY_NAME = new Map<string, EngineRecord<Engine, ParallelPlan>>(ENGINES.map((engine) => [engine.name, engine]));
+/** The plan the registry's engines read: the common fields and every engine's knobs (ParallelPlan, with `engine` any name). */
+export type EnginesPlan = CommonPlan & DdpKnobs & Fsdp2Knobs & DeepSpeedKnobs & MegatronKnobs;
+
+const BY_NAME = new Map<string, EngineRecord<Engine, EnginesPlan>>(ENGINES.map((engine) => [engine.name, engine]));
 
 /** The record of an engine named in a plan (the schema has checked the name). */
-export function engineNamed(name: Engine): EngineRecord<Engine, ParallelPlan> {
+export function engineNamed(name: Engine): EngineRecord<Engine, EnginesPlan> {
   return BY_NAME.get(name)!;
 }
 

@@ -7,8 +7,7 @@ import { add } from '../../sym/ops.js';
 import { numel, tensor } from '../../tensor/spec.js';
 import { parameterOrder } from '../../trace/uses.js';
 import { boolean, integer, object } from '../../validate.js';
-import type { ParallelPlan } from '../plan.js';
-import type { EngineEnv, EngineRecord } from './engine.js';
+import type { CommonPlan, EngineEnv, EngineRecord } from './engine.js';
 
 /** The plan keys Megatron reads. */
 export interface MegatronKnobs {
@@ -22,6 +21,9 @@ export interface MegatronKnobs {
    */
   readonly megatron?: { readonly distributedOptimizer?: boolean; readonly gradReduceInFp32?: boolean; readonly overlapGradReduce?: boolean; readonly bucketSize?: number };
 }
+
+/** The plan Megatron reads: the common fields and its knobs. */
+type MegatronPlan = CommonPlan & MegatronKnobs;
 
 /**
  * Megatron-core's data parallelism (`megatron.core.distributed.DistributedDataParallel` and the
@@ -238,13 +240,13 @@ function sumFrozen(ctx: RankContext): number {
 }
 
 /** Megatron's settings with its defaults (one bucket without overlapGradReduce, else max(4e7, 1e6 · dp) elements). */
-function megatronSettings(plan: ParallelPlan, env: EngineEnv): MegatronSettings {
+function megatronSettings(plan: MegatronPlan, env: EngineEnv): MegatronSettings {
   const m = plan.megatron ?? {};
   const overlap = m.overlapGradReduce ?? false;
   return { distributedOptimizer: m.distributedOptimizer ?? false, gradReduceInFp32: m.gradReduceInFp32 ?? false, bucketSize: overlap ? (m.bucketSize ?? Math.max(40_000_000, 1_000_000 * env.group)) : null, dp: env.group, rank: env.rank };
 }
 
-function checkMegatron(plan: ParallelPlan): void {
+function checkMegatron(plan: MegatronPlan): void {
   if (plan.offload?.optimizer === true || plan.offload?.parameters === true) fail('not-modelled', "Megatron's optimizer offloading is not modelled (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')", { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
   if (plan.megatron?.bucketSize !== undefined && plan.megatron.overlapGradReduce !== true) fail('bad-option', 'Megatron buckets only with overlapGradReduce (without it one bucket)', { path: ['parallel', 'megatron', 'bucketSize'], expected: 'overlapGradReduce: true', received: String(plan.megatron.bucketSize) });
 }
@@ -253,7 +255,7 @@ function checkMegatron(plan: ParallelPlan): void {
  * Megatron-core's DistributedDataParallel and its optimizers. Its buffer layout and shards
  * follow every parameter of the model, so it needs the whole trace.
  */
-export const megatronEngine: EngineRecord<'megatron', ParallelPlan> = {
+export const megatronEngine: EngineRecord<'megatron', MegatronPlan> = {
   name: 'megatron',
   summary: "Megatron-core's DistributedDataParallel: the padded parameter and gradient buffers, and optionally the distributed optimizer",
   knobs: { megatron: object({ fields: { distributedOptimizer: boolean, gradReduceInFp32: boolean, overlapGradReduce: boolean, bucketSize: integer(1) } }) },

@@ -1,21 +1,20 @@
-import type { EstimateOptions } from '../../estimate.js';
 import type { StepSettings } from '../../memory/simulate.js';
 import type { Layer } from '../../nn/types.js';
 import type { IR } from '../../trace/ir.js';
 import type { TraceOptions } from '../../trace/trace.js';
-import type { ParallelPlan } from '../plan.js';
+import type { ParallelPlan, RankOptions } from '../plan.js';
 import { pipelineRunner, type PipelineChunk } from './runner.js';
 import { pipelineActions } from './schedules.js';
 import { pipelineRankModel, type PipelineRankModel } from './stages.js';
 
-/** How the estimate traces a model with its options (and the trace options a pipeline rank adds). */
-export type RankTracer = (model: Layer, options: EstimateOptions, overrides?: Pick<TraceOptions, 'inputRequiresGrad'>) => IR;
+/** How the estimate traces a model with its options `O` (and the trace options a pipeline rank adds). */
+export type RankTracer<O extends RankOptions> = (model: Layer, options: O, overrides?: Pick<TraceOptions, 'inputRequiresGrad'>) => IR;
 
 /** A pipeline rank ready to be estimated: its stages' model traced, the options it ran with, the schedule's runner. */
-export interface PipelineRank {
+export interface PipelineRank<O extends RankOptions> {
   readonly model: Layer;
   readonly ir: IR;
-  readonly options: EstimateOptions;
+  readonly options: O;
   readonly run: NonNullable<StepSettings['run']>;
 }
 
@@ -24,7 +23,7 @@ export interface PipelineRank {
  * actions replayed over them (runner.ts) with the rank's data-parallel engine, if any, around
  * them. The plan was checked (the stage is below pp; training only).
  */
-export function pipelineRank(model: Layer, options: EstimateOptions, plan: ParallelPlan, trace: RankTracer): PipelineRank {
+export function pipelineRank<O extends RankOptions>(model: Layer, options: O, plan: ParallelPlan, trace: RankTracer<O>): PipelineRank<O> {
   const pp = plan.pp!;
   const schedule = plan.schedule ?? '1f1b';
   const virtualStages = plan.virtualStages ?? (schedule === 'interleaved-1f1b' ? 2 : 1);
@@ -32,15 +31,26 @@ export function pipelineRank(model: Layer, options: EstimateOptions, plan: Paral
   const actions = pipelineActions(schedule, pp, rank, options.microBatches ?? 1, virtualStages);
   const { parallel: _parallel, ...alone } = options;
   // The whole model's trace gives each cut's input (its shape and dtype).
-  const whole = trace(model, { ...alone, loss: 'none', mode: 'inference' });
+  // The options less their (optional) plan are options of the same type still.
+  const whole = trace(model, { ...alone, loss: 'none', mode: 'inference' } as unknown as O);
   const boundary = (child: string) => {
     const mod = whole.modules.find((m) => m.key === child);
     return whole.tensors[mod!.inputs[0]!]!.spec;
   };
-  const cut = pipelineRankModel(model, whole.inputs.map((id) => whole.tensors[id]!.spec), { pp, virtualStages, rank, ...(plan.splits !== undefined ? { splits: plan.splits } : {}) }, boundary);
-  const rankOptions: EstimateOptions = { ...options, input: cut.inputs, ...(cut.final ? {} : { loss: 'none' }) };
+  const cut = pipelineRankModel(
+    model,
+    whole.inputs.map((id) => whole.tensors[id]!.spec),
+    { pp, virtualStages, rank, ...(plan.splits !== undefined ? { splits: plan.splits } : {}) },
+    boundary,
+  );
+  const rankOptions: O = { ...options, input: cut.inputs, ...(cut.final ? {} : { loss: 'none' }) };
   const ir = trace(cut.model, rankOptions, { inputRequiresGrad: cut.inputRequiresGrad });
-  return { model: cut.model, ir, options: rankOptions, run: pipelineRunner({ chunks: chunksOf(ir, cut, whole.inputs.length), actions, keepOutputs: plan.keepOutputs ?? true }) };
+  return {
+    model: cut.model,
+    ir,
+    options: rankOptions,
+    run: pipelineRunner({ chunks: chunksOf(ir, cut, whole.inputs.length), actions, keepOutputs: plan.keepOutputs ?? true }),
+  };
 }
 
 /** Each stage of the rank as a run of the traced rank model's ops, with what it receives and sends. */

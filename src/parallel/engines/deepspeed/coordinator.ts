@@ -2,10 +2,9 @@ import { fail } from '../../../errors.js';
 import type { Ledger } from '../../../memory/ledger.js';
 import { bytesOf } from '../../../tensor/dtype.js';
 import type { IR } from '../../../trace/ir.js';
-import type { Common } from './residency.js';
+import type { Common, Partitions } from './common.js';
 import type { HookEvent } from './schedule.js';
 import type { DeepSpeedSettings } from './settings.js';
-import type { Partitions } from './zero3.js';
 
 const NOT_AVAILABLE = 0;
 const INFLIGHT = 1;

@@ -2,8 +2,7 @@ import { fail } from '../../../errors.js';
 import { deepspeed } from './residency.js';
 import { deepspeedSettings } from './settings.js';
 import { boolean, integer, object } from '../../../validate.js';
-import type { ParallelPlan } from '../../plan.js';
-import type { EngineRecord } from '../engine.js';
+import type { CommonPlan, EngineRecord } from '../engine.js';
 
 /** The plan keys DeepSpeed reads. */
 export interface DeepSpeedKnobs {
@@ -28,13 +27,16 @@ export interface DeepSpeedKnobs {
   };
 }
 
+/** The plan DeepSpeed reads: the common fields and its knobs. */
+type DeepSpeedPlan = CommonPlan & DeepSpeedKnobs;
+
 /**
  * The plan under DeepSpeed: the ZeRO stage is required, stage 0 (FP16_Optimizer /
  * BF16_Optimizer) is not modelled, and `offload_param` exists at ZeRO-3 only (stages 1/2 take no
  * parameter offload config: engine.py:2415 passes only `offload_optimizer_config` to
  * DeepSpeedZeroOptimizer, so DeepSpeed would silently ignore it; here it is an error).
  */
-function checkDeepSpeed(plan: ParallelPlan): void {
+function checkDeepSpeed(plan: DeepSpeedPlan): void {
   if (plan.offload?.parameters === true && plan.zero !== undefined && plan.zero !== 3) {
     fail('bad-option', 'DeepSpeed offloads parameters (offload_param) only under ZeRO-3; stages 1/2 ignore it (engine.py:2415)', { path: ['parallel', 'offload', 'parameters'], expected: 'zero: 3, or no parameter offload', received: `zero: ${plan.zero}` });
   }
@@ -48,7 +50,7 @@ function checkDeepSpeed(plan: ParallelPlan): void {
  * parameter into equal (padded) partitions, so its ranks have the same figures, while ZeRO-1/2's
  * gradient partitions hold whole parameters and differ by rank.
  */
-export const deepspeedEngine: EngineRecord<'deepspeed', ParallelPlan> = {
+export const deepspeedEngine: EngineRecord<'deepspeed', DeepSpeedPlan> = {
   name: 'deepspeed',
   summary: 'DeepSpeed ZeRO: stage 1 partitions the optimizer state, 2 the gradients too, 3 the parameters too; optional CPU offload',
   knobs: {

@@ -3,10 +3,11 @@ import { backwardRuns } from '../../../memory/backward-runs.js';
 import type { Ledger } from '../../../memory/ledger.js';
 import { updateOf, wholeGradients } from '../../../memory/residency/kit.js';
 import type { EngineHooks, RankContext } from '../../../memory/residency/types.js';
-import { bytesOf, type DType } from '../../../tensor/dtype.js';
+import { bytesOf } from '../../../tensor/dtype.js';
 import { numel as numelOf, tensor } from '../../../tensor/spec.js';
 import type { IR, IROp } from '../../../trace/ir.js';
 import { parameterOrder } from '../../../trace/uses.js';
+import type { Common, FlatOptimizer } from './common.js';
 import type { DeepSpeedSettings } from './settings.js';
 import { zero12 } from './zero12.js';
 import { zero3 } from './zero3.js';
@@ -91,37 +92,6 @@ export function deepspeed(settings: DeepSpeedSettings): (ctx: RankContext) => En
 /** The optimizers DeepSpeed has a CPU implementation of (deepspeed/ops: cpu_adam, cpu_lion). */
 const CPU_OPTIMIZERS: readonly string[] = ['adam', 'adamw', 'lion'];
 
-/** What every stage reads off the trace, and the pieces both build on. */
-export interface Common {
-  readonly ir: IR;
-  readonly ledger: Ledger;
-  /** Trainable parameter tensors in `model.parameters()` order (the param group's order). */
-  readonly order: readonly number[];
-  /** Every parameter tensor in `model.parameters()` order (ZeRO-3's ds_id order). */
-  readonly all: readonly number[];
-  readonly n: (param: number) => number;
-  /** The trainable parameters' dtype (the model's: DeepSpeed casts them, eng:1537-1550). */
-  readonly lp: DType;
-  readonly lpBytes: (elements: number) => number;
-  /** Ops whose backward node runs (the simulator's rule: recorded, with a backward, reached by a gradient). */
-  readonly runs: Uint8Array;
-  /** Tensors a gradient reaches. */
-  readonly reached: Uint8Array;
-  /** Params whose post-accumulate-grad hook fires after this op's node (their last producer in backward). */
-  readonly hooksAt: ReadonlyMap<number, readonly number[]>;
-  /** The engine's hook dividing each returned tensor's gradient by the accumulation steps (eng:2837-2839, eng:2996-3002): tensors by producer op. */
-  readonly outputHooks: ReadonlyMap<number, readonly number[]>;
-  readonly trainable: (param: number) => boolean;
-  /** Autograd's whole gradients of the trainable parameters, as one GPU makes them. */
-  readonly gradients: ReturnType<typeof wholeGradients>;
-  /** A gradient's storage goes (`.grad = None`, or copied into a bucket and freed). */
-  readonly freeGrad: (param: number) => void;
-  /** The engine's output hook before op `op`'s backward node (see `outputHooks`). */
-  readonly outputHook: (op: IROp, prefix: string) => void;
-  /** The optimizer on one flat fp32 partition of `elements` (see flatOptimizer). */
-  readonly flatOptimizer: (elements: number, label: string) => FlatOptimizer;
-}
-
 function commonOf(ctx: RankContext): Common {
   const { ir, ledger, trainable } = ctx;
   const all = parameterOrder(ir);
@@ -183,19 +153,6 @@ function engineOutputHook(ir: IR, ledger: Ledger, outputHooks: ReadonlyMap<numbe
   const blocks = tensors.map((t) => ledger.alloc(bytesOf(numelOf(ir.tensors[t]!.spec), ir.tensors[t]!.spec.dtype), 'activationGrads'));
   ledger.record('backward', `${prefix}engine output gradient / accumulation steps`);
   for (const block of blocks) ledger.release(block);
-}
-
-/** The optimizer on one flat fp32 partition: its state's bytes (device and host) and its step. */
-export interface FlatOptimizer {
-  readonly bytes: number;
-  /**
-   * The state of the CPU optimizer ZeRO-Offload steps with instead: DeepSpeedCPUAdam and
-   * DeepSpeedCPULion both make fp32 exp_avg and exp_avg_sq of the partition and keep `step` as a
-   * Python int (ops/adam/cpu_adam.py:145-154, ops/lion/cpu_lion.py:110-119).
-   */
-  readonly hostBytes: number;
-  readonly allocate: () => number[];
-  readonly step: () => void;
 }
 
 /**

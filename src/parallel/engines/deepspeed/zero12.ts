@@ -1,6 +1,6 @@
 import type { EngineHooks, HostBytes, RankContext } from '../../../memory/residency/types.js';
 import type { IROp } from '../../../trace/ir.js';
-import type { Common, FlatOptimizer } from './residency.js';
+import type { Common, FlatOptimizer } from './common.js';
 import type { DeepSpeedSettings } from './settings.js';
 
 /** Stages 1/2's flat layout of the param group over N ranks, seen from rank r (s12:380-530, s12:1966-2015). */

@@ -1,30 +1,10 @@
 import type { EngineHooks, HostBytes, RankContext } from '../../../memory/residency/types.js';
-import { bytesOf, type DType } from '../../../tensor/dtype.js';
+import { bytesOf } from '../../../tensor/dtype.js';
 import type { IR, IROp } from '../../../trace/ir.js';
 import { Coordinator } from './coordinator.js';
-import type { Common, FlatOptimizer } from './residency.js';
+import type { Common, FlatOptimizer, Partitions } from './common.js';
 import { schedule, type HookSchedule } from './schedule.js';
 import type { DeepSpeedSettings } from './settings.js';
-
-/** ZeRO-3's partitions of every parameter over N ranks and the persistent parameters (what the coordinator and the step read). */
-export interface Partitions {
-  /** A parameter's partition q = ⌈n/N⌉ (pp:1788-1789). */
-  readonly q: (param: number) => number;
-  readonly dtypeOf: (param: number) => DType;
-  /** Bytes of a parameter padded to q·N (its all-gather buffer). */
-  readonly paddedBytes: (param: number) => number;
-  /** Bytes of a parameter's partition. */
-  readonly partitionBytes: (param: number) => number;
-  /** ds_id order (`model.parameters()` order). */
-  readonly byId: (a: number, b: number) => number;
-  /** Q = Σq over the trainable parameters (lp_param_buffer, s3:918-924). */
-  readonly Q: number;
-  readonly persistent: ReadonlySet<number>;
-  /** The persistent parameters in ds_id order. */
-  readonly persistentList: readonly number[];
-  /** Bytes a persistent parameter holds gathered. */
-  readonly persistentBytes: (param: number) => number;
-}
 
 /** The partitions and persistent parameters of one rank. */
 function partitionsOf(ir: IR, settings: DeepSpeedSettings, c: Common): Partitions {
