@@ -126,7 +126,8 @@ export function importCircles(graph: Map<string, string[]>): string[][] {
  * (it builds models from nn/ and ops/ only) and under trace/, so that every floor above it may read
  * a model's built sizes; options.ts (schemas over sym/tensor/validate) sits under catalog/, which
  * checks its options against it. scenarios/ (generation, GRPO, …) wraps estimate(); hub.ts reads
- * safetensors headers with report/; index.ts is the public face over all of them; cli/ uses only it.
+ * safetensors headers with report/; index.ts is the public face over all of them (internals.ts, the
+ * second entry, the rest); cli/ uses only index.ts.
  */
 export const FLOORS: readonly { readonly floor: string; readonly paths: readonly string[] }[] = [
   { floor: 'base', paths: ['src/errors.ts', 'src/validate.ts', 'src/limits.ts', 'src/freeze.ts'] },
@@ -142,7 +143,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'estimate', paths: ['src/estimate.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
   { floor: 'report', paths: ['src/report/', 'src/hub.ts'] },
-  { floor: 'index', paths: ['src/index.ts'] },
+  { floor: 'index', paths: ['src/index.ts', 'src/internals.ts'] },
   { floor: 'cli', paths: ['src/cli/'] },
 ];
 
