@@ -4,9 +4,14 @@
  * the tracer and the IR's analysis helpers, and the helpers of the catalogs, of the engines and
  * of the memory model. No compatibility promise beyond the package's version.
  *
+ * It re-exports `vram-ts` too, so a tool imports everything from one place, and so that the build
+ * puts the whole library in one chunk under both entries: one copy (a VramError from either passes
+ * the other's `instanceof`), and `vram-ts` bundles as it would alone.
+ *
  * @packageDocumentation
  * @module vram-ts/internals
  */
+export * from './index.js';
 
 // The op-rule contract.
 export type { BackwardPlan, GradKind, GradNeeds, KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from './ops/types.js';
