@@ -5,7 +5,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_TRANSFORMERS, TRANSFORMERS_RANGES, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES } from '../src/index.js';
+import { DEFAULT_TRANSFORMERS, TRANSFORMERS_RANGES, TRANSFORMERS_RELEASES } from '../src/index.js';
+import { TRANSFORMERS_RULES } from '../src/internals.js';
 
 function value(v: unknown): string {
   if (v === undefined) return '—';

@@ -127,7 +127,8 @@ export function importCircles(graph: Map<string, string[]>): string[][] {
  * a model's built sizes; options.ts (the builders' schemas over sym/tensor/validate) sits under
  * catalog/, which checks its options against it, while estimate-options.ts (estimate's schemas, the
  * plan's among them) sits with estimate.ts. scenarios/ (generation, GRPO, …) wraps estimate(); hub.ts reads
- * safetensors headers with report/; index.ts is the public face over all of them; cli/ uses only it.
+ * safetensors headers with report/; index.ts is the public face over all of them (internals.ts, the
+ * second entry, the rest); cli/ uses only index.ts.
  */
 export const FLOORS: readonly { readonly floor: string; readonly paths: readonly string[] }[] = [
   { floor: 'base', paths: ['src/errors.ts', 'src/validate.ts', 'src/limits.ts', 'src/freeze.ts'] },
@@ -143,7 +144,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'estimate', paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
   { floor: 'report', paths: ['src/report/', 'src/hub/'] },
-  { floor: 'index', paths: ['src/index.ts'] },
+  { floor: 'index', paths: ['src/index.ts', 'src/internals.ts'] },
   { floor: 'cli', paths: ['src/cli/'] },
 ];
 

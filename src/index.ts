@@ -1,135 +1,213 @@
+/**
+ * `vram-ts`: what a user calls. Build a model (the nn builders) or take one from a catalog, then
+ * estimate, fit and plan it, and report the result. The op rules and simulation pieces the
+ * library is built from live in `vram-ts/internals`.
+ *
+ * @packageDocumentation
+ * @module vram-ts
+ */
 export { VramError, type VramIssue } from './errors.js';
 export * from './sym/index.js';
 export { DTYPE_BITS, bytesOf, isDType, isFloating, type DType } from './tensor/dtype.js';
 export { numel, specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 
-export type { BackwardPlan, Device, Framework, GradKind, GradNeeds, KernelStep, OpContext, OpResult, OpRule, OwnedTensor, SavedRef } from './ops/types.js';
-export { conv2dRule as conv2dOp, type Conv2dAttrs } from './ops/conv2d.js';
-export { batchNorm2dRule as batchNorm2dOp, type BatchNorm2dAttrs } from './ops/batchnorm2d.js';
-export { linearRule as linearOp, type LinearAttrs } from './ops/linear.js';
-export { BNB4_BLOCK, BNB4_NESTED_BLOCK, quantizedWeight, type QuantizedWeight, type QuantScheme } from './ops/quant.js';
-export { activationRule, type ActivationAttrs, type ActivationKind } from './ops/activation.js';
-export { dropoutRule as dropoutOp, type DropoutAttrs } from './ops/dropout.js';
-export { adaptiveAvgPool2dRule as adaptiveAvgPool2dOp, avgPool2dRule as avgPool2dOp, maxPool2dRule as maxPool2dOp, type AdaptiveAvgPool2dAttrs, type Pool2dAttrs } from './ops/pool2d.js';
-export { copyUnlessOne, copyRule as copyOp, expandRule as expandOp, permuteRule as permuteOp, selectRule as selectOp, sliceRule as sliceOp, transposeRule as transposeOp, viewRule as viewOp, type CopyAttrs, type PermuteAttrs, type SelectAttrs, type SliceAttrs, type TransposeAttrs, type ViewAttrs } from './ops/view.js';
-export { adaptiveMaxPool2dRule as adaptiveMaxPool2dOp, poolOutput, type AdaptiveMaxPool2dAttrs } from './ops/pool2d.js';
-export { matmulRule as matmulOp } from './ops/matmul.js';
-export { addScalarRule as addScalarOp, mulScalarRule as mulScalarOp, softmaxRule as softmaxOp, type ScalarAttrs, type SoftmaxAttrs } from './ops/pointwise.js';
-export { layerNormRule as layerNormOp } from './ops/layerNorm.js';
-export { groupNormRule as groupNormOp, type GroupNormAttrs } from './ops/groupNorm.js';
-export { stochasticDepthRule as stochasticDepthOp, type StochasticDepthAttrs } from './ops/stochasticDepth.js';
-export { allGatherRule as allGatherOp, allReduceRule as allReduceOp, globalViewRule as globalViewOp, parallelLogSoftmaxRule as parallelLogSoftmaxOp, parallelNllLossRule as parallelNllLossOp, reduceScatterRule as reduceScatterOp, tpCopyRule as tpCopyOp, vocabEmbeddingRule as vocabEmbeddingOp, type CollectiveAttrs, type GlobalViewAttrs, type VocabEmbeddingAttrs } from './ops/collective.js';
-export { contextShardRule as contextShardOp, ringSdpaRule as ringSdpaOp, type ContextShardAttrs, type RingAttentionAttrs } from './ops/ring-attention.js';
-export { flattenRule as flattenOp, identityRule as identityOp, type FlattenAttrs } from './ops/shape.js';
-export { addRule as addOp, catRule as catOp, mulRule as mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
-export type { EmbeddingAttrs } from './ops/embedding.js';
-export type { LayerNormAttrs } from './ops/layerNorm.js';
+// Estimate, fit, plan.
+export { estimate, traceModel } from './estimate.js';
+export type { ByteCounts, Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
+export { fits, maxFitting, type FitOptions, type FitResult } from './fit.js';
+export { estimateRanks, type RankFigures } from './ranks.js';
+export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
+export type { Device, Framework } from './ops/types.js';
+export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
+export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
 
-export type { BranchLayer, GraphBuilder, GraphLayer, Layer, LayerOptions, Merge, ModuleLayer, OpLayer, QuantizationPlan, RepeatedBlocks, ResidualLayer, SeqLayer, TensorRef } from './nn/types.js';
+// Build a model.
+export type {
+  BranchLayer,
+  ContextParallelBuild,
+  GraphBuilder,
+  GraphLayer,
+  Layer,
+  LayerOptions,
+  Merge,
+  ModelMeta,
+  ModuleLayer,
+  OpLayer,
+  QuantizationPlan,
+  RepeatedBlocks,
+  ResidualLayer,
+  SeqLayer,
+  TensorParallelBuild,
+  TensorRef,
+} from './nn/types.js';
 export { adaptiveAvgPool2d } from './nn/adaptiveAvgPool2d.js';
 export { adaptiveMaxPool2d } from './nn/adaptiveMaxPool2d.js';
-export { groupNorm } from './nn/groupNorm.js';
-export { stochasticDepth } from './nn/stochasticDepth.js';
-export { multiheadAttention, type MultiheadAttentionOptions } from './nn/multiheadAttention.js';
-export { parameter } from './nn/parameter.js';
-export { conv1d, type Conv1dOptions } from './nn/conv1d.js';
-export { convTranspose2d, type ConvTranspose2dOptions } from './nn/convTranspose2d.js';
-export { layerNorm2d } from './nn/layerNorm2d.js';
-export { layerNorm2dRule as layerNorm2dOp, type LayerNorm2dAttrs } from './ops/layerNorm2d.js';
-export { convTranspose2dRule as convTranspose2dOp, type ConvTranspose2dAttrs } from './ops/convTranspose2d.js';
-export { interpolate, upsample } from './nn/upsample.js';
-export { conv1dRule as conv1dOp, type Conv1dAttrs } from './ops/conv1d.js';
-export { upsampleRule as upsampleOp, type UpsampleAttrs } from './ops/upsample.js';
-export { parameterRule as parameterOp, type ParameterAttrs } from './ops/parameter.js';
-export { opLayer } from './nn/op.js';
+export { attention, type AttentionImpl, type AttentionOptions } from './nn/attention.js';
 export { avgPool2d } from './nn/avgPool2d.js';
 export { bn, type BatchNorm2dOptions } from './nn/bn.js';
-export { branch, parallel, type BranchOptions } from './nn/branch.js';
+export { branch, type BranchOptions } from './nn/branch.js';
+export { conv1d, type Conv1dOptions } from './nn/conv1d.js';
 export { conv2d, type Conv2dOptions } from './nn/conv2d.js';
+export { convTranspose2d, type ConvTranspose2dOptions } from './nn/convTranspose2d.js';
 export { dropout } from './nn/dropout.js';
+export { embedding } from './nn/embedding.js';
 export { flatten } from './nn/flatten.js';
 export { functional } from './nn/functional.js';
 export { gelu } from './nn/gelu.js';
 export { graph } from './nn/graph.js';
+export { groupNorm } from './nn/groupNorm.js';
 export { hardsigmoid } from './nn/hardsigmoid.js';
 export { hardswish } from './nn/hardswish.js';
+export { hfActivation, type HFActivation } from './nn/hfActivation.js';
 export { identity } from './nn/identity.js';
+export { interpolate, upsample } from './nn/upsample.js';
+export { layerNorm } from './nn/layerNorm.js';
+export { layerNorm2d } from './nn/layerNorm2d.js';
 export { linear, type LinearOptions } from './nn/linear.js';
 export { maxPool2d } from './nn/maxPool2d.js';
+export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.js';
+export { mlaAttention, type MlaOptions } from './nn/mla.js';
 export { module } from './nn/module.js';
+export { moeBlock, type MoeBlockOptions, type MoeRouting } from './nn/moe.js';
+export { multiheadAttention, type MultiheadAttentionOptions } from './nn/multiheadAttention.js';
+export { parameter } from './nn/parameter.js';
 export { relu } from './nn/relu.js';
 export { relu6 } from './nn/relu6.js';
 export { repeat } from './nn/repeat.js';
 export { repeatedBlocks } from './nn/repeated.js';
 export { residual, type ResidualOptions } from './nn/residual.js';
-export { seq, sequential, type SequentialOptions } from './nn/seq.js';
+export { rmsNorm, type RmsNormOptions } from './nn/rmsNorm.js';
+export { seq, type SeqOptions } from './nn/seq.js';
 export { sigmoid } from './nn/sigmoid.js';
 export { silu } from './nn/silu.js';
 export { squeezeExcitation, type SqueezeExcitationOptions } from './nn/squeezeExcitation.js';
+export { stochasticDepth } from './nn/stochasticDepth.js';
 export { tanh } from './nn/tanh.js';
+// The attributes the builders' options carry (a builder's options are its op's attributes and a name).
+export type { ActivationAttrs } from './ops/activation.js';
+export type { BatchNorm2dAttrs } from './ops/batchnorm2d.js';
+export type { Conv1dAttrs } from './ops/conv1d.js';
+export type { Conv2dAttrs } from './ops/conv2d.js';
+export type { ConvTranspose2dAttrs } from './ops/convTranspose2d.js';
+export type { DropoutAttrs } from './ops/dropout.js';
+export type { EmbeddingAttrs } from './ops/embedding.js';
+export type { GroupNormAttrs } from './ops/groupNorm.js';
+export type { LayerNormAttrs } from './ops/layerNorm.js';
+export type { LayerNorm2dAttrs } from './ops/layerNorm2d.js';
+export type { LinearAttrs } from './ops/linear.js';
+export type { ExpertsImpl } from './ops/moe/index.js';
+export type { ParameterAttrs } from './ops/parameter.js';
+export type { AdaptiveAvgPool2dAttrs, AdaptiveMaxPool2dAttrs, Pool2dAttrs } from './ops/pool2d.js';
+export type { QuantScheme } from './ops/quant.js';
+export type { FlattenAttrs } from './ops/shape.js';
+export type { StochasticDepthAttrs } from './ops/stochasticDepth.js';
+export type { UpsampleAttrs } from './ops/upsample.js';
 
-export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, TraceSettings } from './trace/ir.js';
-export { trace, type TraceOptions } from './trace/trace.js';
-export { parameterOrder, tensorUses, type TensorUses } from './trace/uses.js';
-export { savedStorages, type SavedStorages } from './memory/saved.js';
-export { estimate } from './estimate.js';
-export type { ByteCounts, Estimate, EstimateOptions, ModuleRow, ParamCounts } from './estimate-types.js';
-export type { Engine, ParallelPlan } from './parallel/plan.js';
-export { DEFAULT_ENGINE, ENGINE_NAMES } from './parallel/engines/index.js';
-export type { HostBytes } from './memory/residency/types.js';
-export { megatronBuffers, megatronShard, type MegatronBuffer, type MegatronPlacement, type MegatronSettings } from './parallel/engines/megatron.js';
-export { inFlight, pipelineActions, type PipelineAction, type PipelineSchedule } from './parallel/pipeline/schedules.js';
-export { pipelineRankModel, type PipelineCut, type PipelineRankModel, type RankStage } from './parallel/pipeline/stages.js';
-export { CLOSED_FORM_SOURCES, deepspeedZero2, deepspeedZero3, megatronPaddedVocab, megatronTheoretical, zeroPaper, type DeepSpeedEstimate, type MegatronArgs, type MegatronFigures, type ZeroPaperFigures } from './parallel/closed-forms.js';
-export { makeDivisible, mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
+// The op rules graph()'s builder calls (`g.call(rule, inputs, attrs)`) for data flow a module cannot
+// express: views, matmul, softmax, scalar and elementwise arithmetic, concatenation.
+export {
+  copyOp,
+  expandOp,
+  permuteOp,
+  selectOp,
+  sliceOp,
+  transposeOp,
+  viewOp,
+  type CopyAttrs,
+  type PermuteAttrs,
+  type SelectAttrs,
+  type SliceAttrs,
+  type TransposeAttrs,
+  type ViewAttrs,
+} from './ops/view.js';
+export { matmulOp } from './ops/matmul.js';
+export { addScalarOp, mulScalarOp, softmaxOp, type ScalarAttrs, type SoftmaxAttrs } from './ops/pointwise.js';
+export { addOp, catOp, mulOp, type CatAttrs, type ElementwiseAttrs } from './ops/merge.js';
+
+// Catalogs.
+export { mobilenetV3Large, mobilenetV3Small, type MobileNetV3Options } from './catalog/mobilenetv3.js';
 export { VISION_MODELS, vision } from './catalog/vision.js';
 export type { VisionOptions } from './catalog/vision/options.js';
 export { unet, type UNetOptions } from './catalog/unet.js';
-export { formatBreakdown, torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
-export { formatTorchinfo, type TorchinfoColumn, type TorchinfoOptions } from './report/torchinfo.js';
-export { formatTorchsummary, type TorchsummaryOptions } from './report/torchsummary.js';
-export { summary, type SummaryFormat, type SummaryOptions } from './report/summary.js';
-export { formatBytes, formatCount } from './report/units.js';
-export { traceModel } from './estimate.js';
-export { fits, maxFitting, type FitOptions, type FitResult } from './fit.js';
-export { estimateRanks, type RankFigures } from './ranks.js';
-export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
-export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
-export { CONTEXT_DEFAULTS, cublasWorkspace, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
-export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
-export { BNB_BLOCK_SIZE, BNB_MIN_8BIT_SIZE, paramUpdate, type OptimizedParam, type OptimizerImpl, type OptimizerName, type OptimizerSpec, type ParamUpdate, type StateTensor } from './memory/optimizers.js';
-export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
-export type { PeakDetails, StepSummary } from './estimate-types.js';
-export type { ModelMeta } from './nn/types.js';
-export { embedding } from './nn/embedding.js';
-export { layerNorm } from './nn/layerNorm.js';
-export { rmsNorm, type RmsNormOptions } from './nn/rmsNorm.js';
-export { attention, type AttentionImpl, type AttentionOptions } from './nn/attention.js';
-export { gatedMlp, mlp, type GatedMlpOptions, type MlpOptions } from './nn/mlp.js';
 export { llamaFamily, type DecoderOptions, type LlamaShape } from './catalog/llama.js';
+export type { TensorParallelOptions } from './catalog/tensor-parallel.js';
+export type { ContextParallelOptions } from './catalog/context-parallel.js';
 export { gpt2Model, type Gpt2Shape } from './catalog/gpt2.js';
-export { builtTensorParallel, chunkRows, localDecoderSizes, type LocalDecoderSizes, type TensorParallelBuild, type TensorParallelOptions } from './catalog/tensor-parallel.js';
-export { builtContextParallel, contextParallelBuild, type ContextParallelOptions } from './catalog/context-parallel.js';
-export type { ContextParallelBuild } from './nn/types.js';
 export { fromHFConfig, HF_MODEL_TYPES, type HFConfig, type HFConfigOptions } from './catalog/hf.js';
-export { moeBlock, type MoeBlockOptions, type MoeRouting } from './nn/moe.js';
-export { mlaAttention, type MlaOptions } from './nn/mla.js';
-export { balancedCounts, capacityCounts, expertMaskRule, expertParallelRouterRule, expertRule, gluRule, groupedDownRule, groupedGateUpRule, routerRule, type ExpertAttrs, type ExpertMaskAttrs, type ExpertParallelRouterAttrs, type ExpertsImpl, type GroupedExpertsAttrs, type RouterAttrs } from './ops/moe/index.js';
-export { activeParams, builtExpertParallel, wholeParams, MOE_FAMILIES, moeFromHFConfig, type MoeFamily } from './catalog/moe.js';
+export { activeParams, wholeParams, MOE_FAMILIES, moeFromHFConfig, type MoeFamily } from './catalog/moe.js';
 export type { MoeOptions } from './catalog/experts.js';
-export { deepseekFromHFConfig, mlaCachePerToken } from './catalog/deepseek.js';
-export { DEFAULT_TRANSFORMERS, TRANSFORMERS_RELEASES, TRANSFORMERS_RULES, transformersRules, type HFFamily, type HFRules, type ReleaseRule, type LlamaFamilyName, type VariantFamilyName, type FamilyRules, type MaskRule, type ReleaseVariant, type RotaryRule, TRANSFORMERS_RANGES } from './catalog/transformers.js';
-export { HF_ACTIVATIONS, hfActivation, type HFActivation } from './nn/hfActivation.js';
+export { deepseekFromHFConfig } from './catalog/deepseek.js';
+export {
+  DEFAULT_TRANSFORMERS,
+  TRANSFORMERS_RANGES,
+  TRANSFORMERS_RELEASES,
+  transformersRules,
+  type FamilyRules,
+  type HFFamily,
+  type HFRules,
+  type LlamaFamilyName,
+  type MaskRule,
+  type ReleaseRule,
+  type ReleaseVariant,
+  type RotaryRule,
+  type VariantFamilyName,
+} from './catalog/transformers.js';
 export { LLMS, llm, type LlmEntry } from './catalog/llms/index.js';
+export { fromHub, type HubCache, type HubCacheEntry, type HubCheckpoint, type HubCheckpointFile, type HubModel, type HubOptions } from './hub/index.js';
+
+// Many GPUs.
+export type { Engine, ParallelPlan } from './parallel/plan.js';
+export type { CommonPlan } from './parallel/engines/engine.js';
+export type { DdpKnobs } from './parallel/engines/ddp.js';
+export type { DeepSpeedKnobs } from './parallel/engines/deepspeed/index.js';
+export type { Fsdp2Knobs } from './parallel/engines/fsdp2.js';
+export type { MegatronKnobs } from './parallel/engines/megatron.js';
+export { DEFAULT_ENGINE, ENGINE_NAMES } from './parallel/engines/index.js';
+export type { PipelineSchedule } from './parallel/pipeline/schedules.js';
+export type { HostBytes } from './memory/residency/types.js';
+export {
+  CLOSED_FORM_SOURCES,
+  deepspeedZero2,
+  deepspeedZero3,
+  megatronPaddedVocab,
+  megatronTheoretical,
+  zeroPaper,
+  type DeepSpeedEstimate,
+  type MegatronArgs,
+  type MegatronFigures,
+  type ZeroPaperFigures,
+} from './parallel/closed-forms.js';
+
+// LLM inference and RL.
 export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.js';
 export { generation, type GenerationEstimate, type GenerationOptions, type GenerationPhase } from './scenarios/generation.js';
 export { grpoStep, type GrpoEstimate, type GrpoOptions, type GrpoPhase } from './scenarios/grpo.js';
 export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
-export type { CheckpointPlan, LoraPlan } from './trace/trace.js';
-export type { Precision } from './estimate-types.js';
+
+// Reports and charts.
+export { formatBreakdown, formatBreakdownMarkdown } from './report/breakdown.js';
+export { formatTorchinfo, type TorchinfoColumn, type TorchinfoOptions } from './report/torchinfo.js';
+export { formatTorchsummary, type TorchsummaryOptions } from './report/torchsummary.js';
+export { summary, type SummaryFormat, type SummaryOptions } from './report/summary.js';
+export { formatBytes, formatCount } from './report/units.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
-export { formatBreakdownMarkdown } from './report/breakdown.js';
 export { estimateToJSON } from './report/json.js';
-export { safetensorsHeaderLength, safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
-export { fromHub, type HubCache, type HubCacheEntry, type HubCheckpoint, type HubCheckpointFile, type HubModel, type HubOptions } from './hub/index.js';
+export { safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
 export { breakdownSvg, timelineSvg, type ChartOptions } from './report/svg.js';
+
+// GPUs and the run time around a step.
+export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
+export { CONTEXT_DEFAULTS, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
+export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
+export type { OptimizerImpl, OptimizerName, OptimizerSpec } from './memory/optimizers.js';
+export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
+
+// Transitional: these live in vram-ts/internals (exported there too) but stay here until the TSDoc
+// of src/parallel/ and src/trace/, being edited elsewhere, imports them from 'vram-ts/internals'
+// (their examples run against the entry they name) and pipelineRankModel's comment links
+// `vram-ts!RepeatedBlocks.stage` (a link from the other entry resolves only with the module named).
+export { megatronBuffers, megatronShard } from './parallel/engines/megatron.js';
+export { inFlight, pipelineActions } from './parallel/pipeline/schedules.js';
+export { pipelineRankModel } from './parallel/pipeline/stages.js';
+export { trace } from './trace/trace.js';
+export { parameterOrder, tensorUses } from './trace/uses.js';

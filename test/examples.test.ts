@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const srcIndex = join(root, 'src', 'index.ts');
+const srcInternals = join(root, 'src', 'internals.ts');
 const outDir = join(root, '.tmp', 'examples');
 
 function sourceFiles(dir: string): string[] {
@@ -32,7 +33,10 @@ function examplesOf(file: string): Example[] {
   const found: Example[] = [];
   const pattern = /@example\s*\n\s*\*\s*```ts\n([\s\S]*?)\n\s*\*\s*```/g;
   for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
-    const code = match[1]!.split('\n').map((l) => l.replace(/^\s*\* ?/, '')).join('\n');
+    const code = match[1]!
+      .split('\n')
+      .map((l) => l.replace(/^\s*\* ?/, ''))
+      .join('\n');
     found.push({ file, line: text.slice(0, match.index).split('\n').length, code });
   }
   return found;
@@ -63,7 +67,10 @@ describe('TSDoc examples run and print what they say', () => {
       const checks: { line: number; expected: string }[] = [];
       const instrumented = lines.map((line, n) => {
         const m = /^(\s*)console\.log\((.*)\);\s*\/\/\s*(.+)$/.exec(line);
-        if (m === null) return line.replace(/from 'vram-ts'/g, `from ${JSON.stringify(pathToFileURL(srcIndex).href)}`);
+        if (m === null)
+          return line
+            .replace(/from 'vram-ts'/g, `from ${JSON.stringify(pathToFileURL(srcIndex).href)}`)
+            .replace(/from 'vram-ts\/internals'/g, `from ${JSON.stringify(pathToFileURL(srcInternals).href)}`);
         checks.push({ line: n, expected: m[3]! });
         return `${m[1]}__check(${n}, ${m[2]});`;
       });
@@ -88,9 +95,9 @@ describe('TSDoc examples run and print what they say', () => {
 });
 
 describe('every exported function has a TSDoc @example', () => {
-  it('finds an example above each function the package exports', async () => {
-    const api = (await import('../src/index.js')) as Record<string, unknown>;
-    const index = readFileSync(srcIndex, 'utf8');
+  it('finds an example above each function the package exports (vram-ts and vram-ts/internals)', async () => {
+    const api = { ...((await import('../src/index.js')) as Record<string, unknown>), ...((await import('../src/internals.js')) as Record<string, unknown>) };
+    const index = readFileSync(srcIndex, 'utf8') + readFileSync(srcInternals, 'utf8');
     const sources = sourceFiles(join(root, 'src')).map((file) => readFileSync(file, 'utf8'));
     const missing: string[] = [];
     for (const [name, value] of Object.entries(api)) {

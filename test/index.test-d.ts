@@ -65,6 +65,12 @@ describe('builders', () => {
     conv2d({ kernel: 3 });
   });
 
+  it('seq takes its options as a first argument', () => {
+    expectTypeOf(seq({ name: 'features', className: 'Features', isSequential: false }, bn())).toEqualTypeOf<SeqLayer>();
+    // @ts-expect-error not an option of seq
+    seq({ nmae: 'features' }, bn());
+  });
+
   it('type dtypes as a closed set', () => {
     expectTypeOf<'nf4'>().toMatchTypeOf<DType>();
     expectTypeOf<'float8_e4m3'>().toMatchTypeOf<DType>();

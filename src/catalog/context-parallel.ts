@@ -27,7 +27,7 @@ export interface ContextParallelOptions {
  *
  * @example
  * ```ts
- * import { contextParallelBuild } from 'vram-ts';
+ * import { contextParallelBuild } from 'vram-ts/internals';
  * console.log(contextParallelBuild({ size: 4, rank: 3 })); // { size: 4, rank: 3, loadBalance: true }
  * ```
  */
@@ -44,7 +44,8 @@ export function contextParallelBuild(options: ContextParallelOptions, path: read
  *
  * @example
  * ```ts
- * import { builtContextParallel, llm } from 'vram-ts';
+ * import { llm } from 'vram-ts';
+ * import { builtContextParallel } from 'vram-ts/internals';
  * console.log(builtContextParallel(llm('Qwen2.5-0.5B', { attention: 'sdpa', contextParallel: { size: 4 } }))); // 4
  * ```
  */

@@ -24,7 +24,7 @@ const DEFAULTS: Readonly<Record<'deepseek_v2' | 'deepseek_v3', Readonly<Record<s
  *
  * @example
  * ```ts
- * import { mlaCachePerToken } from 'vram-ts';
+ * import { mlaCachePerToken } from 'vram-ts/internals';
  * console.log(mlaCachePerToken({ kvLoraRank: 512, qkRopeHeadDim: 64, qkNopeHeadDim: 128, vHeadDim: 128, heads: 128 })); // { latent: 576, decompressed: 40960 }
  * ```
  */

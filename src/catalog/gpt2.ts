@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
-import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
-import { addRule } from '../ops/merge.js';
+import { causalMaskOp, positionsOp } from '../ops/causal-mask.js';
+import { addOp } from '../ops/merge.js';
 import { attention, type AttentionImpl } from '../nn/attention.js';
 import { dropout } from '../nn/dropout.js';
 import { embedding } from '../nn/embedding.js';
@@ -75,9 +75,9 @@ function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): 
       const [attended, weights] = g.applyAll(attn, a, ...(mask !== undefined ? [mask] : [])) as [TensorRef, TensorRef | undefined];
       g.hold(attended);
       if (weights !== undefined) g.hold(weights);
-      const mid = g.call(addRule, [attended, h!], {})[0]!;
+      const mid = g.call(addOp, [attended, h!], {})[0]!;
       const b = g.apply(ln2, mid);
-      return g.call(addRule, [mid, g.apply(ff, b)], {})[0]!;
+      return g.call(addOp, [mid, g.apply(ff, b)], {})[0]!;
     }),
   );
 }
@@ -119,14 +119,14 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       // wpe has n_positions rows: a longer input is an index error in PyTorch.
       g.require(sub(shape.positions + 1, ids!.shape[1]!), `GPT-2 reads at most n_positions = ${shape.positions} positions`);
       // position_ids = arange(0, S).unsqueeze(0): a new int64 [1, S].
-      const positionIds = g.call(positionsRule, [ids!], {})[0]!;
+      const positionIds = g.call(positionsOp, [ids!], {})[0]!;
       const tokens = g.apply(wte, ids!);
       const positions = g.apply(wpe, positionIds);
       g.hold(tokens);
       g.hold(positions);
-      let h = g.call(addRule, [tokens, positions], {})[0]!;
+      let h = g.call(addOp, [tokens, positions], {})[0]!;
       // From 4.55 eager attention also adds create_causal_mask's float [B, 1, S, S].
-      const mask = impl === 'eager' && maskStyle === 'masking-utils' ? g.call(causalMaskRule, [tokens], {})[0]! : undefined;
+      const mask = impl === 'eager' && maskStyle === 'masking-utils' ? g.call(causalMaskOp, [tokens], {})[0]! : undefined;
       if (mask !== undefined) g.hold(mask);
       h = g.apply(drop, h);
       for (const block of blocks) h = g.apply(block, h, ...(mask !== undefined ? [mask] : []));

@@ -1,8 +1,8 @@
 import { fail } from '../errors.js';
-import { castRule } from '../ops/cast.js';
-import { causalMaskRule, positionsRule } from '../ops/causal-mask.js';
-import { rotaryRule } from '../ops/rotary.js';
-import { expandRule } from '../ops/view.js';
+import { castOp } from '../ops/cast.js';
+import { causalMaskOp, positionsOp } from '../ops/causal-mask.js';
+import { rotaryOp } from '../ops/rotary.js';
+import { expandOp } from '../ops/view.js';
 import { attention, type AttentionImpl } from '../nn/attention.js';
 import { embedding } from '../nn/embedding.js';
 import { graph } from '../nn/graph.js';
@@ -17,13 +17,13 @@ import type { DType } from '../tensor/dtype.js';
 import { causalLmLoss } from './lm-loss.js';
 import { localDecoderSizes, type TensorParallelOptions } from './tensor-parallel.js';
 import { contextParallelBuild, type ContextParallelOptions } from './context-parallel.js';
-import { contextShardRule } from '../ops/ring-attention.js';
-import { allGatherRule, allReduceRule, globalViewRule, reduceScatterRule, tpCopyRule, vocabEmbeddingRule } from '../ops/collective.js';
+import { contextShardOp } from '../ops/ring-attention.js';
+import { allGatherOp, allReduceOp, globalViewOp, reduceScatterOp, tpCopyOp, vocabEmbeddingOp } from '../ops/collective.js';
 import { TRANSFORMERS_RULES, transformersRules, type FamilyRules, type HFRules, type LlamaFamilyName, type VariantFamilyName } from './transformers.js';
-import { activationRule } from '../ops/activation.js';
-import { embeddingRule } from '../ops/embedding.js';
-import { bufferScaleRule } from '../ops/layerNorm.js';
-import { mulScalarRule } from '../ops/pointwise.js';
+import { activationOp } from '../ops/activation.js';
+import { embeddingOp } from '../ops/embedding.js';
+import { bufferScaleOp } from '../ops/layerNorm.js';
+import { mulScalarOp } from '../ops/pointwise.js';
 import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
@@ -56,10 +56,10 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
   if (impl !== 'eager' || style === 'none') return undefined;
   // Mistral always, Qwen2 up to 4.41 too: `_make_causal_mask` applies config.sliding_window.
   const window = shape.slidingWindow !== undefined || (shape.family === 'qwen2' && shape.maskWindow === true);
-  const built = g.call(causalMaskRule, [embeds], { style, slidingWindow: window })[0]!;
+  const built = g.call(causalMaskOp, [embeds], { style, slidingWindow: window })[0]!;
   if (style === 'masking-utils') return built;
   const [batch] = embeds.shape as [Dim];
-  return g.call(expandRule, [built], { shape: [batch, 1, built.shape[2]!, built.shape[3]!] })[0]!;
+  return g.call(expandOp, [built], { shape: [batch, 1, built.shape[2]!, built.shape[3]!] })[0]!;
 }
 
 /**
@@ -160,8 +160,8 @@ function embedTokensOf(b: DecoderBuild): Layer {
   // Tensor parallel: RowwiseParallel(input_layouts=Replicate()) on the embedding (vocab-parallel).
   // Gemma 5.x: GemmaTextScaledWordEmbedding multiplies by its 0-dim buffer embed_scale.
   return scaledEmbedding(b)
-    ? module('embed_tokens', `${prefix}TextScaledWordEmbedding`, graph((g, [ids]) => g.call(bufferScaleRule, [g.call(embeddingRule, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!))
-    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingRule, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(b.tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage(b) }, { name: 'embed_tokens' });
+    ? module('embed_tokens', `${prefix}TextScaledWordEmbedding`, graph((g, [ids]) => g.call(bufferScaleOp, [g.call(embeddingOp, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!))
+    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingOp, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(b.tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage(b) }, { name: 'embed_tokens' });
 }
 
 function scaledEmbedding(b: DecoderBuild): boolean {
@@ -184,7 +184,7 @@ function layerTables(b: DecoderBuild) {
   const tableTypes = shape.localRotary === true && windows !== undefined ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])] : [''];
   const rotaryModule =
     rotaryRules.placement === 'model'
-      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryRule, [x!], { headDim: b.rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
+      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryOp, [x!], { headDim: b.rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
       : undefined;
   /** Layer i's rotary tables and mask: the local ones for a sliding layer of Gemma 3 (tables) and Gemma 2/3, Qwen3 (mask). */
   const layerInputs = (i: number, tables: readonly TensorRef[], masks: Masks): TensorRef[] => {
@@ -220,24 +220,24 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
       let embeds = g.apply(embedTokens, ids!);
       // The vocab-parallel embedding's Partial output: all-reduced, or reduce-scattered over
       // the sequence (sequence parallel, kept a DTensor: `use_local_output=False`).
-      if (tp !== undefined) embeds = tp.sequenceParallel ? g.call(reduceScatterRule, [embeds], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [embeds], {})[0]!;
+      if (tp !== undefined) embeds = tp.sequenceParallel ? g.call(reduceScatterOp, [embeds], { dim: 1, size: tp.size })[0]! : g.call(allReduceOp, [embeds], {})[0]!;
       g.hold(embeds);
       // What Python reads of the (DTensor) embeddings' shape: the whole sequence.
       const [batch, seq] = ids!.shape as [Dim, Dim];
-      const global = tp?.sequenceParallel === true ? g.call(globalViewRule, [embeds], { shape: [batch, seq, shape.hidden] })[0]! : embeds;
+      const global = tp?.sequenceParallel === true ? g.call(globalViewOp, [embeds], { shape: [batch, seq, shape.hidden] })[0]! : embeds;
       // cache_position = arange(S) (position_ids is a view of it): alive for the whole forward.
-      g.hold(g.call(positionsRule, [ids!], {})[0]!);
+      g.hold(g.call(positionsOp, [ids!], {})[0]!);
       // Gemma 2/3, Qwen3 with local layers: create_causal_mask and create_sliding_window_causal_mask
       // (sdpa: none for the global layers, a bool one for the local layers unless the input fits the window).
       const masks: Masks = {};
       if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
       else if (allLocal && impl === 'eager') masks.sliding = causalMask(g, global, shape, rules, impl);
       else if (impl === 'eager' && fam.mask === 'masking-utils') {
-        masks.full = g.call(causalMaskRule, [global], { style: 'masking-utils', slidingWindow: false })[0]!;
-        masks.sliding = g.call(causalMaskRule, [global], { style: 'masking-utils', slidingWindow: true })[0]!;
+        masks.full = g.call(causalMaskOp, [global], { style: 'masking-utils', slidingWindow: false })[0]!;
+        masks.sliding = g.call(causalMaskOp, [global], { style: 'masking-utils', slidingWindow: true })[0]!;
       } else if (sdpaSlidingMask(seq)) {
-        const bool = g.call(causalMaskRule, [global], { bool: true })[0]!;
-        masks.sliding = g.call(expandRule, [bool], { shape: [batch, 1, seq, seq] })[0]!;
+        const bool = g.call(causalMaskOp, [global], { bool: true })[0]!;
+        masks.sliding = g.call(expandOp, [bool], { shape: [batch, 1, seq, seq] })[0]!;
       }
       for (const mask of [masks.full, masks.sliding]) if (mask !== undefined) g.hold(mask);
       const tables: TensorRef[] = [];
@@ -246,7 +246,7 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
         for (const t of tables) g.hold(t);
       }
       // Gemma 4.x: `hidden_states = inputs_embeds * torch.tensor(hidden ** 0.5, dtype)` in the model.
-      let h = shape.embedScale === true && !scaled ? g.call(mulScalarRule, [embeds], { scalarDtype: embeds.dtype })[0]! : embeds;
+      let h = shape.embedScale === true && !scaled ? g.call(mulScalarOp, [embeds], { scalarDtype: embeds.dtype })[0]! : embeds;
       layers.forEach((layer, k) => {
         h = g.apply(layer, h, ...layerInputs(b.start + k, tables, masks));
       });
@@ -257,7 +257,7 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
 
 /** Qwen2Model.forward(inputs_embeds=h): positions, mask and rotary tables from h, the stage's layers. */
 function stageModel(b: DecoderBuild, g: GraphBuilder, embeds: TensorRef, layers: readonly Layer[], rotaryModule: Layer | undefined, finalNorm: Layer): TensorRef {
-  g.hold(g.call(positionsRule, [embeds], {})[0]!);
+  g.hold(g.call(positionsOp, [embeds], {})[0]!);
   const mask = causalMask(g, embeds, b.shape, b.rules, b.impl);
   if (mask !== undefined) g.hold(mask);
   const shared: TensorRef[] = [];
@@ -279,25 +279,25 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
   const lmHead = linear({ out: local.vocab, bias: false, ...vocabStorage(b), name: 'lm_head', ...(b.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) });
   return graph((g, [whole]) => {
     // context_parallel cuts input ids, labels and position ids to the rank's positions in place.
-    const ids = cp === undefined ? whole : g.call(contextShardRule, [whole!], { size: cp.size, loadBalance: cp.loadBalance })[0];
+    const ids = cp === undefined ? whole : g.call(contextShardOp, [whole!], { size: cp.size, loadBalance: cp.loadBalance })[0];
     const h = g.apply(model, ids!);
     // `outputs = self.model(...)` keeps the last hidden state until forward returns.
     g.hold(h);
     // ColwiseParallel on lm_head: the replicated input wrapped (or, sequence parallel, gathered).
-    const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherRule, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyRule, [h], {})[0]!;
+    const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherOp, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyOp, [h], {})[0]!;
     // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
     let logits = last ? g.apply(lmHead, headInput) : headInput;
     if (shape.finalSoftcap !== undefined && last) {
       // Gemma 2: `logits / cap`, `tanh` (its result kept), `* cap`.
-      logits = g.call(mulScalarRule, [logits], {})[0]!;
-      logits = g.call(activationRule('tanh'), [logits], {})[0]!;
-      logits = g.call(mulScalarRule, [logits], {})[0]!;
+      logits = g.call(mulScalarOp, [logits], {})[0]!;
+      logits = g.call(activationOp('tanh'), [logits], {})[0]!;
+      logits = g.call(mulScalarOp, [logits], {})[0]!;
     }
     // Without loss_parallel the vocabulary shards are all-gathered (`output_layouts=Replicate()`).
-    if (tp !== undefined && !tp.lossParallel) logits = g.call(allGatherRule, [logits], { dim: 2, size: tp.size, backward: 'split', extent: shape.vocab })[0]!;
+    if (tp !== undefined && !tp.lossParallel) logits = g.call(allGatherOp, [logits], { dim: 2, size: tp.size, backward: 'split', extent: shape.vocab })[0]!;
     const parallelLoss = tp?.lossParallel === true;
     const upcast = fam.logitsUpcast;
-    if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castRule, [logits], { dtype: 'float32' })[0]!;
+    if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castOp, [logits], { dtype: 'float32' })[0]!;
     // The output returns the logits: they live through the loss.
     g.hold(logits);
     // A pipeline stage gets no labels: its loss function runs outside the model.

@@ -10,7 +10,7 @@ import { linear } from '../nn/linear.js';
 import { module } from '../nn/module.js';
 import { relu } from '../nn/relu.js';
 import { residual } from '../nn/residual.js';
-import { sequential } from '../nn/seq.js';
+import { seq } from '../nn/seq.js';
 import { squeezeExcitation } from '../nn/squeezeExcitation.js';
 import type { Layer, SeqLayer } from '../nn/types.js';
 import { checkKeys } from '../nn/op.js';
@@ -36,7 +36,7 @@ export interface MobileNetV3Options {
  *
  * @example
  * ```ts
- * import { makeDivisible } from 'vram-ts';
+ * import { makeDivisible } from 'vram-ts/internals';
  * console.log(makeDivisible(72 * 0.75)); // 56
  * ```
  */
@@ -80,7 +80,7 @@ function convNormActivation(
   ];
   if (options.activation === 'hardswish') children.push(hardswish({ inplace: true }));
   if (options.activation === 'relu') children.push(relu({ inplace: true }));
-  return sequential({ name, className: 'Conv2dNormActivation' }, ...children);
+  return seq({ name, className: 'Conv2dNormActivation' }, ...children);
 }
 
 function invertedResidual(name: string, cfg: BlockConfig): Layer {
@@ -99,7 +99,7 @@ function invertedResidual(name: string, cfg: BlockConfig): Layer {
     layers.push(squeezeExcitation({ name: String(layers.length), squeeze: makeDivisible(Math.floor(cfg.expanded / 4), 8), scaleActivation: 'hardsigmoid' }));
   }
   layers.push(convNormActivation(String(layers.length), cfg.out, 1, { activation: null }));
-  const block = sequential({ name: 'block' }, ...layers);
+  const block = seq({ name: 'block' }, ...layers);
   const useResidual = cfg.stride === 1 && cfg.input === cfg.out;
   return module(name, 'InvertedResidual', useResidual ? residual(block, { inplace: true }) : block);
 }
@@ -126,12 +126,12 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
   const features: Layer[] = [convNormActivation('0', configs[0]!.input, 3, { stride: 2, activation: 'hardswish' })];
   configs.forEach((cfg, i) => features.push(invertedResidual(String(i + 1), cfg)));
   features.push(convNormActivation(String(features.length), 6 * lastIn, 1, { activation: 'hardswish' }));
-  return sequential(
+  return seq(
     { className: 'MobileNetV3', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
-    sequential(
+    seq(
       { name: 'classifier' },
       linear({ out: lastChannel }),
       hardswish({ inplace: true }),

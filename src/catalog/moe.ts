@@ -61,7 +61,8 @@ export function wholeParams(model: { readonly meta?: ModelMeta }, total: number)
  *
  * @example
  * ```ts
- * import { builtExpertParallel, fromHFConfig } from 'vram-ts';
+ * import { fromHFConfig } from 'vram-ts';
+ * import { builtExpertParallel } from 'vram-ts/internals';
  * const config = { model_type: 'qwen3_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 512, num_experts: 8, num_experts_per_tok: 2 };
  * console.log(builtExpertParallel(fromHFConfig(config, { expertParallel: { size: 4 } }))); // 4
  * ```

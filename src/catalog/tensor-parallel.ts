@@ -51,7 +51,7 @@ export type { TensorParallelBuild } from '../nn/types.js';
  *
  * @example
  * ```ts
- * import { chunkRows } from 'vram-ts';
+ * import { chunkRows } from 'vram-ts/internals';
  * console.log(chunkRows(10, 4, 0), chunkRows(10, 4, 3), chunkRows(151936, 2, 1)); // 3 1 75968
  * ```
  */
@@ -77,7 +77,7 @@ export interface LocalDecoderSizes {
  *
  * @example
  * ```ts
- * import { localDecoderSizes } from 'vram-ts';
+ * import { localDecoderSizes } from 'vram-ts/internals';
  * const local = localDecoderSizes({ heads: 14, kvHeads: 2, intermediate: 4864, vocab: 151936 }, { size: 2 });
  * console.log(local.heads, local.kvHeads, local.intermediate, local.vocab); // 7 1 2432 75968
  * ```
@@ -111,7 +111,8 @@ export function localDecoderSizes(whole: LocalDecoderSizes, tp: TensorParallelOp
  *
  * @example
  * ```ts
- * import { builtTensorParallel, estimate, llm } from 'vram-ts';
+ * import { estimate, llm } from 'vram-ts';
+ * import { builtTensorParallel } from 'vram-ts/internals';
  * console.log(builtTensorParallel(llm('Qwen2.5-0.5B'))); // 1
  * // Qwen2.5-0.5B ties its embeddings: re-tied after parallelize_module, one local table.
  * const rank = llm('Qwen2.5-0.5B', { tensorParallel: { size: 2, sequenceParallel: true, retie: true } });

@@ -42,7 +42,7 @@ export interface RotaryRule {
   readonly originalInvFreq?: boolean;
 }
 
-/** How eager attention's float causal mask is built (see the op rule `causalMaskRule`). */
+/** How eager attention's float causal mask is built (see the op rule `causalMaskOp`). */
 export type MaskRule = 'update-causal-mask' | 'make-causal-mask' | 'masking-utils' | 'none';
 
 /** The memory-relevant behaviour of one transformers release, as vram-ts's decoders follow it. */

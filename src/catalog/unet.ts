@@ -11,9 +11,9 @@ import { maxPool2d } from '../nn/maxPool2d.js';
 import { module } from '../nn/module.js';
 import { checkKeys } from '../nn/op.js';
 import { relu } from '../nn/relu.js';
-import { sequential } from '../nn/seq.js';
+import { seq } from '../nn/seq.js';
 import type { Layer, ModuleLayer, OpLayer, SeqLayer } from '../nn/types.js';
-import { catRule } from '../ops/merge.js';
+import { catOp } from '../ops/merge.js';
 
 /** Options of {@link unet}. */
 export interface UNetOptions {
@@ -27,17 +27,17 @@ export interface UNetOptions {
 
 /** DoubleConv: (3×3 conv without bias, BatchNorm2d, ReLU(inplace)) twice, in `double_conv`. */
 function doubleConv(name: string, out: number): Layer {
-  const body = sequential(
+  const body = seq(
     { name: 'double_conv' },
     conv2d({ out, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true }),
     conv2d({ out, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true }),
   );
-  return module(name, 'DoubleConv', sequential({ isSequential: false }, body));
+  return module(name, 'DoubleConv', seq({ isSequential: false }, body));
 }
 
 /** Down: `maxpool_conv` = MaxPool2d(2), DoubleConv. */
 function down(name: string, out: number): Layer {
-  return module(name, 'Down', sequential({ isSequential: false }, sequential({ name: 'maxpool_conv' }, maxPool2d({ kernel: 2 }), doubleConv('1', out))));
+  return module(name, 'Down', seq({ isSequential: false }, seq({ name: 'maxpool_conv' }, maxPool2d({ kernel: 2 }), doubleConv('1', out))));
 }
 
 /** Up: `up` (ConvTranspose2d k2 s2 halving the channels), `torch.cat([skip, x], dim=1)`, `conv` (DoubleConv). */
@@ -46,7 +46,7 @@ function up(name: string, out: number): SeqLayer | OpLayer<unknown> | ModuleLaye
   const conv = doubleConv('conv', out);
   return module(name, 'Up', graph((g, [x, skip]) => {
     const upsampled = g.apply(upConv, x!);
-    const merged = g.call(catRule, [skip!, upsampled], { dim: 1 })[0]!;
+    const merged = g.call(catOp, [skip!, upsampled], { dim: 1 })[0]!;
     // `x = torch.cat([skip, x], dim=1); return self.conv(x)`: the local holds it until Up returns.
     g.hold(merged, 'module');
     return g.apply(conv, merged);
@@ -73,13 +73,13 @@ export function unet(options: UNetOptions = {}): SeqLayer {
   for (const [key, value] of [['inChannels', inChannels], ['numClasses', numClasses], ['base', base]] as const) {
     if (!Number.isSafeInteger(value) || value < 1) fail('bad-option', `${key} must be an integer >= 1`, { path: ['unet', key], expected: 'an integer >= 1', received: String(value) });
   }
-  const inc = sequential({ name: 'inc', className: 'DoubleConv', isSequential: false }, sequential({ name: 'double_conv' },
+  const inc = seq({ name: 'inc', className: 'DoubleConv', isSequential: false }, seq({ name: 'double_conv' },
     conv2d({ out: base, kernel: 3, padding: 1, bias: false, in: inChannels }), bn(), relu({ inplace: true }),
     conv2d({ out: base, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true })));
   const downs = [1, 2, 3, 4].map((i) => down(`down${i}`, base * 2 ** i));
   const ups = [1, 2, 3, 4].map((i) => up(`up${i}`, base * 2 ** (4 - i)));
-  const outc = sequential({ name: 'outc', className: 'OutConv', isSequential: false }, conv2d({ out: numClasses, kernel: 1, name: 'conv' }));
-  return sequential(
+  const outc = seq({ name: 'outc', className: 'OutConv', isSequential: false }, conv2d({ out: numClasses, kernel: 1, name: 'conv' }));
+  return seq(
     { className: 'UNet', isSequential: false },
     graph((g, [x]) => {
       const skips = [g.apply(inc, x!)];

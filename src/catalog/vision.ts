@@ -11,7 +11,7 @@ import { module } from '../nn/module.js';
 import { checkKeys } from '../nn/op.js';
 import { relu } from '../nn/relu.js';
 import { residual } from '../nn/residual.js';
-import { seq, sequential } from '../nn/seq.js';
+import { seq } from '../nn/seq.js';
 import { silu } from '../nn/silu.js';
 import { squeezeExcitation } from '../nn/squeezeExcitation.js';
 import { stochasticDepth } from '../nn/stochasticDepth.js';
@@ -22,7 +22,7 @@ import { layerNorm } from '../nn/layerNorm.js';
 import { multiheadAttention } from '../nn/multiheadAttention.js';
 import { opLayer } from '../nn/op.js';
 import { parameter } from '../nn/parameter.js';
-import { permuteRule, selectRule } from '../ops/view.js';
+import { permuteOp, selectOp } from '../ops/view.js';
 import { EXTRA_VISION } from './vision/extra.js';
 import { CLASSIC_VISION_FAMILY } from './vision/classic.js';
 import type { VisionFamily, VisionOptions } from './vision/options.js';
@@ -110,7 +110,7 @@ function resnetBlock(name: string, kind: 'basic' | 'bottleneck', inplanes: numbe
       conv2d({ out, kernel: 1, bias: false, name: 'conv3' }), bn({ name: 'bn3' }),
     );
   }
-  const downsample = stride !== 1 || inplanes !== out ? sequential({ name: 'downsample' }, conv2d({ out, kernel: 1, stride, bias: false }), bn()) : undefined;
+  const downsample = stride !== 1 || inplanes !== out ? seq({ name: 'downsample' }, conv2d({ out, kernel: 1, stride, bias: false }), bn()) : undefined;
   return module(name, kind === 'basic' ? 'BasicBlock' : 'Bottleneck', seq(residual(body, { inline: true, inplace: true, ...(downsample !== undefined ? { downsample } : {}) }), act));
 }
 
@@ -123,9 +123,9 @@ function buildResNet(spec: ResNetSpec, numClasses: number): SeqLayer {
       blocks.push(resnetBlock(String(b), spec.block, inplanes, planes, b === 0 && i > 0 ? 2 : 1, spec.groups, spec.widthPerGroup));
       inplanes = planes * expansion;
     }
-    return sequential({ name: `layer${i + 1}` }, ...blocks);
+    return seq({ name: `layer${i + 1}` }, ...blocks);
   });
-  return sequential(
+  return seq(
     { className: 'ResNet', isSequential: false },
     conv2d({ out: 64, kernel: 7, stride: 2, padding: 3, bias: false, name: 'conv1' }),
     bn({ name: 'bn1' }),
@@ -151,7 +151,7 @@ function mbconv(name: string, expandRatio: number, kernel: number, stride: numbe
   layers.push(convNormSilu(String(layers.length), expanded, kernel, stride, expanded, true));
   layers.push(squeezeExcitation({ squeeze: Math.max(1, Math.floor(cin / 4)), activation: silu({ inplace: true }), name: String(layers.length) }));
   layers.push(convNormSilu(String(layers.length), out, 1, 1, 1, false));
-  const block = sequential({ name: 'block' }, ...layers);
+  const block = seq({ name: 'block' }, ...layers);
   const useResidual = stride === 1 && cin === out;
   return module(name, 'MBConv', useResidual ? residual(seq(block, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : block);
 }
@@ -178,16 +178,16 @@ function buildEfficientNet(spec: EfficientNetSpec, numClasses: number, p: number
       stage.push(mbconv(String(i), ratio, kernel, i === 0 ? stride : 1, i === 0 ? channels(cin) : channels(cout), channels(cout), (sdProb * id) / total));
       id += 1;
     }
-    features.push(sequential({ name: String(features.length) }, ...stage));
+    features.push(seq({ name: String(features.length) }, ...stage));
   }
   const last = channels(rows[rows.length - 1]![4]);
   features.push(convNormSilu(String(features.length), 4 * last, 1, 1, 1, true));
-  return sequential(
+  return seq(
     { className: 'EfficientNet', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
-    sequential({ name: 'classifier' }, dropout({ p, inplace: true }), linear({ out: numClasses })),
+    seq({ name: 'classifier' }, dropout({ p, inplace: true }), linear({ out: numClasses })),
   );
 }
 
@@ -199,29 +199,29 @@ function encoderBlock(name: string, spec: ViTSpec): Layer {
     dropout({ p: 0, name: 'dropout' }),
   );
   const mlpBlock = module('mlp', 'MLPBlock', seq(linear({ out: spec.mlp }), gelu(), dropout({ p: 0 }), linear({ out: spec.hidden }), dropout({ p: 0 })));
-  return sequential({ name, className: 'EncoderBlock', isSequential: false }, residual(attention, { inline: true }), residual(seq(layerNorm({ eps: 1e-6, name: 'ln_2' }), mlpBlock), { inline: true }));
+  return seq({ name, className: 'EncoderBlock', isSequential: false }, residual(attention, { inline: true }), residual(seq(layerNorm({ eps: 1e-6, name: 'ln_2' }), mlpBlock), { inline: true }));
 }
 
 function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLayer {
   const side = imageSize / spec.patch;
   const blocks = Array.from({ length: spec.layers }, (_, i) => encoderBlock(`encoder_layer_${i}`, spec));
-  return sequential(
+  return seq(
     { className: 'VisionTransformer', isSequential: false },
     conv2d({ out: spec.hidden, kernel: spec.patch, stride: spec.patch, name: 'conv_proj' }),
     // _process_input: x.reshape(n, hidden, n_h · n_w).permute(0, 2, 1)
     functional(flatten({ startDim: 2 })),
-    opLayer(permuteRule, null, { dims: [0, 2, 1] }),
+    opLayer(permuteOp, null, { dims: [0, 2, 1] }),
     parameter({ name: 'class_token', shape: [1, 1, spec.hidden], combine: 'prepend' }),
-    sequential(
+    seq(
       { name: 'encoder', className: 'Encoder', isSequential: false },
       parameter({ name: 'pos_embedding', shape: [1, side * side + 1, spec.hidden], combine: 'add' }),
       dropout({ p: 0, name: 'dropout' }),
-      sequential({ name: 'layers' }, ...blocks),
+      seq({ name: 'layers' }, ...blocks),
       layerNorm({ eps: 1e-6, name: 'ln' }),
     ),
     // x[:, 0]
-    opLayer(selectRule, null, { dim: 1, index: 0 }),
-    sequential({ name: 'heads' }, linear({ out: numClasses, name: 'head' })),
+    opLayer(selectOp, null, { dim: 1, index: 0 }),
+    seq({ name: 'heads' }, linear({ out: numClasses, name: 'head' })),
   );
 }
 

@@ -87,7 +87,7 @@ export const BNB_BLOCK_SIZE = 256;
  *
  * @example
  * ```ts
- * import { paramUpdate } from 'vram-ts';
+ * import { paramUpdate } from 'vram-ts/internals';
  * const u = paramUpdate({ name: 'adam' }, { shape: [1024, 576], dtype: 'float32' });
  * console.log(u.state.map((s) => `${s.label}:${s.place}`).join(' '), u.temps.length); // step:host exp_avg:device exp_avg_sq:device 2
  * ```

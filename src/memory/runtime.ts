@@ -33,7 +33,7 @@ const MiB = 2 ** 20;
  *
  * @example
  * ```ts
- * import { cublasWorkspace } from 'vram-ts';
+ * import { cublasWorkspace } from 'vram-ts/internals';
  * console.log(cublasWorkspace('ampere'), cublasWorkspace('hopper')); // 8519680 33554432
  * ```
  */

@@ -21,7 +21,8 @@ export interface SavedStorages {
  *
  * @example
  * ```ts
- * import { conv2d, relu, savedStorages, seq, tensor, trace } from 'vram-ts';
+ * import { conv2d, relu, seq, tensor } from 'vram-ts';
+ * import { savedStorages, trace } from 'vram-ts/internals';
  * const ir = trace(seq(conv2d({ out: 4, kernel: 1 }), relu({ inplace: true }), conv2d({ out: 4, kernel: 1 })), {
  *   inputs: [tensor([1, 2, 8, 8])], training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32',
  * });

@@ -1,4 +1,4 @@
-import { adaptiveAvgPool2dRule, type AdaptiveAvgPool2dAttrs } from '../ops/pool2d.js';
+import { adaptiveAvgPool2dOp, type AdaptiveAvgPool2dAttrs } from '../ops/pool2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -14,5 +14,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function adaptiveAvgPool2d(options: AdaptiveAvgPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveAvgPool2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['output'], 'adaptiveAvgPool2d');
-  return opLayer(adaptiveAvgPool2dRule, 'AdaptiveAvgPool2d', attrs, layer);
+  return opLayer(adaptiveAvgPool2dOp, 'AdaptiveAvgPool2d', attrs, layer);
 }

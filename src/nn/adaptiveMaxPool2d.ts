@@ -1,4 +1,4 @@
-import { adaptiveMaxPool2dRule, type AdaptiveMaxPool2dAttrs } from '../ops/pool2d.js';
+import { adaptiveMaxPool2dOp, type AdaptiveMaxPool2dAttrs } from '../ops/pool2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,5 +16,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function adaptiveMaxPool2d(options: AdaptiveMaxPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveMaxPool2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['output'], 'adaptiveMaxPool2d');
-  return opLayer(adaptiveMaxPool2dRule, 'AdaptiveMaxPool2d', attrs, layer);
+  return opLayer(adaptiveMaxPool2dOp, 'AdaptiveMaxPool2d', attrs, layer);
 }

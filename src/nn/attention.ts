@@ -1,14 +1,14 @@
 import { fail } from '../errors.js';
-import { castRule } from '../ops/cast.js';
-import { causalWhereRule, copyRule, copyUnlessOne, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
-import { matmulRule } from '../ops/matmul.js';
-import { addRule, catRule, mulRule } from '../ops/merge.js';
-import { mulScalarRule, negRule, softmaxRule } from '../ops/pointwise.js';
-import { activationRule } from '../ops/activation.js';
-import { sdpaMaskedRule, sdpaRule } from '../ops/attention.js';
-import { ringSdpaRule } from '../ops/ring-attention.js';
-import { linearRule } from '../ops/linear.js';
-import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
+import { castOp } from '../ops/cast.js';
+import { causalWhereOp, copyOp, copyUnlessOne, expandOp, sliceOp, transposeOp, viewOp } from '../ops/view.js';
+import { matmulOp } from '../ops/matmul.js';
+import { addOp, catOp, mulOp } from '../ops/merge.js';
+import { mulScalarOp, negOp, softmaxOp } from '../ops/pointwise.js';
+import { activationOp } from '../ops/activation.js';
+import { sdpaMaskedOp, sdpaOp } from '../ops/attention.js';
+import { ringSdpaOp } from '../ops/ring-attention.js';
+import { linearOp } from '../ops/linear.js';
+import { allGatherOp, allReduceOp, reduceScatterOp, tpCopyOp } from '../ops/collective.js';
 import type { Dim } from '../sym/expr.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
@@ -125,33 +125,33 @@ export interface AttentionOptions extends LayerOptions {
 
 /** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
 function bmmOperand(g: GraphBuilder, t: TensorRef, batch: Dim): TensorRef {
-  return g.call(copyRule, [t], { when: copyUnlessOne(batch) })[0]!;
+  return g.call(copyOp, [t], { when: copyUnlessOne(batch) })[0]!;
 }
 
 function heads(g: GraphBuilder, x: TensorRef, batch: Dim, seq: Dim, count: number, dim: number): TensorRef {
-  const split = g.call(viewRule, [x], { shape: [batch, seq, count, dim] })[0]!;
-  return g.call(transposeRule, [split], { dim0: 1, dim1: 2 })[0]!;
+  const split = g.call(viewOp, [x], { shape: [batch, seq, count, dim] })[0]!;
+  return g.call(transposeOp, [split], { dim0: 1, dim1: 2 })[0]!;
 }
 
 /** `q*cos + rotate_half(q)*sin` (apply_rotary_pos_emb): saves cos and sin. */
 function rotate(g: GraphBuilder, x: TensorRef, cos: TensorRef, sin: TensorRef, dim: number): TensorRef {
-  const withCos = g.call(mulRule, [x, cos], {})[0]!;
-  const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: dim / 2 })[0]!;
-  const x2 = g.call(sliceRule, [x], { dim: -1, start: dim / 2, end: dim })[0]!;
-  const negated = g.call(negRule, [x2], {})[0]!;
-  const rotated = g.call(catRule, [negated, x1], { dim: -1 })[0]!;
-  const withSin = g.call(mulRule, [rotated, sin], {})[0]!;
-  return g.call(addRule, [withCos, withSin], {})[0]!;
+  const withCos = g.call(mulOp, [x, cos], {})[0]!;
+  const x1 = g.call(sliceOp, [x], { dim: -1, start: 0, end: dim / 2 })[0]!;
+  const x2 = g.call(sliceOp, [x], { dim: -1, start: dim / 2, end: dim })[0]!;
+  const negated = g.call(negOp, [x2], {})[0]!;
+  const rotated = g.call(catOp, [negated, x1], { dim: -1 })[0]!;
+  const withSin = g.call(mulOp, [rotated, sin], {})[0]!;
+  return g.call(addOp, [withCos, withSin], {})[0]!;
 }
 
 /** The scores' causal masking: GPT-2's buffer and `torch.where`, then an additive float mask (sliced when built longer). */
 function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefined, seq: Dim, buffer: number | null): TensorRef {
   let out = scores;
-  if (buffer !== null) out = g.call(causalWhereRule, [out], { positions: buffer })[0]!;
+  if (buffer !== null) out = g.call(causalWhereOp, [out], { positions: buffer })[0]!;
   if (mask !== undefined) {
     // `attention_mask[:, :, :, : key_len]`: a view when the mask was built longer.
-    const sliced = mask.shape[3] === seq ? mask : g.call(sliceRule, [mask], { dim: 3, start: 0, end: seq })[0]!;
-    out = g.call(addRule, [out, sliced], {})[0]!;
+    const sliced = mask.shape[3] === seq ? mask : g.call(sliceOp, [mask], { dim: 3, start: 0, end: seq })[0]!;
+    out = g.call(addOp, [out, sliced], {})[0]!;
   }
   return out;
 }
@@ -180,7 +180,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
     const cache = g.training && g.checkpointing ? false : options.cache ?? false;
     // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
-    const h = tp?.sequence === true ? g.call(allGatherRule, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
+    const h = tp?.sequence === true ? g.call(allGatherOp, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
     const t: AttentionTrace = { g, h, batch, seq, cache };
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
@@ -248,7 +248,7 @@ function attentionSetup(options: AttentionOptions) {
   const repeatIsView = nkv === 1;
   // The projections and dropouts, made once rather than at every trace.
   const bias = options.qkvBias ?? false;
-  const cAttn = opLayer(linearRule, 'Conv1D', { out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true }, { name: 'c_attn' });
+  const cAttn = opLayer(linearOp, 'Conv1D', { out: 3 * options.hidden, transposedWeight: true, bias: options.qkvBias ?? true }, { name: 'c_attn' });
   const qProj = linear({ out: nh * d, bias, name: 'q_proj' });
   const kProj = linear({ out: nkv * d, bias, name: 'k_proj' });
   const vProj = linear({ out: nkv * d, bias, name: 'v_proj' });
@@ -257,11 +257,11 @@ function attentionSetup(options: AttentionOptions) {
   if (fusedQkv && tp !== undefined) fail('not-modelled', 'tensor parallelism of a fused qkv_proj is not modelled', { path: [options.name ?? 'attention', 'tensorParallel'], expected: 'absent', received: JSON.stringify(tp) });
   const qkNorm = options.qkNorm;
   const rotaryDim = options.rotaryDim;
-  const tanh = activationRule('tanh');
+  const tanh = activationOp('tanh');
   const attnDropout = dropout({ p, name: style === 'gpt2' ? 'attn_dropout' : 'attention_dropout' });
   const outProj =
     style === 'gpt2'
-      ? opLayer(linearRule, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
+      ? opLayer(linearOp, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
       : linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' });
   const residDropout = dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' });
   return { options, nh, nkv, d, impl, style, tp, groups, p, cp, locals, repeatsUnmasked, repeatIsView, cAttn, qProj, kProj, vProj, qkvProj, fusedQkv, qkNorm, rotaryDim, tanh, attnDropout, outProj, residDropout };
@@ -272,7 +272,7 @@ function gpt2Projections(a: AttentionSetup, t: AttentionTrace, inputs: readonly 
   const { g, batch, seq } = t;
   const { options, nh, d } = a;
   const fused = g.apply(a.cAttn, t.h);
-  const part = (i: number) => g.call(sliceRule, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
+  const part = (i: number) => g.call(sliceOp, [fused], { dim: -1, start: i * options.hidden, end: (i + 1) * options.hidden })[0]!;
   const q = heads(g, part(0), batch, seq, nh, d);
   const k = heads(g, part(1), batch, seq, nh, d);
   const v = heads(g, part(2), batch, seq, nh, d);
@@ -286,21 +286,21 @@ function llamaProjections(a: AttentionSetup, t: AttentionTrace): Omit<Qkv, 'mask
   const { g, h, batch, seq } = t;
   const { nh, nkv, d, tp, qkNorm } = a;
   // ColwiseParallel without sequence parallel: each projection wraps the replicated input.
-  const projected = (): TensorRef => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [h], {})[0]! : h);
+  const projected = (): TensorRef => (tp !== undefined && !tp.sequence ? g.call(tpCopyOp, [h], {})[0]! : h);
   let q: TensorRef;
   let k: TensorRef;
   let v: TensorRef;
   if (a.fusedQkv) {
     const fused = g.apply(a.qkvProj, h);
-    const part = (start: number, end: number) => g.call(sliceRule, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
+    const part = (start: number, end: number) => g.call(sliceOp, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
     q = heads(g, part(0, nh), batch, seq, nh, d);
     k = heads(g, part(nh, nh + nkv), batch, seq, nkv, d);
     v = heads(g, part(nh + nkv, nh + 2 * nkv), batch, seq, nkv, d);
   } else if (qkNorm?.at === 'projection') {
     // Qwen3: `self.q_norm(self.q_proj(x).view(hidden_shape)).transpose(1, 2)`.
     const normed = (proj: Layer, norm: Layer, count: number) => {
-      const split = g.call(viewRule, [g.apply(proj, projected())], { shape: [batch, seq, count, d] })[0]!;
-      return g.call(transposeRule, [g.apply(norm, split)], { dim0: 1, dim1: 2 })[0]!;
+      const split = g.call(viewOp, [g.apply(proj, projected())], { shape: [batch, seq, count, d] })[0]!;
+      return g.call(transposeOp, [g.apply(norm, split)], { dim0: 1, dim1: 2 })[0]!;
     };
     q = normed(a.qProj, qkNorm.q, nh);
     k = normed(a.kProj, qkNorm.k, nkv);
@@ -343,16 +343,16 @@ function llamaRotary(a: AttentionSetup, t: AttentionTrace, inputs: readonly Tens
     g.hold(sinIn);
   }
   const rot = rotaryDim ?? d;
-  const cos = g.call(viewRule, [cosIn], { shape: [1, 1, seq, rot] })[0]!;
-  const sin = g.call(viewRule, [sinIn], { shape: [1, 1, seq, rot] })[0]!;
+  const cos = g.call(viewOp, [cosIn], { shape: [1, 1, seq, rot] })[0]!;
+  const sin = g.call(viewOp, [sinIn], { shape: [1, 1, seq, rot] })[0]!;
   // `query_states, key_states = apply_rotary_pos_emb(...)`: the originals are dropped only
   // when both are rotated.
   const [q0, k0] = [projected.q, projected.k];
   // Phi-3: `cat([rotate(x[..., :rot]), x[..., rot:]])`.
   const partial = (x: TensorRef) => {
-    const head = g.call(sliceRule, [x], { dim: -1, start: 0, end: rot })[0]!;
-    const rest = g.call(sliceRule, [x], { dim: -1, start: rot, end: d })[0]!;
-    return g.call(catRule, [rotate(g, head, cos, sin, rot), rest], { dim: -1 })[0]!;
+    const head = g.call(sliceOp, [x], { dim: -1, start: 0, end: rot })[0]!;
+    const rest = g.call(sliceOp, [x], { dim: -1, start: rot, end: d })[0]!;
+    return g.call(catOp, [rotate(g, head, cos, sin, rot), rest], { dim: -1 })[0]!;
   };
   const q = rotaryDim === undefined ? rotate(g, q0, cos, sin, d) : partial(q0);
   const k = rotaryDim === undefined ? rotate(g, k0, cos, sin, d) : partial(k0);
@@ -368,8 +368,8 @@ function keysValues(a: AttentionSetup, t: AttentionTrace, qkv: Qkv): KeysValues 
   let { k, v } = qkv;
   if (cache === 'copy') {
     // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
-    k = g.call(copyRule, [k], {})[0]!;
-    v = g.call(copyRule, [v], {})[0]!;
+    k = g.call(copyOp, [k], {})[0]!;
+    v = g.call(copyOp, [v], {})[0]!;
   }
   if (cache === 'alias' || cache === 'copy') {
     g.hold(k, 'forward');
@@ -382,7 +382,7 @@ function keysValues(a: AttentionSetup, t: AttentionTrace, qkv: Qkv): KeysValues 
   // use_gqa_in_sdpa: enable_gqa only without a mask.
   const repeats = a.repeatsUnmasked || (groups > 1 && impl === 'sdpa' && style === 'llama' && qkv.mask !== undefined);
   if (repeats) {
-    const repeat = a.repeatIsView ? expandRule : copyRule;
+    const repeat = a.repeatIsView ? expandOp : copyOp;
     k = g.call(repeat, [k], { shape: [batch, nh, seq, d] })[0]!;
     v = g.call(repeat, [v], { shape: [batch, nh, seq, d] })[0]!;
   }
@@ -403,30 +403,30 @@ function eagerKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
   // views, and an expanded kv head has stride 0).
   const contiguousKv = (repeats && !a.repeatIsView) || (!repeats && cache === 'copy');
   const qm = bmmOperand(g, q, batch);
-  const kt = g.call(transposeRule, [k], { dim0: 2, dim1: 3 })[0]!;
+  const kt = g.call(transposeOp, [k], { dim0: 2, dim1: 3 })[0]!;
   const km = contiguousKv ? kt : bmmOperand(g, kt, batch);
-  let scores = g.call(matmulRule, [qm, km], {})[0]!;
+  let scores = g.call(matmulOp, [qm, km], {})[0]!;
   if (a.style === 'gpt2') {
     const buffer = options.maskBuffer ?? true;
     // 4.x divides by torch.full([], √d) in the scores' dtype; 5.x multiplies by a Python float.
-    scores = g.call(mulScalarRule, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
+    scores = g.call(mulScalarOp, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
     scores = maskScores(g, scores, mask, seq, buffer ? options.positions ?? 1024 : null);
-    scores = g.call(softmaxRule, [scores], { dim: -1 })[0]!;
+    scores = g.call(softmaxOp, [scores], { dim: -1 })[0]!;
   } else {
-    scores = g.call(mulScalarRule, [scores], {})[0]!;
+    scores = g.call(mulScalarOp, [scores], {})[0]!;
     if (options.softcap !== undefined) {
       // Gemma 2: `attn_weights / softcap`, `tanh`, `* softcap` (tanh keeps its result).
-      scores = g.call(mulScalarRule, [scores], {})[0]!;
+      scores = g.call(mulScalarOp, [scores], {})[0]!;
       scores = g.call(a.tanh, [scores], {})[0]!;
-      scores = g.call(mulScalarRule, [scores], {})[0]!;
+      scores = g.call(mulScalarOp, [scores], {})[0]!;
     }
     scores = maskScores(g, scores, mask, seq, null);
-    scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
-    scores = g.call(castRule, [scores], { dtype: q.dtype })[0]!;
+    scores = g.call(softmaxOp, [scores], { dim: -1, dtype: 'float32' })[0]!;
+    scores = g.call(castOp, [scores], { dtype: q.dtype })[0]!;
   }
   const probs = g.apply(a.attnDropout, scores);
   const vm = contiguousKv ? v : bmmOperand(g, v, batch);
-  return { context: g.call(matmulRule, [probs, vm], {})[0]!, weights: probs };
+  return { context: g.call(matmulOp, [probs, vm], {})[0]!, weights: probs };
 }
 
 /** sdpa or flash (one kernel keeping q, k, v, the output and a log-sum-exp), or ring attention under context parallelism. */
@@ -437,9 +437,9 @@ function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
   let [qs, ks, vs] = [q, k, v];
   if (impl === 'sdpa' && options.sdpaContiguous) {
     // .contiguous() copies the transposed views; a repeat_kv copy already is contiguous.
-    qs = g.call(copyRule, [q], {})[0]!;
-    if (!repeats || repeatIsView) ks = g.call(copyRule, [k], {})[0]!;
-    if (!repeats || repeatIsView) vs = g.call(copyRule, [v], {})[0]!;
+    qs = g.call(copyOp, [q], {})[0]!;
+    if (!repeats || repeatIsView) ks = g.call(copyOp, [k], {})[0]!;
+    if (!repeats || repeatIsView) vs = g.call(copyOp, [v], {})[0]!;
   }
   // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
   if (cp !== undefined) {
@@ -447,29 +447,29 @@ function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
     if (mask !== undefined) fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', { path: [options.name ?? 'attention', 'contextParallel'], expected: 'no attention mask', received: 'a mask' });
     // k and v: contiguous as repeat_kv (or cache) copies; otherwise transposed views (the rotary result keeps the [B, S, heads, D] layout, measured), copied by the ring.
     const copied = (repeats && !repeatIsView) || cache === 'copy';
-    return g.call(ringSdpaRule, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
+    return g.call(ringSdpaOp, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
   }
-  return impl === 'sdpa' && mask !== undefined && a.style === 'llama' ? g.call(sdpaMaskedRule, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaRule, [qs, ks, vs], { dropout: p })[0]!;
+  return impl === 'sdpa' && mask !== undefined && a.style === 'llama' ? g.call(sdpaMaskedOp, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaOp, [qs, ks, vs], { dropout: p })[0]!;
 }
 
 /** The heads merged back (a copy unless the kernel's layout is already [B, S, heads, D]), the output projection (TP: reduced), GPT-2's dropout, the weights. */
 function attentionOutput(a: AttentionSetup, t: AttentionTrace, context: TensorRef, kv: KeysValues, weights: TensorRef | undefined): TensorRef | TensorRef[] {
   const { g, batch, seq } = t;
   const { options, impl, cp, tp, nh, d } = a;
-  const back = g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!;
+  const back = g.call(transposeOp, [context], { dim0: 1, dim1: 2 })[0]!;
   // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
   // step updated half the positions: load balancing, on every rank but the last.
   const catOutput = cp !== undefined && cp.loadBalance && cp.rank < cp.size - 1;
-  const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyRule, [back], {})[0]!;
+  const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyOp, [back], {})[0]!;
   if (a.locals === 'function') {
     // eager_attention_forward returns here: its repeated k/v go now.
     g.touch(kv.k);
     g.touch(kv.v);
   }
-  const flat = g.call(viewRule, [merged], { shape: [batch, seq, nh * d] })[0]!;
+  const flat = g.call(viewOp, [merged], { shape: [batch, seq, nh * d] })[0]!;
   let out = g.apply(a.outProj, flat);
   // RowwiseParallel's output: all-reduced (Replicate) or reduce-scattered (Shard(1)).
-  if (tp !== undefined) out = tp.sequence ? g.call(reduceScatterRule, [out], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [out], {})[0]!;
+  if (tp !== undefined) out = tp.sequence ? g.call(reduceScatterOp, [out], { dim: 1, size: tp.size })[0]! : g.call(allReduceOp, [out], {})[0]!;
   const result = a.style === 'gpt2' ? g.apply(a.residDropout, out) : out;
   if (weights === undefined) return result;
   if (options.returnWeights) return [result, weights];

@@ -1,4 +1,4 @@
-import { avgPool2dRule, type Pool2dAttrs } from '../ops/pool2d.js';
+import { avgPool2dOp, type Pool2dAttrs } from '../ops/pool2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -14,5 +14,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function avgPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation', 'ceilMode'], 'avgPool2d');
-  return opLayer(avgPool2dRule, 'AvgPool2d', attrs, layer);
+  return opLayer(avgPool2dOp, 'AvgPool2d', attrs, layer);
 }

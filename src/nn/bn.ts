@@ -1,4 +1,4 @@
-import { batchNorm2dRule, type BatchNorm2dAttrs } from '../ops/batchnorm2d.js';
+import { batchNorm2dOp, type BatchNorm2dAttrs } from '../ops/batchnorm2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -18,5 +18,5 @@ export type BatchNorm2dOptions = BatchNorm2dAttrs & LayerOptions;
 /* @__NO_SIDE_EFFECTS__ */
 export function bn(options: BatchNorm2dOptions = {}): OpLayer<BatchNorm2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['eps', 'momentum', 'affine', 'trackRunningStats', 'channels'], 'bn');
-  return opLayer(batchNorm2dRule, 'BatchNorm2d', attrs, layer);
+  return opLayer(batchNorm2dOp, 'BatchNorm2d', attrs, layer);
 }

@@ -48,14 +48,3 @@ export function branch(paths: readonly Layer[], options: BranchOptions): BranchL
     ...(options.name !== undefined ? { name: options.name } : {}),
   });
 }
-
-/**
- * Alias of {@link branch}.
- *
- * @example
- * ```ts
- * import { identity, parallel, sigmoid } from 'vram-ts';
- * const gate = parallel([identity(), sigmoid()], { merge: 'mul' });
- * ```
- */
-export const parallel = branch;

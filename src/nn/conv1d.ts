@@ -1,4 +1,4 @@
-import { conv1dRule, type Conv1dAttrs } from '../ops/conv1d.js';
+import { conv1dOp, type Conv1dAttrs } from '../ops/conv1d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -19,5 +19,5 @@ export type Conv1dOptions = Conv1dAttrs & LayerOptions;
 /* @__NO_SIDE_EFFECTS__ */
 export function conv1d(options: Conv1dOptions): OpLayer<Conv1dAttrs> {
   const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in'], 'conv1d');
-  return opLayer(conv1dRule, 'Conv1d', attrs, layer);
+  return opLayer(conv1dOp, 'Conv1d', attrs, layer);
 }

@@ -1,4 +1,4 @@
-import { conv2dRule, type Conv2dAttrs } from '../ops/conv2d.js';
+import { conv2dOp, type Conv2dAttrs } from '../ops/conv2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -19,5 +19,5 @@ export type Conv2dOptions = Conv2dAttrs & LayerOptions;
 /* @__NO_SIDE_EFFECTS__ */
 export function conv2d(options: Conv2dOptions): OpLayer<Conv2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in', 'channelsLast'], 'conv2d');
-  return opLayer(conv2dRule, 'Conv2d', attrs, layer);
+  return opLayer(conv2dOp, 'Conv2d', attrs, layer);
 }

@@ -1,4 +1,4 @@
-import { convTranspose2dRule, type ConvTranspose2dAttrs } from '../ops/convTranspose2d.js';
+import { convTranspose2dOp, type ConvTranspose2dAttrs } from '../ops/convTranspose2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -18,5 +18,5 @@ export type ConvTranspose2dOptions = ConvTranspose2dAttrs & LayerOptions;
 /* @__NO_SIDE_EFFECTS__ */
 export function convTranspose2d(options: ConvTranspose2dOptions): OpLayer<ConvTranspose2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'outputPadding', 'dilation', 'groups', 'bias'], 'convTranspose2d');
-  return opLayer(convTranspose2dRule, 'ConvTranspose2d', attrs, layer);
+  return opLayer(convTranspose2dOp, 'ConvTranspose2d', attrs, layer);
 }

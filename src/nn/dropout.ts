@@ -1,4 +1,4 @@
-import { dropoutRule, type DropoutAttrs } from '../ops/dropout.js';
+import { dropoutOp, type DropoutAttrs } from '../ops/dropout.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,5 +16,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function dropout(options: DropoutAttrs & LayerOptions = {}): OpLayer<DropoutAttrs> {
   const [attrs, layer] = splitOptions(options, ['p', 'inplace'], 'dropout');
-  return opLayer(dropoutRule, 'Dropout', attrs, layer);
+  return opLayer(dropoutOp, 'Dropout', attrs, layer);
 }

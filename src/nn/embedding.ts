@@ -1,4 +1,4 @@
-import { embeddingRule, type EmbeddingAttrs } from '../ops/embedding.js';
+import { embeddingOp, type EmbeddingAttrs } from '../ops/embedding.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,5 +15,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function embedding(options: EmbeddingAttrs & LayerOptions): OpLayer<EmbeddingAttrs> {
   const [attrs, layer] = splitOptions(options, ['num', 'dim', 'tiedWeight'], 'embedding');
-  return opLayer(embeddingRule, 'Embedding', attrs, layer);
+  return opLayer(embeddingOp, 'Embedding', attrs, layer);
 }

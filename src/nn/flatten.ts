@@ -1,4 +1,4 @@
-import { flattenRule, type FlattenAttrs } from '../ops/shape.js';
+import { flattenOp, type FlattenAttrs } from '../ops/shape.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,5 +15,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function flatten(options: FlattenAttrs & LayerOptions = {}): OpLayer<FlattenAttrs> {
   const [attrs, layer] = splitOptions(options, ['startDim', 'endDim'], 'flatten');
-  return opLayer(flattenRule, 'Flatten', attrs, layer);
+  return opLayer(flattenOp, 'Flatten', attrs, layer);
 }

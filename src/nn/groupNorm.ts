@@ -1,4 +1,4 @@
-import { groupNormRule, type GroupNormAttrs } from '../ops/groupNorm.js';
+import { groupNormOp, type GroupNormAttrs } from '../ops/groupNorm.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,5 +16,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function groupNorm(options: GroupNormAttrs & LayerOptions): OpLayer<GroupNormAttrs> {
   const [attrs, layer] = splitOptions(options, ['groups', 'eps', 'affine', 'channels'], 'groupNorm');
-  return opLayer(groupNormRule, 'GroupNorm', attrs, layer);
+  return opLayer(groupNormOp, 'GroupNorm', attrs, layer);
 }

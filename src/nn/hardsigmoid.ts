@@ -1,8 +1,8 @@
-import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { activationOp, type ActivationAttrs } from '../ops/activation.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
-const rule = activationRule('hardsigmoid');
+const rule = activationOp('hardsigmoid');
 
 /**
  * The Hardsigmoid activation (torch.nn.Hardsigmoid). `inplace` overwrites the input as torch's `inplace=True` does; see the op rule for what autograd then keeps.

@@ -1,8 +1,8 @@
 import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
-import { activationRule, type ActivationKind } from '../ops/activation.js';
-import { addRule, mulRule } from '../ops/merge.js';
-import { addScalarRule, mulScalarRule, powRule } from '../ops/pointwise.js';
+import { activationOp, type ActivationKind } from '../ops/activation.js';
+import { addOp, mulOp } from '../ops/merge.js';
+import { addScalarOp, mulScalarOp, powOp } from '../ops/pointwise.js';
 import { graph } from './graph.js';
 import { module } from './module.js';
 import { opLayer } from './op.js';
@@ -16,33 +16,33 @@ export type HFActivation = (typeof HF_ACTIVATIONS)[number];
 
 /** NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), op by op (it keeps four tensors). */
 function newGelu(name: string): Layer {
-  const tanh = activationRule('tanh');
+  const tanh = activationOp('tanh');
   return module(
     name,
     'NewGELUActivation',
     graph((g, [x]) => {
-      const half = g.call(mulScalarRule, [x!], {})[0]!;
-      const cube = g.call(powRule, [x!], { exponent: 3 })[0]!;
-      const scaled = g.call(mulScalarRule, [cube], {})[0]!;
-      const inner = g.call(addRule, [x!, scaled], {})[0]!;
-      const arg = g.call(mulScalarRule, [inner], {})[0]!;
+      const half = g.call(mulScalarOp, [x!], {})[0]!;
+      const cube = g.call(powOp, [x!], { exponent: 3 })[0]!;
+      const scaled = g.call(mulScalarOp, [cube], {})[0]!;
+      const inner = g.call(addOp, [x!, scaled], {})[0]!;
+      const arg = g.call(mulScalarOp, [inner], {})[0]!;
       const t = g.call(tanh, [arg], {})[0]!;
-      const onePlus = g.call(addScalarRule, [t], {})[0]!;
-      return g.call(mulRule, [half, onePlus], {})[0]!;
+      const onePlus = g.call(addScalarOp, [t], {})[0]!;
+      return g.call(mulOp, [half, onePlus], {})[0]!;
     }),
   );
 }
 
 /** QuickGELUActivation: x·sigmoid(1.702·x). */
 function quickGelu(name: string): Layer {
-  const sigmoid = activationRule('sigmoid');
+  const sigmoid = activationOp('sigmoid');
   return module(
     name,
     'QuickGELUActivation',
     graph((g, [x]) => {
-      const scaled = g.call(mulScalarRule, [x!], {})[0]!;
+      const scaled = g.call(mulScalarOp, [x!], {})[0]!;
       const gate = g.call(sigmoid, [scaled], {})[0]!;
-      return g.call(mulRule, [x!, gate], {})[0]!;
+      return g.call(mulOp, [x!, gate], {})[0]!;
     }),
   );
 }
@@ -77,5 +77,5 @@ export function hfActivation(kind: string, name: string, path: readonly (string 
   const builtin = Object.hasOwn(BUILTIN, kind) ? BUILTIN[kind] : undefined;
   if (builtin === undefined) return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(kind) });
   const [rule, className, approximate] = builtin;
-  return opLayer(activationRule(rule), className, approximate === undefined ? {} : { approximate }, { name });
+  return opLayer(activationOp(rule), className, approximate === undefined ? {} : { approximate }, { name });
 }

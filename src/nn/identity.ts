@@ -1,4 +1,4 @@
-import { identityRule } from '../ops/shape.js';
+import { identityOp } from '../ops/shape.js';
 import { checkKeys, opLayer } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -14,5 +14,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function identity(options: LayerOptions = {}): OpLayer<Record<string, never>> {
   checkKeys(options, [], 'identity');
-  return opLayer(identityRule, 'Identity', {}, options);
+  return opLayer(identityOp, 'Identity', {}, options);
 }

@@ -1,4 +1,4 @@
-import { layerNormRule, type LayerNormAttrs } from '../ops/layerNorm.js';
+import { layerNormOp, type LayerNormAttrs } from '../ops/layerNorm.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,5 +16,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm(options: LayerNormAttrs & LayerOptions = {}): OpLayer<LayerNormAttrs> {
   const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'bias', 'size'], 'layerNorm');
-  return opLayer(layerNormRule, 'LayerNorm', attrs, layer);
+  return opLayer(layerNormOp, 'LayerNorm', attrs, layer);
 }

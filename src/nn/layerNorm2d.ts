@@ -1,4 +1,4 @@
-import { layerNorm2dRule, type LayerNorm2dAttrs } from '../ops/layerNorm2d.js';
+import { layerNorm2dOp, type LayerNorm2dAttrs } from '../ops/layerNorm2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -17,5 +17,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm2d(options: LayerNorm2dAttrs & LayerOptions = {}): OpLayer<LayerNorm2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'channels', 'channelsLast'], 'layerNorm2d');
-  return opLayer(layerNorm2dRule, 'LayerNorm2d', attrs, layer);
+  return opLayer(layerNorm2dOp, 'LayerNorm2d', attrs, layer);
 }

@@ -1,4 +1,4 @@
-import { linearRule, type LinearAttrs } from '../ops/linear.js';
+import { linearOp, type LinearAttrs } from '../ops/linear.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -17,5 +17,5 @@ export type LinearOptions = LinearAttrs & LayerOptions;
 /* @__NO_SIDE_EFFECTS__ */
 export function linear(options: LinearOptions): OpLayer<LinearAttrs> {
   const [attrs, layer] = splitOptions(options, ['out', 'bias', 'in', 'tiedWeight', 'transposedWeight', 'quant', 'storageRows'], 'linear');
-  return opLayer(linearRule, 'Linear', attrs, layer);
+  return opLayer(linearOp, 'Linear', attrs, layer);
 }

@@ -1,4 +1,4 @@
-import { maxPool2dRule, type Pool2dAttrs } from '../ops/pool2d.js';
+import { maxPool2dOp, type Pool2dAttrs } from '../ops/pool2d.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -22,5 +22,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function maxPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
   const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation', 'ceilMode'], 'maxPool2d');
-  return opLayer(maxPool2dRule, 'MaxPool2d', attrs, layer);
+  return opLayer(maxPool2dOp, 'MaxPool2d', attrs, layer);
 }

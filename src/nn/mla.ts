@@ -1,10 +1,10 @@
 import { fail } from '../errors.js';
-import { sdpaRule } from '../ops/attention.js';
-import { castRule } from '../ops/cast.js';
-import { addRule, catRule, mulRule } from '../ops/merge.js';
-import { matmulRule } from '../ops/matmul.js';
-import { mulScalarRule, softmaxRule } from '../ops/pointwise.js';
-import { copyRule, copyUnlessOne, expandRule, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import { sdpaOp } from '../ops/attention.js';
+import { castOp } from '../ops/cast.js';
+import { addOp, catOp, mulOp } from '../ops/merge.js';
+import { matmulOp } from '../ops/matmul.js';
+import { mulScalarOp, softmaxOp } from '../ops/pointwise.js';
+import { copyOp, copyUnlessOne, expandOp, sliceOp, transposeOp, viewOp } from '../ops/view.js';
 import type { Dim } from '../sym/expr.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
@@ -94,9 +94,9 @@ function queryParts(g: GraphBuilder, parts: MlaParts, h: TensorRef, batch: Dim, 
   const qk = nope + rope;
   const q = qProj !== undefined ? g.apply(qProj, h) : g.apply(qB!, g.apply(qNorm!, g.apply(qA!, h)));
   g.hold(q);
-  const qHeads = g.call(transposeRule, [g.call(viewRule, [q], { shape: [batch, seq, nh, qk] })[0]!], { dim0: 1, dim1: 2 })[0]!;
-  const qPass = g.call(sliceRule, [qHeads], { dim: -1, start: 0, end: nope })[0]!;
-  const qRot = g.call(sliceRule, [qHeads], { dim: -1, start: nope, end: qk })[0]!;
+  const qHeads = g.call(transposeOp, [g.call(viewOp, [q], { shape: [batch, seq, nh, qk] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+  const qPass = g.call(sliceOp, [qHeads], { dim: -1, start: 0, end: nope })[0]!;
+  const qRot = g.call(sliceOp, [qHeads], { dim: -1, start: nope, end: qk })[0]!;
   return [qPass, qRot];
 }
 
@@ -105,10 +105,10 @@ function latentParts(g: GraphBuilder, parts: MlaParts, h: TensorRef, batch: Dim,
   const { kvLoraRank: r, qkRopeHeadDim: rope } = parts.options;
   const compressed = g.apply(parts.kvA, h);
   g.hold(compressed);
-  const kvSlice = g.call(sliceRule, [compressed], { dim: -1, start: 0, end: r })[0]!;
-  const kRotSlice = g.call(sliceRule, [compressed], { dim: -1, start: r, end: r + rope })[0]!;
-  const kvNormed = g.call(viewRule, [g.apply(parts.kvNorm, kvSlice)], { shape: [batch, 1, seq, r] })[0]!;
-  const kRot0 = g.call(viewRule, [kRotSlice], { shape: [batch, 1, seq, rope] })[0]!;
+  const kvSlice = g.call(sliceOp, [compressed], { dim: -1, start: 0, end: r })[0]!;
+  const kRotSlice = g.call(sliceOp, [compressed], { dim: -1, start: r, end: r + rope })[0]!;
+  const kvNormed = g.call(viewOp, [g.apply(parts.kvNorm, kvSlice)], { shape: [batch, 1, seq, r] })[0]!;
+  const kRot0 = g.call(viewOp, [kRotSlice], { shape: [batch, 1, seq, rope] })[0]!;
   return [kvNormed, kRot0];
 }
 
@@ -116,12 +116,12 @@ function latentParts(g: GraphBuilder, parts: MlaParts, h: TensorRef, batch: Dim,
 function expandKv(g: GraphBuilder, parts: MlaParts, kvNope: TensorRef, kRot: TensorRef, batch: Dim, seq: Dim): [TensorRef, TensorRef] {
   const { heads: nh, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = parts.options;
   const kv = g.apply(parts.kvB, kvNope);
-  const kvHeads = g.call(transposeRule, [g.call(viewRule, [kv], { shape: [batch, seq, nh, nope + vd] })[0]!], { dim0: 1, dim1: 2 })[0]!;
-  const kNope = g.call(sliceRule, [kvHeads], { dim: -1, start: 0, end: nope })[0]!;
-  const value = g.call(sliceRule, [kvHeads], { dim: -1, start: nope, end: nope + vd })[0]!;
+  const kvHeads = g.call(transposeOp, [g.call(viewOp, [kv], { shape: [batch, seq, nh, nope + vd] })[0]!], { dim0: 1, dim1: 2 })[0]!;
+  const kNope = g.call(sliceOp, [kvHeads], { dim: -1, start: 0, end: nope })[0]!;
+  const value = g.call(sliceOp, [kvHeads], { dim: -1, start: nope, end: nope + vd })[0]!;
   g.hold(value);
-  const kRotAll = g.call(expandRule, [kRot], { shape: [batch, nh, seq, rope] })[0]!;
-  const key = g.call(catRule, [kNope, kRotAll], { dim: -1 })[0]!;
+  const kRotAll = g.call(expandOp, [kRot], { shape: [batch, nh, seq, rope] })[0]!;
+  const key = g.call(catOp, [kNope, kRotAll], { dim: -1 })[0]!;
   g.hold(key);
   return [key, value];
 }
@@ -138,17 +138,17 @@ function attend(
 ): [TensorRef, TensorRef | undefined] {
   if (impl === 'sdpa') {
     // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask.
-    return [g.call(sdpaRule, [query, key, value], { dropout: 0 })[0]!, undefined];
+    return [g.call(sdpaOp, [query, key, value], { dropout: 0 })[0]!, undefined];
   }
   // query and key are contiguous: bmm takes them as views; the value slice is copied unless B = 1.
-  const kt = g.call(transposeRule, [key], { dim0: 2, dim1: 3 })[0]!;
-  let scores = g.call(matmulRule, [query, kt], {})[0]!;
-  scores = g.call(mulScalarRule, [scores], {})[0]!;
-  if (mask !== undefined) scores = g.call(addRule, [scores, mask], {})[0]!;
-  scores = g.call(softmaxRule, [scores], { dim: -1, dtype: 'float32' })[0]!;
-  scores = g.call(castRule, [scores], { dtype: query.dtype })[0]!;
-  const vm = g.call(copyRule, [value], { when: copyUnlessOne(batch) })[0]!;
-  return [g.call(matmulRule, [scores, vm], {})[0]!, scores];
+  const kt = g.call(transposeOp, [key], { dim0: 2, dim1: 3 })[0]!;
+  let scores = g.call(matmulOp, [query, kt], {})[0]!;
+  scores = g.call(mulScalarOp, [scores], {})[0]!;
+  if (mask !== undefined) scores = g.call(addOp, [scores, mask], {})[0]!;
+  scores = g.call(softmaxOp, [scores], { dim: -1, dtype: 'float32' })[0]!;
+  scores = g.call(castOp, [scores], { dtype: query.dtype })[0]!;
+  const vm = g.call(copyOp, [value], { when: copyUnlessOne(batch) })[0]!;
+  return [g.call(matmulOp, [scores, vm], {})[0]!, scores];
 }
 
 /** The attention's forward on (hidden states, cos, sin, optional mask). */
@@ -160,11 +160,11 @@ function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: r
   const [kvNormed, kRot0] = latentParts(g, parts, h!, batch, seq);
   g.hold(cosIn!);
   g.hold(sinIn!);
-  const cos = g.call(viewRule, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
-  const sin = g.call(viewRule, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
+  const cos = g.call(viewOp, [cosIn!], { shape: [1, 1, seq, rope] })[0]!;
+  const sin = g.call(viewOp, [sinIn!], { shape: [1, 1, seq, rope] })[0]!;
   const rotate = (x: TensorRef): TensorRef =>
     options.complexRotary === true
-      ? g.call(mulRule, [x, cos], {})[0]!
+      ? g.call(mulOp, [x, cos], {})[0]!
       : (options.interleave ?? true)
         ? interleaved(g, x, cos, sin, rope)
         : rotateHalf(g, x, cos, sin, rope);
@@ -175,19 +175,19 @@ function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: r
     // DynamicLayer.update: torch.cat onto an empty tensor, the cache's copies are returned.
     g.touch(kvNope);
     g.touch(kRot);
-    kvNope = g.call(copyRule, [kvNope], {})[0]!;
-    kRot = g.call(copyRule, [kRot], {})[0]!;
+    kvNope = g.call(copyOp, [kvNope], {})[0]!;
+    kRot = g.call(copyOp, [kRot], {})[0]!;
     g.hold(kvNope, 'forward');
     g.hold(kRot, 'forward');
   }
   g.hold(kvNope);
   g.hold(kRot);
-  const query = g.call(catRule, [qPass, qEmbed], { dim: -1 })[0]!;
+  const query = g.call(catOp, [qPass, qEmbed], { dim: -1 })[0]!;
   g.hold(query);
   const [key, value] = expandKv(g, parts, kvNope, kRot, batch, seq);
   const [context, weights] = attend(g, options.impl ?? 'eager', query, key, value, mask, batch);
-  const merged = g.call(copyRule, [g.call(transposeRule, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
-  const out = g.apply(parts.oProj, g.call(viewRule, [merged], { shape: [batch, seq, nh * vd] })[0]!);
+  const merged = g.call(copyOp, [g.call(transposeOp, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
+  const out = g.apply(parts.oProj, g.call(viewOp, [merged], { shape: [batch, seq, nh * vd] })[0]!);
   return weights === undefined ? out : [out, weights];
 }
 
@@ -243,19 +243,19 @@ export function mlaAttention(options: MlaOptions): ModuleLayer {
 
 /** `apply_rotary_pos_emb_interleave`: cos/sin halves, even/odd slices, four products, two sums, one cat. */
 function interleaved(g: GraphBuilder, x: TensorRef, cosFull: TensorRef, sinFull: TensorRef, rope: number): TensorRef {
-  const cos = g.call(sliceRule, [cosFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
-  const sin = g.call(sliceRule, [sinFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
-  const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
-  const x2 = g.call(sliceRule, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
-  const a = g.call(addRule, [g.call(mulRule, [x1, cos], {})[0]!, g.call(mulRule, [x2, sin], {})[0]!], {})[0]!;
-  const b = g.call(addRule, [g.call(mulRule, [x2, cos], {})[0]!, g.call(mulRule, [x1, sin], {})[0]!], {})[0]!;
-  return g.call(catRule, [a, b], { dim: -1 })[0]!;
+  const cos = g.call(sliceOp, [cosFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const sin = g.call(sliceOp, [sinFull], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x1 = g.call(sliceOp, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x2 = g.call(sliceOp, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
+  const a = g.call(addOp, [g.call(mulOp, [x1, cos], {})[0]!, g.call(mulOp, [x2, sin], {})[0]!], {})[0]!;
+  const b = g.call(addOp, [g.call(mulOp, [x2, cos], {})[0]!, g.call(mulOp, [x1, sin], {})[0]!], {})[0]!;
+  return g.call(catOp, [a, b], { dim: -1 })[0]!;
 }
 
 /** `apply_rotary_pos_emb`: `x * cos + rotate_half(x) * sin`. */
 function rotateHalf(g: GraphBuilder, x: TensorRef, cos: TensorRef, sin: TensorRef, rope: number): TensorRef {
-  const x1 = g.call(sliceRule, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
-  const x2 = g.call(sliceRule, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
-  const rotated = g.call(catRule, [x2, x1], { dim: -1 })[0]!;
-  return g.call(addRule, [g.call(mulRule, [x, cos], {})[0]!, g.call(mulRule, [rotated, sin], {})[0]!], {})[0]!;
+  const x1 = g.call(sliceOp, [x], { dim: -1, start: 0, end: rope / 2 })[0]!;
+  const x2 = g.call(sliceOp, [x], { dim: -1, start: rope / 2, end: rope })[0]!;
+  const rotated = g.call(catOp, [x2, x1], { dim: -1 })[0]!;
+  return g.call(addOp, [g.call(mulOp, [x, cos], {})[0]!, g.call(mulOp, [rotated, sin], {})[0]!], {})[0]!;
 }

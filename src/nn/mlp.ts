@@ -1,7 +1,7 @@
-import { linearRule } from '../ops/linear.js';
-import { allGatherRule, allReduceRule, reduceScatterRule, tpCopyRule } from '../ops/collective.js';
-import { mulRule } from '../ops/merge.js';
-import { sliceRule } from '../ops/view.js';
+import { linearOp } from '../ops/linear.js';
+import { allGatherOp, allReduceOp, reduceScatterOp, tpCopyOp } from '../ops/collective.js';
+import { mulOp } from '../ops/merge.js';
+import { sliceOp } from '../ops/view.js';
 import { fail } from '../errors.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
@@ -41,7 +41,7 @@ export interface MlpOptions extends LayerOptions {
 export function mlp(options: MlpOptions): ModuleLayer {
   checkKeys(options, ['hidden', 'inner', 'activation', 'dropout', 'conv1d', 'className'], 'mlp');
   const proj = (name: string, out: number): Layer =>
-    options.conv1d ? opLayer(linearRule, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
+    options.conv1d ? opLayer(linearOp, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
   const act = hfActivation(options.activation ?? 'gelu_new', 'act', [options.name ?? 'mlp', 'activation']);
   // Layers made once, not at every trace.
   const upProj = proj(options.conv1d ? 'c_fc' : 'fc1', options.inner);
@@ -105,19 +105,19 @@ export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
   const body = graph((g, [input]) => {
     if (fused) {
       const both = g.apply(gateUpProj, input!);
-      const gate = g.call(sliceRule, [both], { dim: -1, start: 0, end: options.intermediate })[0]!;
-      const up = g.call(sliceRule, [both], { dim: -1, start: options.intermediate, end: 2 * options.intermediate })[0]!;
-      return g.apply(downProj, g.call(mulRule, [up, g.apply(activation, gate)], {})[0]!);
+      const gate = g.call(sliceOp, [both], { dim: -1, start: 0, end: options.intermediate })[0]!;
+      const up = g.call(sliceOp, [both], { dim: -1, start: options.intermediate, end: 2 * options.intermediate })[0]!;
+      return g.apply(downProj, g.call(mulOp, [up, g.apply(activation, gate)], {})[0]!);
     }
-    const x = tp?.sequence === true ? g.call(allGatherRule, [input!], { dim: 1, size: tp.size })[0]! : input!;
-    const projected = () => (tp !== undefined && !tp.sequence ? g.call(tpCopyRule, [x], {})[0]! : x);
+    const x = tp?.sequence === true ? g.call(allGatherOp, [input!], { dim: 1, size: tp.size })[0]! : input!;
+    const projected = () => (tp !== undefined && !tp.sequence ? g.call(tpCopyOp, [x], {})[0]! : x);
     const gate = g.apply(gateProj, projected());
     const act = g.apply(activation, gate);
     const up = g.apply(upProj, projected());
-    const product = g.call(mulRule, [act, up], {})[0]!;
+    const product = g.call(mulOp, [act, up], {})[0]!;
     const down = g.apply(downProj, product);
     if (tp === undefined) return down;
-    return tp.sequence ? g.call(reduceScatterRule, [down], { dim: 1, size: tp.size })[0]! : g.call(allReduceRule, [down], {})[0]!;
+    return tp.sequence ? g.call(reduceScatterOp, [down], { dim: 1, size: tp.size })[0]! : g.call(allReduceOp, [down], {})[0]!;
   });
   return Object.freeze({ kind: 'module', className: options.className ?? 'LlamaMLP', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

@@ -1,19 +1,19 @@
 import { fail } from '../errors.js';
-import { activationRule } from '../ops/activation.js';
-import { addRule, mulRule } from '../ops/merge.js';
+import { activationOp } from '../ops/activation.js';
+import { addOp, mulOp } from '../ops/merge.js';
 import {
   balancedCounts,
   capacityCounts,
-  expertMaskRule,
-  expertParallelRouterRule,
-  expertRule,
-  gluRule,
-  groupedDownRule,
-  groupedGateUpRule,
-  routerRule,
+  expertMaskOp,
+  expertParallelRouterOp,
+  expertOp,
+  gluOp,
+  groupedDownOp,
+  groupedGateUpOp,
+  routerOp,
   type ExpertsImpl,
 } from '../ops/moe/index.js';
-import { viewRule } from '../ops/view.js';
+import { viewOp } from '../ops/view.js';
 import { mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { graph } from './graph.js';
@@ -82,7 +82,7 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
 
 /**
  * A mixture-of-experts block as Hugging Face runs it: `gate` Linear → router (softmax or
- * sigmoid, top-k, renormalisation) → the routed experts (`expertRule` per expert: 4.x's loop over a
+ * sigmoid, top-k, renormalisation) → the routed experts (`expertOp` per expert: 4.x's loop over a
  * ModuleList, 5.x's fused experts looped or grouped_mm) → optional shared expert (Qwen2-MoE's
  * sigmoid-gated one, DeepSeek's plain one) added. What the experts keep depends on how many
  * tokens each gets: balanced by default, `counts` for a measured routing, `capacityFactor` for a
@@ -204,7 +204,7 @@ function groupedExperts(g: GraphBuilder, parts: MoeParts, rows: TensorRef, weigh
     graph((inner, [r, w, idx]) => {
       const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
       inner.hold(gathered!);
-      const product = inner.call(gluRule, [fused!], {})[0]!;
+      const product = inner.call(gluOp, [fused!], {})[0]!;
       return inner.apply(down, product, w!, offsets!);
     }),
   );
@@ -226,7 +226,7 @@ function loopedExperts(
   // The loops: one op per expert run, in expert order; parameters `experts.0.w1.weight` (4.x)
   // or the fused `experts.gate_up_proj` every expert slices (5.x), as in the checkpoints.
   // 5.x's eager loop: one_hot over E/e + 1 classes (the sentinel's too); 4.x's over E.
-  const mask = g.call(expertMaskRule, [indices], { experts: options.impl === 'eager' ? local + 1 : local })[0]!;
+  const mask = g.call(expertMaskOp, [indices], { experts: options.impl === 'eager' ? local + 1 : local })[0]!;
   let sum: TensorRef | undefined;
   const runs = (n: Dim) => !(n === 0 && (options.impl === 'eager' || options.hitOnly === true));
   let last = -1;
@@ -244,12 +244,12 @@ function loopedExperts(
             ...(options.expertNames !== undefined ? { names: options.expertNames } : {}),
           }
         : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
-    const layer = opLayer(expertRule, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, {
+    const layer = opLayer(expertOp, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, {
       name: options.impl === 'loop' ? `experts.${e}` : 'experts',
     });
     sum = sum === undefined ? g.apply(layer, rows, weights, mask) : g.apply(layer, rows, weights, mask, sum);
   });
-  return sum ?? g.call(viewRule, [rows], { shape: [tokens, hidden] })[0]!;
+  return sum ?? g.call(viewOp, [rows], { shape: [tokens, hidden] })[0]!;
 }
 
 /** The block's forward: gate → router → routed experts → shared expert added. */
@@ -259,9 +259,9 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
   const ep = options.expertParallel;
   const shape = x.shape as readonly Dim[];
   const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
-  const rows = shape.length === 2 ? x : g.call(viewRule, [x], { shape: [tokens, hidden] })[0]!;
+  const rows = shape.length === 2 ? x : g.call(viewOp, [x], { shape: [tokens, hidden] })[0]!;
   const logits = g.apply(gate, rows);
-  let [weights, indices] = g.call(routerRule, [logits], {
+  let [weights, indices] = g.call(routerOp, [logits], {
     experts,
     k,
     score: options.score ?? 'softmax',
@@ -269,26 +269,26 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
     ...(options.scaled === true ? { scaled: true } : {}),
   });
   // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
-  if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterRule, [weights!, indices!], { localExperts: parts.local, rank: ep.rank });
+  if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterOp, [weights!, indices!], { localExperts: parts.local, rank: ep.rank });
   const counts = rankCounts(parts, tokens);
   let out =
     options.impl === 'grouped_mm' ? groupedExperts(g, parts, rows, weights!, indices!) : loopedExperts(g, parts, rows, weights!, indices!, counts, tokens);
   if (shared !== undefined && options.sharedOn !== 'input') {
     let s = g.apply(shared, rows);
     if (sharedGate !== undefined) {
-      const gated = g.call(activationRule('sigmoid'), [g.apply(sharedGate, rows)], {})[0]!;
-      s = g.call(mulRule, [gated, s], {})[0]!;
+      const gated = g.call(activationOp('sigmoid'), [g.apply(sharedGate, rows)], {})[0]!;
+      s = g.call(mulOp, [gated, s], {})[0]!;
     }
-    out = g.call(addRule, [out, s], {})[0]!;
+    out = g.call(addOp, [out, s], {})[0]!;
   }
-  let result = shape.length === 2 ? out : g.call(viewRule, [out], { shape })[0]!;
-  if (shared !== undefined && options.sharedOn === 'input') result = g.call(addRule, [result, g.apply(shared, x)], {})[0]!;
+  let result = shape.length === 2 ? out : g.call(viewOp, [out], { shape })[0]!;
+  if (shared !== undefined && options.sharedOn === 'input') result = g.call(addOp, [result, g.apply(shared, x)], {})[0]!;
   return result;
 }
 
 /**
  * A mixture-of-experts block as Hugging Face runs it: `gate` Linear → router (softmax or
- * sigmoid, top-k, renormalisation) → the routed experts (`expertRule` per expert: 4.x's loop over a
+ * sigmoid, top-k, renormalisation) → the routed experts (`expertOp` per expert: 4.x's loop over a
  * ModuleList, 5.x's fused experts looped or grouped_mm) → optional shared expert (Qwen2-MoE's
  * sigmoid-gated one, DeepSeek's plain one) added. What the experts keep depends on how many
  * tokens each gets: balanced by default, `counts` for a measured routing, `capacityFactor` for a
@@ -320,8 +320,8 @@ export function moeBlock(options: MoeBlockOptions): ModuleLayer {
       : gatedMlp({ name: options.shared.name, className: options.shared.className, hidden, intermediate: options.shared.intermediate, activation: act });
   const sharedGate = options.shared?.gated === true ? linear({ out: 1, bias: false, name: 'shared_expert_gate' }) : undefined;
   const sentinel = ep !== undefined ? { sentinel: true } : {};
-  const gateUp = opLayer(groupedGateUpRule, null, { experts: local, intermediate: options.intermediate, ...sentinel });
-  const down = opLayer(groupedDownRule, null, { experts: local, intermediate: options.intermediate, hidden, ...sentinel });
+  const gateUp = opLayer(groupedGateUpOp, null, { experts: local, intermediate: options.intermediate, ...sentinel });
+  const down = opLayer(groupedDownOp, null, { experts: local, intermediate: options.intermediate, hidden, ...sentinel });
   const parts: MoeParts = { options, path, local, first, gate, shared, sharedGate, gateUp, down };
   const body = graph((g, [x]) => moeForward(g, parts, x!));
   return Object.freeze({ kind: 'module', className: options.className ?? 'MoeBlock', body, ...(options.name !== undefined ? { name: options.name } : {}) });

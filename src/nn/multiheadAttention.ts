@@ -1,9 +1,9 @@
 import { fail } from '../errors.js';
-import { linearRule, type LinearAttrs } from '../ops/linear.js';
-import { matmulRule } from '../ops/matmul.js';
-import { dropoutRule } from '../ops/dropout.js';
-import { mulScalarRule, softmaxRule } from '../ops/pointwise.js';
-import { copyRule, copyUnlessOne, sliceRule, transposeRule, viewRule } from '../ops/view.js';
+import { linearOp, type LinearAttrs } from '../ops/linear.js';
+import { matmulOp } from '../ops/matmul.js';
+import { dropoutOp } from '../ops/dropout.js';
+import { mulScalarOp, softmaxOp } from '../ops/pointwise.js';
+import { copyOp, copyUnlessOne, sliceOp, transposeOp, viewOp } from '../ops/view.js';
 import type { KernelStep, OpRule, OwnedTensor, SavedRef } from '../ops/types.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { mul } from '../sym/ops.js';
@@ -38,7 +38,7 @@ function renamedLinear(weight: string, bias: string): OpRule<LinearAttrs> {
     name: 'linear',
     arity: 1,
     apply(inputs, attrs, ctx) {
-      const result = linearRule.apply(inputs, attrs, ctx);
+      const result = linearOp.apply(inputs, attrs, ctx);
       return {
         ...result,
         params: (result.params ?? []).map((p) => ({ ...p, name: names[p.name] ?? p.name })),
@@ -48,7 +48,7 @@ function renamedLinear(weight: string, bias: string): OpRule<LinearAttrs> {
   };
 }
 
-/** Attributes of {@link nativeMhaRule}. */
+/** Attributes of {@link nativeMhaOp}. */
 interface NativeMhaAttrs {
   readonly embedDim: number;
   readonly heads: number;
@@ -65,7 +65,7 @@ interface NativeMhaAttrs {
  * `needWeights` the head-averaged weights [N, L, L] as a second output (the kernel makes them
  * after the output and frees the scores then; here they come with the output).
  */
-const nativeMhaRule: OpRule<NativeMhaAttrs> = {
+const nativeMhaOp: OpRule<NativeMhaAttrs> = {
   name: 'native_multi_head_attention',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -147,42 +147,42 @@ export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLa
       fail('shape-mismatch', 'the input features differ from embedDim', { path: ['multiheadAttention'], expected: String(e), received: String(x.shape[2]) });
     const call = <A>(rule: OpRule<A>, args: TensorRef[], attrs: A): TensorRef => g.call(rule, args, attrs)[0]!;
     if (!g.training && !g.gradEnabled && batchFirst && heads % 2 === 0 && p === 0) {
-      const outs = g.call(nativeMhaRule, [x], { embedDim: e, heads, bias, needWeights });
+      const outs = g.call(nativeMhaOp, [x], { embedDim: e, heads, bias, needWeights });
       return needWeights ? outs : outs[0]!;
     }
     // batch_first: query = key = value = query.transpose(1, 0)
     const [l, n] = batchFirst ? [x.shape[1]!, x.shape[0]!] : [x.shape[0]!, x.shape[1]!];
-    let q0 = batchFirst ? call(transposeRule, [x], { dim0: 0, dim1: 1 }) : x;
+    let q0 = batchFirst ? call(transposeOp, [x], { dim0: 0, dim1: 1 }) : x;
     // linear on a transposed 3-D input runs as matmul, whose reshape copies it unless N = 1.
-    if (batchFirst) q0 = call(copyRule, [q0], { when: copyUnlessOne(n) });
+    if (batchFirst) q0 = call(copyOp, [q0], { when: copyUnlessOne(n) });
     const proj = call(inProj, [q0], { out: 3 * e, bias });
     // .chunk(3, -1), then each chunk's .contiguous().view(L, N·h, d).transpose(0, 1)
     const nh: Dim = mul(n, heads);
     const part = (i: number): TensorRef => {
-      const chunk = call(sliceRule, [proj], { dim: -1, start: i * e, end: (i + 1) * e });
-      const copy = call(copyRule, [chunk], {});
-      return call(transposeRule, [call(viewRule, [copy], { shape: [l, nh, d] })], { dim0: 0, dim1: 1 });
+      const chunk = call(sliceOp, [proj], { dim: -1, start: i * e, end: (i + 1) * e });
+      const copy = call(copyOp, [chunk], {});
+      return call(transposeOp, [call(viewOp, [copy], { shape: [l, nh, d] })], { dim0: 0, dim1: 1 });
     };
     const q = part(0);
     const k = part(1);
     const v = part(2);
-    const scaled = call(mulScalarRule, [q], {});
-    let weights = call(softmaxRule, [call(matmulRule, [scaled, call(transposeRule, [k], { dim0: -2, dim1: -1 })], {})], { dim: -1 });
-    if (p > 0 && g.training) weights = call(dropoutRule, [weights], { p });
+    const scaled = call(mulScalarOp, [q], {});
+    let weights = call(softmaxOp, [call(matmulOp, [scaled, call(transposeOp, [k], { dim0: -2, dim1: -1 })], {})], { dim: -1 });
+    if (p > 0 && g.training) weights = call(dropoutOp, [weights], { p });
     // multi_head_attention_forward's locals q, k, v, q_scaled and attn_output_weights live until it
     // returns (measured under no_grad, where nothing saves them).
     for (const local of needWeights ? [q, k, v, scaled] : [q, k, v, scaled, weights]) g.hold(local);
-    const context = call(matmulRule, [weights, v], {});
+    const context = call(matmulOp, [weights, v], {});
     // attn_output.transpose(0, 1).contiguous().view(L·N, E)
-    const merged = call(copyRule, [call(transposeRule, [context], { dim0: 0, dim1: 1 })], { when: copyUnlessOne(nh) });
-    const out2d = call(outProj, [call(viewRule, [merged], { shape: [mul(l, n), e] })], { out: e, bias });
-    let out = call(viewRule, [out2d], { shape: [l, n, e] });
-    if (batchFirst) out = call(transposeRule, [out], { dim0: 0, dim1: 1 });
+    const merged = call(copyOp, [call(transposeOp, [context], { dim0: 0, dim1: 1 })], { when: copyUnlessOne(nh) });
+    const out2d = call(outProj, [call(viewOp, [merged], { shape: [mul(l, n), e] })], { out: e, bias });
+    let out = call(viewOp, [out2d], { shape: [l, n, e] });
+    if (batchFirst) out = call(transposeOp, [out], { dim0: 0, dim1: 1 });
     if (!needWeights) return out;
     // attn_output_weights.view(N, h, L, S).sum(dim=1) / num_heads
-    const summed = call(copyRule, [call(viewRule, [weights], { shape: [n, heads, l, l] })], { shape: [n, l, l] });
+    const summed = call(copyOp, [call(viewOp, [weights], { shape: [n, heads, l, l] })], { shape: [n, l, l] });
     // `/ num_heads` by a Python int: nothing saved (measured).
-    return [out, call(copyRule, [summed], {})];
+    return [out, call(copyOp, [summed], {})];
   });
   return Object.freeze({
     kind: 'module',

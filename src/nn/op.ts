@@ -8,7 +8,8 @@ import type { LayerOptions, OpLayer } from './types.js';
  *
  * @example
  * ```ts
- * import { estimate, opLayer, permuteOp, seq, conv2d, layerNorm } from 'vram-ts';
+ * import { estimate, permuteOp, seq, conv2d, layerNorm } from 'vram-ts';
+ * import { opLayer } from 'vram-ts/internals';
  * // ConvNeXt's Permute([0, 2, 3, 1]) then LayerNorm over the channels
  * const toLast = opLayer(permuteOp, 'Permute', { dims: [0, 2, 3, 1] });
  * console.log(estimate(seq(conv2d({ out: 8, kernel: 1 }), toLast, layerNorm()), { input: [1, 3, 4, 4] }).modules[2]?.outputShape); // [ 1, 4, 4, 8 ]

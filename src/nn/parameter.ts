@@ -1,4 +1,4 @@
-import { parameterRule, type ParameterAttrs } from '../ops/parameter.js';
+import { parameterOp, type ParameterAttrs } from '../ops/parameter.js';
 import { checkKeys, opLayer } from './op.js';
 import type { OpLayer } from './types.js';
 
@@ -21,5 +21,5 @@ import type { OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function parameter(options: ParameterAttrs): OpLayer<ParameterAttrs> {
   checkKeys(options, ['shape', 'combine'], 'parameter');
-  return opLayer(parameterRule, null, { name: options.name, shape: Object.freeze([...options.shape]), combine: options.combine });
+  return opLayer(parameterOp, null, { name: options.name, shape: Object.freeze([...options.shape]), combine: options.combine });
 }

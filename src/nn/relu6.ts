@@ -1,8 +1,8 @@
-import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { activationOp, type ActivationAttrs } from '../ops/activation.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
-const rule = activationRule('relu6');
+const rule = activationOp('relu6');
 
 /**
  * The ReLU6 activation (torch.nn.ReLU6). `inplace` overwrites the input as torch's `inplace=True` does; see the op rule for what autograd then keeps.

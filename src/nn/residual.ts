@@ -36,12 +36,12 @@ export interface ResidualOptions extends LayerOptions {
  *
  * @example
  * ```ts
- * import { bn, conv2d, estimate, module, relu, residual, seq, sequential } from 'vram-ts';
+ * import { bn, conv2d, estimate, module, relu, residual, seq } from 'vram-ts';
  * // torchvision's BasicBlock with a projection: module paths conv1, bn1, relu, conv2, bn2, downsample.0/1
  * const act = relu({ inplace: true, name: 'relu' });
  * const body = seq(conv2d({ out: 16, kernel: 3, stride: 2, padding: 1, bias: false, name: 'conv1' }), bn({ name: 'bn1' }), act,
  *   conv2d({ out: 16, kernel: 3, padding: 1, bias: false, name: 'conv2' }), bn({ name: 'bn2' }));
- * const downsample = sequential({ name: 'downsample' }, conv2d({ out: 16, kernel: 1, stride: 2, bias: false }), bn());
+ * const downsample = seq({ name: 'downsample' }, conv2d({ out: 16, kernel: 1, stride: 2, bias: false }), bn());
  * const block = module('0', 'BasicBlock', seq(residual(body, { inline: true, inplace: true, downsample }), act));
  * console.log(estimate(seq(block), { input: [1, 8, 16, 16] }).modules.map((m) => m.path.join('.')).slice(2));
  * // [ '0.conv1', '0.bn1', '0.relu', '0.conv2', '0.bn2', '0.downsample', '0.downsample.0', '0.downsample.1', '0.relu' ]

@@ -1,7 +1,7 @@
-import { castRule } from '../ops/cast.js';
-import { offsetScaleRule, scaleRule } from '../ops/layerNorm.js';
-import { mulRule } from '../ops/merge.js';
-import { addScalarRule, meanRule, powRule, rsqrtRule } from '../ops/pointwise.js';
+import { castOp } from '../ops/cast.js';
+import { offsetScaleOp, scaleOp } from '../ops/layerNorm.js';
+import { mulOp } from '../ops/merge.js';
+import { addScalarOp, meanOp, powOp, rsqrtOp } from '../ops/pointwise.js';
 import { graph } from './graph.js';
 import type { LayerOptions, ModuleLayer } from './types.js';
 import { checkKeys } from './op.js';
@@ -37,15 +37,15 @@ export function rmsNorm(options: RmsNormOptions): ModuleLayer {
   checkKeys(options, ['size', 'eps', 'className', 'offset'], 'rmsNorm');
   const body = graph((g, [x]) => {
     const input = x!;
-    const h = g.call(castRule, [input], { dtype: 'float32' })[0]!;
-    const squared = g.call(powRule, [h], { exponent: 2 })[0]!;
-    const variance = g.call(meanRule, [squared], { dim: -1, keepdim: true })[0]!;
-    const shifted = g.call(addScalarRule, [variance], {})[0]!;
-    const inverse = g.call(rsqrtRule, [shifted], {})[0]!;
-    const normed = g.call(mulRule, [h, inverse], {})[0]!;
-    if (options.offset === true) return g.call(castRule, [g.call(offsetScaleRule, [normed], { size: options.size })[0]!], { dtype: input.dtype })[0]!;
-    const back = g.call(castRule, [normed], { dtype: input.dtype })[0]!;
-    return g.call(scaleRule, [back], { size: options.size })[0]!;
+    const h = g.call(castOp, [input], { dtype: 'float32' })[0]!;
+    const squared = g.call(powOp, [h], { exponent: 2 })[0]!;
+    const variance = g.call(meanOp, [squared], { dim: -1, keepdim: true })[0]!;
+    const shifted = g.call(addScalarOp, [variance], {})[0]!;
+    const inverse = g.call(rsqrtOp, [shifted], {})[0]!;
+    const normed = g.call(mulOp, [h, inverse], {})[0]!;
+    if (options.offset === true) return g.call(castOp, [g.call(offsetScaleOp, [normed], { size: options.size })[0]!], { dtype: input.dtype })[0]!;
+    const back = g.call(castOp, [normed], { dtype: input.dtype })[0]!;
+    return g.call(scaleOp, [back], { size: options.size })[0]!;
   });
   return Object.freeze({ kind: 'module', className: options.className ?? 'LlamaRMSNorm', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

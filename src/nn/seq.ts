@@ -1,9 +1,19 @@
 import type { Layer, LayerOptions, SeqLayer } from './types.js';
 import { checkKeys } from './op.js';
 
+/** Options of {@link seq}, given as its first argument. */
+export interface SeqOptions extends LayerOptions {
+  /** Class shown in reports (default `Sequential`). */
+  readonly className?: string;
+  /** False when the torch class is a plain nn.Module running children in order (MobileNetV3 itself). */
+  readonly isSequential?: boolean;
+}
+
 /**
  * Runs layers in order, like torch.nn.Sequential: children are named `0`, `1`, …
- * unless they carry a name.
+ * unless they carry a name. A first argument that is a plain object, not a layer (layers carry a
+ * `kind`), is the sequence's {@link SeqOptions}: its name, class and whether torch runs it as an
+ * nn.Sequential.
  *
  * @example
  * ```ts
@@ -12,37 +22,28 @@ import { checkKeys } from './op.js';
  * console.log(estimate(model, { input: [1, 3, 224, 224] }).modules.map((m) => m.path.join('.')));
  * // [ '', '0', '1', '2' ]
  * ```
- */
-/* @__NO_SIDE_EFFECTS__ */
-export function seq(...children: readonly Layer[]): SeqLayer {
-  return Object.freeze({ kind: 'seq', className: 'Sequential', isSequential: true, children: Object.freeze([...children]) });
-}
-
-/** Options of {@link sequential}. */
-export interface SequentialOptions extends LayerOptions {
-  /** Class shown in reports (default `Sequential`). */
-  readonly className?: string;
-  /** False when the torch class is a plain nn.Module running children in order (MobileNetV3 itself). */
-  readonly isSequential?: boolean;
-}
-
-/**
- * {@link seq} with a name and options, for sequences that are children of other modules.
  *
  * @example
  * ```ts
- * import { linear, relu, sequential } from 'vram-ts';
- * const classifier = sequential({ name: 'classifier' }, linear({ out: 64 }), relu(), linear({ out: 10 }));
+ * import { estimate, linear, relu, seq } from 'vram-ts';
+ * const classifier = seq({ name: 'classifier' }, linear({ out: 64 }), relu(), linear({ out: 10 }));
+ * console.log(estimate(seq(classifier), { input: [2, 32] }).modules.map((m) => m.path.join('.')));
+ * // [ '', 'classifier', 'classifier.0', 'classifier.1', 'classifier.2' ]
  * ```
  */
+export function seq(...children: readonly Layer[]): SeqLayer;
+export function seq(options: SeqOptions, ...children: readonly Layer[]): SeqLayer;
 /* @__NO_SIDE_EFFECTS__ */
-export function sequential(options: SequentialOptions, ...children: readonly Layer[]): SeqLayer {
-  checkKeys(options, ['className', 'isSequential'], 'sequential');
+export function seq(...args: readonly (SeqOptions | Layer)[]): SeqLayer {
+  const first = args[0];
+  const given = typeof first === 'object' && first !== null && !('kind' in first);
+  const options: SeqOptions = given ? first : {};
+  if (given) checkKeys(options, ['className', 'isSequential'], 'seq');
   return Object.freeze({
     kind: 'seq',
     className: options.className ?? 'Sequential',
     isSequential: options.isSequential ?? true,
-    children: Object.freeze([...children]),
+    children: Object.freeze((given ? args.slice(1) : args) as Layer[]),
     ...(options.name !== undefined ? { name: options.name } : {}),
   });
 }

@@ -1,8 +1,8 @@
-import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { activationOp, type ActivationAttrs } from '../ops/activation.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
-const rule = activationRule('sigmoid');
+const rule = activationOp('sigmoid');
 
 /**
  * The Sigmoid activation (torch.nn.Sigmoid).

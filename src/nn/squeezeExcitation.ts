@@ -1,4 +1,4 @@
-import { mulRule } from '../ops/merge.js';
+import { mulOp } from '../ops/merge.js';
 import { adaptiveAvgPool2d } from './adaptiveAvgPool2d.js';
 import { conv2d } from './conv2d.js';
 import { graph } from './graph.js';
@@ -66,7 +66,7 @@ export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
     scale = g.apply(activation, scale);
     scale = g.apply(expand, scale);
     scale = g.apply(gate, scale);
-    return g.call(mulRule, [scale, input!], {})[0]!;
+    return g.call(mulOp, [scale, input!], {})[0]!;
   });
   return Object.freeze({ kind: 'module', className: 'SqueezeExcitation', body, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

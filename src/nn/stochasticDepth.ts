@@ -1,4 +1,4 @@
-import { stochasticDepthRule, type StochasticDepthAttrs } from '../ops/stochasticDepth.js';
+import { stochasticDepthOp, type StochasticDepthAttrs } from '../ops/stochasticDepth.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -17,5 +17,5 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function stochasticDepth(options: StochasticDepthAttrs & LayerOptions): OpLayer<StochasticDepthAttrs> {
   const [attrs, layer] = splitOptions(options, ['p', 'mode'], 'stochasticDepth');
-  return opLayer(stochasticDepthRule, 'StochasticDepth', attrs, layer);
+  return opLayer(stochasticDepthOp, 'StochasticDepth', attrs, layer);
 }

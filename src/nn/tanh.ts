@@ -1,8 +1,8 @@
-import { activationRule, type ActivationAttrs } from '../ops/activation.js';
+import { activationOp, type ActivationAttrs } from '../ops/activation.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
-const rule = activationRule('tanh');
+const rule = activationOp('tanh');
 
 /**
  * The Tanh activation (torch.nn.Tanh).

@@ -1,10 +1,11 @@
-import { upsampleRule, type UpsampleAttrs } from '../ops/upsample.js';
+import { upsampleOp, type UpsampleAttrs } from '../ops/upsample.js';
 import { checkKeys, opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
 /**
  * torch.nn.Upsample (nearest or bilinear, by an integer factor or to a size): keeps nothing for
- * backward. {@link interpolate} is the same as a functional call.
+ * backward. A module, with its own row in reports; not an alias of {@link interpolate}, which is
+ * the same resize as a functional call.
  *
  * @example
  * ```ts
@@ -16,12 +17,13 @@ import type { LayerOptions, OpLayer } from './types.js';
 /* @__NO_SIDE_EFFECTS__ */
 export function upsample(options: UpsampleAttrs & LayerOptions): OpLayer<UpsampleAttrs> {
   const [attrs, layer] = splitOptions(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'upsample');
-  return opLayer(upsampleRule, 'Upsample', attrs, layer);
+  return opLayer(upsampleOp, 'Upsample', attrs, layer);
 }
 
 /**
- * `F.interpolate(x, size=…, scale_factor=…, mode=…, align_corners=…)`: {@link upsample} as a
- * functional call (no module row in reports).
+ * `F.interpolate(x, size=…, scale_factor=…, mode=…, align_corners=…)`: {@link upsample}'s resize
+ * as a functional call. Not an alias: no module, so no row of its own in reports (the enclosing
+ * module's row counts it).
  *
  * @example
  * ```ts
@@ -32,5 +34,5 @@ export function upsample(options: UpsampleAttrs & LayerOptions): OpLayer<Upsampl
 /* @__NO_SIDE_EFFECTS__ */
 export function interpolate(options: UpsampleAttrs): OpLayer<UpsampleAttrs> {
   checkKeys(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'interpolate');
-  return opLayer(upsampleRule, null, { ...options });
+  return opLayer(upsampleOp, null, { ...options });
 }

@@ -38,12 +38,13 @@ export type ActivationKind = 'relu' | 'relu6' | 'hardswish' | 'hardsigmoid' | 's
  *
  * @example
  * ```ts
- * import { activationRule, estimate, graph } from 'vram-ts';
- * const act = graph((g, [x]) => g.call(activationRule('silu'), [x!], {})[0]!);
+ * import { estimate, graph } from 'vram-ts';
+ * import { activationOp } from 'vram-ts/internals';
+ * const act = graph((g, [x]) => g.call(activationOp('silu'), [x!], {})[0]!);
  * console.log(estimate(act, { input: [1, 256], inputRequiresGrad: true }).bytes.activations); // 1024
  * ```
  */
-export function activationRule(kind: ActivationKind): OpRule<ActivationAttrs> {
+export function activationOp(kind: ActivationKind): OpRule<ActivationAttrs> {
   const saving = SAVING[kind]!;
   return {
     name: kind,

@@ -15,7 +15,7 @@ export interface SdpaAttrs {
  * kept. Saves q, k, v, the output and the float32 log-sum-exp [B, heads, S] (plus the RNG
  * seed and offset when dropout is on).
  */
-export const sdpaRule: OpRule<SdpaAttrs> = {
+export const sdpaOp: OpRule<SdpaAttrs> = {
   name: 'scaled_dot_product_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
@@ -46,13 +46,13 @@ export const sdpaRule: OpRule<SdpaAttrs> = {
 /**
  * scaled_dot_product_attention given a bool `attn_mask` (the fourth input): PyTorch first turns
  * it into a float mask of the query's dtype (`convert_boolean_attn_mask`, a new full-size
- * tensor), which the kernel's backward keeps besides what {@link sdpaRule} keeps.
+ * tensor), which the kernel's backward keeps besides what {@link sdpaOp} keeps.
  */
-export const sdpaMaskedRule: OpRule<SdpaAttrs> = {
+export const sdpaMaskedOp: OpRule<SdpaAttrs> = {
   name: 'scaled_dot_product_attention',
   arity: 4,
   apply([q, k, v, mask], attrs, ctx) {
-    const base = sdpaRule.apply([q!, k!, v!], attrs, ctx);
+    const base = sdpaOp.apply([q!, k!, v!], attrs, ctx);
     return { ...base, saves: (needs) => [...base.saves(needs), { extra: tensor(mask!.shape, q!.dtype), label: 'float attn_mask' }] };
   },
 };

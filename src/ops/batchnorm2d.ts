@@ -20,7 +20,7 @@ export interface BatchNorm2dAttrs {
  * Eval: the input and the running statistics (the batch statistics are empty tensors).
  * Measured: ../shared/reference/pytorch_saved_per_op.json.
  */
-export const batchNorm2dRule: OpRule<BatchNorm2dAttrs> = {
+export const batchNorm2dOp: OpRule<BatchNorm2dAttrs> = {
   name: 'batch_norm',
   arity: 1,
   apply([input], attrs, ctx) {

@@ -11,7 +11,7 @@ export interface CastAttrs {
  * `x.to(dtype)`: a copy in the new dtype, nothing saved (ToCopyBackward only converts the
  * gradient back); the same tensor when the dtype already matches.
  */
-export const castRule: OpRule<CastAttrs> = {
+export const castOp: OpRule<CastAttrs> = {
   name: 'to',
   arity: 1,
   apply([input], attrs) {
@@ -19,3 +19,9 @@ export const castRule: OpRule<CastAttrs> = {
     return { outputs: [tensor(input!.shape, attrs.dtype)], saves: () => [] };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { castOp as castRule };

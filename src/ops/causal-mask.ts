@@ -21,7 +21,7 @@ export type CausalMaskStyle =
    */
   | 'make-causal-mask';
 
-/** Attributes of {@link causalMaskRule}. */
+/** Attributes of {@link causalMaskOp}. */
 export interface CausalMaskAttrs {
   /** Default `masking-utils`. */
   readonly style?: CausalMaskStyle;
@@ -87,7 +87,7 @@ function maskSteps(style: CausalMaskStyle, b: Dim, s: Dim, dtype: DType, sliding
  * [1, 1, S, S + 1] for the older styles, which the model expands over the batch (a view).
  * Nothing needs a gradient. Reads the embeddings only for B, S and the dtype.
  */
-export const causalMaskRule: OpRule<CausalMaskAttrs> = {
+export const causalMaskOp: OpRule<CausalMaskAttrs> = {
   name: 'causal_mask',
   arity: 1,
   apply([embeds], attrs) {
@@ -105,7 +105,7 @@ export const causalMaskRule: OpRule<CausalMaskAttrs> = {
   },
 };
 
-/** Attributes of {@link positionsRule}. */
+/** Attributes of {@link positionsOp}. */
 export interface PositionsAttrs {
   /** Which input dimension is the sequence (default 1). */
   readonly seqDim?: number;
@@ -115,7 +115,7 @@ export interface PositionsAttrs {
  * `torch.arange(S)` as int64 [1, S]: the `cache_position` / `position_ids` a decoder makes
  * from its input's length (nothing needs a gradient).
  */
-export const positionsRule: OpRule<PositionsAttrs> = {
+export const positionsOp: OpRule<PositionsAttrs> = {
   name: 'arange',
   arity: 1,
   apply([x], attrs) {

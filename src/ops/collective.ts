@@ -25,12 +25,13 @@ import type { KernelStep, OpRule } from './types.js';
  *
  * @example
  * ```ts
- * import { tpCopyOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { tpCopyOp } from 'vram-ts/internals';
  * const r = tpCopyOp.apply([tensor([1, 8, 64], 'bfloat16')], {}, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.alias, r.backward!({ inputs: [true], params: false }).inputGrads); // view [ 'new' ]
  * ```
  */
-export const tpCopyRule: OpRule<Record<string, never>> = {
+export const tpCopyOp: OpRule<Record<string, never>> = {
   name: 'tp_copy',
   arity: 1,
   apply([x]) {
@@ -45,12 +46,13 @@ export const tpCopyRule: OpRule<Record<string, never>> = {
  *
  * @example
  * ```ts
- * import { allReduceOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { allReduceOp } from 'vram-ts/internals';
  * const r = allReduceOp.apply([tensor([1, 8, 64], 'bfloat16')], {}, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.outputs[0]!.shape, r.alias); // [ 1, 8, 64 ] undefined
  * ```
  */
-export const allReduceRule: OpRule<Record<string, never>> = {
+export const allReduceOp: OpRule<Record<string, never>> = {
   name: 'all_reduce',
   arity: 1,
   apply([x]) {
@@ -58,7 +60,7 @@ export const allReduceRule: OpRule<Record<string, never>> = {
   },
 };
 
-/** Attributes of {@link allGatherRule} and {@link reduceScatterRule}. */
+/** Attributes of {@link allGatherOp} and {@link reduceScatterOp}. */
 export interface CollectiveAttrs {
   /** The sharded dimension (DTensor's `Shard(dim)`). */
   readonly dim: number;
@@ -97,12 +99,13 @@ function chunkCatCopy(shape: readonly Dim[], dim: number, bytes: Dim, gather: bo
  *
  * @example
  * ```ts
- * import { allGatherOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { allGatherOp } from 'vram-ts/internals';
  * const r = allGatherOp.apply([tensor([1, 4, 64], 'bfloat16')], { dim: 1, size: 2 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.outputs[0]!.shape); // [ 1, 8, 64 ]
  * ```
  */
-export const allGatherRule: OpRule<CollectiveAttrs> = {
+export const allGatherOp: OpRule<CollectiveAttrs> = {
   name: 'all_gather',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -163,12 +166,13 @@ export const allGatherRule: OpRule<CollectiveAttrs> = {
  *
  * @example
  * ```ts
- * import { reduceScatterOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { reduceScatterOp } from 'vram-ts/internals';
  * const r = reduceScatterOp.apply([tensor([1, 8, 64], 'bfloat16')], { dim: 1, size: 2 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.outputs[0]!.shape); // [ 1, 4, 64 ]
  * ```
  */
-export const reduceScatterRule: OpRule<CollectiveAttrs> = {
+export const reduceScatterOp: OpRule<CollectiveAttrs> = {
   name: 'reduce_scatter',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -203,7 +207,7 @@ export const reduceScatterRule: OpRule<CollectiveAttrs> = {
   },
 };
 
-/** Attributes of {@link globalViewRule}. */
+/** Attributes of {@link globalViewOp}. */
 export interface GlobalViewAttrs {
   readonly shape: readonly Dim[];
 }
@@ -216,12 +220,13 @@ export interface GlobalViewAttrs {
  *
  * @example
  * ```ts
- * import { globalViewOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { globalViewOp } from 'vram-ts/internals';
  * const r = globalViewOp.apply([tensor([1, 4, 64], 'bfloat16')], { shape: [1, 8, 64] }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.outputs[0]!.shape, r.alias); // [ 1, 8, 64 ] view
  * ```
  */
-export const globalViewRule: OpRule<GlobalViewAttrs> = {
+export const globalViewOp: OpRule<GlobalViewAttrs> = {
   name: 'dtensor_global_view',
   arity: 1,
   apply([x], attrs) {
@@ -235,7 +240,7 @@ export const globalViewRule: OpRule<GlobalViewAttrs> = {
   },
 };
 
-/** Attributes of {@link vocabEmbeddingRule}. */
+/** Attributes of {@link vocabEmbeddingOp}. */
 export interface VocabEmbeddingAttrs {
   /** This rank's rows of the table (torch.chunk of the vocabulary). */
   readonly num: number;
@@ -258,18 +263,19 @@ export interface VocabEmbeddingAttrs {
  * Replicate): DTensor's `_MaskPartial` builds the out-of-range mask (bool, one per id) and the
  * shifted ids (`ids.clone() - offset`, then masked in place), looks the local rows up into a
  * Partial [..., dim] result and zeroes the masked rows in place before the reduction (the next
- * op: {@link allReduceRule} or {@link reduceScatterRule}). Autograd keeps the replicated ids;
+ * op: {@link allReduceOp} or {@link reduceScatterOp}). Autograd keeps the replicated ids;
  * embedding_dense_backward re-masks them (the same two temporaries) and makes the weight
  * gradient: with `wholeNum`, the whole table's (DTensor makes it Replicate).
  *
  * @example
  * ```ts
- * import { vocabEmbeddingOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { vocabEmbeddingOp } from 'vram-ts/internals';
  * const r = vocabEmbeddingOp.apply([tensor([1, 8], 'int64')], { num: 128, dim: 64, wholeNum: 256 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.params![0]!.spec.shape, r.params![0]!.gradSpec!.shape, r.outputs[0]!.shape); // [ 128, 64 ] [ 256, 64 ] [ 1, 8, 64 ]
  * ```
  */
-export const vocabEmbeddingRule: OpRule<VocabEmbeddingAttrs> = {
+export const vocabEmbeddingOp: OpRule<VocabEmbeddingAttrs> = {
   name: 'embedding (vocab-parallel)',
   arity: 1,
   apply([ids], attrs, ctx) {
@@ -314,12 +320,13 @@ export const vocabEmbeddingRule: OpRule<VocabEmbeddingAttrs> = {
  *
  * @example
  * ```ts
- * import { parallelLogSoftmaxOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { parallelLogSoftmaxOp } from 'vram-ts/internals';
  * const r = parallelLogSoftmaxOp.apply([tensor([7, 128])], {}, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
  * console.log(r.forwardSteps!.length); // 15
  * ```
  */
-export const parallelLogSoftmaxRule: OpRule<Record<string, never>> = {
+export const parallelLogSoftmaxOp: OpRule<Record<string, never>> = {
   name: 'log_softmax (loss_parallel)',
   arity: 1,
   apply([x]) {
@@ -361,12 +368,13 @@ export const parallelLogSoftmaxRule: OpRule<Record<string, never>> = {
  *
  * @example
  * ```ts
- * import { parallelNllLossOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { parallelNllLossOp } from 'vram-ts/internals';
  * const r = parallelNllLossOp.apply([tensor([7, 128]), tensor([7], 'int64')], {}, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
  * console.log(r.backward!({ inputs: [true, false], params: false }).steps!.length); // 7
  * ```
  */
-export const parallelNllLossRule: OpRule<Record<string, never>> = {
+export const parallelNllLossOp: OpRule<Record<string, never>> = {
   name: 'nll_loss (loss_parallel)',
   arity: 2,
   apply([input, target]) {

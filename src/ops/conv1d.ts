@@ -2,7 +2,7 @@ import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { tensor } from '../tensor/spec.js';
 import { expectRank } from './check.js';
-import { conv2dRule } from './conv2d.js';
+import { conv2dOp } from './conv2d.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of a 1-D convolution, as torch.nn.Conv1d takes them. */
@@ -29,14 +29,14 @@ const scalar = (value: unknown, name: string, path: readonly (string | number)[]
  * (the same backends, the same allocations: measured on 1.13 CPU), and views the result back as
  * [N, out, L']. Weight [out, in/groups, k].
  */
-export const conv1dRule: OpRule<Conv1dAttrs> = {
+export const conv1dOp: OpRule<Conv1dAttrs> = {
   name: 'conv1d',
   arity: 1,
   apply([input], attrs, ctx) {
     expectRank(input!, [3], ctx, 'conv1d');
     const [n, c, l] = input!.shape as [Dim, Dim, Dim];
     const padding = attrs.padding ?? 0;
-    const result = conv2dRule.apply(
+    const result = conv2dOp.apply(
       [tensor([n, c, 1, l], input!.dtype)],
       {
         out: attrs.out,

@@ -128,7 +128,7 @@ function unrecorded(padded: TensorSpec | null, steps: readonly KernelStep[]): { 
  * formula for input, weight and bias, so it saves the input and the weight whenever it
  * is recorded (derivatives.yaml: convolution).
  */
-export const conv2dRule: OpRule<Conv2dAttrs> = {
+export const conv2dOp: OpRule<Conv2dAttrs> = {
   name: 'conv2d',
   arity: 1,
   apply([input], attrs, ctx) {

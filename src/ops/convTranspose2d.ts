@@ -29,7 +29,7 @@ function transposedLength(size: Dim, kernel: number, stride: number, pad: number
  * [out·kh·kw, H·W] and, with a bias, a row of ones [Ho·Wo]; backward builds the columns again for
  * the input's gradient and for the weight's.
  */
-export const convTranspose2dRule: OpRule<ConvTranspose2dAttrs> = {
+export const convTranspose2dOp: OpRule<ConvTranspose2dAttrs> = {
   name: 'conv_transpose2d',
   arity: 1,
   apply([input], attrs, ctx) {

@@ -13,7 +13,7 @@ export interface DropoutAttrs {
  * path and every CPU path multiply by a noise tensor of the input's dtype and save that.
  * Under no_grad in train mode the mask is still made, and freed once the output exists.
  */
-export const dropoutRule: OpRule<DropoutAttrs> = {
+export const dropoutOp: OpRule<DropoutAttrs> = {
   name: 'dropout',
   arity: 1,
   apply([input], attrs, ctx) {
@@ -32,3 +32,9 @@ export const dropoutRule: OpRule<DropoutAttrs> = {
     };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { dropoutOp as dropoutRule };

@@ -15,7 +15,7 @@ export interface EmbeddingAttrs {
  * Embedding lookup: ids (int64) → [..., dim] in the parameter dtype. Saves the ids for the
  * weight's gradient, which embedding_dense_backward makes as a full [num, dim] tensor.
  */
-export const embeddingRule: OpRule<EmbeddingAttrs> = {
+export const embeddingOp: OpRule<EmbeddingAttrs> = {
   name: 'embedding',
   arity: 1,
   apply([ids], attrs, ctx) {

@@ -21,13 +21,14 @@ export interface GroupNormAttrs {
  *
  * @example
  * ```ts
- * import { estimate, graph, groupNormOp } from 'vram-ts';
+ * import { estimate, graph } from 'vram-ts';
+ * import { groupNormOp } from 'vram-ts/internals';
  * const gn = graph((g, [x]) => g.call(groupNormOp, [x!], { groups: 2 })[0]!);
  * // the input (2·4·3·3·4 B) and mean and rstd ([2, 2] each)
  * console.log(estimate(gn, { input: [2, 4, 3, 3], inputRequiresGrad: true }).bytes.activations); // 288 + 32
  * ```
  */
-export const groupNormRule: OpRule<GroupNormAttrs> = {
+export const groupNormOp: OpRule<GroupNormAttrs> = {
   name: 'group_norm',
   arity: 1,
   apply([x], attrs, ctx) {

@@ -17,7 +17,7 @@ export interface LayerNormAttrs {
  * native_layer_norm: saves the input, the per-row mean and rstd ([..., 1], float32 for 16-bit
  * inputs since they accumulate in float) and the weight.
  */
-export const layerNormRule: OpRule<LayerNormAttrs> = {
+export const layerNormOp: OpRule<LayerNormAttrs> = {
   name: 'layer_norm',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -52,7 +52,7 @@ export interface ScaleAttrs {
 }
 
 /** `weight * x` with a [size] parameter: saves x for the weight's gradient. */
-export const scaleRule: OpRule<ScaleAttrs> = {
+export const scaleOp: OpRule<ScaleAttrs> = {
   name: 'scale',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -70,7 +70,7 @@ export const scaleRule: OpRule<ScaleAttrs> = {
  * weight's gradient, `1 + weight` for x's). The output is float32 (x is the float32 normed
  * tensor); the weight's gradient is a full-size product summed over the leading dimensions.
  */
-export const offsetScaleRule: OpRule<ScaleAttrs> = {
+export const offsetScaleOp: OpRule<ScaleAttrs> = {
   name: 'offset_scale',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -97,7 +97,7 @@ export const offsetScaleRule: OpRule<ScaleAttrs> = {
   },
 };
 
-/** Attributes of {@link bufferScaleRule}. */
+/** Attributes of {@link bufferScaleOp}. */
 export interface BufferScaleAttrs {
   /** The 0-dim buffer's name (`embed_scale`). */
   readonly buffer: string;
@@ -107,7 +107,7 @@ export interface BufferScaleAttrs {
  * `x * buffer` with a 0-dim float32 buffer the module owns (Gemma's scaled word embedding,
  * transformers 5.x: `embed_scale`): mul keeps the buffer when x needs a gradient.
  */
-export const bufferScaleRule: OpRule<BufferScaleAttrs> = {
+export const bufferScaleOp: OpRule<BufferScaleAttrs> = {
   name: 'buffer_scale',
   arity: 1,
   apply([x], attrs) {

@@ -26,7 +26,7 @@ export interface LayerNorm2dAttrs {
  * channels-last layout: a conv2d after it takes `channelsLast`, and so does a LayerNorm2d whose
  * input is channels-last, which then copies nothing).
  */
-export const layerNorm2dRule: OpRule<LayerNorm2dAttrs> = {
+export const layerNorm2dOp: OpRule<LayerNorm2dAttrs> = {
   name: 'layer_norm',
   arity: 1,
   apply([x], attrs, ctx) {

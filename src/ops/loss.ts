@@ -7,7 +7,7 @@ export interface LogSoftmaxAttrs {
 }
 
 /** log_softmax keeps its output for backward (derivatives.yaml: _log_softmax → result). */
-export const logSoftmaxRule: OpRule<LogSoftmaxAttrs> = {
+export const logSoftmaxOp: OpRule<LogSoftmaxAttrs> = {
   name: 'log_softmax',
   arity: 1,
   apply([input]) {
@@ -19,7 +19,7 @@ export const logSoftmaxRule: OpRule<LogSoftmaxAttrs> = {
  * nll_loss with mean reduction: a scalar. Keeps the target and the scalar total weight;
  * backward makes a gradient the size of the log-probabilities.
  */
-export const nllLossRule: OpRule<Record<string, never>> = {
+export const nllLossOp: OpRule<Record<string, never>> = {
   name: 'nll_loss',
   arity: 2,
   apply([input]) {
@@ -31,3 +31,9 @@ export const nllLossRule: OpRule<Record<string, never>> = {
     };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { logSoftmaxOp as logSoftmaxRule, nllLossOp as nllLossRule };

@@ -11,7 +11,7 @@ import type { OpRule, SavedRef } from './types.js';
  * other operand: a is saved when b needs a gradient and b when a does. (Operands that cannot
  * be reshaped as a view are copied first; graph builders make those copies explicit.)
  */
-export const matmulRule: OpRule<Record<string, never>> = {
+export const matmulOp: OpRule<Record<string, never>> = {
   name: 'matmul',
   arity: 2,
   apply([a, b], _attrs, ctx) {

@@ -5,7 +5,7 @@ import { specBytes, tensor } from '../tensor/spec.js';
 import { copyUnlessOne } from './view.js';
 import type { OpRule } from './types.js';
 
-/** Attributes of {@link parameterRule}. */
+/** Attributes of {@link parameterOp}. */
 export interface ParameterAttrs {
   /** The parameter's key in its module (`class_token`, `pos_embedding`). */
   readonly name: string;
@@ -25,7 +25,7 @@ export interface ParameterAttrs {
  * expand is a view); backward hands the input its gradient (a strided slice of cat's, unless
  * N = 1) and sums the parameter's.
  */
-export const parameterRule: OpRule<ParameterAttrs> = {
+export const parameterOp: OpRule<ParameterAttrs> = {
   name: 'parameter',
   arity: 1,
   apply([x], attrs, ctx) {

@@ -10,7 +10,7 @@ export interface PowAttrs {
 }
 
 /** `x.pow(e)`: saves x (PowBackward0.self). */
-export const powRule: OpRule<PowAttrs> = {
+export const powOp: OpRule<PowAttrs> = {
   name: 'pow',
   arity: 1,
   apply([x]) {
@@ -28,7 +28,7 @@ export interface ReduceAttrs {
  * `x.mean(dim, keepdim)`. PyTorch 1.13 keeps x for backward (MeanBackward1.self, measured);
  * 2.x keeps only its sizes.
  */
-export const meanRule: OpRule<ReduceAttrs> = {
+export const meanOp: OpRule<ReduceAttrs> = {
   name: 'mean',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -40,7 +40,7 @@ export const meanRule: OpRule<ReduceAttrs> = {
 };
 
 /** `x + c` or `c + x` for a Python number: nothing saved. */
-export const addScalarRule: OpRule<Record<string, never>> = {
+export const addScalarOp: OpRule<Record<string, never>> = {
   name: 'add_scalar',
   arity: 1,
   apply([x]) {
@@ -55,7 +55,7 @@ export interface ScalarAttrs {
 }
 
 /** `x * c` / `x / c`: the number becomes a 0-dim tensor that MulBackward0/DivBackward0 saves. */
-export const mulScalarRule: OpRule<ScalarAttrs> = {
+export const mulScalarOp: OpRule<ScalarAttrs> = {
   name: 'mul_scalar',
   arity: 1,
   apply([x], attrs) {
@@ -67,7 +67,7 @@ export const mulScalarRule: OpRule<ScalarAttrs> = {
 };
 
 /** `-x`: nothing saved. */
-export const negRule: OpRule<Record<string, never>> = {
+export const negOp: OpRule<Record<string, never>> = {
   name: 'neg',
   arity: 1,
   apply([x]) {
@@ -76,7 +76,7 @@ export const negRule: OpRule<Record<string, never>> = {
 };
 
 /** `torch.rsqrt(x)`: saves the result. */
-export const rsqrtRule: OpRule<Record<string, never>> = {
+export const rsqrtOp: OpRule<Record<string, never>> = {
   name: 'rsqrt',
   arity: 1,
   apply([x]) {
@@ -92,10 +92,16 @@ export interface SoftmaxAttrs {
 }
 
 /** softmax saves its result (derivatives.yaml: _softmax → result). */
-export const softmaxRule: OpRule<SoftmaxAttrs> = {
+export const softmaxOp: OpRule<SoftmaxAttrs> = {
   name: 'softmax',
   arity: 1,
   apply([x], attrs) {
     return { outputs: [tensor(x!.shape, attrs.dtype ?? x!.dtype)], saves: () => [{ output: 0 }] };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { mulScalarOp as mulScalarRule };

@@ -26,7 +26,7 @@ export interface Pool2dAttrs {
  *
  * @example
  * ```ts
- * import { poolOutput } from 'vram-ts';
+ * import { poolOutput } from 'vram-ts/internals';
  * // kernel 3, stride 2, no padding: 56 → 27 in floor mode, 28 in ceil mode
  * console.log(poolOutput(56, 3, 2, 0, 1, false), poolOutput(56, 3, 2, 0, 1, true)); // 27 28
  * ```
@@ -57,7 +57,7 @@ function poolShape(shape: readonly Dim[], attrs: Pool2dAttrs, ctx: Parameters<Op
 }
 
 /** avg_pool2d saves its input (derivatives.yaml: avg_pool2d_backward(grad, self, ...)). */
-export const avgPool2dRule: OpRule<Pool2dAttrs> = {
+export const avgPool2dOp: OpRule<Pool2dAttrs> = {
   name: 'avg_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
@@ -74,7 +74,7 @@ export const avgPool2dRule: OpRule<Pool2dAttrs> = {
  * (measured: the output, then the int64 indices, freed when it returns); 2.x on CPU runs a kernel
  * without them.
  */
-export const maxPool2dRule: OpRule<Pool2dAttrs> = {
+export const maxPool2dOp: OpRule<Pool2dAttrs> = {
   name: 'max_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
@@ -102,7 +102,7 @@ export interface AdaptiveAvgPool2dAttrs {
  * for a 1×1 output, which ATen computes as `input.mean((-1, -2), keepdim=True)`: that keeps
  * the input on PyTorch 1.13 (MeanBackward1.self) and only its sizes on 2.x (measured on both).
  */
-export const adaptiveAvgPool2dRule: OpRule<AdaptiveAvgPool2dAttrs> = {
+export const adaptiveAvgPool2dOp: OpRule<AdaptiveAvgPool2dAttrs> = {
   name: 'adaptive_avg_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
@@ -131,13 +131,14 @@ export interface AdaptiveMaxPool2dAttrs {
  *
  * @example
  * ```ts
- * import { adaptiveMaxPool2dOp, estimate, graph } from 'vram-ts';
+ * import { estimate, graph } from 'vram-ts';
+ * import { adaptiveMaxPool2dOp } from 'vram-ts/internals';
  * const pool = graph((g, [x]) => g.call(adaptiveMaxPool2dOp, [x!], { output: 2 })[0]!);
  * // the input (1·4·8·8·4 B) and the int64 indices (1·4·2·2·8 B)
  * console.log(estimate(pool, { input: [1, 4, 8, 8], inputRequiresGrad: true }).bytes.activations); // 1024 + 128
  * ```
  */
-export const adaptiveMaxPool2dRule: OpRule<AdaptiveMaxPool2dAttrs> = {
+export const adaptiveMaxPool2dOp: OpRule<AdaptiveMaxPool2dAttrs> = {
   name: 'adaptive_max_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {

@@ -43,7 +43,7 @@ const PACKED: Readonly<Record<number, DType>> = { 2: 'int2', 3: 'int3', 4: 'int4
  *
  * @example
  * ```ts
- * import { quantizedWeight } from 'vram-ts';
+ * import { quantizedWeight } from 'vram-ts/internals';
  * const q = quantizedWeight({ method: 'gptq', bits: 4, groupSize: 128 }, 4096, 11008, 'float16');
  * console.log(q.weight.dtype, q.constants.map((c) => c.name).join(' ')); // int4 qzeros scales g_idx
  * ```

@@ -18,7 +18,7 @@ import type { KernelStep, OpRule } from './types.js';
  * locals of those two functions, replayed by reference count in source order.
  */
 
-/** Attributes of {@link ringSdpaRule}. */
+/** Attributes of {@link ringSdpaOp}. */
 export interface RingAttentionAttrs {
   /** Ranks in the context-parallel group (c). */
   readonly size: number;
@@ -378,13 +378,14 @@ function backwardResults(f: Frame, s: RingSizes): void {
  *
  * @example
  * ```ts
- * import { ringSdpaOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { ringSdpaOp } from 'vram-ts/internals';
  * const q = tensor([1, 4, 16, 8], 'float32');
  * const r = ringSdpaOp.apply([q, q, q], { size: 2, rank: 0, keyContiguous: true, valueContiguous: false }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
  * console.log(r.outputs[0]!.shape, r.forwardSteps!.find((s) => 'alloc' in s && s.alloc.startsWith('all-gathered'))); // [ 1, 4, 16, 8 ] { alloc: 'all-gathered k, v #2', bytes: 8192 }
  * ```
  */
-export const ringSdpaRule: OpRule<RingAttentionAttrs> = {
+export const ringSdpaOp: OpRule<RingAttentionAttrs> = {
   name: 'ring_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
@@ -428,7 +429,7 @@ export const ringSdpaRule: OpRule<RingAttentionAttrs> = {
   },
 };
 
-/** Attributes of {@link contextShardRule}. */
+/** Attributes of {@link contextShardOp}. */
 export interface ContextShardAttrs {
   readonly size: number;
   /** Load balancing: the sequence is cut in 2c pieces, rank r keeping pieces r and 2c − 1 − r. */
@@ -445,12 +446,13 @@ export interface ContextShardAttrs {
  *
  * @example
  * ```ts
- * import { contextShardOp, tensor } from 'vram-ts';
+ * import { tensor } from 'vram-ts';
+ * import { contextShardOp } from 'vram-ts/internals';
  * const r = contextShardOp.apply([tensor([2, 4096], 'int64')], { size: 4 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'bfloat16', path: [] });
  * console.log(r.outputs[0]!.shape, r.alias); // [ 2, 1024 ] view
  * ```
  */
-export const contextShardRule: OpRule<ContextShardAttrs> = {
+export const contextShardOp: OpRule<ContextShardAttrs> = {
   name: 'context_parallel_shard',
   arity: 1,
   apply([ids], attrs, ctx) {

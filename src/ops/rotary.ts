@@ -4,7 +4,7 @@ import { bytesOf } from '../tensor/dtype.js';
 import { tensor } from '../tensor/spec.js';
 import type { KernelStep, OpRule, OwnedTensor } from './types.js';
 
-/** Attributes of {@link rotaryRule}. */
+/** Attributes of {@link rotaryOp}. */
 export interface RotaryAttrs {
   readonly headDim: number;
   /** The input dimension that holds the sequence: 1 for [B, S, hidden], 2 for [B, heads, S, D] (default 1). */
@@ -27,7 +27,7 @@ export interface RotaryAttrs {
  * positions, their outer product with inv_freq, the doubled table, then cos and sin, cast
  * when the activations are not float32).
  */
-export const rotaryRule: OpRule<RotaryAttrs> = {
+export const rotaryOp: OpRule<RotaryAttrs> = {
   name: 'rotary',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -73,7 +73,7 @@ export const rotaryRule: OpRule<RotaryAttrs> = {
   },
 };
 
-/** Attributes of {@link rotaryCacheRule}. */
+/** Attributes of {@link rotaryCacheOp}. */
 export interface RotaryCacheAttrs {
   readonly headDim: number;
   /** max_position_embeddings: the cached table's length (it grows to S when a longer input comes). */
@@ -89,7 +89,7 @@ export interface RotaryCacheAttrs {
  * gathered at `position_ids` by `apply_rotary_pos_emb`: new [1, S, head_dim] tensors, made
  * in every attention layer.
  */
-export const rotaryCacheRule: OpRule<RotaryCacheAttrs> = {
+export const rotaryCacheOp: OpRule<RotaryCacheAttrs> = {
   name: 'rotary_cached',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -120,7 +120,7 @@ export const rotaryCacheRule: OpRule<RotaryCacheAttrs> = {
   },
 };
 
-/** Attributes of {@link rotaryBuffersRule}. */
+/** Attributes of {@link rotaryBuffersOp}. */
 export interface RotaryBuffersAttrs {
   readonly headDim: number;
 }
@@ -130,10 +130,16 @@ export interface RotaryBuffersAttrs {
  * attention layer once the model computed the tables): its float32 `inv_freq` [head_dim/2]
  * buffer, nothing else.
  */
-export const rotaryBuffersRule: OpRule<RotaryBuffersAttrs> = {
+export const rotaryBuffersOp: OpRule<RotaryBuffersAttrs> = {
   name: 'rotary_buffers',
   arity: 1,
   apply(_inputs, attrs) {
     return { outputs: [], buffers: [{ name: 'inv_freq', spec: tensor([attrs.headDim / 2], 'float32') }], saves: () => [] };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { rotaryBuffersOp as rotaryBuffersRule, rotaryCacheOp as rotaryCacheRule, rotaryOp as rotaryRule };

@@ -11,7 +11,7 @@ export interface FlattenAttrs {
 }
 
 /** flatten of a contiguous tensor is a view: no new memory, nothing saved. */
-export const flattenRule: OpRule<FlattenAttrs> = {
+export const flattenOp: OpRule<FlattenAttrs> = {
   name: 'flatten',
   arity: 1,
   apply([input], attrs, ctx) {
@@ -27,7 +27,7 @@ export const flattenRule: OpRule<FlattenAttrs> = {
 };
 
 /** nn.Identity returns its input tensor itself. */
-export const identityRule: OpRule<Record<string, never>> = {
+export const identityOp: OpRule<Record<string, never>> = {
   name: 'identity',
   arity: 1,
   apply([input]) {

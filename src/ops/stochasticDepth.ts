@@ -18,12 +18,13 @@ export interface StochasticDepthAttrs {
  *
  * @example
  * ```ts
- * import { estimate, graph, stochasticDepthOp } from 'vram-ts';
+ * import { estimate, graph } from 'vram-ts';
+ * import { stochasticDepthOp } from 'vram-ts/internals';
  * const sd = graph((g, [x]) => g.call(stochasticDepthOp, [x!], { p: 0.1 })[0]!);
  * console.log(estimate(sd, { input: [8, 16, 4, 4], inputRequiresGrad: true }).bytes.activations); // 32
  * ```
  */
-export const stochasticDepthRule: OpRule<StochasticDepthAttrs> = {
+export const stochasticDepthOp: OpRule<StochasticDepthAttrs> = {
   name: 'stochastic_depth',
   arity: 1,
   apply([input], attrs, ctx) {

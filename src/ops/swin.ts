@@ -3,7 +3,7 @@ import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import type { KernelStep, OpRule } from './types.js';
 
-/** Attributes of {@link padRule}: the padded shape. */
+/** Attributes of {@link padOp}: the padded shape. */
 export interface PadAttrs {
   readonly shape: readonly Dim[];
 }
@@ -12,7 +12,7 @@ export interface PadAttrs {
  * `F.pad(x, …)` with zeros (constant_pad_nd): a new tensor of the padded shape, even when every
  * pad is 0 (measured on 1.13: a copy); nothing saved; its backward narrows the gradient (a new tensor).
  */
-export const padRule: OpRule<PadAttrs> = {
+export const padOp: OpRule<PadAttrs> = {
   name: 'constant_pad_nd',
   arity: 1,
   apply([x], attrs) {
@@ -20,7 +20,7 @@ export const padRule: OpRule<PadAttrs> = {
   },
 };
 
-/** Attributes of {@link rollRule}. */
+/** Attributes of {@link rollOp}. */
 export interface RollAttrs {
   /** How many dimensions are rolled (torch rolls one dimension at a time, each a new tensor). */
   readonly dims: number;
@@ -30,7 +30,7 @@ export interface RollAttrs {
  * `torch.roll(x, shifts, dims)`: each rolled dimension is a new tensor (the intermediate ones
  * freed); nothing saved; the backward rolls the gradient back the same way.
  */
-export const rollRule: OpRule<RollAttrs> = {
+export const rollOp: OpRule<RollAttrs> = {
   name: 'roll',
   arity: 1,
   apply([x], attrs) {
@@ -43,7 +43,7 @@ export const rollRule: OpRule<RollAttrs> = {
   },
 };
 
-/** Attributes of {@link relativePositionBiasRule}. */
+/** Attributes of {@link relativePositionBiasOp}. */
 export interface RelativePositionBiasAttrs {
   readonly window: number;
   readonly heads: number;
@@ -55,7 +55,7 @@ export interface RelativePositionBiasAttrs {
  * keeps the index buffer and scatters into a new table-sized gradient. The input is only the
  * op's anchor (no gradient flows to it).
  */
-export const relativePositionBiasRule: OpRule<RelativePositionBiasAttrs> = {
+export const relativePositionBiasOp: OpRule<RelativePositionBiasAttrs> = {
   name: 'index',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -70,7 +70,7 @@ export const relativePositionBiasRule: OpRule<RelativePositionBiasAttrs> = {
   },
 };
 
-/** Attributes of {@link shiftMaskRule}. */
+/** Attributes of {@link shiftMaskOp}. */
 export interface ShiftMaskAttrs {
   readonly padH: number;
   readonly padW: number;
@@ -83,7 +83,7 @@ export interface ShiftMaskAttrs {
  * [nW, w², w²], `!= 0` (bool), masked_fill, `== 0` (bool), masked_fill: the result [nW, w², w²].
  * The input only anchors the op.
  */
-export const shiftMaskRule: OpRule<ShiftMaskAttrs> = {
+export const shiftMaskOp: OpRule<ShiftMaskAttrs> = {
   name: 'shift_mask',
   arity: 1,
   apply([x], attrs) {
@@ -116,13 +116,13 @@ export const shiftMaskRule: OpRule<ShiftMaskAttrs> = {
   },
 };
 
-/** Attributes of {@link stridedSliceRule}: `x[..., a::2, b::2, :]` of an even [.., H, W, C]. */
+/** Attributes of {@link stridedSliceOp}: `x[..., a::2, b::2, :]` of an even [.., H, W, C]. */
 export interface StridedSliceAttrs {
   readonly shape: readonly Dim[];
 }
 
 /** A strided slice (a view); its backward scatters into a new zero tensor of the input's size. */
-export const stridedSliceRule: OpRule<StridedSliceAttrs> = {
+export const stridedSliceOp: OpRule<StridedSliceAttrs> = {
   name: 'slice',
   arity: 1,
   apply([x], attrs) {

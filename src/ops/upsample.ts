@@ -23,7 +23,7 @@ export interface UpsampleAttrs {
  * and column an int64 source index and a float32 weight (nearest: one of each, bilinear: two),
  * freed when they return (measured: 12 or 24 bytes per output row and column).
  */
-export const upsampleRule: OpRule<UpsampleAttrs> = {
+export const upsampleOp: OpRule<UpsampleAttrs> = {
   name: 'upsample',
   arity: 1,
   apply([x], attrs, ctx) {

@@ -12,7 +12,7 @@ export interface ViewAttrs {
 }
 
 /** `x.view(shape)` (or a reshape that needs no copy): no memory, the gradient is a view. */
-export const viewRule: OpRule<ViewAttrs> = {
+export const viewOp: OpRule<ViewAttrs> = {
   name: 'view',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -25,7 +25,7 @@ export const viewRule: OpRule<ViewAttrs> = {
  * `x.expand(shape)` (or `x[None, None].expand(...)`): a view that repeats size-1 dimensions
  * with stride 0, so no memory; its gradient is summed back to the input's shape.
  */
-export const expandRule: OpRule<ViewAttrs> = {
+export const expandOp: OpRule<ViewAttrs> = {
   name: 'expand',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -47,7 +47,7 @@ export interface TransposeAttrs {
 }
 
 /** `x.transpose(a, b)` / permute: a view. */
-export const transposeRule: OpRule<TransposeAttrs> = {
+export const transposeOp: OpRule<TransposeAttrs> = {
   name: 'transpose',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -60,7 +60,7 @@ export const transposeRule: OpRule<TransposeAttrs> = {
   },
 };
 
-/** Attributes of {@link copyRule}. */
+/** Attributes of {@link copyOp}. */
 export interface CopyAttrs {
   /** The result's shape (default the input's; same element count unless `torch.cat`/`pad` grows it). */
   readonly shape?: readonly Dim[];
@@ -72,7 +72,7 @@ export interface CopyAttrs {
 }
 
 /** `x.contiguous()` / a reshape that must copy: a new tensor, nothing saved; the gradient passes through. */
-export const copyRule: OpRule<CopyAttrs> = {
+export const copyOp: OpRule<CopyAttrs> = {
   name: 'copy',
   arity: 1,
   apply([x], attrs) {
@@ -93,7 +93,8 @@ export const copyRule: OpRule<CopyAttrs> = {
  *
  * @example
  * ```ts
- * import { copyUnlessOne, evaluate, sym } from 'vram-ts';
+ * import { evaluate, sym } from 'vram-ts';
+ * import { copyUnlessOne } from 'vram-ts/internals';
  * const f = copyUnlessOne(sym('B'));
  * console.log(copyUnlessOne(1), copyUnlessOne(4), evaluate(f, { B: 1 }), evaluate(f, { B: 3 })); // 0 1 0 1
  * ```
@@ -113,7 +114,7 @@ export interface SliceAttrs {
  * `x[..., start:end]`: a view; its backward (SliceBackward) scatters the gradient into a new
  * zero tensor of the input's size.
  */
-export const sliceRule: OpRule<SliceAttrs> = {
+export const sliceOp: OpRule<SliceAttrs> = {
   name: 'slice',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -133,7 +134,7 @@ export interface MaskedFillAttrs {
  * `torch.where(bias[..., :S, :S], x, min)` with a registered bool buffer [1, 1, P, P]:
  * saves the condition, which is a view of the whole buffer storage (P² bytes).
  */
-export const causalWhereRule: OpRule<MaskedFillAttrs> = {
+export const causalWhereOp: OpRule<MaskedFillAttrs> = {
   name: 'where',
   arity: 1,
   apply([x], attrs) {
@@ -167,7 +168,7 @@ export interface PermuteAttrs {
  * console.log(estimate(nhwc, { input: [1, 3, 4, 5], inputRequiresGrad: true }).bytes.activations); // 0
  * ```
  */
-export const permuteRule: OpRule<PermuteAttrs> = {
+export const permuteOp: OpRule<PermuteAttrs> = {
   name: 'permute',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -211,7 +212,7 @@ export interface SelectAttrs {
  * console.log(estimate(token, { input: [2, 197, 768] }).modules.length); // 1
  * ```
  */
-export const selectRule: OpRule<SelectAttrs> = {
+export const selectOp: OpRule<SelectAttrs> = {
   name: 'select',
   arity: 1,
   apply([x], attrs, ctx) {
@@ -228,3 +229,9 @@ export const selectRule: OpRule<SelectAttrs> = {
     };
   },
 };
+
+/**
+ * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
+ * still import them (they are being edited elsewhere); drop once those import the *Op names.
+ */
+export { viewOp as viewRule };

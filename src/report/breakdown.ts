@@ -26,7 +26,8 @@ export interface TorchsummaryDecomposition {
  *
  * @example
  * ```ts
- * import { mobilenetV3Small, torchsummaryDecomposition, traceModel } from 'vram-ts';
+ * import { mobilenetV3Small, traceModel } from 'vram-ts';
+ * import { torchsummaryDecomposition } from 'vram-ts/internals';
  * const ir = traceModel(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 224, 224] });
  * console.log(torchsummaryDecomposition(ir).forwardBackward); // 36283248
  * ```

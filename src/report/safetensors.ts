@@ -119,7 +119,7 @@ const SAFETENSORS_BITS: Readonly<Record<string, number>> = Object.freeze({
  *
  * @example
  * ```ts
- * import { safetensorsHeaderLength } from 'vram-ts';
+ * import { safetensorsHeaderLength } from 'vram-ts/internals';
  * console.log(safetensorsHeaderLength(new Uint8Array([16, 0, 0, 0, 0, 0, 0, 0]))); // 16
  * ```
  */

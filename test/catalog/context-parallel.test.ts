@@ -7,7 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { errorOf } from '../helpers/errors.js';
 import { estimateCpFixture, loadCpFixtures, type CpEvent, type CpFixture } from '../helpers/cp-oracle.js';
-import { builtContextParallel, estimate, fromHFConfig, llamaFamily, ringSdpaOp, tensor, type KernelStep, type LlamaShape } from '../../src/index.js';
+import { estimate, fromHFConfig, llamaFamily, tensor, type LlamaShape } from '../../src/index.js';
+import { builtContextParallel, ringSdpaOp, type KernelStep } from '../../src/internals.js';
 
 const fixtures = loadCpFixtures();
 const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decoderMeta, estimate, fromHFConfig, kvCache, llm, LLMS, parameterOrder, traceModel, VramError, type HFConfig } from '../../src/index.js';
+import { decoderMeta, estimate, fromHFConfig, kvCache, llm, LLMS, traceModel, VramError, type HFConfig } from '../../src/index.js';
+import { parameterOrder } from '../../src/internals.js';
 
 interface ConfigFile {
   readonly name: string;

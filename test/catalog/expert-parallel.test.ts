@@ -7,7 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { errorOf } from '../helpers/errors.js';
 import { estimateEpFixture, loadEpFixtures } from '../helpers/ep-oracle.js';
-import { builtExpertParallel, estimate, fromHFConfig } from '../../src/index.js';
+import { estimate, fromHFConfig } from '../../src/index.js';
+import { builtExpertParallel } from '../../src/internals.js';
 
 const fixtures = loadEpFixtures().filter((fx) => fx.case.experts !== 'batched_mm');
 const QWEN3_MOE = { model_type: 'qwen3_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 512, num_experts: 8, num_experts_per_tok: 2 };

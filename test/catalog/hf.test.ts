@@ -4,7 +4,8 @@
  * formats' own sources (bitsandbytes, AutoGPTQ, AutoAWQ, transformers' FP8 integrations).
  */
 import { describe, expect, it } from 'vitest';
-import { VramError, estimate, fromHFConfig, kvCache, llm, LLMS, quantizedWeight, transformersRules, type HFConfig, type QuantScheme } from '../../src/index.js';
+import { VramError, estimate, fromHFConfig, kvCache, llm, LLMS, transformersRules, type HFConfig, type QuantScheme } from '../../src/index.js';
+import { quantizedWeight } from '../../src/internals.js';
 import { loadFixtures } from '../helpers/oracle.js';
 
 const fixtures = new Map(loadFixtures('hf-4.40.2').map((f) => [f.id, f]));

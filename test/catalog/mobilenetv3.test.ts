@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { estimate, makeDivisible, mobilenetV3Large, mobilenetV3Small, VramError } from '../../src/index.js';
+import { estimate, mobilenetV3Large, mobilenetV3Small, VramError } from '../../src/index.js';
+import { makeDivisible } from '../../src/internals.js';
 
 interface ReferenceRow {
   readonly model: 'mobilenet_v3_small' | 'mobilenet_v3_large';

@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { activeParams, estimate, fromHFConfig, kvCache, llm, mlaCachePerToken, moeBlock, VramError } from '../../src/index.js';
+import { activeParams, estimate, fromHFConfig, kvCache, llm, moeBlock, VramError } from '../../src/index.js';
+import { mlaCachePerToken } from '../../src/internals.js';
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/hf-configs/${name}.json`, import.meta.url), 'utf8')) as { totalParams: number; breakdown: { activePerToken: number; moeLayers: number; expertsPerLayer: number; topK: number; routedExperts: number }; source: unknown; computedWith: unknown };
 

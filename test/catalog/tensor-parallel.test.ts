@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import { estimateTpFixture, loadTpFixtures } from '../helpers/tp-oracle.js';
 import { describe, expect, it } from 'vitest';
 import { errorOf } from '../helpers/errors.js';
-import { chunkRows, estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, localDecoderSizes, sym, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
+import { estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, sym, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
+import { chunkRows, localDecoderSizes } from '../../src/internals.js';
 
 const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };
 

@@ -11,7 +11,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONTEXT_DEFAULTS, cublasWorkspace } from '../../src/index.js';
+import { CONTEXT_DEFAULTS } from '../../src/index.js';
+import { cublasWorkspace } from '../../src/internals.js';
 import { compareCudaFixture, loadCudaFixtures, modelFor, tolerance, type OracleFixture } from '../helpers/oracle.js';
 
 const fixtures = loadCudaFixtures();

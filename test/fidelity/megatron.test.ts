@@ -6,7 +6,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { estimateMegatronRank, loadMegatronFixtures, megatronOptions } from '../helpers/megatron-oracle.js';
-import { estimate, megatronBuffers, megatronShard, parameterOrder } from '../../src/index.js';
+import { estimate } from '../../src/index.js';
+import { megatronBuffers, megatronShard, parameterOrder } from '../../src/internals.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 
 const fixtures = loadMegatronFixtures();

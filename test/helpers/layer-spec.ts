@@ -2,10 +2,8 @@
  * The oracle's "sequential" layer language (tools/oracle/README.md) built with vram-ts
  * builders, so the TypeScript side and PyTorch build the same model from one JSON spec.
  */
-import {
-  adaptiveAvgPool2d, adaptiveMaxPool2d, avgPool2d, bn, branch, conv2d, dropout, flatten, gelu, groupNorm, hardsigmoid, hardswish, identity,
-  conv1d, convTranspose2d, graph, layerNorm2d, linear, upsample, makeDivisible, maxPool2d, module, multiheadAttention, parameter, relu, relu6, residual, seq, sequential, sigmoid, silu, squeezeExcitation, stochasticDepth, tanh, type Layer,
-} from '../../src/index.js';
+import { adaptiveAvgPool2d, adaptiveMaxPool2d, avgPool2d, bn, branch, conv2d, dropout, flatten, gelu, groupNorm, hardsigmoid, hardswish, identity, conv1d, convTranspose2d, graph, layerNorm2d, linear, upsample, maxPool2d, module, multiheadAttention, parameter, relu, relu6, residual, seq, sigmoid, silu, squeezeExcitation, stochasticDepth, tanh, type Layer } from '../../src/index.js';
+import { makeDivisible } from '../../src/internals.js';
 
 export type LayerSpec = readonly [string, Readonly<Record<string, unknown>>] | readonly [string, Readonly<Record<string, unknown>>, readonly unknown[]];
 
@@ -31,7 +29,7 @@ export function resnetBlock(kind: 'basicblock' | 'bottleneck', name: string, cin
             conv2d({ out, kernel: 1, bias: false, name: 'conv3' }), bn({ name: 'bn3' }),
           );
         })();
-  const downsample = stride !== 1 || cin !== out ? sequential({ name: 'downsample' }, conv2d({ out, kernel: 1, stride, bias: false }), bn()) : undefined;
+  const downsample = stride !== 1 || cin !== out ? seq({ name: 'downsample' }, conv2d({ out, kernel: 1, stride, bias: false }), bn()) : undefined;
   const block = residual(body, { inline: true, inplace: true, ...(downsample !== undefined ? { downsample } : {}) });
   return { layer: module(name, kind === 'basicblock' ? 'BasicBlock' : 'Bottleneck', seq(block, act)), out };
 }
@@ -58,7 +56,7 @@ export function mbconv(name: string, cin: number, a: Attrs): Layer {
   layers.push(cna(layers.length, expanded, a.kernel, stride, expanded, true));
   layers.push(squeezeExcitation({ squeeze: Math.max(1, Math.floor(cin / 4)), activation: silu({ inplace: true }), name: String(layers.length) }));
   layers.push(cna(layers.length, a.out, 1, 1, 1, false));
-  const block = sequential({ name: 'block' }, ...layers);
+  const block = seq({ name: 'block' }, ...layers);
   const useRes = stride === 1 && cin === a.out;
   return module(name, 'MBConv', useRes ? residual(seq(block, stochasticDepth({ p: a.sdProb ?? 0, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : block);
 }

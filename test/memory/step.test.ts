@@ -1,9 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  CATEGORIES, conv2d, cublasWorkspace, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, paramUpdate, relu, replayAllocator,
-  runtimeLines, savedStorages, seq, sym, type Dim,
-} from '../../src/index.js';
+import { CATEGORIES, conv2d, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, relu, replayAllocator, runtimeLines, seq, sym, type Dim } from '../../src/index.js';
+import { cublasWorkspace, paramUpdate, savedStorages } from '../../src/internals.js';
 import { seqFromSpecs, type LayerSpec } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
 

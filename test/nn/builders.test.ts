@@ -11,7 +11,6 @@ import {
   identity,
   linear,
   module,
-  parallel,
   relu,
   repeat,
   residual,
@@ -51,11 +50,11 @@ describe('builders', () => {
     expect(inplace.ir.ops.at(-1)!.alias).toBe('inplace');
   });
 
-  it('branch merges its paths by add, mul or concat; parallel is the same builder', () => {
+  it('branch merges its paths by add, mul or concat', () => {
     const paths = [conv2d({ out: 8, kernel: 1 }), conv2d({ out: 8, kernel: 3, padding: 1 })];
     expect(estimate(branch(paths, { merge: 'concat' }), { input: [1, 4, 8, 8] }).modules[0]!.outputShape).toEqual([1, 16, 8, 8]);
     expect(estimate(branch(paths, { merge: 'add' }), { input: [1, 4, 8, 8] }).modules[0]!.outputShape).toEqual([1, 8, 8, 8]);
-    expect(ops(parallel([identity(), sigmoid()], { merge: 'mul' }), [2, 4])).toEqual(['identity', 'sigmoid', 'mul']);
+    expect(ops(branch([identity(), sigmoid()], { merge: 'mul' }), [2, 4])).toEqual(['identity', 'sigmoid', 'mul']);
     const mismatch = issueOf(() => estimate(branch([conv2d({ out: 8, kernel: 1 }), conv2d({ out: 4, kernel: 1 })], { merge: 'add' }), { input: [1, 4, 8, 8] }));
     expect(mismatch.path.length).toBeGreaterThan(0);
   });

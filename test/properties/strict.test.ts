@@ -7,37 +7,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  CATEGORIES,
-  CONTEXT_DEFAULTS,
-  GPUS,
-  LLMS,
-  TRANSFORMERS_RULES,
-  VramError,
-  conv2d,
-  estimate,
-  evaluate,
-  fits,
-  fromHFConfig,
-  generation,
-  gpu,
-  grpoStep,
-  korthikanti,
-  kvCache,
-  linear,
-  llm,
-  maxFitting,
-  memoryBudget,
-  mobilenetV3Small,
-  relu,
-  safetensorsSummary,
-  seq,
-  summary,
-  sym,
-  traceModel,
-  type Dim,
-  type Layer,
-} from '../../src/index.js';
+import { CATEGORIES, CONTEXT_DEFAULTS, GPUS, LLMS, VramError, conv2d, estimate, evaluate, fits, fromHFConfig, generation, gpu, grpoStep, korthikanti, kvCache, linear, llm, maxFitting, memoryBudget, mobilenetV3Small, relu, safetensorsSummary, seq, summary, sym, traceModel, type Dim, type Layer } from '../../src/index.js';
+import { TRANSFORMERS_RULES } from '../../src/internals.js';
 import { randomModel } from '../helpers/random-models.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 

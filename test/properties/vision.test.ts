@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bn, branch, conv1d, conv2d, convTranspose2d, estimate, evaluate, layerNorm2d, maxPool2d, multiheadAttention, parameter, poolOutput, relu, residual, seq, sequential, stochasticDepth, sym, upsample, type Estimate, type Layer } from '../../src/index.js';
+import { bn, branch, conv1d, conv2d, convTranspose2d, estimate, evaluate, layerNorm2d, maxPool2d, multiheadAttention, parameter, relu, residual, seq, stochasticDepth, sym, upsample, type Estimate, type Layer } from '../../src/index.js';
+import { poolOutput } from '../../src/internals.js';
 import { fire, mbconv, resnetBlock } from '../helpers/layer-spec.js';
 
 /** torch's pooling_output_shape (aten/src/ATen/native/Pool.h), written as PyTorch does. */
@@ -59,7 +60,7 @@ describe('vision builder laws (property-based)', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 4, max: 14 }), fc.constantFrom(1, 2), (b, hw, stride) => {
         const body = () => seq(conv2d({ out: 16, kernel: 3, stride, padding: 1, bias: false }), bn(), relu({ inplace: true }), conv2d({ out: 16, kernel: 3, padding: 1, bias: false }), bn());
-        const projection = () => sequential({ name: 'downsample' }, conv2d({ out: 16, kernel: 1, stride, bias: false }), bn());
+        const projection = () => seq({ name: 'downsample' }, conv2d({ out: 16, kernel: 1, stride, bias: false }), bn());
         const input = [b, 8, hw, hw];
         const after = estimate(seq(residual(body(), { inplace: true, downsample: projection() })), { input, device: 'cpu' });
         const before = estimate(seq(residual(body(), { inplace: true, shortcut: projection() })), { input, device: 'cpu' });

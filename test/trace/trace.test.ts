@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { bn, conv2d, flatten, linear, relu, seq, sigmoid, tensor, tensorUses, trace, VramError, type Layer, type TraceOptions } from '../../src/index.js';
+import { bn, conv2d, flatten, linear, relu, seq, sigmoid, tensor, VramError, type Layer } from '../../src/index.js';
+import { tensorUses, trace, type TraceOptions } from '../../src/internals.js';
 
 const TRAIN: Omit<TraceOptions, 'inputs'> = { training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32', loss: 'none' };
 

@@ -15,10 +15,10 @@ import { module } from '../../nn/module.js';
 import { opLayer } from '../../nn/op.js';
 import { parameter } from '../../nn/parameter.js';
 import { residual } from '../../nn/residual.js';
-import { seq, sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import { stochasticDepth } from '../../nn/stochasticDepth.js';
 import type { Layer, SeqLayer } from '../../nn/types.js';
-import { permuteRule } from '../../ops/view.js';
+import { permuteOp } from '../../ops/view.js';
 
 // stage widths, stage depths, default stochastic depth probability (convnext.py)
 const CONFIGS: Readonly<Record<string, { readonly dims: readonly number[]; readonly depths: readonly number[]; readonly sd: number }>> = Object.freeze({
@@ -36,11 +36,11 @@ export function convNeXtStochasticDepth(name: string): number {
   return CONFIGS[name]!.sd;
 }
 
-const permute = (name: string, dims: readonly number[]) => opLayer(permuteRule, 'Permute', { dims }, { name });
+const permute = (name: string, dims: readonly number[]) => opLayer(permuteOp, 'Permute', { dims }, { name });
 
 /** torchvision's convnext.CNBlock: `layer_scale * block(input)`, stochastic depth, `+= input`. */
 function cnBlock(name: string, dim: number, sdProb: number): Layer {
-  const block = sequential(
+  const block = seq(
     { name: 'block' },
     conv2d({ out: dim, kernel: 7, padding: 3, groups: dim, bias: true, channelsLast: true }),
     permute('1', [0, 2, 3, 1]),
@@ -74,13 +74,13 @@ export function buildConvNeXt(name: string, numClasses: number, sdProb: number):
       blocks.push(cnBlock(String(b), dim, (sdProb * id) / (total - 1)));
       id += 1;
     }
-    features.push(sequential({ name: String(features.length) }, ...blocks));
-    if (i + 1 < dims.length) features.push(sequential({ name: String(features.length) }, layerNorm2d({ eps: 1e-6, channelsLast: true }), conv2d({ out: dims[i + 1]!, kernel: 2, stride: 2, bias: true, channelsLast: true })));
+    features.push(seq({ name: String(features.length) }, ...blocks));
+    if (i + 1 < dims.length) features.push(seq({ name: String(features.length) }, layerNorm2d({ eps: 1e-6, channelsLast: true }), conv2d({ out: dims[i + 1]!, kernel: 2, stride: 2, bias: true, channelsLast: true })));
   });
-  return sequential(
+  return seq(
     { className: 'ConvNeXt', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
-    sequential({ name: 'classifier' }, layerNorm2d({ eps: 1e-6 }), flatten({ startDim: 1 }), linear({ out: numClasses })),
+    seq({ name: 'classifier' }, layerNorm2d({ eps: 1e-6 }), flatten({ startDim: 1 }), linear({ out: numClasses })),
   );
 }

@@ -9,9 +9,9 @@ import { linear } from '../../nn/linear.js';
 import { maxPool2d } from '../../nn/maxPool2d.js';
 import { module } from '../../nn/module.js';
 import { relu } from '../../nn/relu.js';
-import { sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import type { Layer, SeqLayer, TensorRef } from '../../nn/types.js';
-import { catRule } from '../../ops/merge.js';
+import { catOp } from '../../ops/merge.js';
 
 /**
  * torchvision's densenet._DenseLayer (drop_rate 0, not memory efficient): `torch.cat` of every
@@ -26,7 +26,7 @@ function denseLayer(name: string, growth: number, bnSize: number): Layer {
   const relu2 = relu({ inplace: true, name: 'relu2' });
   const conv2 = conv2d({ out: growth, kernel: 3, padding: 1, bias: false, name: 'conv2' });
   return module(name, '_DenseLayer', graph((g, inputs) => {
-    const cat = g.call(catRule, inputs, { dim: 1 })[0]!;
+    const cat = g.call(catOp, inputs, { dim: 1 })[0]!;
     const bottleneck = g.apply(conv1, g.apply(relu1, g.apply(norm1, cat)));
     g.touch(cat);
     return g.apply(conv2, g.apply(relu2, g.apply(norm2, bottleneck)));
@@ -39,7 +39,7 @@ function denseBlock(name: string, layers: number, growth: number, bnSize: number
   return module(name, '_DenseBlock', graph((g, [x]) => {
     const features: TensorRef[] = [x!];
     for (const layer of children) features.push(g.apply(layer, ...features));
-    return g.call(catRule, features, { dim: 1 })[0]!;
+    return g.call(catOp, features, { dim: 1 })[0]!;
   }));
 }
 
@@ -68,7 +68,7 @@ export function buildDenseNet(blocks: readonly number[], growth: number, initFea
     channels += layers * growth;
     if (i !== blocks.length - 1) {
       channels = Math.floor(channels / 2);
-      features.push(sequential(
+      features.push(seq(
         { name: `transition${i + 1}`, className: '_Transition' },
         bn({ name: 'norm' }),
         relu({ inplace: true, name: 'relu' }),
@@ -78,9 +78,9 @@ export function buildDenseNet(blocks: readonly number[], growth: number, initFea
     }
   });
   features.push(bn({ name: 'norm5' }));
-  return sequential(
+  return seq(
     { className: 'DenseNet', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     functional(relu({ inplace: true })),
     functional(adaptiveAvgPool2d({ output: 1 })),
     functional(flatten({ startDim: 1 })),

@@ -11,7 +11,7 @@ import { functional } from '../../nn/functional.js';
 import { linear } from '../../nn/linear.js';
 import { module } from '../../nn/module.js';
 import { residual } from '../../nn/residual.js';
-import { seq, sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import { silu } from '../../nn/silu.js';
 import { squeezeExcitation } from '../../nn/squeezeExcitation.js';
 import { stochasticDepth } from '../../nn/stochasticDepth.js';
@@ -72,7 +72,7 @@ function block(name: string, row: Row, stride: number, cin: number, out: number,
     layers.push(squeezeExcitation({ squeeze: Math.max(1, Math.floor(cin / 4)), activation: silu({ inplace: true }), name: String(layers.length) }));
     layers.push(convNormSilu(String(layers.length), out, 1, 1, 1, false));
   }
-  const body = sequential({ name: 'block' }, ...layers);
+  const body = seq({ name: 'block' }, ...layers);
   const useResidual = stride === 1 && cin === out;
   return module(name, kind === 'fused' ? 'FusedMBConv' : 'MBConv', useResidual ? residual(seq(body, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : body);
 }
@@ -97,14 +97,14 @@ export function buildEfficientNetV2(name: string, numClasses: number, p: number,
       stage.push(block(String(i), row, i === 0 ? row[3] : 1, i === 0 ? row[4] : row[5], row[5], (sdProb * id) / total));
       id += 1;
     }
-    features.push(sequential({ name: String(features.length) }, ...stage));
+    features.push(seq({ name: String(features.length) }, ...stage));
   }
   features.push(convNormSilu(String(features.length), 1280, 1, 1, 1, true));
-  return sequential(
+  return seq(
     { className: 'EfficientNet', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
-    sequential({ name: 'classifier' }, dropout({ p, inplace: true }), linear({ out: numClasses })),
+    seq({ name: 'classifier' }, dropout({ p, inplace: true }), linear({ out: numClasses })),
   );
 }

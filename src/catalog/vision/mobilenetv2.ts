@@ -8,7 +8,7 @@ import { linear } from '../../nn/linear.js';
 import { module } from '../../nn/module.js';
 import { relu6 } from '../../nn/relu6.js';
 import { residual } from '../../nn/residual.js';
-import { seq, sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import type { Layer, SeqLayer } from '../../nn/types.js';
 import { makeDivisible } from '../mobilenetv3.js';
 
@@ -24,7 +24,7 @@ function invertedResidual(name: string, cin: number, out: number, stride: number
   if (expandRatio !== 1) layers.push(convBnRelu6(String(layers.length), hidden, 1, 1, 1));
   layers.push(convBnRelu6(String(layers.length), hidden, 3, stride, hidden));
   layers.push(conv2d({ out, kernel: 1, bias: false }), bn());
-  const conv = sequential({ name: 'conv' }, ...layers);
+  const conv = seq({ name: 'conv' }, ...layers);
   return module(name, 'InvertedResidual', stride === 1 && cin === out ? residual(conv) : conv);
 }
 
@@ -59,11 +59,11 @@ export function buildMobileNetV2(numClasses: number, p: number): SeqLayer {
     }
   }
   features.push(convBnRelu6(String(features.length), 1280, 1, 1, 1));
-  return sequential(
+  return seq(
     { className: 'MobileNetV2', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     functional(adaptiveAvgPool2d({ output: 1 })),
     functional(flatten({ startDim: 1 })),
-    sequential({ name: 'classifier' }, dropout({ p }), linear({ out: numClasses })),
+    seq({ name: 'classifier' }, dropout({ p }), linear({ out: numClasses })),
   );
 }

@@ -7,7 +7,7 @@ import { linear } from '../../nn/linear.js';
 import { module } from '../../nn/module.js';
 import { relu } from '../../nn/relu.js';
 import { residual } from '../../nn/residual.js';
-import { seq, sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import { squeezeExcitation } from '../../nn/squeezeExcitation.js';
 import type { Layer, SeqLayer } from '../../nn/types.js';
 
@@ -34,7 +34,7 @@ function cna(name: string, out: number, kernel: number, stride: number, groups: 
 
 /** torchvision's regnet.ResBottleneckBlock: `proj(x) + f(x)` (proj first) or `x + f(x)`, then ReLU(inplace). */
 function block(name: string, cin: number, out: number, stride: number, groupWidth: number): Layer {
-  const f = sequential(
+  const f = seq(
     { name: 'f', className: 'BottleneckTransform' },
     cna('a', out, 1, 1, 1, true),
     cna('b', out, 3, stride, out / groupWidth, true),
@@ -68,12 +68,12 @@ export function buildRegNetY(stages: readonly RegNetStage[], numClasses: number)
       blocks.push(block(`block${s + 1}-${i}`, i === 0 ? cin : width, width, i === 0 ? 2 : 1, groupWidth));
     }
     cin = width;
-    return sequential({ name: `block${s + 1}`, className: 'AnyStage' }, ...blocks);
+    return seq({ name: `block${s + 1}`, className: 'AnyStage' }, ...blocks);
   });
-  return sequential(
+  return seq(
     { className: 'RegNet', isSequential: false },
     module('stem', 'SimpleStemIN', seq(conv2d({ out: 32, kernel: 3, stride: 2, padding: 1, bias: false }), bn(), relu({ inplace: true }))),
-    sequential({ name: 'trunk_output' }, ...trunk),
+    seq({ name: 'trunk_output' }, ...trunk),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
     linear({ out: numClasses, name: 'fc' }),

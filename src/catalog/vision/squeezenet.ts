@@ -7,7 +7,7 @@ import { functional } from '../../nn/functional.js';
 import { maxPool2d } from '../../nn/maxPool2d.js';
 import { module } from '../../nn/module.js';
 import { relu } from '../../nn/relu.js';
-import { seq, sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import type { Layer, SeqLayer } from '../../nn/types.js';
 
 /** torchvision's squeezenet.Fire: squeeze, its ReLU, then expand1x1 and expand3x3 (each with its ReLU) concatenated. */
@@ -34,16 +34,16 @@ function fire(name: string, squeeze: number, expand1x1: number, expand3x3: numbe
  */
 export function buildSqueezeNet11(numClasses: number, p: number): SeqLayer {
   const pool = () => maxPool2d({ kernel: 3, stride: 2, ceilMode: true });
-  return sequential(
+  return seq(
     { className: 'SqueezeNet', isSequential: false },
-    sequential(
+    seq(
       { name: 'features' },
       conv2d({ out: 64, kernel: 3, stride: 2 }), relu({ inplace: true }), pool(),
       fire('3', 16, 64, 64), fire('4', 16, 64, 64), pool(),
       fire('6', 32, 128, 128), fire('7', 32, 128, 128), pool(),
       fire('9', 48, 192, 192), fire('10', 48, 192, 192), fire('11', 64, 256, 256), fire('12', 64, 256, 256),
     ),
-    sequential({ name: 'classifier' }, dropout({ p }), conv2d({ out: numClasses, kernel: 1 }), relu({ inplace: true }), adaptiveAvgPool2d({ output: 1 })),
+    seq({ name: 'classifier' }, dropout({ p }), conv2d({ out: numClasses, kernel: 1 }), relu({ inplace: true }), adaptiveAvgPool2d({ output: 1 })),
     functional(flatten({ startDim: 1 })),
   );
 }

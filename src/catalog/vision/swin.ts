@@ -20,15 +20,15 @@ import { layerNorm } from '../../nn/layerNorm.js';
 import { linear } from '../../nn/linear.js';
 import { module } from '../../nn/module.js';
 import { opLayer } from '../../nn/op.js';
-import { sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import { stochasticDepth } from '../../nn/stochasticDepth.js';
 import type { GraphBuilder, Layer, SeqLayer, TensorRef } from '../../nn/types.js';
-import { addRule, catRule } from '../../ops/merge.js';
-import { matmulRule } from '../../ops/matmul.js';
-import { mulScalarRule, softmaxRule } from '../../ops/pointwise.js';
-import { padRule, relativePositionBiasRule, rollRule, shiftMaskRule, stridedSliceRule } from '../../ops/swin.js';
+import { addOp, catOp } from '../../ops/merge.js';
+import { matmulOp } from '../../ops/matmul.js';
+import { mulScalarOp, softmaxOp } from '../../ops/pointwise.js';
+import { padOp, relativePositionBiasOp, rollOp, shiftMaskOp, stridedSliceOp } from '../../ops/swin.js';
 import type { OpRule } from '../../ops/types.js';
-import { copyRule, copyUnlessOne, permuteRule, selectRule, sliceRule, transposeRule, viewRule } from '../../ops/view.js';
+import { copyOp, copyUnlessOne, permuteOp, selectOp, sliceOp, transposeOp, viewOp } from '../../ops/view.js';
 import type { Dim } from '../../sym/expr.js';
 import { mul } from '../../sym/ops.js';
 
@@ -67,62 +67,62 @@ function shiftedWindowAttention(dim: number, heads: number, shift: number): Laye
     const d = dim / heads;
     const n = WINDOW * WINDOW;
     // _get_relative_position_bias: table[index].view(N, N, -1).permute(2, 0, 1).contiguous().unsqueeze(0)
-    let bias = call(g, relativePositionBiasRule, [x0], { window: WINDOW, heads });
-    bias = call(g, viewRule, [bias], { shape: [n, n, heads] });
-    bias = call(g, copyRule, [call(g, permuteRule, [bias], { dims: [2, 0, 1] })], {});
-    bias = call(g, viewRule, [bias], { shape: [1, heads, n, n] });
+    let bias = call(g, relativePositionBiasOp, [x0], { window: WINDOW, heads });
+    bias = call(g, viewOp, [bias], { shape: [n, n, heads] });
+    bias = call(g, copyOp, [call(g, permuteOp, [bias], { dims: [2, 0, 1] })], {});
+    bias = call(g, viewOp, [bias], { shape: [1, heads, n, n] });
     // forward's local relative_position_bias lives until the attention returns
     g.hold(bias);
     const padR = (WINDOW - (w % WINDOW)) % WINDOW;
     const padB = (WINDOW - (h % WINDOW)) % WINDOW;
     const pH = h + padB;
     const pW = w + padR;
-    let x = call(g, padRule, [x0], { shape: [b, pH, pW, dim] });
+    let x = call(g, padOp, [x0], { shape: [b, pH, pW, dim] });
     const sH = WINDOW >= pH ? 0 : shift;
     const sW = WINDOW >= pW ? 0 : shift;
     const shifted = sH + sW > 0;
-    if (shifted) x = call(g, rollRule, [x], { dims: 2 });
+    if (shifted) x = call(g, rollOp, [x], { dims: 2 });
     const nh = pH / WINDOW;
     const nw = pW / WINDOW;
     const nW = nh * nw;
     const bw: Dim = mul(b, nW);
     // view, permute(0, 1, 3, 2, 4, 5), reshape(B·nW, w², C): a copy unless one window column
-    x = call(g, viewRule, [x], { shape: [b, nh, WINDOW, nw, WINDOW, dim] });
-    x = call(g, permuteRule, [x], { dims: [0, 1, 3, 2, 4, 5] });
-    x = call(g, copyRule, [x], { when: copyUnlessOne(nw), shape: [bw, n, dim] });
+    x = call(g, viewOp, [x], { shape: [b, nh, WINDOW, nw, WINDOW, dim] });
+    x = call(g, permuteOp, [x], { dims: [0, 1, 3, 2, 4, 5] });
+    x = call(g, copyOp, [x], { when: copyUnlessOne(nw), shape: [bw, n, dim] });
     const qkvOut = g.apply(qkv, x);
-    const parts = call(g, permuteRule, [call(g, viewRule, [qkvOut], { shape: [bw, n, 3, heads, d] })], { dims: [2, 0, 3, 1, 4] });
-    const q = call(g, selectRule, [parts], { dim: 0, index: 0 });
-    const k = call(g, selectRule, [parts], { dim: 0, index: 1 });
-    const v = call(g, selectRule, [parts], { dim: 0, index: 2 });
-    const qs = call(g, mulScalarRule, [q], {});
+    const parts = call(g, permuteOp, [call(g, viewOp, [qkvOut], { shape: [bw, n, 3, heads, d] })], { dims: [2, 0, 3, 1, 4] });
+    const q = call(g, selectOp, [parts], { dim: 0, index: 0 });
+    const k = call(g, selectOp, [parts], { dim: 0, index: 1 });
+    const v = call(g, selectOp, [parts], { dim: 0, index: 2 });
+    const qs = call(g, mulScalarOp, [q], {});
     // matmul's reshape to [B·nW·h, …] copies k and v unless B·nW is 1
-    const kT = call(g, copyRule, [call(g, transposeRule, [k], { dim0: -2, dim1: -1 })], { when: copyUnlessOne(bw) });
-    let attn = call(g, matmulRule, [qs, kT], {});
-    attn = call(g, addRule, [attn, bias], {});
+    const kT = call(g, copyOp, [call(g, transposeOp, [k], { dim0: -2, dim1: -1 })], { when: copyUnlessOne(bw) });
+    let attn = call(g, matmulOp, [qs, kT], {});
+    attn = call(g, addOp, [attn, bias], {});
     if (shifted) {
-      const mask = call(g, shiftMaskRule, [attn], { padH: pH, padW: pW, window: WINDOW });
+      const mask = call(g, shiftMaskOp, [attn], { padH: pH, padW: pW, window: WINDOW });
       g.hold(mask);
-      attn = call(g, viewRule, [attn], { shape: [b, nW, heads, n, n] });
-      attn = call(g, addRule, [attn, call(g, viewRule, [mask], { shape: [1, nW, 1, n, n] })], {});
-      attn = call(g, viewRule, [attn], { shape: [bw, heads, n, n] });
+      attn = call(g, viewOp, [attn], { shape: [b, nW, heads, n, n] });
+      attn = call(g, addOp, [attn, call(g, viewOp, [mask], { shape: [1, nW, 1, n, n] })], {});
+      attn = call(g, viewOp, [attn], { shape: [bw, heads, n, n] });
     }
-    attn = call(g, softmaxRule, [attn], { dim: -1 });
-    const vc = call(g, copyRule, [v], { when: copyUnlessOne(bw) });
-    let out = call(g, matmulRule, [attn, vc], {});
+    attn = call(g, softmaxOp, [attn], { dim: -1 });
+    const vc = call(g, copyOp, [v], { when: copyUnlessOne(bw) });
+    let out = call(g, matmulOp, [attn, vc], {});
     // .transpose(1, 2).reshape(B·nW, w², C): a copy
-    out = call(g, copyRule, [call(g, transposeRule, [out], { dim0: 1, dim1: 2 })], { shape: [bw, n, dim] });
+    out = call(g, copyOp, [call(g, transposeOp, [out], { dim0: 1, dim1: 2 })], { shape: [bw, n, dim] });
     out = g.apply(proj, out);
     // the locals qkv, q, k, v and attn live until the function returns
     for (const local of [qkvOut, q, k, v, qs, attn]) g.hold(local);
-    out = call(g, viewRule, [out], { shape: [b, nh, nw, WINDOW, WINDOW, dim] });
-    out = call(g, permuteRule, [out], { dims: [0, 1, 3, 2, 4, 5] });
-    out = call(g, copyRule, [out], { when: copyUnlessOne(nw), shape: [b, pH, pW, dim] });
-    if (shifted) out = call(g, rollRule, [out], { dims: 2 });
+    out = call(g, viewOp, [out], { shape: [b, nh, nw, WINDOW, WINDOW, dim] });
+    out = call(g, permuteOp, [out], { dims: [0, 1, 3, 2, 4, 5] });
+    out = call(g, copyOp, [out], { when: copyUnlessOne(nw), shape: [b, pH, pW, dim] });
+    if (shifted) out = call(g, rollOp, [out], { dims: 2 });
     if (padR > 0 || padB > 0) {
-      out = call(g, sliceRule, [out], { dim: 1, start: 0, end: h });
-      out = call(g, sliceRule, [out], { dim: 2, start: 0, end: w });
-      out = call(g, copyRule, [out], { when: padR > 0 ? 1 : copyUnlessOne(b) });
+      out = call(g, sliceOp, [out], { dim: 1, start: 0, end: h });
+      out = call(g, sliceOp, [out], { dim: 2, start: 0, end: w });
+      out = call(g, copyOp, [out], { when: padR > 0 ? 1 : copyUnlessOne(b) });
     }
     return out;
   });
@@ -135,11 +135,11 @@ function swinBlock(name: string, dim: number, heads: number, shift: number, sdPr
   const attn = shiftedWindowAttention(dim, heads, shift);
   const sd = stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' });
   const norm2 = layerNorm({ eps: 1e-5, name: 'norm2' });
-  const mlp = sequential({ name: 'mlp', className: 'MLP' }, linear({ out: 4 * dim }), gelu(), dropout({ p: 0 }), linear({ out: dim }), dropout({ p: 0 }));
+  const mlp = seq({ name: 'mlp', className: 'MLP' }, linear({ out: 4 * dim }), gelu(), dropout({ p: 0 }), linear({ out: dim }), dropout({ p: 0 }));
   const body = graph((g, [input]) => {
     let x = input!;
-    x = call(g, addRule, [x, g.apply(sd, g.apply(attn, g.apply(norm1, x)))], {});
-    x = call(g, addRule, [x, g.apply(sd, g.apply(mlp, g.apply(norm2, x)))], {});
+    x = call(g, addOp, [x, g.apply(sd, g.apply(attn, g.apply(norm1, x)))], {});
+    x = call(g, addOp, [x, g.apply(sd, g.apply(mlp, g.apply(norm2, x)))], {});
     return x;
   });
   return module(name, 'SwinTransformerBlock', body);
@@ -156,10 +156,10 @@ function patchMerging(name: string, dim: number): Layer {
     const w = num(x0.shape[2], 'widths');
     const pH = h + (h % 2);
     const pW = w + (w % 2);
-    const x = call(g, padRule, [x0], { shape: [b, pH, pW, dim] });
+    const x = call(g, padOp, [x0], { shape: [b, pH, pW, dim] });
     const quarter = [b, pH / 2, pW / 2, dim];
-    const parts = [0, 1, 2, 3].map(() => call(g, stridedSliceRule, [x], { shape: quarter }));
-    const merged = call(g, catRule, parts, { dim: -1 });
+    const parts = [0, 1, 2, 3].map(() => call(g, stridedSliceOp, [x], { shape: quarter }));
+    const merged = call(g, catOp, parts, { dim: -1 });
     return g.apply(reduction, g.apply(norm, merged));
   });
   return module(name, 'PatchMerging', body);
@@ -179,7 +179,7 @@ export function buildSwin(name: string, numClasses: number, sdProb: number): Seq
   const total = depths.reduce((a, c) => a + c, 0);
   let id = 0;
   const features: Layer[] = [
-    sequential({ name: '0' }, conv2d({ out: dim, kernel: 4, stride: 4, bias: true }), opLayer(permuteRule, 'Permute', { dims: [0, 2, 3, 1] }, { name: '1' }), layerNorm({ eps: 1e-5 })),
+    seq({ name: '0' }, conv2d({ out: dim, kernel: 4, stride: 4, bias: true }), opLayer(permuteOp, 'Permute', { dims: [0, 2, 3, 1] }, { name: '1' }), layerNorm({ eps: 1e-5 })),
   ];
   depths.forEach((depth, i) => {
     const c = dim * 2 ** i;
@@ -188,14 +188,14 @@ export function buildSwin(name: string, numClasses: number, sdProb: number): Seq
       blocks.push(swinBlock(String(j), c, heads[i]!, j % 2 === 0 ? 0 : Math.floor(WINDOW / 2), (sdProb * id) / (total - 1)));
       id += 1;
     }
-    features.push(sequential({ name: String(features.length) }, ...blocks));
+    features.push(seq({ name: String(features.length) }, ...blocks));
     if (i + 1 < depths.length) features.push(patchMerging(String(features.length), c));
   });
-  return sequential(
+  return seq(
     { className: 'SwinTransformer', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     layerNorm({ eps: 1e-5, name: 'norm' }),
-    opLayer(permuteRule, 'Permute', { dims: [0, 3, 1, 2] }, { name: 'permute' }),
+    opLayer(permuteOp, 'Permute', { dims: [0, 3, 1, 2] }, { name: 'permute' }),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     flatten({ startDim: 1, name: 'flatten' }),
     linear({ out: numClasses, name: 'head' }),

@@ -7,7 +7,7 @@ import { functional } from '../../nn/functional.js';
 import { linear } from '../../nn/linear.js';
 import { maxPool2d } from '../../nn/maxPool2d.js';
 import { relu } from '../../nn/relu.js';
-import { sequential } from '../../nn/seq.js';
+import { seq } from '../../nn/seq.js';
 import type { Layer, SeqLayer } from '../../nn/types.js';
 
 /** torchvision's vgg.cfgs: output channels of the 3×3 convs, `M` a 2×2 max pool. */
@@ -36,12 +36,12 @@ export function buildVggBn(config: 'A' | 'B' | 'D' | 'E', numClasses: number, p:
     if (v === 'M') features.push(maxPool2d({ kernel: 2, stride: 2 }));
     else features.push(conv2d({ out: v, kernel: 3, padding: 1 }), bn(), relu({ inplace: true }));
   }
-  return sequential(
+  return seq(
     { className: 'VGG', isSequential: false },
-    sequential({ name: 'features' }, ...features),
+    seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 7, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
-    sequential(
+    seq(
       { name: 'classifier' },
       linear({ out: 4096 }), relu({ inplace: true }), dropout({ p }),
       linear({ out: 4096 }), relu({ inplace: true }), dropout({ p }),

@@ -6,7 +6,7 @@ import type { OpRule } from '../types.js';
 
 const bytes = (shape: readonly Dim[], dtype: DType): Dim => specBytes(tensor(shape, dtype));
 
-/** Attributes of {@link expertParallelRouterRule}. */
+/** Attributes of {@link expertParallelRouterOp}. */
 export interface ExpertParallelRouterAttrs {
   /** Experts per rank (E/e). */
   readonly localExperts: number;
@@ -24,12 +24,13 @@ export interface ExpertParallelRouterAttrs {
  *
  * @example
  * ```ts
- * import { expertParallelRouterRule, tensor } from 'vram-ts';
- * const r = expertParallelRouterRule.apply([tensor([32, 2], 'float32'), tensor([32, 2], 'int64')], { localExperts: 4, rank: 1 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
+ * import { tensor } from 'vram-ts';
+ * import { expertParallelRouterOp } from 'vram-ts/internals';
+ * const r = expertParallelRouterOp.apply([tensor([32, 2], 'float32'), tensor([32, 2], 'int64')], { localExperts: 4, rank: 1 }, { training: true, gradEnabled: true, device: 'cuda', framework: 'torch-2', paramDtype: 'float32', path: [] });
  * console.log(r.outputs.map((o) => o.dtype)); // [ 'float32', 'int64' ]
  * ```
  */
-export const expertParallelRouterRule: OpRule<ExpertParallelRouterAttrs> = {
+export const expertParallelRouterOp: OpRule<ExpertParallelRouterAttrs> = {
   name: 'moe_ep_router',
   arity: 2,
   apply([weights, indices], attrs, ctx) {

@@ -16,7 +16,7 @@ export type ExpertsImpl = 'loop' | 'eager' | 'grouped_mm';
 
 const bytes = (shape: readonly Dim[], dtype: DType): Dim => specBytes(tensor(shape, dtype));
 
-/** Attributes of {@link expertMaskRule}. */
+/** Attributes of {@link expertMaskOp}. */
 export interface ExpertMaskAttrs {
   readonly experts: number;
 }
@@ -27,11 +27,11 @@ export interface ExpertMaskAttrs {
  *
  * @example
  * ```ts
- * import { expertMaskRule } from 'vram-ts';
- * console.log(expertMaskRule.name); // moe_expert_mask
+ * import { expertMaskOp } from 'vram-ts/internals';
+ * console.log(expertMaskOp.name); // moe_expert_mask
  * ```
  */
-export const expertMaskRule: OpRule<ExpertMaskAttrs> = {
+export const expertMaskOp: OpRule<ExpertMaskAttrs> = {
   name: 'moe_expert_mask',
   arity: 1,
   apply([indices], attrs, ctx) {
@@ -41,7 +41,7 @@ export const expertMaskRule: OpRule<ExpertMaskAttrs> = {
   },
 };
 
-/** Attributes of {@link expertRule}. */
+/** Attributes of {@link expertOp}. */
 export interface ExpertAttrs {
   readonly impl: 'loop' | 'eager';
   /** The routed expert's MLP width. */
@@ -190,11 +190,11 @@ function eagerBackwardSteps({ attrs, n, hidden, inner, dt, p }: ExpertShape): Ke
  *
  * @example
  * ```ts
- * import { expertRule } from 'vram-ts';
- * console.log(expertRule.name); // moe_expert
+ * import { expertOp } from 'vram-ts/internals';
+ * console.log(expertOp.name); // moe_expert
  * ```
  */
-export const expertRule: OpRule<ExpertAttrs> = {
+export const expertOp: OpRule<ExpertAttrs> = {
   name: 'moe_expert',
   arity: 'variadic',
   apply(inputs, attrs, ctx) {

@@ -8,12 +8,12 @@ import type { KernelStep, OpRule } from '../types.js';
 
 const bytes = (shape: readonly Dim[], dtype: DType): Dim => specBytes(tensor(shape, dtype));
 
-/** Attributes of {@link groupedGateUpRule} and {@link groupedDownRule}. */
+/** Attributes of {@link groupedGateUpOp} and {@link groupedDownOp}. */
 export interface GroupedExpertsAttrs {
   /** The experts this rank holds (all of them, or E/e under expert parallelism). */
   readonly experts: number;
   readonly intermediate: number;
-  /** {@link groupedDownRule}: the hidden size it projects back to. */
+  /** {@link groupedDownOp}: the hidden size it projects back to. */
   readonly hidden?: number;
   /**
    * Expert parallelism (transformers 5.x `grouped_mm` with sentinel ids, `integrations/moe.py:
@@ -30,21 +30,22 @@ export interface GroupedExpertsAttrs {
  * offsets [E]. Sorts the T·k expert ids, gathers `hidden[perm // k]` ([T·k, H]), `histc` +
  * `cumsum` offsets, one `aten::_grouped_mm` against the fused `gate_up_proj` [E, 2I, H]. Saves
  * (whatever the split over experts): two int64 [T·k] orders, the offsets and the gathered rows;
- * {@link gluRule} follows.
+ * {@link gluOp} follows.
  *
  * @example
  * ```ts
- * import { estimate, gluRule, graph, groupedDownRule, groupedGateUpRule, linear, routerRule } from 'vram-ts';
+ * import { estimate, graph, linear } from 'vram-ts';
+ * import { gluOp, groupedDownOp, groupedGateUpOp, routerOp } from 'vram-ts/internals';
  * const moe = graph((g, [x]) => {
- *   const [w, idx] = g.call(routerRule, [g.apply(linear({ out: 4, bias: false, name: 'gate' }), x!)], { experts: 4, k: 2, score: 'softmax', renorm: true });
- *   const [gateUp, offs] = g.call(groupedGateUpRule, [x!, idx!], { experts: 4, intermediate: 16 });
- *   const prod = g.call(gluRule, [gateUp!], {})[0]!;
- *   return g.call(groupedDownRule, [prod, w!, offs!], { experts: 4, intermediate: 16, hidden: 8 })[0]!;
+ *   const [w, idx] = g.call(routerOp, [g.apply(linear({ out: 4, bias: false, name: 'gate' }), x!)], { experts: 4, k: 2, score: 'softmax', renorm: true });
+ *   const [gateUp, offs] = g.call(groupedGateUpOp, [x!, idx!], { experts: 4, intermediate: 16 });
+ *   const prod = g.call(gluOp, [gateUp!], {})[0]!;
+ *   return g.call(groupedDownOp, [prod, w!, offs!], { experts: 4, intermediate: 16, hidden: 8 })[0]!;
  * });
  * console.log(estimate(moe, { input: [16, 8], loss: 'none' }).params.total); // 1568
  * ```
  */
-export const groupedGateUpRule: OpRule<GroupedExpertsAttrs> = {
+export const groupedGateUpOp: OpRule<GroupedExpertsAttrs> = {
   name: 'moe_grouped_gate_up',
   arity: 2,
   apply([x, indices], attrs, ctx) {
@@ -106,12 +107,13 @@ export const groupedGateUpRule: OpRule<GroupedExpertsAttrs> = {
  *
  * @example
  * ```ts
- * import { estimate, graph, gluRule } from 'vram-ts';
- * const glu = graph((g, [x]) => g.call(gluRule, [x!], {})[0]!);
+ * import { estimate, graph } from 'vram-ts';
+ * import { gluOp } from 'vram-ts/internals';
+ * const glu = graph((g, [x]) => g.call(gluOp, [x!], {})[0]!);
  * console.log(estimate(glu, { input: [4, 8], loss: 'none' }).bytes.activations); // 0
  * ```
  */
-export const gluRule: OpRule<Record<string, never>> = {
+export const gluOp: OpRule<Record<string, never>> = {
   name: 'glu_halves',
   arity: 1,
   apply([x], _attrs, ctx) {
@@ -152,11 +154,11 @@ export const gluRule: OpRule<Record<string, never>> = {
  *
  * @example
  * ```ts
- * import { groupedDownRule } from 'vram-ts';
- * console.log(groupedDownRule.name); // moe_grouped_down
+ * import { groupedDownOp } from 'vram-ts/internals';
+ * console.log(groupedDownOp.name); // moe_grouped_down
  * ```
  */
-export const groupedDownRule: OpRule<GroupedExpertsAttrs> = {
+export const groupedDownOp: OpRule<GroupedExpertsAttrs> = {
   name: 'moe_grouped_down',
   arity: 3,
   apply([product, weights], attrs, ctx) {

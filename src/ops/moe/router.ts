@@ -33,12 +33,13 @@ export interface RouterAttrs {
  *
  * @example
  * ```ts
- * import { estimate, graph, linear, routerRule } from 'vram-ts';
- * const r = graph((g, [x]) => g.call(routerRule, [g.apply(linear({ out: 8, bias: false, name: 'gate' }), x!)], { experts: 8, k: 2, score: 'softmax', renorm: true })[0]!);
+ * import { estimate, graph, linear } from 'vram-ts';
+ * import { routerOp } from 'vram-ts/internals';
+ * const r = graph((g, [x]) => g.call(routerOp, [g.apply(linear({ out: 8, bias: false, name: 'gate' }), x!)], { experts: 8, k: 2, score: 'softmax', renorm: true })[0]!);
  * console.log(estimate(r, { input: [32, 16], loss: 'none' }).bytes.activations); // 3968
  * ```
  */
-export const routerRule: OpRule<RouterAttrs> = {
+export const routerOp: OpRule<RouterAttrs> = {
   name: 'moe_router',
   arity: 1,
   apply([logits], attrs, ctx) {
@@ -84,7 +85,7 @@ export const routerRule: OpRule<RouterAttrs> = {
  *
  * @example
  * ```ts
- * import { balancedCounts } from 'vram-ts';
+ * import { balancedCounts } from 'vram-ts/internals';
  * console.log(balancedCounts(10, 4).join(' ')); // "3 3 2 2"
  * ```
  */
@@ -98,7 +99,7 @@ export function balancedCounts(pairs: Dim, experts: number): Dim[] {
  *
  * @example
  * ```ts
- * import { capacityCounts } from 'vram-ts';
+ * import { capacityCounts } from 'vram-ts/internals';
  * console.log(capacityCounts(64, 4, 1.25, [40, 12, 8, 4]).join(' ')); // "20 12 8 4"
  * ```
  */
