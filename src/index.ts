@@ -201,13 +201,3 @@ export { CONTEXT_DEFAULTS, runtimeLines, type RuntimeLine, type RuntimeOptions }
 export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
 export type { OptimizerImpl, OptimizerName, OptimizerSpec } from './memory/optimizers.js';
 export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';
-
-// Transitional: these live in vram-ts/internals (exported there too) but stay here until the TSDoc
-// of src/parallel/ and src/trace/, being edited elsewhere, imports them from 'vram-ts/internals'
-// (their examples run against the entry they name) and pipelineRankModel's comment links
-// `vram-ts!RepeatedBlocks.stage` (a link from the other entry resolves only with the module named).
-export { megatronBuffers, megatronShard } from './parallel/engines/megatron.js';
-export { inFlight, pipelineActions } from './parallel/pipeline/schedules.js';
-export { pipelineRankModel } from './parallel/pipeline/stages.js';
-export { trace } from './trace/trace.js';
-export { parameterOrder, tensorUses } from './trace/uses.js';

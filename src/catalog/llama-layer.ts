@@ -1,5 +1,5 @@
-import { addRule } from '../ops/merge.js';
-import { rotaryBuffersRule, rotaryCacheRule, rotaryRule } from '../ops/rotary.js';
+import { addOp } from '../ops/merge.js';
+import { rotaryBuffersOp, rotaryCacheOp, rotaryOp } from '../ops/rotary.js';
 import { attention, type AttentionImpl, type AttentionOptions } from '../nn/attention.js';
 import { dropout } from '../nn/dropout.js';
 import { graph } from '../nn/graph.js';
@@ -38,10 +38,10 @@ function layerRotary(b: LayerBuild): Layer | undefined {
   const positions = shape.maxPositions ?? 2048;
   const className = `${prefix}RotaryEmbedding`;
   if (rotary.placement === 'attention') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryRule, [v!], { headDim: shape.headDim, seqDim: 2, ...(rotary.unusedTables ? { cachedPositions: positions } : {}) })));
+    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryOp, [v!], { headDim: shape.headDim, seqDim: 2, ...(rotary.unusedTables ? { cachedPositions: positions } : {}) })));
   }
   if (rotary.placement === 'attention-cached') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryCacheRule, [v!], { headDim: shape.headDim, positions })));
+    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryCacheOp, [v!], { headDim: shape.headDim, positions })));
   }
   return undefined;
 }
@@ -51,7 +51,7 @@ function layerSelfAttention(b: LayerBuild, i: number): Layer {
   const { shape, rules, prefix, rotaryRules, local, norm } = b;
   const rotary = layerRotary(b);
   // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
-  const buffersOp = opLayer(rotaryBuffersRule, null, { headDim: shape.headDim });
+  const buffersOp = opLayer(rotaryBuffersOp, null, { headDim: shape.headDim });
   const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(buffersOp, x!))) : undefined;
   return shape.layerAttention?.(i) ?? attention({
     name: 'self_attn',
@@ -107,11 +107,11 @@ export function decoderLayer(b: LayerBuild, i: number): Layer {
       if (weights !== undefined) g.hold(weights);
       // Gemma 2/3: post_attention_layernorm on the attention output; Phi-3: resid_attn_dropout.
       const attnOut = sandwich ? g.apply(postNorm, out!) : shape.residDropout !== undefined ? g.apply(residAttn, out!) : out!;
-      const mid = g.call(addRule, [h!, attnOut], {})[0]!;
+      const mid = g.call(addOp, [h!, attnOut], {})[0]!;
       const normed2 = g.apply(sandwich ? preFeedforward : postNorm, mid);
       const mlpOut = g.apply(mlp, normed2);
       const last = sandwich ? g.apply(postFeedforward, mlpOut) : shape.residDropout !== undefined ? g.apply(residMlp, mlpOut) : mlpOut;
-      return g.call(addRule, [mid, last], {})[0]!;
+      return g.call(addOp, [mid, last], {})[0]!;
     }),
   });
   return layer;

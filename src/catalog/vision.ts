@@ -81,8 +81,19 @@ const MODELS: Readonly<Record<string, ResNetSpec | EfficientNetSpec | ViTSpec>> 
   vit_h_14: vit(14, 32, 16, 1280, 5120),
 });
 
-/** The catalog's families, the one registry {@link vision} reads: ResNet, EfficientNet and ViT here, then vision/extra.ts's and vision/classic.ts's. */
-const FAMILIES: readonly VisionFamily[] = [{ names: Object.keys(MODELS), build: visionCore }, ...EXTRA_VISION, CLASSIC_VISION_FAMILY];
+/**
+ * The catalog's families, the one registry {@link vision} reads: ResNet, EfficientNet and ViT
+ * here, then vision/extra.ts's and vision/classic.ts's. A function, not a constant: a bundle that
+ * never builds a vision model leaves the builders out (package.json's sideEffects: false).
+ */
+function families(): readonly VisionFamily[] {
+  return [{ names: Object.keys(MODELS), build: visionCore }, ...EXTRA_VISION, CLASSIC_VISION_FAMILY];
+}
+
+/* @__NO_SIDE_EFFECTS__ */
+function familyNames(): readonly string[] {
+  return Object.freeze(families().flatMap((family) => family.names));
+}
 
 /**
  * The torchvision model names {@link vision} builds.
@@ -93,7 +104,7 @@ const FAMILIES: readonly VisionFamily[] = [{ names: Object.keys(MODELS), build: 
  * console.log(VISION_MODELS.includes('efficientnet_b0')); // true
  * ```
  */
-export const VISION_MODELS: readonly string[] = Object.freeze(FAMILIES.flatMap((family) => family.names));
+export const VISION_MODELS: readonly string[] = familyNames();
 
 /** torchvision's resnet.BasicBlock / Bottleneck: conv1, bn1, relu, conv2, bn2, (conv3, bn3), downsample, `out += identity`, relu. */
 function resnetBlock(name: string, kind: 'basic' | 'bottleneck', inplanes: number, planes: number, stride: number, groups: number, widthPerGroup: number): Layer {
@@ -243,7 +254,7 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
 /* @__NO_SIDE_EFFECTS__ */
 export function vision(name: string, options: VisionOptions = {}): SeqLayer {
   checkKeys(options, ['numClasses', 'dropout', 'stochasticDepthProb', 'imageSize'], 'vision');
-  const family = FAMILIES.find((f) => f.names.includes(name));
+  const family = families().find((f) => f.names.includes(name));
   if (family === undefined) fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
   return family.build(name, options);
 }

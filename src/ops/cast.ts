@@ -24,4 +24,3 @@ export const castOp: OpRule<CastAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { castOp as castRule };

@@ -37,4 +37,3 @@ export const dropoutOp: OpRule<DropoutAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { dropoutOp as dropoutRule };

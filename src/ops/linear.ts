@@ -102,4 +102,3 @@ export const linearOp: OpRule<LinearAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { linearOp as linearRule };

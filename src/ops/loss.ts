@@ -36,4 +36,3 @@ export const nllLossOp: OpRule<Record<string, never>> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { logSoftmaxOp as logSoftmaxRule, nllLossOp as nllLossRule };

@@ -129,4 +129,3 @@ export const catOp: OpRule<CatAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { addOp as addRule, catOp as catRule, mulOp as mulRule };

@@ -104,4 +104,3 @@ export const softmaxOp: OpRule<SoftmaxAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { mulScalarOp as mulScalarRule };

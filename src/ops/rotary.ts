@@ -142,4 +142,3 @@ export const rotaryBuffersOp: OpRule<RotaryBuffersAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { rotaryBuffersOp as rotaryBuffersRule, rotaryCacheOp as rotaryCacheRule, rotaryOp as rotaryRule };

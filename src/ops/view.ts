@@ -234,4 +234,3 @@ export const selectOp: OpRule<SelectAttrs> = {
  * Old names, kept only while src/trace/, src/parallel/pipeline/stages.ts and src/catalog/llama-layer.ts
  * still import them (they are being edited elsewhere); drop once those import the *Op names.
  */
-export { viewOp as viewRule };

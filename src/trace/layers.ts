@@ -1,8 +1,8 @@
 import { fail } from '../errors.js';
 import type { BranchLayer, GraphLayer, Layer, OpLayer, TensorRef } from '../nn/types.js';
 import { opLayer } from '../nn/op.js';
-import { linearRule, type LinearAttrs } from '../ops/linear.js';
-import { addRule, catRule, mulRule } from '../ops/merge.js';
+import { linearOp, type LinearAttrs } from '../ops/linear.js';
+import { addOp, catOp, mulOp } from '../ops/merge.js';
 import { bounds } from '../sym/bounds.js';
 import { formatDim } from '../sym/format.js';
 import { loraTarget, traceLora } from './lora.js';
@@ -42,7 +42,7 @@ export function traceLayer(state: State, layer: Layer, inputs: readonly TensorRe
       const body = first(layer.inline === true ? traceInline(state, layer.body, [x], layer.name ?? slot) : traceLayer(state, layer.body, [x], layer.name ?? slot), modulePath(state));
       // torchvision's blocks: `out = body(x); identity = self.downsample(x); out += identity`.
       const identity = layer.downsample ? first(traceLayer(state, layer.downsample, [x], undefined), modulePath(state)) : shortcut;
-      return runOp(state, addRule, { inplace: layer.inplace }, [body, identity]);
+      return runOp(state, addOp, { inplace: layer.inplace }, [body, identity]);
     }
     case 'branch':
       return traceBranch(state, layer, inputs, name);
@@ -67,7 +67,7 @@ function traceOp(state: State, given: OpLayer<unknown>, inputs: readonly TensorR
     const scheme = quantFor(state, childKey(state, name));
     if (scheme !== undefined) {
       className = QUANT_CLASS[scheme.method];
-      layer = opLayer(linearRule, className, { ...(given.attrs as LinearAttrs), quant: scheme }, { name });
+      layer = opLayer(linearOp, className, { ...(given.attrs as LinearAttrs), quant: scheme }, { name });
     }
   }
   return runOpModule(state, layer, name, className, inputs);
@@ -101,8 +101,8 @@ function traceBranch(state: State, layer: BranchLayer, inputs: readonly TensorRe
 /** A branch's merge of its path outputs: concat along channels, or add/mul left to right. */
 function mergePaths(state: State, layer: BranchLayer, outs: readonly TensorRef[], path: readonly string[]): TensorRef[] {
   if (outs.length === 0) fail('empty-branch', 'a branch needs at least one path', { path });
-  if (layer.merge === 'concat') return runOp(state, catRule, { dim: 1 }, outs);
-  const rule = layer.merge === 'add' ? addRule : mulRule;
+  if (layer.merge === 'concat') return runOp(state, catOp, { dim: 1 }, outs);
+  const rule = layer.merge === 'add' ? addOp : mulOp;
   let merged: TensorRef[] = [outs[0]!];
   for (const next of outs.slice(1)) merged = runOp(state, rule, {}, [merged[0]!, next]);
   return merged;

@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import type { TensorRef } from '../nn/types.js';
-import { logSoftmaxRule, nllLossRule } from '../ops/loss.js';
+import { logSoftmaxOp, nllLossOp } from '../ops/loss.js';
 import { formatDim } from '../sym/format.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { runOp } from './run-op.js';
@@ -17,8 +17,8 @@ export function addLoss(state: State, outputs: readonly TensorRef[]): { loss: nu
   const target = newTensor(state, targetSpec, targetStorage, 'input', null, false, 'target', undefined);
   state.stage = 'loss';
   state.stack.push(0);
-  const logp = runOp(state, logSoftmaxRule, { dim: 1 }, [out]);
-  const loss = runOp(state, nllLossRule, {}, [logp[0]!, ref(state, target)]);
+  const logp = runOp(state, logSoftmaxOp, { dim: 1 }, [out]);
+  const loss = runOp(state, nllLossOp, {}, [logp[0]!, ref(state, target)]);
   state.stack.pop();
   return { loss: loss[0]!.id, target };
 }

@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import type { OpLayer, TensorRef } from '../nn/types.js';
 import { AUTOCAST_POLICY } from '../ops/autocast.js';
-import { castRule } from '../ops/cast.js';
+import { castOp } from '../ops/cast.js';
 import type { KernelStep, OpResult, OpRule, OwnedTensor, SavedRef } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import { mul } from '../sym/ops.js';
@@ -60,7 +60,7 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   const policy = options.autocast && state.stage === 'model' ? AUTOCAST_POLICY[rule.name] : undefined;
   const castTo = policy === 'lower' ? options.autocast! : policy === 'fp32' ? 'float32' : null;
   // Autocast casts floating inputs to the op's dtype first (a copy, ToCopyBackward saves nothing).
-  const inputs = castTo === null ? given : given.map((t) => (isFloating(t.dtype) && t.dtype !== castTo ? runOp(state, castRule, { dtype: castTo }, [t])[0]! : t));
+  const inputs = castTo === null ? given : given.map((t) => (isFloating(t.dtype) && t.dtype !== castTo ? runOp(state, castOp, { dtype: castTo }, [t])[0]! : t));
   selectiveRegion(state, rule.name, inputs);
   // What errors and the op context name: set once no nested op (a cast) runs any more.
   state.running.owner = owner;

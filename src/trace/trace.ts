@@ -39,7 +39,8 @@ function rootClassName(layer: Layer): string {
  *
  * @example
  * ```ts
- * import { bn, conv2d, seq, tensor, trace } from 'vram-ts';
+ * import { bn, conv2d, seq, tensor } from 'vram-ts';
+ * import { trace } from 'vram-ts/internals';
  * const ir = trace(seq(conv2d({ out: 8, kernel: 3, padding: 1 }), bn()), {
  *   inputs: [tensor([1, 3, 16, 16])], training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32',
  * });

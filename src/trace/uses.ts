@@ -14,7 +14,8 @@ export interface TensorUses {
  *
  * @example
  * ```ts
- * import { bn, conv2d, relu, seq, tensor, tensorUses, trace } from 'vram-ts';
+ * import { bn, conv2d, relu, seq, tensor } from 'vram-ts';
+ * import { tensorUses, trace } from 'vram-ts/internals';
  * const ir = trace(seq(conv2d({ out: 8, kernel: 3 }), bn(), relu()), {
  *   inputs: [tensor([1, 3, 16, 16])], training: true, gradEnabled: true, device: 'cuda', paramDtype: 'float32', loss: 'none',
  * });
@@ -41,7 +42,8 @@ export function tensorUses(ir: IR): TensorUses {
  *
  * @example
  * ```ts
- * import { linear, parameterOrder, seq, traceModel } from 'vram-ts';
+ * import { linear, seq, traceModel } from 'vram-ts';
+ * import { parameterOrder } from 'vram-ts/internals';
  * const ir = traceModel(seq(linear({ out: 4 }), linear({ out: 2 })), { input: [1, 3] });
  * console.log(parameterOrder(ir).map((id) => ir.tensors[id]!.key).join(' ')); // 0.weight 0.bias 1.weight 1.bias
  * ```

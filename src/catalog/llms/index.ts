@@ -17,7 +17,13 @@ export type { LlmEntry } from './entry.js';
  * config.json, `torch_dtype` included) and their published parameter totals, one file of
  * ./ per family, in this order.
  */
-export const LLMS: readonly LlmEntry[] = deepFreeze([...QWEN2_5, ...LLAMA, ...QWEN3, ...GEMMA, ...PHI_GPT2, ...MOE]);
+export const LLMS: readonly LlmEntry[] = families();
+
+/** The families joined (a call bundlers may drop when LLMS is unread: spreads in a constant they keep). */
+/* @__NO_SIDE_EFFECTS__ */
+function families(): readonly LlmEntry[] {
+  return deepFreeze([...QWEN2_5, ...LLAMA, ...QWEN3, ...GEMMA, ...PHI_GPT2, ...MOE]);
+}
 
 function normalise(name: string): string {
   return name.trim().toLowerCase().replace(/_/g, '-');

@@ -63,4 +63,4 @@ function visionClassic(name: string, options: VisionOptions): SeqLayer {
 }
 
 /** {@link CLASSIC_VISION} as one family of the vision catalog, its names in catalog order. */
-export const CLASSIC_VISION_FAMILY: VisionFamily = { names: Object.freeze(Object.keys(CLASSIC_VISION)), build: visionClassic };
+export const CLASSIC_VISION_FAMILY: VisionFamily = { names: /* @__PURE__ */ Object.freeze(/* @__PURE__ */ Object.keys(CLASSIC_VISION)), build: visionClassic };

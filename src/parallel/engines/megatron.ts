@@ -71,7 +71,7 @@ const roundUp = (n: number, k: number): number => Math.ceil(n / k) * k;
  *
  * @example
  * ```ts
- * import { megatronBuffers } from 'vram-ts';
+ * import { megatronBuffers } from 'vram-ts/internals';
  * const params = [{ id: 0, numel: 65536, dtype: 'bfloat16' as const }, { id: 1, numel: 256, dtype: 'bfloat16' as const }];
  * const [b] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize: null, dp: 2, rank: 0 });
  * console.log(b!.numel, b!.params.map((p) => [p.id, p.start])); // 65792 [ [ 1, 0 ], [ 0, 256 ] ]
@@ -117,7 +117,7 @@ export function megatronBuffers(params: readonly { readonly id: number; readonly
  *
  * @example
  * ```ts
- * import { megatronBuffers, megatronShard } from 'vram-ts';
+ * import { megatronBuffers, megatronShard } from 'vram-ts/internals';
  * const params = [{ id: 0, numel: 65536, dtype: 'bfloat16' as const }, { id: 1, numel: 256, dtype: 'bfloat16' as const }];
  * const [b] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize: null, dp: 2, rank: 0 });
  * console.log([...megatronShard(b!, 2, 0)], [...megatronShard(b!, 2, 1)]); // [ [ 1, 256 ], [ 0, 32640 ] ] [ [ 0, 32896 ] ]

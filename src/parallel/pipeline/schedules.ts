@@ -30,7 +30,7 @@ export interface PipelineAction {
  *
  * @example
  * ```ts
- * import { pipelineActions } from 'vram-ts';
+ * import { pipelineActions } from 'vram-ts/internals';
  * const order = pipelineActions('1f1b', 4, 2, 4).filter((a) => a.kind === 'forward' || a.kind === 'backward');
  * console.log(order.map((a) => `${a.kind[0]}${a.micro}`).join(' ')); // f0 f1 b0 f2 b1 f3 b2 b3
  * ```
@@ -140,7 +140,7 @@ function interleaved(pp: number, rank: number, m: number, v: number): PipelineAc
  *
  * @example
  * ```ts
- * import { inFlight, pipelineActions } from 'vram-ts';
+ * import { inFlight, pipelineActions } from 'vram-ts/internals';
  * console.log(inFlight(pipelineActions('1f1b', 4, 0, 8)), inFlight(pipelineActions('gpipe', 4, 0, 8))); // 4 8
  * ```
  */

@@ -1,8 +1,8 @@
 import { fail } from '../../errors.js';
 import { graph } from '../../nn/graph.js';
 import type { GraphBuilder, Layer, SeqLayer, TensorRef } from '../../nn/types.js';
-import { castRule } from '../../ops/cast.js';
-import { viewRule } from '../../ops/view.js';
+import { castOp } from '../../ops/cast.js';
+import { viewOp } from '../../ops/view.js';
 import type { Dim } from '../../sym/expr.js';
 import { mul } from '../../sym/ops.js';
 import type { TensorSpec } from '../../tensor/spec.js';
@@ -58,14 +58,15 @@ interface Stageable {
  * alone, or with interleaved schedules its stages side by side (each under `stage{s}`, the
  * final stage traced last so that the loss follows it). An `nn.Sequential` is cut between
  * children (slices keep their names, `model[a:b]`), its output going to the loss; a decoder
- * with a stage builder ({@link RepeatedBlocks.stage}) between blocks, torchtitan's way, its
+ * with a stage builder ({@link vram-ts!RepeatedBlocks.stage}) between blocks, torchtitan's way, its
  * logits flattened and upcast for `F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))`.
  * `boundary(name)` is the spec of the input of the child or block named so (read off a trace
  * of the whole model).
  *
  * @example
  * ```ts
- * import { linear, pipelineRankModel, relu, seq, tensor } from 'vram-ts';
+ * import { linear, relu, seq, tensor } from 'vram-ts';
+ * import { pipelineRankModel } from 'vram-ts/internals';
  * const model = seq(linear({ out: 8 }), relu(), linear({ out: 8 }), relu());
  * const rank = pipelineRankModel(model, [tensor([2, 8])], { pp: 2, virtualStages: 1, rank: 1 }, () => tensor([2, 8]));
  * console.log(rank.stages, rank.inputRequiresGrad); // [ { stage: 1, key: '', first: false, final: true } ] [ true ]
@@ -133,8 +134,8 @@ function stageable(model: Layer, boundary: (name: string) => TensorSpec): Stagea
     wrapped: true,
     lossInput: (g, logits) => {
       const [batch, seq, vocab] = logits.shape as [Dim, Dim, Dim];
-      const flat = g.call(viewRule, [logits], { shape: [mul(batch, seq), vocab] })[0]!;
-      return flat.dtype === 'float32' ? flat : g.call(castRule, [flat], { dtype: 'float32' })[0]!;
+      const flat = g.call(viewOp, [logits], { shape: [mul(batch, seq), vocab] })[0]!;
+      return flat.dtype === 'float32' ? flat : g.call(castOp, [flat], { dtype: 'float32' })[0]!;
     },
   };
 }
