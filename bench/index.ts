@@ -14,10 +14,15 @@ const { rows, budgets } = scaling(lib, { rounds: 30, calls: 5 });
 
 // The CLI's cold start: a new Node process each time, as a shell user meets it.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const [cold, node] = fastest([() => spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' }), () => spawnSync(process.execPath, ['-e', '0'], { encoding: 'utf8' })], { rounds: 5, calls: 1 }) as [number, number];
+const [cold, node] = fastest(
+  [() => spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' }), () => spawnSync(process.execPath, ['-e', '0'], { encoding: 'utf8' })],
+  { rounds: 5, calls: 1 },
+) as [number, number];
 
 console.log(`Node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'})`);
-console.table(rows.map((r) => ({ group: r.group, task: r.task, 'fastest (ms)': Number(r.ms.toFixed(3)), 'ratio to the first of its group': Number(r.ratio.toFixed(2)) })));
+console.table(
+  rows.map((r) => ({ group: r.group, task: r.task, 'fastest (ms)': Number(r.ms.toFixed(3)), 'ratio to the first of its group': Number(r.ratio.toFixed(2)) })),
+);
 console.log(`CLI cold start: vram-ts --help ${cold.toFixed(1)} ms (node -e 0 alone: ${node.toFixed(1)} ms)`);
 const seed = rows.find((r) => r.group === 'seed')!;
 console.log(`seed estimate after warm-up: ${seed.ms.toFixed(3)} ms (budget: under 1 ms) ${seed.ms < 1 ? 'ok' : 'MISSED'}`);

@@ -29,7 +29,10 @@ const LLAMA_405B = {
  * machine they come in bursts that move a median by 5×; taking turns spreads them over all
  * tasks alike.
  */
-export function fastest(tasks: readonly (() => unknown)[], { rounds = 20, calls = 5, warmup = 1 }: { rounds?: number; calls?: number; warmup?: number } = {}): number[] {
+export function fastest(
+  tasks: readonly (() => unknown)[],
+  { rounds = 20, calls = 5, warmup = 1 }: { rounds?: number; calls?: number; warmup?: number } = {},
+): number[] {
   const best = tasks.map(() => Infinity);
   for (let round = -warmup; round < rounds; round += 1) {
     tasks.forEach((task, i) => {
@@ -86,13 +89,20 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
   };
   // The seed first, in a process that has run nothing else: what a user estimating a CNN meets.
   const seedModel = lib.mobilenetV3Small({ numClasses: 3 });
-  group('seed', [['estimate: MobileNetV3-small 1×3×4000×2672 training step (the seed)', () => read(lib.estimate(seedModel, { input: [1, 3, 4000, 2672] }))]], 40);
+  group(
+    'seed',
+    [['estimate: MobileNetV3-small 1×3×4000×2672 training step (the seed)', () => read(lib.estimate(seedModel, { input: [1, 3, 4000, 2672] }))]],
+    40,
+  );
   const train405 = { input: [1, 8192] as const, precision: 'bf16' as const };
   group(
     'depth',
     (options.depths ?? DEPTHS).map((layers) => {
       const model = lib.fromHFConfig({ ...LLAMA_405B, num_hidden_layers: layers });
-      return [`Llama-3.1-405B shape, ${layers} layer${layers === 1 ? '' : 's'}, 1×8192 bf16 training step`, () => read(lib.estimate(model, train405))] as [string, () => unknown];
+      return [`Llama-3.1-405B shape, ${layers} layer${layers === 1 ? '' : 's'}, 1×8192 bf16 training step`, () => read(lib.estimate(model, train405))] as [
+        string,
+        () => unknown,
+      ];
     }),
   );
   const qwen = lib.llm('qwen2.5-0.5b');

@@ -6,67 +6,91 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { HF_MODEL_TYPES, mobilenetV3Small, estimate } from '../src/index.js';
-import { DISTRIBUTED_FOLDERS, compareDistributedFixture, loadDistributedFixtures, rankTolerance, type RankComparison } from '../test/helpers/distributed-oracle.js';
+import {
+  DISTRIBUTED_FOLDERS,
+  compareDistributedFixture,
+  loadDistributedFixtures,
+  rankTolerance,
+  type RankComparison,
+} from '../test/helpers/distributed-oracle.js';
 import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
 import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
 import { estimateCpFixture, loadCpFixtures } from '../test/helpers/cp-oracle.js';
 import { estimateEpFixture, loadEpFixtures } from '../test/helpers/ep-oracle.js';
 import { estimateMegatronRank, loadMegatronFixtures } from '../test/helpers/megatron-oracle.js';
-import { estimateFsdpCpFixture, estimateFsdpTpFixture, estimateTpCpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures, loadTpCpFixtures } from '../test/helpers/two-d-oracle.js';
+import {
+  estimateFsdpCpFixture,
+  estimateFsdpTpFixture,
+  estimateTpCpFixture,
+  loadFsdpCpFixtures,
+  loadFsdpTpFixtures,
+  loadTpCpFixtures,
+} from '../test/helpers/two-d-oracle.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
-import { MIRROR_RELEASE, compareCudaFixture, compareFixture, loadCudaFixtures, loadFixtures, loadHFFixtures, modelFor, tolerance, type Comparison, type OracleFixture } from '../test/helpers/oracle.js';
+import {
+  MIRROR_RELEASE,
+  compareCudaFixture,
+  compareFixture,
+  loadCudaFixtures,
+  loadFixtures,
+  loadHFFixtures,
+  modelFor,
+  tolerance,
+  type Comparison,
+  type OracleFixture,
+} from '../test/helpers/oracle.js';
 
 /** The text of docs/accuracy.md, from the committed fixtures. */
 export function renderAccuracy(): { text: string; summary: string[]; rows: number; pending: number } {
-const fixtures = loadFixtures();
-const rows: Comparison[] = [];
-const pending: string[] = [];
-for (const fixture of fixtures) {
-  const built = modelFor(fixture);
-  if ('pending' in built) {
-    pending.push(`| ${fixture.id} | ${built.pending} |`);
-    continue;
-  }
-  rows.push(...compareFixture(fixture, built.layer).comparisons);
-}
-
-const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}%`;
-const n = (x: number) => x.toLocaleString('en-US');
-const kind = (figure: string) => figure.replace(/ \(.*\)$/, '');
-
-const summarize = (list: readonly Comparison[]) => {
-  const groups = new Map<string, Comparison[]>();
-  for (const r of list) {
-    const key = `${r.category} | ${kind(r.figure)}`;
-    groups.set(key, [...(groups.get(key) ?? []), r]);
-  }
-  return [...groups].map(([key, group]) => {
-    const errors = group.map((r) => Math.abs(r.error));
-    const worst = Math.max(...errors);
-    const mean = errors.reduce((a, b) => a + b, 0) / errors.length;
-    const within = group.every((r) => Math.abs(r.error) <= tolerance(r));
-    return `| ${key} | ${group.length} | ${(mean * 100).toFixed(3)}% | ${(worst * 100).toFixed(3)}% | ${(tolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
-  });
-};
-const summary = summarize(rows);
-
-// Real Hugging Face code, one section per transformers release measured.
-const hfSections = loadHFFixtures().map(({ release, fixtures: measured }) => {
-  const hfRows: Comparison[] = [];
-  for (const fixture of measured) {
+  const fixtures = loadFixtures();
+  const rows: Comparison[] = [];
+  const pending: string[] = [];
+  for (const fixture of fixtures) {
     const built = modelFor(fixture);
     if ('pending' in built) {
       pending.push(`| ${fixture.id} | ${built.pending} |`);
       continue;
     }
-    hfRows.push(...compareFixture(fixture, built.layer).comparisons);
+    rows.push(...compareFixture(fixture, built.layer).comparisons);
   }
-  const env = (measured[0] as unknown as { env?: { torch?: string } } | undefined)?.env;
-  const framework = env?.torch?.startsWith('1.') === false ? 'torch-2' : 'torch-1.13';
-  return {
-    release,
-    rows: hfRows,
-    text: `### transformers ${release}
+
+  const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}%`;
+  const n = (x: number) => x.toLocaleString('en-US');
+  const kind = (figure: string) => figure.replace(/ \(.*\)$/, '');
+
+  const summarize = (list: readonly Comparison[]) => {
+    const groups = new Map<string, Comparison[]>();
+    for (const r of list) {
+      const key = `${r.category} | ${kind(r.figure)}`;
+      groups.set(key, [...(groups.get(key) ?? []), r]);
+    }
+    return [...groups].map(([key, group]) => {
+      const errors = group.map((r) => Math.abs(r.error));
+      const worst = Math.max(...errors);
+      const mean = errors.reduce((a, b) => a + b, 0) / errors.length;
+      const within = group.every((r) => Math.abs(r.error) <= tolerance(r));
+      return `| ${key} | ${group.length} | ${(mean * 100).toFixed(3)}% | ${(worst * 100).toFixed(3)}% | ${(tolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+    });
+  };
+  const summary = summarize(rows);
+
+  // Real Hugging Face code, one section per transformers release measured.
+  const hfSections = loadHFFixtures().map(({ release, fixtures: measured }) => {
+    const hfRows: Comparison[] = [];
+    for (const fixture of measured) {
+      const built = modelFor(fixture);
+      if ('pending' in built) {
+        pending.push(`| ${fixture.id} | ${built.pending} |`);
+        continue;
+      }
+      hfRows.push(...compareFixture(fixture, built.layer).comparisons);
+    }
+    const env = (measured[0] as unknown as { env?: { torch?: string } } | undefined)?.env;
+    const framework = env?.torch?.startsWith('1.') === false ? 'torch-2' : 'torch-1.13';
+    return {
+      release,
+      rows: hfRows,
+      text: `### transformers ${release}
 
 ${measured.length} cases built by the real, unmodified modeling code of transformers ${release}
 (\`AutoModelForCausalLM.from_config\`, eager attention, random weights) on PyTorch ${env?.torch ?? '?'} CPU, fp32, one thread,
@@ -82,32 +106,39 @@ ${summarize(hfRows).join('\n')}
 | case | figure | PyTorch | vram-ts | error |
 | --- | --- | ---: | ---: | ---: |
 ${hfRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`,
-  };
-});
-const hfText = hfSections.length === 0 ? 'No real-code fixtures are committed.' : hfSections.map((section) => section.text).join('\n\n');
-// Which model families the real code measured, release by release (every family fromHFConfig reads).
-const familiesMeasured = new Map<string, Set<string>>();
-for (const { release, fixtures: measured } of loadHFFixtures()) {
-  for (const fixture of measured) {
-    const type = String((fixture.case as { config?: { model_type?: unknown } }).config?.model_type ?? '?');
-    familiesMeasured.set(type, (familiesMeasured.get(type) ?? new Set()).add(release));
+    };
+  });
+  const hfText = hfSections.length === 0 ? 'No real-code fixtures are committed.' : hfSections.map((section) => section.text).join('\n\n');
+  // Which model families the real code measured, release by release (every family fromHFConfig reads).
+  const familiesMeasured = new Map<string, Set<string>>();
+  for (const { release, fixtures: measured } of loadHFFixtures()) {
+    for (const fixture of measured) {
+      const type = String((fixture.case as { config?: { model_type?: unknown } }).config?.model_type ?? '?');
+      familiesMeasured.set(type, (familiesMeasured.get(type) ?? new Set()).add(release));
+    }
   }
-}
-const familyTable = `| model_type | measured on the real code (transformers release, CPU fp32) |
+  const familyTable = `| model_type | measured on the real code (transformers release, CPU fp32) |
 | --- | --- |
-${[...HF_MODEL_TYPES].sort().map((family) => `| ${family} | ${familiesMeasured.has(family) ? [...familiesMeasured.get(family)!].sort().join(', ') : family === 'gemma3' ? 'its text_config is read as gemma3_text' : 'read only (no real-code case)'} |`).join('\n')}`;
+${[...HF_MODEL_TYPES]
+  .sort()
+  .map(
+    (family) =>
+      `| ${family} | ${familiesMeasured.has(family) ? [...familiesMeasured.get(family)!].sort().join(', ') : family === 'gemma3' ? 'its text_config is read as gemma3_text' : 'read only (no real-code case)'} |`,
+  )
+  .join('\n')}`;
 
-// The same cases on a CUDA GPU with PyTorch 2.x (tools/measure_cuda.py), when committed.
-const cudaFixtures = loadCudaFixtures();
-const cudaRows: Comparison[] = [];
-for (const fixture of cudaFixtures) {
-  const built = modelFor({ case: fixture.case } as OracleFixture);
-  if (!('pending' in built)) cudaRows.push(...compareCudaFixture(fixture, built.layer));
-}
-const cudaEnv = cudaFixtures[0]?.env;
-const cudaSection = cudaRows.length === 0
-  ? 'No CUDA fixtures are committed: `tools/measure_cuda.py` writes them under `test/fixtures/cuda/` when run on a CUDA GPU.'
-  : `Measured by \`tools/measure_cuda.py\` on an ${cudaEnv!.gpu} with PyTorch ${cudaEnv!.torch}, next to vram-ts with
+  // The same cases on a CUDA GPU with PyTorch 2.x (tools/measure_cuda.py), when committed.
+  const cudaFixtures = loadCudaFixtures();
+  const cudaRows: Comparison[] = [];
+  for (const fixture of cudaFixtures) {
+    const built = modelFor({ case: fixture.case } as OracleFixture);
+    if (!('pending' in built)) cudaRows.push(...compareCudaFixture(fixture, built.layer));
+  }
+  const cudaEnv = cudaFixtures[0]?.env;
+  const cudaSection =
+    cudaRows.length === 0
+      ? 'No CUDA fixtures are committed: `tools/measure_cuda.py` writes them under `test/fixtures/cuda/` when run on a CUDA GPU.'
+      : `Measured by \`tools/measure_cuda.py\` on an ${cudaEnv!.gpu} with PyTorch ${cudaEnv!.torch}, next to vram-ts with
 \`device: 'cuda'\` (PyTorch 2 rules). Peaks are \`torch.cuda.max_memory_allocated\` over the third training
 step (SGD, momentum, Adam, AdamW, foreach Adam as the case lists) and over a no-grad forward, less what
 the runtime itself kept allocated before the case (two 32 MiB cuBLAS workspaces and 1 MiB: vram-ts's
@@ -124,19 +155,19 @@ ${summarize(cudaRows).join('\n')}
 | --- | --- | ---: | ---: | ---: |
 ${cudaRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`;
 
-// One rank of a data-parallel job: the distributed oracles' fixtures.
-const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
-const rankGroups = new Map<string, RankComparison[]>();
-for (const r of rankRows) {
-  const key = `${r.torch} | ${r.engine} | ${kind(r.figure)}`;
-  rankGroups.set(key, [...(rankGroups.get(key) ?? []), r]);
-}
-const rankSummary = [...rankGroups].map(([key, group]) => {
-  const errors = group.map((r) => Math.abs(r.error));
-  const within = group.every((r) => Math.abs(r.error) <= rankTolerance(r));
-  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(rankTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
-});
-const rankSection = `Measured on a CPU with a fake process group: one process plays rank r of a world of W, every
+  // One rank of a data-parallel job: the distributed oracles' fixtures.
+  const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
+  const rankGroups = new Map<string, RankComparison[]>();
+  for (const r of rankRows) {
+    const key = `${r.torch} | ${r.engine} | ${kind(r.figure)}`;
+    rankGroups.set(key, [...(rankGroups.get(key) ?? []), r]);
+  }
+  const rankSummary = [...rankGroups].map(([key, group]) => {
+    const errors = group.map((r) => Math.abs(r.error));
+    const within = group.every((r) => Math.abs(r.error) <= rankTolerance(r));
+    return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(rankTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+  });
+  const rankSection = `Measured on a CPU with a fake process group: one process plays rank r of a world of W, every
 collective completes in place, so the engines' own code runs and the allocator sees rank r's
 allocations. \`tools/oracle/distributed_cpu.py\` runs DistributedDataParallel (its Reducer and buckets)
 and ZeroRedundancyOptimizer on PyTorch 1.13 with a fake group of its own; \`tools/oracle/fsdp2_cpu.py\`
@@ -163,19 +194,19 @@ CPU offload are read from their sources and not measured; context and expert par
 2-D layouts and Megatron's engine are measured in their own sections below. The closed forms (the ZeRO paper, DeepSpeed's estimators, Megatron's theoretical memory)
 are reproduced exactly by \`test/memory/closed-forms.test.ts\`.`;
 
-// Pipeline ranks: torch.distributed.pipelining over gloo on CPU.
-const pipelineRows: PipelineComparison[] = loadPipelineFixtures().flatMap(comparePipelineFixture);
-const pipelineGroups = new Map<string, PipelineComparison[]>();
-for (const r of pipelineRows) {
-  const key = `${r.schedule} | ${r.figure}`;
-  pipelineGroups.set(key, [...(pipelineGroups.get(key) ?? []), r]);
-}
-const pipelineSummary = [...pipelineGroups].map(([key, group]) => {
-  const errors = group.map((r) => Math.abs(r.error));
-  const within = group.every((r) => Math.abs(r.error) <= pipelineTolerance(r));
-  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(pipelineTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
-});
-const pipelineSection = `Measured on a CPU with real process groups: \`tools/oracle/pipeline_cpu.py\` starts one gloo process
+  // Pipeline ranks: torch.distributed.pipelining over gloo on CPU.
+  const pipelineRows: PipelineComparison[] = loadPipelineFixtures().flatMap(comparePipelineFixture);
+  const pipelineGroups = new Map<string, PipelineComparison[]>();
+  for (const r of pipelineRows) {
+    const key = `${r.schedule} | ${r.figure}`;
+    pipelineGroups.set(key, [...(pipelineGroups.get(key) ?? []), r]);
+  }
+  const pipelineSummary = [...pipelineGroups].map(([key, group]) => {
+    const errors = group.map((r) => Math.abs(r.error));
+    const within = group.every((r) => Math.abs(r.error) <= pipelineTolerance(r));
+    return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(pipelineTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+  });
+  const pipelineSection = `Measured on a CPU with real process groups: \`tools/oracle/pipeline_cpu.py\` starts one gloo process
 per pipeline rank on PyTorch 2.13 and runs \`torch.distributed.pipelining\` (\`PipelineStage\`,
 \`ScheduleGPipe\`, \`Schedule1F1B\`, \`ScheduleInterleaved1F1B\` with two stages per rank) over 2 and 4
 ranks and 2-8 micro-batches, on an MLP cut as \`nn.Sequential\` slices and on a real transformers
@@ -193,19 +224,19 @@ ${pipelineRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)}
 Not measured yet: pipelines on CUDA with NCCL (gloo's and NCCL's work objects may hold sent
 tensors differently), and a pipeline stage under a data-parallel engine.`;
 
-// DeepSpeed ZeRO itself over gloo on CPU.
-const deepspeedRows: DeepSpeedComparison[] = loadDeepSpeedFixtures().flatMap(compareDeepSpeedFixture);
-const deepspeedGroups = new Map<string, DeepSpeedComparison[]>();
-for (const r of deepspeedRows) {
-  const key = `ZeRO-${r.stage} | ${r.figure}`;
-  deepspeedGroups.set(key, [...(deepspeedGroups.get(key) ?? []), r]);
-}
-const deepspeedSummary = [...deepspeedGroups].map(([key, group]) => {
-  const errors = group.map((r) => Math.abs(r.error));
-  const within = group.every((r) => Math.abs(r.error) <= deepspeedTolerance(r));
-  return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(deepspeedTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
-});
-const deepspeedSection = `Measured on a CPU with real process groups: \`tools/oracle/deepspeed_cpu.py\` runs DeepSpeed's own
+  // DeepSpeed ZeRO itself over gloo on CPU.
+  const deepspeedRows: DeepSpeedComparison[] = loadDeepSpeedFixtures().flatMap(compareDeepSpeedFixture);
+  const deepspeedGroups = new Map<string, DeepSpeedComparison[]>();
+  for (const r of deepspeedRows) {
+    const key = `ZeRO-${r.stage} | ${r.figure}`;
+    deepspeedGroups.set(key, [...(deepspeedGroups.get(key) ?? []), r]);
+  }
+  const deepspeedSummary = [...deepspeedGroups].map(([key, group]) => {
+    const errors = group.map((r) => Math.abs(r.error));
+    const within = group.every((r) => Math.abs(r.error) <= deepspeedTolerance(r));
+    return `| ${key} | ${group.length} | ${((errors.reduce((a, b) => a + b, 0) / errors.length) * 100).toFixed(3)}% | ${(Math.max(...errors) * 100).toFixed(3)}% | ${(deepspeedTolerance(group[0]!) * 100).toFixed(0)}% | ${within ? 'yes' : '**no**'} |`;
+  });
+  const deepspeedSection = `Measured on a CPU with real process groups: \`tools/oracle/deepspeed_cpu.py\` runs DeepSpeed's own
 ZeRO optimizers (the source at edaa7221, \`DS_ACCELERATOR=cpu\`, one gloo process per rank, torch's
 Adam/AdamW as the client optimizer) on PyTorch 2.13 over stages 1-3, 2 and 4 ranks, fp32 and bf16,
 default and small reduce buckets, \`overlap_comm\`, gradient accumulation, persistence thresholds,
@@ -225,15 +256,28 @@ ${deepspeedRows.map((r) => `| ${r.id} | ${r.rank} | ${r.figure} | ${n(r.pytorch)
 Not measured yet: DeepSpeed on CUDA (its streams, NCCL, the caching allocator's rounding), the
 offload split between GPU and host, DeepSpeed's compiled CPU Adam.`;
 
-// Tensor-parallel ranks: the real transformers 4.40.2 Llama under DTensor TP/SP.
-const tpRows = loadTpFixtures().flatMap((fx) => {
-  const r = estimateTpFixture(fx);
-  const measured = fx.train[fx.case.optimizer]!;
-  const label = `TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
-  const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-  return [row('parameters (bytes)', measured.paramBytes, r.bytes.parameters), row('gradients', measured.gradBytes, r.bytes.gradients), row('optimizer state', measured.optimizerStateBytes, r.bytes.optimizer), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', measured.livePeakBytes, r.bytes.peak)];
-});
-const tpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/tp_cpu.py\` applies DTensor
+  // Tensor-parallel ranks: the real transformers 4.40.2 Llama under DTensor TP/SP.
+  const tpRows = loadTpFixtures().flatMap((fx) => {
+    const r = estimateTpFixture(fx);
+    const measured = fx.train[fx.case.optimizer]!;
+    const label = `TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
+    const row = (figure: string, pytorch: number, ours: number) => ({
+      id: fx.id,
+      label,
+      figure,
+      pytorch,
+      ours,
+      error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+    });
+    return [
+      row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
+      row('gradients', measured.gradBytes, r.bytes.gradients),
+      row('optimizer state', measured.optimizerStateBytes, r.bytes.optimizer),
+      row('saved bytes', fx.savedBytes, r.bytes.activations),
+      row('train peak', measured.livePeakBytes, r.bytes.peak),
+    ];
+  });
+  const tpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/tp_cpu.py\` applies DTensor
 tensor parallelism (\`ColwiseParallel\` on q/k/v/gate/up, \`RowwiseParallel\` on o/down and the
 vocab-parallel embedding, \`SequenceParallel\` norms, \`loss_parallel\`) to the real transformers 4.40.2
 Llama on PyTorch 2.13 and measures rank 0 (or 1) over a training step; transformers 4.40.2's
@@ -249,15 +293,30 @@ Not measured yet: TP on CUDA with NCCL. TP under FSDP2 is measured below (two-di
 layouts); under DDP, ZeroRedundancyOptimizer or DeepSpeed, and inside a pipeline stage, it is not
 modelled (a VramError).`;
 
-// Context-parallel ranks: the real transformers 4.40.2 Llama (sdpa) under torch's context_parallel.
-const cpRows = loadCpFixtures().flatMap((fx) => {
-  const r = estimateCpFixture(fx);
-  const measured = fx.train[fx.case.optimizer]!;
-  const label = fx.case.cp === 1 ? 'no CP (sdpa)' : `CP ${fx.case.cp} rank ${fx.case.rank}${fx.case.loadBalance === false ? ', no load balance' : ''}${fx.case.dtype === 'bfloat16' ? ', bf16' : ''}`;
-  const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-  return [row('parameters (bytes)', measured.paramBytes, r.bytes.parameters), row('gradients', measured.gradBytes, r.bytes.gradients), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', measured.livePeakBytes, r.bytes.peak)];
-});
-const cpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/cp_cpu.py\` runs the real
+  // Context-parallel ranks: the real transformers 4.40.2 Llama (sdpa) under torch's context_parallel.
+  const cpRows = loadCpFixtures().flatMap((fx) => {
+    const r = estimateCpFixture(fx);
+    const measured = fx.train[fx.case.optimizer]!;
+    const label =
+      fx.case.cp === 1
+        ? 'no CP (sdpa)'
+        : `CP ${fx.case.cp} rank ${fx.case.rank}${fx.case.loadBalance === false ? ', no load balance' : ''}${fx.case.dtype === 'bfloat16' ? ', bf16' : ''}`;
+    const row = (figure: string, pytorch: number, ours: number) => ({
+      id: fx.id,
+      label,
+      figure,
+      pytorch,
+      ours,
+      error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+    });
+    return [
+      row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
+      row('gradients', measured.gradBytes, r.bytes.gradients),
+      row('saved bytes', fx.savedBytes, r.bytes.activations),
+      row('train peak', measured.livePeakBytes, r.bytes.peak),
+    ];
+  });
+  const cpSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/cp_cpu.py\` runs the real
 transformers 4.40.2 Llama (sdpa, \`is_causal\`) inside torch 2.13's \`context_parallel\` (input ids,
 labels and positions as its buffers; the default all-gather rotation and load balancing) and
 measures one rank over a training step. torch 2.13 sends only the CUDA SDPA ops to its ring
@@ -277,18 +336,32 @@ passes apart from the input ids. Not measured yet: CP on CUDA with NCCL (the rin
 allocate the same tensors; the CUDA kernels' workspaces differ), the all-to-all rotation. CP under
 FSDP2 (the engine over dp × cp ranks) is measured below (two-dimensional layouts).`;
 
-// Expert-parallel ranks: real transformers 5.18 MoE decoders under Hugging Face's ep_plan.
-const epFixtures = loadEpFixtures();
-const epRows = epFixtures.filter((fx) => fx.case.experts !== 'batched_mm').flatMap((fx) => {
-  const r = estimateEpFixture(fx);
-  const measured = fx.train[fx.case.optimizer]!;
-  const label = `${String(fx.case.config.model_type)} ${fx.case.experts}${fx.case.ep === 1 ? ', one device' : `, EP ${fx.case.ep} rank ${fx.case.rank}`}`;
-  const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-  // The eager loop's saved bytes come from a forward routed differently from the recorded one (see below).
-  return [row('parameters (bytes)', measured.paramBytes, r.bytes.parameters), row('gradients', measured.gradBytes, r.bytes.gradients), ...(fx.case.experts === 'grouped_mm' ? [row('saved bytes', fx.savedBytes, r.bytes.activations)] : []), row('train peak', measured.livePeakBytes, r.bytes.peak)];
-});
-const epWorst = (impl: string) => Math.max(...epRows.filter((r) => r.label.includes(` ${impl}`)).map((r) => Math.abs(r.error))) * 100;
-const epSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/ep_cpu.py\` loads real,
+  // Expert-parallel ranks: real transformers 5.18 MoE decoders under Hugging Face's ep_plan.
+  const epFixtures = loadEpFixtures();
+  const epRows = epFixtures
+    .filter((fx) => fx.case.experts !== 'batched_mm')
+    .flatMap((fx) => {
+      const r = estimateEpFixture(fx);
+      const measured = fx.train[fx.case.optimizer]!;
+      const label = `${String(fx.case.config.model_type)} ${fx.case.experts}${fx.case.ep === 1 ? ', one device' : `, EP ${fx.case.ep} rank ${fx.case.rank}`}`;
+      const row = (figure: string, pytorch: number, ours: number) => ({
+        id: fx.id,
+        label,
+        figure,
+        pytorch,
+        ours,
+        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+      });
+      // The eager loop's saved bytes come from a forward routed differently from the recorded one (see below).
+      return [
+        row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
+        row('gradients', measured.gradBytes, r.bytes.gradients),
+        ...(fx.case.experts === 'grouped_mm' ? [row('saved bytes', fx.savedBytes, r.bytes.activations)] : []),
+        row('train peak', measured.livePeakBytes, r.bytes.peak),
+      ];
+    });
+  const epWorst = (impl: string) => Math.max(...epRows.filter((r) => r.label.includes(` ${impl}`)).map((r) => Math.abs(r.error))) * 100;
+  const epSection = `Measured on a CPU with PyTorch's fake process group: \`tools/oracle/ep_cpu.py\` loads real,
 unmodified transformers 5.18.0 Qwen3-MoE and Mixtral checkpoints with
 \`DistributedConfig(tp_size=e, enable_expert_parallel=True)\` (the models' \`ep_plan\`: routed experts
 split over the ranks, router, attention and the rest whole, every rank routing every token, the
@@ -306,32 +379,68 @@ so the eager rows show the peak only. Not modelled: \`batched_mm\` (${epFixtures
 expert parallelism, the all-to-all expert parallelism of torchtitan and Megatron (tokens sent to
 the experts' owners), EP on CUDA with NCCL.`;
 
-// Two-dimensional layouts: FSDP2 around TP ranks, FSDP2 over dp × cp around context_parallel.
-const twoDRows = [
-  ...loadFsdpTpFixtures().flatMap((fx) => {
-    const r = estimateFsdpTpFixture(fx);
-    const m = fx.train[fx.case.optimizer]!;
-    const label = `FSDP2 ${fx.case.dp} × TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
-    const row = (figure: string, pytorch: number, ours: number) => ({ id: `fsdp2-tp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('gradients', m.gradBytes, r.bytes.gradients), row('optimizer state', m.optimizerStateBytes, r.bytes.optimizer), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
-  }),
-  ...loadFsdpCpFixtures().flatMap((fx) => {
-    const r = estimateFsdpCpFixture(fx);
-    const m = fx.train.sgd!;
-    const label = `FSDP2 over ${fx.case.dp} × ${fx.case.cp}${fx.case.cp > 1 ? ` (CP ${fx.case.cp})` : ''}`;
-    const row = (figure: string, pytorch: number, ours: number) => ({ id: `fsdp2-cp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('gradients', m.gradBytes, r.bytes.gradients), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
-  }),
-  ...loadTpCpFixtures().flatMap((fx) => {
-    const r = estimateTpCpFixture(fx);
-    const m = fx.train.sgd!;
-    const label = `TP ${fx.case.tp} × CP ${fx.case.cp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}${fx.case.loadBalance ? '' : ', no load balance'}`;
-    const row = (figure: string, pytorch: number, ours: number) => ({ id: `tp-cp/${fx.id}`, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-    return [row('parameters (bytes)', m.paramBytes, r.bytes.parameters), row('saved bytes', fx.savedBytes, r.bytes.activations), row('train peak', m.livePeakBytes, r.bytes.peak)];
-  }),
-];
-const twoDWorst = (prefix: string) => Math.max(...twoDRows.filter((r) => r.id.startsWith(prefix)).map((r) => Math.abs(r.error))) * 100;
-const twoDSection = `Measured on a CPU with PyTorch's fake process group on a real transformers 4.40.2 Llama:
+  // Two-dimensional layouts: FSDP2 around TP ranks, FSDP2 over dp × cp around context_parallel.
+  const twoDRows = [
+    ...loadFsdpTpFixtures().flatMap((fx) => {
+      const r = estimateFsdpTpFixture(fx);
+      const m = fx.train[fx.case.optimizer]!;
+      const label = `FSDP2 ${fx.case.dp} × TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
+      const row = (figure: string, pytorch: number, ours: number) => ({
+        id: `fsdp2-tp/${fx.id}`,
+        label,
+        figure,
+        pytorch,
+        ours,
+        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+      });
+      return [
+        row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
+        row('gradients', m.gradBytes, r.bytes.gradients),
+        row('optimizer state', m.optimizerStateBytes, r.bytes.optimizer),
+        row('saved bytes', fx.savedBytes, r.bytes.activations),
+        row('train peak', m.livePeakBytes, r.bytes.peak),
+      ];
+    }),
+    ...loadFsdpCpFixtures().flatMap((fx) => {
+      const r = estimateFsdpCpFixture(fx);
+      const m = fx.train.sgd!;
+      const label = `FSDP2 over ${fx.case.dp} × ${fx.case.cp}${fx.case.cp > 1 ? ` (CP ${fx.case.cp})` : ''}`;
+      const row = (figure: string, pytorch: number, ours: number) => ({
+        id: `fsdp2-cp/${fx.id}`,
+        label,
+        figure,
+        pytorch,
+        ours,
+        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+      });
+      return [
+        row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
+        row('gradients', m.gradBytes, r.bytes.gradients),
+        row('saved bytes', fx.savedBytes, r.bytes.activations),
+        row('train peak', m.livePeakBytes, r.bytes.peak),
+      ];
+    }),
+    ...loadTpCpFixtures().flatMap((fx) => {
+      const r = estimateTpCpFixture(fx);
+      const m = fx.train.sgd!;
+      const label = `TP ${fx.case.tp} × CP ${fx.case.cp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}${fx.case.loadBalance ? '' : ', no load balance'}`;
+      const row = (figure: string, pytorch: number, ours: number) => ({
+        id: `tp-cp/${fx.id}`,
+        label,
+        figure,
+        pytorch,
+        ours,
+        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+      });
+      return [
+        row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
+        row('saved bytes', fx.savedBytes, r.bytes.activations),
+        row('train peak', m.livePeakBytes, r.bytes.peak),
+      ];
+    }),
+  ];
+  const twoDWorst = (prefix: string) => Math.max(...twoDRows.filter((r) => r.id.startsWith(prefix)).map((r) => Math.abs(r.error))) * 100;
+  const twoDSection = `Measured on a CPU with PyTorch's fake process group on a real transformers 4.40.2 Llama:
 \`tools/oracle/fsdp2_tp_cpu.py\` (torchtitan's 2-D layout: the TP plan on mesh["tp"], then
 \`fully_shard\` of every decoder layer and the root on mesh["dp"]) and \`tools/oracle/fsdp2_cp_cpu.py\`
 (\`fully_shard\` over the flattened dp × cp mesh, each step inside \`context_parallel\`) and
@@ -350,17 +459,30 @@ Not measured (and refused where not modelled): TP under DDP, ZeroRedundancyOptim
 (a VramError), HSDP, torchtitan's newer FSDP grouping ([norm, lm_head] as one unit), FSDP2 × TP × CP
 as one measured triple (each pair is measured; the three compose in vram-ts), and anything on CUDA.`;
 
-// Megatron-core's DDP and optimizers, every rank.
-const megatronRows = loadMegatronFixtures().flatMap((fx) =>
-  fx.ranks.flatMap((m) => {
-    const r = estimateMegatronRank(fx, m.rank);
-    const c = fx.case;
-    const label = `${c.useDistributedOptimizer ? 'distributed optimizer' : 'DDP'}, ${c.dtype}${c.gradReduceInFp32 ? ', fp32 grads' : ''}${c.overlapGradReduce ? `, buckets of ${c.bucketSize}` : ''}, ${c.world} ranks`;
-    const row = (figure: string, pytorch: number, ours: number) => ({ id: fx.id, rank: m.rank, label, figure, pytorch, ours, error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch });
-    return [row('parameters (bytes)', m.roles.paramBuffer + m.roles.moduleParams, r.bytes.parameters), row('gradient buffer', m.roles.gradBuffer, r.bytes.gradients), row('fp32 master + optimizer state', m.roles.fp32Main + m.roles.optimizerState, r.bytes.optimizer), row('train peak', m.livePeakWithoutBackendTempsBytes, r.bytes.peak)];
-  }),
-);
-const megatronSection = `Measured on Megatron-core itself (NVIDIA/Megatron-LM d98e8a64, core 0.20.0):
+  // Megatron-core's DDP and optimizers, every rank.
+  const megatronRows = loadMegatronFixtures().flatMap((fx) =>
+    fx.ranks.flatMap((m) => {
+      const r = estimateMegatronRank(fx, m.rank);
+      const c = fx.case;
+      const label = `${c.useDistributedOptimizer ? 'distributed optimizer' : 'DDP'}, ${c.dtype}${c.gradReduceInFp32 ? ', fp32 grads' : ''}${c.overlapGradReduce ? `, buckets of ${c.bucketSize}` : ''}, ${c.world} ranks`;
+      const row = (figure: string, pytorch: number, ours: number) => ({
+        id: fx.id,
+        rank: m.rank,
+        label,
+        figure,
+        pytorch,
+        ours,
+        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
+      });
+      return [
+        row('parameters (bytes)', m.roles.paramBuffer + m.roles.moduleParams, r.bytes.parameters),
+        row('gradient buffer', m.roles.gradBuffer, r.bytes.gradients),
+        row('fp32 master + optimizer state', m.roles.fp32Main + m.roles.optimizerState, r.bytes.optimizer),
+        row('train peak', m.livePeakWithoutBackendTempsBytes, r.bytes.peak),
+      ];
+    }),
+  );
+  const megatronSection = `Measured on Megatron-core itself (NVIDIA/Megatron-LM d98e8a64, core 0.20.0):
 \`tools/oracle/megatron_cpu.py\` runs its \`DistributedDataParallel\` and the optimizers
 \`get_megatron_optimizer\` builds (FP32Optimizer, Float16Optimizer, the distributed optimizer) over
 gloo on PyTorch 2.13 CPU, one process per rank, an MLP of 265,738 parameters (Float16Module for bf16),
@@ -379,22 +501,22 @@ residual; Megatron on CUDA steps with TE's or apex's FusedAdam), \`overlap_param
 parallel buffers, fp8, Megatron's GPTModel, tensor or pipeline parallelism under Megatron's DDP, and
 anything on CUDA with NCCL.`;
 
-// torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
-// test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
-const seedRows = [
-  ['3×224×224', 'torchsummary_mobilenet_v3_small_3cls_224x224.txt', 'mnv3s_3cls_b1_224_train', [1, 3, 224, 224]],
-  ['3×4000×2672', 'torchsummary_mobilenet_v3_small_3cls_4000x2672.txt', 'mnv3s_3cls_b1_4000x2672_train', [1, 3, 4000, 2672]],
-] as const;
-const baselines = seedRows.map(([label, file, id, input]) => {
-  const text = readFileSync(new URL(`../test/fixtures/reference/${file}`, import.meta.url), 'utf8');
-  const mb = Number(/Forward\/backward pass size \(MB\): ([\d.]+)/.exec(text)![1]);
-  const torchsummary = Math.round(mb * 2 ** 20);
-  const truth = fixtures.find((f) => f.id === id)!.saved.bytes;
-  const ours = estimate(mobilenetV3Small({ numClasses: 3 }), { input, device: 'cpu', framework: 'torch-1.13' }).bytes.activations as number;
-  return `| ${label} | ${n(truth)} | ${n(ours)} (${pct((ours - truth) / truth)}) | ≈${n(torchsummary)} (${pct((torchsummary - truth) / truth)}) |`;
-});
+  // torchsummary's "Forward/backward pass size" on the seed's two inputs (the real tool's text,
+  // test/fixtures/reference) against what PyTorch keeps (the oracle) and vram-ts's estimate.
+  const seedRows = [
+    ['3×224×224', 'torchsummary_mobilenet_v3_small_3cls_224x224.txt', 'mnv3s_3cls_b1_224_train', [1, 3, 224, 224]],
+    ['3×4000×2672', 'torchsummary_mobilenet_v3_small_3cls_4000x2672.txt', 'mnv3s_3cls_b1_4000x2672_train', [1, 3, 4000, 2672]],
+  ] as const;
+  const baselines = seedRows.map(([label, file, id, input]) => {
+    const text = readFileSync(new URL(`../test/fixtures/reference/${file}`, import.meta.url), 'utf8');
+    const mb = Number(/Forward\/backward pass size \(MB\): ([\d.]+)/.exec(text)![1]);
+    const torchsummary = Math.round(mb * 2 ** 20);
+    const truth = fixtures.find((f) => f.id === id)!.saved.bytes;
+    const ours = estimate(mobilenetV3Small({ numClasses: 3 }), { input, device: 'cpu', framework: 'torch-1.13' }).bytes.activations as number;
+    return `| ${label} | ${n(truth)} | ${n(ours)} (${pct((ours - truth) / truth)}) | ≈${n(torchsummary)} (${pct((torchsummary - truth) / truth)}) |`;
+  });
 
-const body = `<!-- Generated by \`npm run accuracy\` (scripts/accuracy.ts) from test/fixtures. Do not edit by hand. -->
+  const body = `<!-- Generated by \`npm run accuracy\` (scripts/accuracy.ts) from test/fixtures. Do not edit by hand. -->
 # Accuracy against PyTorch
 
 Every figure below is PyTorch's own, measured by the oracle (\`tools/oracle\`, PyTorch 1.13 on CPU,
@@ -486,12 +608,17 @@ ${megatronSection}
 
 ${pending.length === 0 ? 'None.' : `| case | reason |\n| --- | --- |\n${pending.join('\n')}`}
 `;
-return {
-  text: body,
-  summary: [...summary, ...hfSections.flatMap((section) => summarize(section.rows).map((line) => `transformers ${section.release} ${line}`)), ...summarize(cudaRows).map((line) => `cuda ${line}`), ...rankSummary.map((line) => `per rank ${line}`)],
-  rows: rows.length + cudaRows.length + rankRows.length + hfSections.reduce((a, section) => a + section.rows.length, 0),
-  pending: pending.length,
-};
+  return {
+    text: body,
+    summary: [
+      ...summary,
+      ...hfSections.flatMap((section) => summarize(section.rows).map((line) => `transformers ${section.release} ${line}`)),
+      ...summarize(cudaRows).map((line) => `cuda ${line}`),
+      ...rankSummary.map((line) => `per rank ${line}`),
+    ],
+    rows: rows.length + cudaRows.length + rankRows.length + hfSections.reduce((a, section) => a + section.rows.length, 0),
+    pending: pending.length,
+  };
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -20,14 +20,21 @@ const BLOCK = /<!-- run: vram-ts ([^\n]*?) -->\n```text\n[\s\S]*?```/g;
 function output(args: string): string {
   let out = '';
   let err = '';
-  const code = run(args.split(/\s+/).filter(Boolean), (t) => (out += t), (t) => (err += t));
+  const code = run(
+    args.split(/\s+/).filter(Boolean),
+    (t) => (out += t),
+    (t) => (err += t),
+  );
   if (code !== 0 && code !== 1) throw new Error(`vram-ts ${args} failed: ${err}`);
   return out;
 }
 
 /** The text of a doc with every run block refreshed. */
 export function refresh(text: string): string {
-  return text.replace(BLOCK, (_whole, args: string) => `<!-- run: vram-ts ${args} -->\n\`\`\`text\n$ vram-ts ${args}\n${output(args).replace(/\n+$/, '')}\n\`\`\``);
+  return text.replace(
+    BLOCK,
+    (_whole, args: string) => `<!-- run: vram-ts ${args} -->\n\`\`\`text\n$ vram-ts ${args}\n${output(args).replace(/\n+$/, '')}\n\`\`\``,
+  );
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -35,5 +35,7 @@ export async function buildSite(outDir = join(root, 'site', 'dist')): Promise<st
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const out = await buildSite();
-  console.log(`site/dist/index.html (app.js ${(statSync(join(out, 'app.js')).size / 1024).toFixed(0)} KB): serve site/dist, e.g. python3 -m http.server -d site/dist`);
+  console.log(
+    `site/dist/index.html (app.js ${(statSync(join(out, 'app.js')).size / 1024).toFixed(0)} KB): serve site/dist, e.g. python3 -m http.server -d site/dist`,
+  );
 }

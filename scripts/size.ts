@@ -24,7 +24,11 @@ const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {
   const result = await build({
-    stdin: { contents: exports === '*' ? `export * from ${JSON.stringify(dist)};` : `export { ${exports} } from ${JSON.stringify(dist)};`, resolveDir: '.', loader: 'js' },
+    stdin: {
+      contents: exports === '*' ? `export * from ${JSON.stringify(dist)};` : `export { ${exports} } from ${JSON.stringify(dist)};`,
+      resolveDir: '.',
+      loader: 'js',
+    },
     bundle: true,
     minify: true,
     format: 'esm',
@@ -38,7 +42,15 @@ async function gzipped(exports: string): Promise<number> {
 const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv2d, bn, linear, relu, hardswish, residual, branch, module');
 // The CLI on top of the library: dist/cli.js imports dist/index.js, so this is its own code only.
 const CLI_BUDGET = 24 * 1024;
-const cliBuild = await build({ entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname], bundle: false, minify: true, format: 'esm', platform: 'node', write: false, logLevel: 'error' });
+const cliBuild = await build({
+  entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname],
+  bundle: false,
+  minify: true,
+  format: 'esm',
+  platform: 'node',
+  write: false,
+  logLevel: 'error',
+});
 const cli = gzipSync(cliBuild.outputFiles[0]!.contents, { level: 9 }).length;
 const full = await gzipped('*');
 const kb = (n: number) => `${(n / 1024).toFixed(2)} KB`;

@@ -38,7 +38,13 @@ export function functionLengths(root: string): LongUnit[] {
   for (const path of sourceFiles(join(root, 'src'))) {
     const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
     const visit = (node: ts.Node): void => {
-      if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isArrowFunction(node) || ts.isFunctionExpression(node) || ts.isGetAccessor(node)) {
+      if (
+        ts.isFunctionDeclaration(node) ||
+        ts.isMethodDeclaration(node) ||
+        ts.isArrowFunction(node) ||
+        ts.isFunctionExpression(node) ||
+        ts.isGetAccessor(node)
+      ) {
         const start = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
         const end = source.getLineAndCharacterOfPosition(node.getEnd()).line;
         units.push({ file: relative(root, path), name: nameOf(node), line: start + 1, lines: end - start + 1 });
@@ -81,7 +87,14 @@ function typeOnly(statement: ts.ImportDeclaration | ts.ExportDeclaration): boole
   const clause = statement.importClause;
   if (clause?.isTypeOnly) return true;
   const named = clause?.namedBindings;
-  return clause !== undefined && clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly);
+  return (
+    clause !== undefined &&
+    clause.name === undefined &&
+    named !== undefined &&
+    ts.isNamedImports(named) &&
+    named.elements.length > 0 &&
+    named.elements.every((e) => e.isTypeOnly)
+  );
 }
 
 /** The runtime imports (not `import type`, not type-only specifiers) of each src file. */

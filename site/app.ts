@@ -61,9 +61,25 @@ export interface State {
 
 /** The seed's question: MobileNetV3-small, 3 classes, 3×4000×2672 photos, a training step. */
 const DEFAULTS: State = {
-  model: 'mobilenet_v3_small', config: '', classes: 3, mode: 'train', batch: 1, seq: 2048, height: 4000, width: 2672,
-  precision: 'fp32', optimizer: 'adam', lora: 0, qlora: false, checkpointing: false,
-  gpu: 'A100-80GB', gpus: 1, engine: 'fsdp2', zero: 3, tp: 1, pp: 1,
+  model: 'mobilenet_v3_small',
+  config: '',
+  classes: 3,
+  mode: 'train',
+  batch: 1,
+  seq: 2048,
+  height: 4000,
+  width: 2672,
+  precision: 'fp32',
+  optimizer: 'adam',
+  lora: 0,
+  qlora: false,
+  checkpointing: false,
+  gpu: 'A100-80GB',
+  gpus: 1,
+  engine: 'fsdp2',
+  zero: 3,
+  tp: 1,
+  pp: 1,
 };
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -77,7 +93,11 @@ function fillSelects(): void {
   const group = (label: string, values: readonly string[], text: (v: string) => string = (v) => v) =>
     `<optgroup label="${label}">${values.map((v) => `<option value="${v}">${text(v)}</option>`).join('')}</optgroup>`;
   model.innerHTML =
-    group('Language models', LLMS.map((e) => e.id), (id) => `${id} (${LLMS.find((e) => e.id === id)!.repo})`) +
+    group(
+      'Language models',
+      LLMS.map((e) => e.id),
+      (id) => `${id} (${LLMS.find((e) => e.id === id)!.repo})`,
+    ) +
     group('Image models', CNNS) +
     `<optgroup label="Your own"><option value="${CONFIG}">paste a Hugging Face config.json…</option></optgroup>`;
   (field('gpu') as HTMLSelectElement).innerHTML = GPUS.map((g) => `<option value="${g.name}">${g.name} (${formatBytes(g.memoryBytes)})</option>`).join('');
@@ -138,7 +158,8 @@ function readForm(): State {
 
 function showFor(state: State): void {
   const kind = kindOf(state.model);
-  const toggle = (selector: string, visible: boolean) => document.querySelectorAll<HTMLElement>(selector).forEach((el) => el.classList.toggle('hidden', !visible));
+  const toggle = (selector: string, visible: boolean) =>
+    document.querySelectorAll<HTMLElement>(selector).forEach((el) => el.classList.toggle('hidden', !visible));
   toggle('.cnn-only', kind === 'cnn');
   toggle('.llm-only', kind !== 'cnn');
   toggle('.config-only', kind === 'config');
@@ -179,7 +200,8 @@ export function optionsOf(state: State, model: Layer, batch: Dim = state.batch, 
   let parallel: ParallelPlan | undefined;
   if (train && state.gpus > 1) {
     const tp = kind === 'cnn' ? 1 : state.tp;
-    if (state.gpus % (tp * state.pp) !== 0) throw new InputError(`GPUs (${state.gpus}) must be a multiple of tensor parallel × pipeline stages (${tp * state.pp}).`);
+    if (state.gpus % (tp * state.pp) !== 0)
+      throw new InputError(`GPUs (${state.gpus}) must be a multiple of tensor parallel × pipeline stages (${tp * state.pp}).`);
     const dp = state.gpus / (tp * state.pp);
     parallel = {
       ...(dp > 1 ? { engine: state.engine } : {}),
@@ -195,7 +217,12 @@ export function optionsOf(state: State, model: Layer, batch: Dim = state.batch, 
   let checkpoint: EstimateOptions['checkpoint'];
   if (train && state.checkpointing) {
     // torchvision's trees: ResNets' four stages, ViTs' encoder blocks, the others' feature blocks.
-    if (kind === 'cnn') checkpoint = /resne/.test(state.model) ? { modules: ['layer1', 'layer2', 'layer3', 'layer4'] } : state.model.startsWith('vit_') ? { within: 'encoder.layers', every: 1 } : { within: 'features', every: 1 };
+    if (kind === 'cnn')
+      checkpoint = /resne/.test(state.model)
+        ? { modules: ['layer1', 'layer2', 'layer3', 'layer4'] }
+        : state.model.startsWith('vit_')
+          ? { within: 'encoder.layers', every: 1 }
+          : { within: 'features', every: 1 };
     else {
       const meta = decoderMeta(model);
       checkpoint = { modules: Array.from({ length: meta.layers }, (_, i) => (meta.family === 'gpt2' ? `transformer.h.${i}` : `model.layers.${i}`)) };
@@ -213,7 +240,8 @@ export function optionsOf(state: State, model: Layer, batch: Dim = state.batch, 
   };
 }
 
-const message = (error: unknown) => (error instanceof VramError || error instanceof InputError ? error.message : error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+const message = (error: unknown) =>
+  error instanceof VramError || error instanceof InputError ? error.message : error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 
 function largest(model: Layer, state: State, name: 'B' | 'S' | 'R'): { value: number | null; why?: string } {
   try {
@@ -241,26 +269,44 @@ function render(state: State): void {
     const budget = memoryBudget(state.gpu);
     const fits = peak <= budget;
     const ranks = options.parallel !== undefined ? ` per GPU (rank 0 of ${state.gpus})` : '';
-    $('verdict').innerHTML = `Peak <strong id="peak" data-bytes="${peak}">${formatBytes(peak)}</strong>${ranks} — <span class="${fits ? 'fits' : 'nofit'}">${fits ? 'fits' : 'does not fit'}</span> ${state.gpu} (${formatBytes(budget)}, ${((peak / budget) * 100).toFixed(1)}%).`;
+    $('verdict').innerHTML =
+      `Peak <strong id="peak" data-bytes="${peak}">${formatBytes(peak)}</strong>${ranks} — <span class="${fits ? 'fits' : 'nofit'}">${fits ? 'fits' : 'does not fit'}</span> ${state.gpu} (${formatBytes(budget)}, ${((peak / budget) * 100).toFixed(1)}%).`;
     const train = state.mode === 'train';
     const rows = [
-      row(`parameters (${formatCount(result.params.total)}${result.params.trainable !== result.params.total ? `, ${formatCount(result.params.trainable)} trainable` : ''})`, bytes.parameters as number, 'parameters'),
+      row(
+        `parameters (${formatCount(result.params.total)}${result.params.trainable !== result.params.total ? `, ${formatCount(result.params.trainable)} trainable` : ''})`,
+        bytes.parameters as number,
+        'parameters',
+      ),
       row('buffers', bytes.buffers as number, 'buffers'),
       row('input', bytes.input as number, 'input'),
       row(train ? 'activations saved for backward' : 'activations', bytes.activations as number, 'activations'),
-      ...(train ? [row('gradients', bytes.gradients as number, 'gradients'), row(`optimizer state (${result.optimizer?.name ?? 'none'})`, bytes.optimizer as number, 'optimizer')] : []),
+      ...(train
+        ? [
+            row('gradients', bytes.gradients as number, 'gradients'),
+            row(`optimizer state (${result.optimizer?.name ?? 'none'})`, bytes.optimizer as number, 'optimizer'),
+          ]
+        : []),
       row('<strong>peak of the step</strong>', peak, 'peak'),
     ];
     $('figures').querySelector('tbody')!.innerHTML = rows.join('');
     $('peak-caption').textContent = `Live at the peak: ${result.peak.phase}, ${result.peak.label}`;
-    $('at-peak').querySelector('tbody')!.innerHTML = CATEGORIES.filter((c) => result.peak.byCategory[c] !== 0).map((c) => row(c, result.peak.byCategory[c] as number, c)).join('');
+    $('at-peak').querySelector('tbody')!.innerHTML = CATEGORIES.filter((c) => result.peak.byCategory[c] !== 0)
+      .map((c) => row(c, result.peak.byCategory[c] as number, c))
+      .join('');
     const kind = kindOf(state.model);
     const b = largest(model, state, 'B');
     const size = largest(model, state, kind === 'cnn' ? 'R' : 'S');
-    const dd = (r: { value: number | null; why?: string }, unit: string) => (r.value === null ? `<span title="${(r.why ?? '').replace(/"/g, '&quot;')}">— (${r.why ?? 'not solvable'})</span>` : r.value === 0 ? 'none: not even 1 fits' : `${formatCount(r.value)}${unit}`);
+    const dd = (r: { value: number | null; why?: string }, unit: string) =>
+      r.value === null
+        ? `<span title="${(r.why ?? '').replace(/"/g, '&quot;')}">— (${r.why ?? 'not solvable'})</span>`
+        : r.value === 0
+          ? 'none: not even 1 fits'
+          : `${formatCount(r.value)}${unit}`;
     const sizeLabel = kind === 'cnn' ? `Square image side at batch ${state.batch}` : `Context (tokens) at batch ${state.batch}`;
     const sizeUnit = kind === 'cnn' ? ' px' : ' tokens';
-    $('fitting').innerHTML = `<dt>${options.parallel !== undefined ? 'Micro-batch per GPU' : 'Batch'} at this ${kind === 'cnn' ? 'size' : 'context'}</dt><dd id="max-batch" data-value="${b.value ?? ''}">${dd(b, '')}</dd><dt>${sizeLabel}</dt><dd id="max-size" data-value="${size.value ?? ''}">${dd(size, sizeUnit)}</dd>`;
+    $('fitting').innerHTML =
+      `<dt>${options.parallel !== undefined ? 'Micro-batch per GPU' : 'Batch'} at this ${kind === 'cnn' ? 'size' : 'context'}</dt><dd id="max-batch" data-value="${b.value ?? ''}">${dd(b, '')}</dd><dt>${sizeLabel}</dt><dd id="max-size" data-value="${size.value ?? ''}">${dd(size, sizeUnit)}</dd>`;
     $('timeline').innerHTML = result.timeline.length > 0 ? timelineSvg(result, { title: 'Live memory over the step', capacity: budget }) : '';
     $('breakdown').innerHTML = breakdownSvg(result, { title: 'Memory at the peak', capacity: budget });
     error.hidden = true;

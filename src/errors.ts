@@ -47,19 +47,12 @@ export class VramError extends Error {
 
 function formatIssue(issue: VramIssue): string {
   const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
-  const detail =
-    issue.expected !== undefined || issue.received !== undefined
-      ? ` (expected ${issue.expected ?? '?'}, received ${issue.received ?? '?'})`
-      : '';
+  const detail = issue.expected !== undefined || issue.received !== undefined ? ` (expected ${issue.expected ?? '?'}, received ${issue.received ?? '?'})` : '';
   return `${where}${issue.message}${detail}`;
 }
 
 /** Throws a VramError with one issue; a helper for rules deep inside the library. */
-export function fail(
-  code: string,
-  message: string,
-  details: { path?: readonly (string | number)[]; expected?: string; received?: string } = {},
-): never {
+export function fail(code: string, message: string, details: { path?: readonly (string | number)[]; expected?: string; received?: string } = {}): never {
   throw new VramError([
     {
       path: details.path ?? [],

@@ -65,7 +65,8 @@ export function fits(model: Layer, options: FitOptions): FitResult {
   validate(options, fitOptions);
   const { gpu: _gpu, runtime: _runtime, env: _env, ...estimateOnly } = options;
   const result = estimate(model, { ...estimateOnly, timeline: options.timeline ?? false });
-  if (typeof result.bytes.peak !== 'number') fail('symbolic-input', 'fits needs a concrete input; use maxFitting to solve for a dimension', { path: ['input'] });
+  if (typeof result.bytes.peak !== 'number')
+    fail('symbolic-input', 'fits needs a concrete input; use maxFitting to solve for a dimension', { path: ['input'] });
   const budget = memoryBudget(options.gpu);
   const { lines, total } = runtimeTotal(options);
   const needed = result.bytes.peak + total;
@@ -96,7 +97,9 @@ export function maxFitting(model: Layer, name: string, options: FitOptions): num
   validate(options, fitOptions);
   if (typeof name !== 'string') fail('bad-option', 'the symbol to solve for is a name', { path: ['name'], expected: 'string', received: show(name) });
   const inputs = Array.isArray(options.input) ? (options.input as readonly unknown[]) : [options.input];
-  const dims = inputs.flatMap((x) => (typeof x === 'object' && x !== null && 'shape' in (x as object) ? [...(x as { shape: readonly Dim[] }).shape] : [x as Dim]));
+  const dims = inputs.flatMap((x) =>
+    typeof x === 'object' && x !== null && 'shape' in (x as object) ? [...(x as { shape: readonly Dim[] }).shape] : [x as Dim],
+  );
   const atom = dims.map((d) => symbolNamed(d, name)).find((a) => a !== undefined);
   if (atom === undefined) fail('bad-option', `the input has no symbol ${name} to solve for`, { path: ['input'], expected: `a dimension sym('${name}')` });
   const { gpu: _gpu, runtime: _runtime, env: _env, ...estimateOnly } = options;

@@ -102,14 +102,30 @@ function stagesOf(engine: Engine | 'single', only: 1 | 2 | 3 | undefined): reado
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  const { sample, globalBatch, gpu, gpus, engines = PLANNED_ENGINES, zero: onlyStage, pipelines = [1], tensorParallel, contextParallel, checkpoint, ...rest } = options;
+  const {
+    sample,
+    globalBatch,
+    gpu,
+    gpus,
+    engines = PLANNED_ENGINES,
+    zero: onlyStage,
+    pipelines = [1],
+    tensorParallel,
+    contextParallel,
+    checkpoint,
+    ...rest
+  } = options;
   pipelines.forEach((pp, i) => {
-    if (!Number.isSafeInteger(pp) || pp < 1) fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
+    if (!Number.isSafeInteger(pp) || pp < 1)
+      fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
   });
-  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1) fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
-  if (!Number.isSafeInteger(gpus) || gpus < 1) fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
+  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1)
+    fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
+  if (!Number.isSafeInteger(gpus) || gpus < 1)
+    fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
   sample.forEach((size, i) => {
-    if (!Number.isSafeInteger(size) || size < 1) fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
+    if (!Number.isSafeInteger(size) || size < 1)
+      fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
   });
   const budget = memoryBudget(gpu);
   const layouts: Layout[] = [];
@@ -121,7 +137,23 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
       const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => engineNamed(e).pipeline === true) : engines;
       for (const engine of dpEngines) {
         for (const zero of stagesOf(engine, onlyStage)) {
-          for (const checkpointing of choices) layouts.push(bestLayout(model, { ...rest, sample, share: globalBatch / dp, dp, pp, tp: 1, cp: 1, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+          for (const checkpointing of choices)
+            layouts.push(
+              bestLayout(model, {
+                ...rest,
+                sample,
+                share: globalBatch / dp,
+                dp,
+                pp,
+                tp: 1,
+                cp: 1,
+                engine,
+                zero,
+                gpu,
+                budget,
+                ...(checkpointing ? { checkpoint: checkpoint! } : {}),
+              }),
+            );
         }
       }
     }
@@ -133,19 +165,53 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     for (let dp = 1; dp * tp <= gpus; dp += 1) {
       if (globalBatch % dp !== 0 || (dp > 1 && around === undefined)) continue;
       const engine = dp === 1 ? 'single' : around!;
-      for (const checkpointing of choices) layouts.push(bestLayout(tpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp, cp: 1, engine, zero: null, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+      for (const checkpointing of choices)
+        layouts.push(
+          bestLayout(tpModel, {
+            ...rest,
+            sample,
+            share: globalBatch / dp,
+            dp,
+            pp: 1,
+            tp,
+            cp: 1,
+            engine,
+            zero: null,
+            gpu,
+            budget,
+            ...(checkpointing ? { checkpoint: checkpoint! } : {}),
+          }),
+        );
     }
   }
   // Context parallelism (load-balanced: the sequence in 2 · cp pieces): dp replicas of cp ranks,
   // the engine over all dp · cp of them.
   const seqLength = sample[0]!;
-  for (const cp of [...new Set(contextParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0).sort((a, b) => a - b)) {
+  for (const cp of [...new Set(contextParallel?.sizes ?? [])]
+    .filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0)
+    .sort((a, b) => a - b)) {
     const cpModel = contextParallel!.model(cp);
     for (let dp = 1; dp * cp <= gpus; dp += 1) {
       if (globalBatch % dp !== 0) continue;
       for (const engine of engines) {
         for (const zero of stagesOf(engine, onlyStage)) {
-          for (const checkpointing of choices) layouts.push(bestLayout(cpModel, { ...rest, sample, share: globalBatch / dp, dp, pp: 1, tp: 1, cp, engine, zero, gpu, budget, ...(checkpointing ? { checkpoint: checkpoint! } : {}) }));
+          for (const checkpointing of choices)
+            layouts.push(
+              bestLayout(cpModel, {
+                ...rest,
+                sample,
+                share: globalBatch / dp,
+                dp,
+                pp: 1,
+                tp: 1,
+                cp,
+                engine,
+                zero,
+                gpu,
+                budget,
+                ...(checkpointing ? { checkpoint: checkpoint! } : {}),
+              }),
+            );
         }
       }
     }
@@ -185,11 +251,26 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
 function bestLayout(model: Layer, trial: Trial): Layout {
   const { sample, share, dp, pp, tp, cp, engine, zero, gpu, budget, ...estimateOnly } = trial;
   const pipeline = pp > 1 ? { pp } : {};
-  const parallel = engine === 'single' && pp === 1 && tp === 1 && cp === 1 ? {} : { parallel: { ...(engine === 'single' ? {} : { engine }), dp, ...pipeline, ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(zero !== null ? { zero } : {}) } };
+  const parallel =
+    engine === 'single' && pp === 1 && tp === 1 && cp === 1
+      ? {}
+      : {
+          parallel: {
+            ...(engine === 'single' ? {} : { engine }),
+            dp,
+            ...pipeline,
+            ...(tp > 1 ? { tp } : {}),
+            ...(cp > 1 ? { cp } : {}),
+            ...(zero !== null ? { zero } : {}),
+          },
+        };
   const checkpointing = trial.checkpoint !== undefined;
   const stepPeak = (micro: number) => {
     const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
-    const peaks = engine === 'single' && pp === 1 && cp === 1 ? [estimate(model, options).bytes.peak as number] : estimateRanks(model, options).map((r) => r.peak as number);
+    const peaks =
+      engine === 'single' && pp === 1 && cp === 1
+        ? [estimate(model, options).bytes.peak as number]
+        : estimateRanks(model, options).map((r) => r.peak as number);
     // A TP rank's model is rank 0's; the others differ only by the vocabulary's padding.
     const peak = Math.max(...peaks);
     return { peak, rank: peaks.indexOf(peak) };
@@ -197,7 +278,13 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   // The peak grows with the micro-batch: solve for it once, then check each divisor below it
   // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak). A
   // pipeline's first stage is solved with pp micro-batches in flight, its most under 1F1B.
-  const largest = maxFitting(model, 'B', { ...estimateOnly, ...parallel, input: [sym('B', { max: Math.floor(share / pp) }), ...sample], ...(pp > 1 ? { microBatches: pp } : {}), gpu });
+  const largest = maxFitting(model, 'B', {
+    ...estimateOnly,
+    ...parallel,
+    input: [sym('B', { max: Math.floor(share / pp) }), ...sample],
+    ...(pp > 1 ? { microBatches: pp } : {}),
+    gpu,
+  });
   for (let micro = largest; micro >= 1; micro -= 1) {
     if (share % micro !== 0 || share / micro < pp) continue;
     const { peak, rank } = stepPeak(micro);

@@ -42,7 +42,8 @@ export interface RankFigures {
  */
 export function estimateRanks(model: Layer, options: EstimateOptions): readonly RankFigures[] {
   const plan: ParallelPlan | undefined = options.parallel;
-  if (plan === undefined) fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: "{ engine, dp }", received: 'undefined' });
+  if (plan === undefined)
+    fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: '{ engine, dp }', received: 'undefined' });
   const stages = plan.pp ?? 1;
   // One device, DDP, ZeRO-3 (every rank the same ⌈n/N⌉ of each parameter, the last one's padded): the engine's record says.
   const shared = plan.engine === undefined || engineNamed(plan.engine).sameOnEveryRank(plan);
@@ -53,7 +54,16 @@ export function estimateRanks(model: Layer, options: EstimateOptions): readonly 
     const ranks = plan.dp * (plan.cp ?? 1);
     return Array.from({ length: ranks }, (_, dpRank): RankFigures => {
       const r = dpRank === 0 || shared ? first : at(dpRank);
-      return { rank: stage * ranks + dpRank, stage, dpRank, peak: r.bytes.peak, parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, estimate: r };
+      return {
+        rank: stage * ranks + dpRank,
+        stage,
+        dpRank,
+        peak: r.bytes.peak,
+        parameters: r.bytes.parameters,
+        gradients: r.bytes.gradients,
+        optimizer: r.bytes.optimizer,
+        estimate: r,
+      };
     });
   }).flat();
 }

@@ -56,7 +56,13 @@ export function didYouMean(name: string, known: readonly string[]): string | und
 export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): Check {
   return (value, path, issues) => {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-      issue(issues, path, `must be an integer from ${min} to ${max === Number.MAX_SAFE_INTEGER ? '2^53 - 1' : max}`, `integer ${min} – ${max === Number.MAX_SAFE_INTEGER ? '2^53 - 1' : max}`, value);
+      issue(
+        issues,
+        path,
+        `must be an integer from ${min} to ${max === Number.MAX_SAFE_INTEGER ? '2^53 - 1' : max}`,
+        `integer ${min} – ${max === Number.MAX_SAFE_INTEGER ? '2^53 - 1' : max}`,
+        value,
+      );
     }
   };
 }
@@ -64,7 +70,14 @@ export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): Che
 /** A finite number in [min, max]. */
 export function number(min: number, max: number = Number.MAX_VALUE): Check {
   return (value, path, issues) => {
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) issue(issues, path, `must be a number from ${min} to ${max === Number.MAX_VALUE ? 'any' : max}`, `number ${min} – ${max === Number.MAX_VALUE ? '∞' : max}`, value);
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max)
+      issue(
+        issues,
+        path,
+        `must be a number from ${min} to ${max === Number.MAX_VALUE ? 'any' : max}`,
+        `number ${min} – ${max === Number.MAX_VALUE ? '∞' : max}`,
+        value,
+      );
   };
 }
 
@@ -89,7 +102,14 @@ export function oneOf(values: readonly string[], noun = 'value'): Check {
 export function arrayOf(element: Check, limits: { readonly min?: number; readonly max?: number } = {}): Check {
   return (value, path, issues) => {
     if (!Array.isArray(value)) return issue(issues, path, 'must be a list', 'array', value);
-    if (value.length < (limits.min ?? 0) || value.length > (limits.max ?? Number.MAX_SAFE_INTEGER)) issue(issues, path, `must have ${limits.min ?? 0} to ${limits.max ?? 'any number of'} elements`, `${limits.min ?? 0} – ${limits.max ?? '∞'} elements`, value);
+    if (value.length < (limits.min ?? 0) || value.length > (limits.max ?? Number.MAX_SAFE_INTEGER))
+      issue(
+        issues,
+        path,
+        `must have ${limits.min ?? 0} to ${limits.max ?? 'any number of'} elements`,
+        `${limits.min ?? 0} – ${limits.max ?? '∞'} elements`,
+        value,
+      );
     value.forEach((item, i) => element(item, [...path, i], issues));
   };
 }
@@ -140,10 +160,17 @@ export function object(shape: ObjectShape): Check {
       }
       const misplaced = shape.misplaced !== undefined && Object.hasOwn(shape.misplaced, key) ? shape.misplaced[key] : undefined;
       const hint = misplaced ?? (didYouMean(key, known) !== undefined ? `did you mean ${JSON.stringify(didYouMean(key, known))}?` : undefined);
-      issues.push({ path: [...path, key], code: 'unknown-option', message: `unknown option${hint !== undefined ? `; ${hint}` : ''}`, expected: known.join(' | '), received: show(record[key]) });
+      issues.push({
+        path: [...path, key],
+        code: 'unknown-option',
+        message: `unknown option${hint !== undefined ? `; ${hint}` : ''}`,
+        expected: known.join(' | '),
+        received: show(record[key]),
+      });
     }
     for (const key of shape.required ?? []) {
-      if (record[key] === undefined) issues.push({ path: [...path, key], code: 'missing-option', message: 'is required', expected: 'a value', received: 'missing' });
+      if (record[key] === undefined)
+        issues.push({ path: [...path, key], code: 'missing-option', message: 'is required', expected: 'a value', received: 'missing' });
     }
   };
 }

@@ -21,8 +21,12 @@ describe('estimateRanks', () => {
     );
   });
 
-  it('the ranks of a ZeroRedundancyOptimizer job split the state: their sum is one GPU\'s', () => {
-    const model = seqFromSpecs([['linear', { out: 256 }], ['relu', {}], ['linear', { out: 10 }]]);
+  it("the ranks of a ZeroRedundancyOptimizer job split the state: their sum is one GPU's", () => {
+    const model = seqFromSpecs([
+      ['linear', { out: 256 }],
+      ['relu', {}],
+      ['linear', { out: 10 }],
+    ]);
     const ranks = estimateRanks(model, { input: [8, 1000], optimizer: 'adam', parallel: { engine: 'zero-redundancy', dp: 2 } });
     // Greedy by size: the 1000×256 weight alone on rank 0, the rest on rank 1 (Adam: 8 B per element).
     expect(ranks.map((r) => r.optimizer)).toEqual([1000 * 256 * 8, (256 + 256 * 10 + 10) * 8]);
@@ -34,8 +38,14 @@ describe('estimateRanks', () => {
     const model = seqFromSpecs([...layers, ['linear', { out: 10 }]] as never);
     const options = { input: [8, 64], optimizer: 'adam', microBatches: 4 } as const;
     const ranks = estimateRanks(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2 } });
-    expect(ranks.map((r) => [r.rank, r.stage, r.dpRank])).toEqual([[0, 0, 0], [1, 0, 1], [2, 1, 0], [3, 1, 1]]);
-    for (const r of ranks) expect(r.peak).toBe(estimate(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2, stage: r.stage, rank: r.dpRank } }).bytes.peak);
+    expect(ranks.map((r) => [r.rank, r.stage, r.dpRank])).toEqual([
+      [0, 0, 0],
+      [1, 0, 1],
+      [2, 1, 0],
+      [3, 1, 1],
+    ]);
+    for (const r of ranks)
+      expect(r.peak).toBe(estimate(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2, stage: r.stage, rank: r.dpRank } }).bytes.peak);
     // The stages split the parameters.
     expect((ranks[0]!.parameters as number) + (ranks[2]!.parameters as number)).toBe(estimate(model, options).bytes.parameters);
   });

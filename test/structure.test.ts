@@ -34,7 +34,23 @@ describe('imports', () => {
     ]);
     expect(importCircles(graph)).toEqual([['src/sym/a.ts', 'src/sym/b.ts']]);
     expect(upwardImports(graph)).toEqual(['src/sym/b.ts -> src/estimate.ts (sym -> estimate)']);
-    expect(FLOORS.map((f) => f.floor)).toEqual(['base', 'sym', 'tensor', 'options', 'ops', 'nn', 'catalog', 'trace', 'memory', 'parallel', 'estimate', 'scenarios', 'report', 'index', 'cli']);
+    expect(FLOORS.map((f) => f.floor)).toEqual([
+      'base',
+      'sym',
+      'tensor',
+      'options',
+      'ops',
+      'nn',
+      'catalog',
+      'trace',
+      'memory',
+      'parallel',
+      'estimate',
+      'scenarios',
+      'report',
+      'index',
+      'cli',
+    ]);
   });
 });
 
@@ -44,6 +60,10 @@ describe('budgets', () => {
   });
 
   it('no function is over 100 lines', () => {
-    expect(functionLengths(root).filter((u) => u.lines > 100).map((u) => `${u.file}:${u.line} ${u.name} (${u.lines})`)).toEqual([]);
+    expect(
+      functionLengths(root)
+        .filter((u) => u.lines > 100)
+        .map((u) => `${u.file}:${u.line} ${u.name} (${u.lines})`),
+    ).toEqual([]);
   });
 });

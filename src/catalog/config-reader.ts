@@ -27,7 +27,13 @@ export class ConfigReader {
     const value = this.value(field);
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
       const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be an integer ${range}`, expected: `integer ${range}`, received: value === undefined ? 'missing' : JSON.stringify(value) });
+      this.issues.push({
+        path: [field],
+        code: 'bad-config',
+        message: `${field} must be an integer ${range}`,
+        expected: `integer ${range}`,
+        received: value === undefined ? 'missing' : JSON.stringify(value),
+      });
       return min;
     }
     return value;
@@ -42,7 +48,13 @@ export class ConfigReader {
   probability(field: string): number {
     const value = this.value(field);
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 1) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a number from 0 to 1`, expected: '0 <= p <= 1', received: JSON.stringify(value) });
+      this.issues.push({
+        path: [field],
+        code: 'bad-config',
+        message: `${field} must be a number from 0 to 1`,
+        expected: '0 <= p <= 1',
+        received: JSON.stringify(value),
+      });
       return 0;
     }
     return value;
@@ -51,7 +63,13 @@ export class ConfigReader {
   flag(field: string): boolean {
     const value = this.value(field);
     if (typeof value !== 'boolean') {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be true or false`, expected: 'true | false', received: JSON.stringify(value) });
+      this.issues.push({
+        path: [field],
+        code: 'bad-config',
+        message: `${field} must be true or false`,
+        expected: 'true | false',
+        received: JSON.stringify(value),
+      });
       return false;
     }
     return value;
@@ -60,7 +78,13 @@ export class ConfigReader {
   activation(field: string): string {
     const value = this.value(field);
     if (typeof value !== 'string' || !(HF_ACTIVATIONS as readonly string[]).includes(value)) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} is not an activation vram-ts models`, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(value) });
+      this.issues.push({
+        path: [field],
+        code: 'bad-config',
+        message: `${field} is not an activation vram-ts models`,
+        expected: HF_ACTIVATIONS.join(' | '),
+        received: JSON.stringify(value),
+      });
       return 'silu';
     }
     return value;
@@ -70,7 +94,13 @@ export class ConfigReader {
   integers(field: string): number[] {
     const value = this.value(field) ?? [];
     if (!Array.isArray(value) || !value.every((x) => Number.isSafeInteger(x))) {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a list of layer indices`, expected: 'integer[]', received: JSON.stringify(value) });
+      this.issues.push({
+        path: [field],
+        code: 'bad-config',
+        message: `${field} must be a list of layer indices`,
+        expected: 'integer[]',
+        received: JSON.stringify(value),
+      });
       return [];
     }
     return value as number[];
@@ -90,7 +120,14 @@ export class ConfigReader {
     const value = this.config.torch_dtype ?? this.config.dtype;
     if (value === undefined || value === null) return undefined;
     const dtype = typeof value === 'string' ? DTYPES[value.replace(/^torch\./, '')] : undefined;
-    if (dtype === undefined) this.issues.push({ path: [Object.hasOwn(this.config, 'torch_dtype') ? 'torch_dtype' : 'dtype'], code: 'bad-config', message: 'unknown torch_dtype', expected: Object.keys(DTYPES).join(' | '), received: JSON.stringify(value) });
+    if (dtype === undefined)
+      this.issues.push({
+        path: [Object.hasOwn(this.config, 'torch_dtype') ? 'torch_dtype' : 'dtype'],
+        code: 'bad-config',
+        message: 'unknown torch_dtype',
+        expected: Object.keys(DTYPES).join(' | '),
+        received: JSON.stringify(value),
+      });
     return dtype;
   }
 }
@@ -106,7 +143,21 @@ export function attentionHeads(r: ConfigReader, readsHeadDim: boolean): { hidden
   const kvHeads = r.optionalInteger('num_key_value_heads') ?? heads;
   const declaredHeadDim = r.optionalInteger('head_dim');
   const headDim = declaredHeadDim !== null && readsHeadDim ? declaredHeadDim : hidden / heads;
-  if (!Number.isInteger(headDim)) r.issues.push({ path: ['num_attention_heads'], code: 'bad-config', message: 'num_attention_heads must divide hidden_size', expected: `a divisor of ${hidden}`, received: String(heads) });
-  if (heads % kvHeads !== 0) r.issues.push({ path: ['num_key_value_heads'], code: 'bad-config', message: 'num_key_value_heads must divide num_attention_heads', expected: `a divisor of ${heads}`, received: String(kvHeads) });
+  if (!Number.isInteger(headDim))
+    r.issues.push({
+      path: ['num_attention_heads'],
+      code: 'bad-config',
+      message: 'num_attention_heads must divide hidden_size',
+      expected: `a divisor of ${hidden}`,
+      received: String(heads),
+    });
+  if (heads % kvHeads !== 0)
+    r.issues.push({
+      path: ['num_key_value_heads'],
+      code: 'bad-config',
+      message: 'num_key_value_heads must divide num_attention_heads',
+      expected: `a divisor of ${heads}`,
+      received: String(kvHeads),
+    });
   return { hidden, heads, kvHeads, headDim };
 }

@@ -31,11 +31,20 @@ export interface ContextParallelOptions {
  * console.log(contextParallelBuild({ size: 4, rank: 3 })); // { size: 4, rank: 3, loadBalance: true }
  * ```
  */
-export function contextParallelBuild(options: ContextParallelOptions, path: readonly (string | number)[] = ['options', 'contextParallel']): ContextParallelBuild {
+export function contextParallelBuild(
+  options: ContextParallelOptions,
+  path: readonly (string | number)[] = ['options', 'contextParallel'],
+): ContextParallelBuild {
   const size = options.size;
-  if (!Number.isSafeInteger(size) || size < 2) fail('bad-option', 'a context-parallel group has at least 2 ranks (size 1 is no context parallelism: leave the option out)', { path: [...path, 'size'], expected: 'integer >= 2', received: String(size) });
+  if (!Number.isSafeInteger(size) || size < 2)
+    fail('bad-option', 'a context-parallel group has at least 2 ranks (size 1 is no context parallelism: leave the option out)', {
+      path: [...path, 'size'],
+      expected: 'integer >= 2',
+      received: String(size),
+    });
   const rank = options.rank ?? 0;
-  if (!Number.isSafeInteger(rank) || rank < 0 || rank >= size) fail('bad-option', 'the context-parallel rank must be below the size', { path: [...path, 'rank'], expected: `0 .. ${size - 1}`, received: String(rank) });
+  if (!Number.isSafeInteger(rank) || rank < 0 || rank >= size)
+    fail('bad-option', 'the context-parallel rank must be below the size', { path: [...path, 'rank'], expected: `0 .. ${size - 1}`, received: String(rank) });
   return { size, rank, loadBalance: options.loadBalance ?? true };
 }
 
@@ -50,5 +59,5 @@ export function contextParallelBuild(options: ContextParallelOptions, path: read
  * ```
  */
 export function builtContextParallel(model: Layer): number {
-  return model.kind === 'module' ? model.meta?.contextParallel?.size ?? 1 : 1;
+  return model.kind === 'module' ? (model.meta?.contextParallel?.size ?? 1) : 1;
 }

@@ -10,8 +10,60 @@ import { transformersRules } from './transformers.js';
 
 // configuration_deepseek_v2.py / configuration_deepseek_v3.py (transformers 5.18.0).
 const DEFAULTS: Readonly<Record<'deepseek_v2' | 'deepseek_v3', Readonly<Record<string, unknown>>>> = {
-  deepseek_v2: { vocab_size: 102400, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, hidden_act: 'silu', max_position_embeddings: 2048, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, first_k_dense_replace: 0, kv_lora_rank: 512, q_lora_rank: 1536, n_routed_experts: 64, n_shared_experts: 2, qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128, topk_method: 'greedy', norm_topk_prob: false, num_experts_per_tok: null, moe_intermediate_size: 1407 },
-  deepseek_v3: { vocab_size: 129280, hidden_size: 7168, intermediate_size: 18432, moe_intermediate_size: 2048, num_hidden_layers: 61, num_attention_heads: 128, num_key_value_heads: 128, n_shared_experts: 1, n_routed_experts: 256, kv_lora_rank: 512, q_lora_rank: 1536, qk_rope_head_dim: 64, v_head_dim: 128, qk_nope_head_dim: 128, n_group: 8, topk_group: 4, num_experts_per_tok: 8, first_k_dense_replace: 3, norm_topk_prob: true, hidden_act: 'silu', max_position_embeddings: 4096, use_cache: true, tie_word_embeddings: false, rope_interleave: true, attention_bias: false, attention_dropout: 0 },
+  deepseek_v2: {
+    vocab_size: 102400,
+    hidden_size: 4096,
+    intermediate_size: 11008,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: null,
+    hidden_act: 'silu',
+    max_position_embeddings: 2048,
+    use_cache: true,
+    tie_word_embeddings: false,
+    attention_bias: false,
+    attention_dropout: 0,
+    first_k_dense_replace: 0,
+    kv_lora_rank: 512,
+    q_lora_rank: 1536,
+    n_routed_experts: 64,
+    n_shared_experts: 2,
+    qk_nope_head_dim: 128,
+    qk_rope_head_dim: 64,
+    v_head_dim: 128,
+    topk_method: 'greedy',
+    norm_topk_prob: false,
+    num_experts_per_tok: null,
+    moe_intermediate_size: 1407,
+  },
+  deepseek_v3: {
+    vocab_size: 129280,
+    hidden_size: 7168,
+    intermediate_size: 18432,
+    moe_intermediate_size: 2048,
+    num_hidden_layers: 61,
+    num_attention_heads: 128,
+    num_key_value_heads: 128,
+    n_shared_experts: 1,
+    n_routed_experts: 256,
+    kv_lora_rank: 512,
+    q_lora_rank: 1536,
+    qk_rope_head_dim: 64,
+    v_head_dim: 128,
+    qk_nope_head_dim: 128,
+    n_group: 8,
+    topk_group: 4,
+    num_experts_per_tok: 8,
+    first_k_dense_replace: 3,
+    norm_topk_prob: true,
+    hidden_act: 'silu',
+    max_position_embeddings: 4096,
+    use_cache: true,
+    tie_word_embeddings: false,
+    rope_interleave: true,
+    attention_bias: false,
+    attention_dropout: 0,
+  },
 };
 
 /**
@@ -28,7 +80,13 @@ const DEFAULTS: Readonly<Record<'deepseek_v2' | 'deepseek_v3', Readonly<Record<s
  * console.log(mlaCachePerToken({ kvLoraRank: 512, qkRopeHeadDim: 64, qkNopeHeadDim: 128, vHeadDim: 128, heads: 128 })); // { latent: 576, decompressed: 40960 }
  * ```
  */
-export function mlaCachePerToken(shape: { readonly kvLoraRank: number; readonly qkRopeHeadDim: number; readonly qkNopeHeadDim: number; readonly vHeadDim: number; readonly heads: number }): { readonly latent: number; readonly decompressed: number } {
+export function mlaCachePerToken(shape: {
+  readonly kvLoraRank: number;
+  readonly qkRopeHeadDim: number;
+  readonly qkNopeHeadDim: number;
+  readonly vHeadDim: number;
+  readonly heads: number;
+}): { readonly latent: number; readonly decompressed: number } {
   return { latent: shape.kvLoraRank + shape.qkRopeHeadDim, decompressed: shape.heads * (shape.qkNopeHeadDim + shape.qkRopeHeadDim + shape.vHeadDim) };
 }
 
@@ -50,15 +108,56 @@ function deepseekFields(r: ConfigReader, v3: boolean) {
   const bias = r.flag('attention_bias');
   const renorm = r.flag('norm_topk_prob');
   const topkMethod = v3 ? 'noaux_tc' : r.string('topk_method');
-  if (!v3 && topkMethod !== 'greedy' && topkMethod !== 'group_limited_greedy') r.issues.push({ path: ['topk_method'], code: 'bad-config', message: 'unknown topk_method', expected: 'greedy | group_limited_greedy', received: JSON.stringify(topkMethod) });
-  if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
-  if (qkRope % 2 !== 0) r.issues.push({ path: ['qk_rope_head_dim'], code: 'bad-config', message: 'qk_rope_head_dim must be even', expected: 'an even integer', received: String(qkRope) });
+  if (!v3 && topkMethod !== 'greedy' && topkMethod !== 'group_limited_greedy')
+    r.issues.push({
+      path: ['topk_method'],
+      code: 'bad-config',
+      message: 'unknown topk_method',
+      expected: 'greedy | group_limited_greedy',
+      received: JSON.stringify(topkMethod),
+    });
+  if (k > experts)
+    r.issues.push({
+      path: ['num_experts_per_tok'],
+      code: 'bad-config',
+      message: 'more experts per token than experts',
+      expected: `<= ${experts}`,
+      received: String(k),
+    });
+  if (qkRope % 2 !== 0)
+    r.issues.push({
+      path: ['qk_rope_head_dim'],
+      code: 'bad-config',
+      message: 'qk_rope_head_dim must be even',
+      expected: 'an even integer',
+      received: String(qkRope),
+    });
   const intermediate = r.integer('intermediate_size');
   const vocab = r.integer('vocab_size');
   const tied = r.flag('tie_word_embeddings');
   const maxPositions = r.integer('max_position_embeddings');
   if (r.issues.length > 0) throw new VramError(r.issues);
-  return { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions };
+  return {
+    hidden,
+    heads,
+    layers,
+    experts,
+    k,
+    inner,
+    shared,
+    firstDense,
+    qLoraRank,
+    kvLoraRank,
+    qkNope,
+    qkRope,
+    vHead,
+    bias,
+    renorm,
+    intermediate,
+    vocab,
+    tied,
+    maxPositions,
+  };
 }
 
 /**
@@ -80,13 +179,39 @@ function deepseekFields(r: ConfigReader, v3: boolean) {
  */
 export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions = {}): ModuleLayer {
   const type = config.model_type as 'deepseek_v2' | 'deepseek_v3';
-  if (type !== 'deepseek_v2' && type !== 'deepseek_v3') fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
+  if (type !== 'deepseek_v2' && type !== 'deepseek_v3')
+    fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
-  if (Number(release.split('.')[0]) < 5) fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', { path: ['transformers'], expected: '5.17.0 – 5.18.0', received: release });
+  if (Number(release.split('.')[0]) < 5)
+    fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', {
+      path: ['transformers'],
+      expected: '5.17.0 – 5.18.0',
+      received: release,
+    });
   const v3 = type === 'deepseek_v3';
   const r = new ConfigReader(config, DEFAULTS[type]);
-  const { hidden, heads, layers, experts, k, inner, shared, firstDense, qLoraRank, kvLoraRank, qkNope, qkRope, vHead, bias, renorm, intermediate, vocab, tied, maxPositions } = deepseekFields(r, v3);
+  const {
+    hidden,
+    heads,
+    layers,
+    experts,
+    k,
+    inner,
+    shared,
+    firstDense,
+    qLoraRank,
+    kvLoraRank,
+    qkNope,
+    qkRope,
+    vHead,
+    bias,
+    renorm,
+    intermediate,
+    vocab,
+    tied,
+    maxPositions,
+  } = deepseekFields(r, v3);
   const impl = expertsImpl(release, options.moe);
   const moeLayers = Math.max(0, layers - firstDense);
   const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
@@ -94,9 +219,22 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
   const cache = (options.useCache ?? true) ? ('latent' as const) : false;
   // transformers 5.x picks sdpa by default (the eager path is the one measured on real code).
   const attentionImpl = options.attention ?? rules.defaultAttention.llama;
-  if (attentionImpl === 'flash') fail('not-modelled', 'flash attention for multi-head latent attention is not modelled (its q/k and v head dims differ)', { path: ['options', 'attention'], expected: 'eager | sdpa', received: attentionImpl });
+  if (attentionImpl === 'flash')
+    fail('not-modelled', 'flash attention for multi-head latent attention is not modelled (its q/k and v head dims differ)', {
+      path: ['options', 'attention'],
+      expected: 'eager | sdpa',
+      received: attentionImpl,
+    });
   const latent = mlaCachePerToken({ kvLoraRank, qkRopeHeadDim: qkRope, qkNopeHeadDim: qkNope, vHeadDim: vHead, heads });
-  const mla: NonNullable<ModelMeta['mla']> = { kvLoraRank, qkRopeHeadDim: qkRope, qkNopeHeadDim: qkNope, vHeadDim: vHead, qLoraRank, latentPerToken: latent.latent, hfCachePerToken: latent.latent };
+  const mla: NonNullable<ModelMeta['mla']> = {
+    kvLoraRank,
+    qkRopeHeadDim: qkRope,
+    qkNopeHeadDim: qkNope,
+    vHeadDim: vHead,
+    qLoraRank,
+    latentPerToken: latent.latent,
+    hfCachePerToken: latent.latent,
+  };
   const shape: LlamaShape = {
     family: 'llama',
     classPrefix: prefix,
@@ -146,7 +284,9 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
         score: v3 ? 'sigmoid' : 'softmax',
         renorm: v3 ? renorm : false,
         activation,
-        ...(shared > 0 ? { shared: { intermediate: inner * shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const } : {}),
+        ...(shared > 0
+          ? { shared: { intermediate: inner * shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const }
+          : {}),
         ...layerRouting(options.moe, i - firstDense, experts, moeLayers),
       });
     },

@@ -23,18 +23,38 @@ export interface MoeOptions {
 export function expertsImpl(release: string, options: MoeOptions | undefined): ExpertsImpl {
   const major = Number(release.split('.')[0]);
   if (major < 5) {
-    if (options?.experts !== undefined) fail('bad-option', 'experts_implementation exists from transformers 5', { path: ['options', 'moe', 'experts'], expected: 'absent for transformers 4.x', received: options.experts });
+    if (options?.experts !== undefined)
+      fail('bad-option', 'experts_implementation exists from transformers 5', {
+        path: ['options', 'moe', 'experts'],
+        expected: 'absent for transformers 4.x',
+        received: options.experts,
+      });
     return 'loop';
   }
   return options?.experts ?? 'grouped_mm';
 }
 
 /** The routing of the n-th MoE layer from the options, checked. */
-export function layerRouting(options: MoeOptions | undefined, moeIndex: number, experts: number, moeLayers: number): { counts?: readonly number[]; capacityFactor?: number } {
+export function layerRouting(
+  options: MoeOptions | undefined,
+  moeIndex: number,
+  experts: number,
+  moeLayers: number,
+): { counts?: readonly number[]; capacityFactor?: number } {
   const tokens = options?.expertTokens;
-  if (tokens !== undefined && tokens.length !== moeLayers) fail('bad-option', 'one list of expert token counts per MoE layer', { path: ['options', 'moe', 'expertTokens'], expected: `${moeLayers} lists`, received: String(tokens.length) });
+  if (tokens !== undefined && tokens.length !== moeLayers)
+    fail('bad-option', 'one list of expert token counts per MoE layer', {
+      path: ['options', 'moe', 'expertTokens'],
+      expected: `${moeLayers} lists`,
+      received: String(tokens.length),
+    });
   const counts = tokens?.[moeIndex];
-  if (counts !== undefined && counts.length !== experts) fail('bad-option', 'one token count per expert', { path: ['options', 'moe', 'expertTokens', moeIndex], expected: `${experts} counts`, received: String(counts.length) });
+  if (counts !== undefined && counts.length !== experts)
+    fail('bad-option', 'one token count per expert', {
+      path: ['options', 'moe', 'expertTokens', moeIndex],
+      expected: `${experts} counts`,
+      received: String(counts.length),
+    });
   return { ...(counts !== undefined ? { counts } : {}), ...(options?.capacityFactor !== undefined ? { capacityFactor: options.capacityFactor } : {}) };
 }
 

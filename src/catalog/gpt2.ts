@@ -63,7 +63,14 @@ function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): 
     locals: rules.attentionCode,
     sdpaContiguous: rules.sdpaContiguous === 'always',
   });
-  const ff = mlp({ name: 'mlp', hidden: shape.hidden, inner: shape.inner, activation: shape.activation ?? 'gelu_new', conv1d: true, dropout: shape.residDropout });
+  const ff = mlp({
+    name: 'mlp',
+    hidden: shape.hidden,
+    inner: shape.inner,
+    activation: shape.activation ?? 'gelu_new',
+    conv1d: true,
+    dropout: shape.residDropout,
+  });
   const ln1 = layerNorm({ name: 'ln_1' });
   const ln2 = layerNorm({ name: 'ln_2' });
   return module(
@@ -98,9 +105,18 @@ function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): 
  * ```
  */
 export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
-  checkKeys(shape, ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout', 'tied', 'activation'], 'gpt2Model');
+  checkKeys(
+    shape,
+    ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout', 'tied', 'activation'],
+    'gpt2Model',
+  );
   validate(options, decoderOptions, ['options']);
-  if (options.tensorParallel !== undefined) fail('not-modelled', "tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are", { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
+  if (options.tensorParallel !== undefined)
+    fail('not-modelled', 'tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are', {
+      path: ['options', 'tensorParallel'],
+      expected: 'absent',
+      received: JSON.stringify(options.tensorParallel),
+    });
   const rules = transformersRules(options.transformers, ['transformers']);
   const impl = options.attention ?? rules.defaultAttention['gpt2'];
   const cache = (options.useCache ?? true) ? rules.cache : false;
@@ -133,7 +149,19 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       return g.apply(lnF, h);
     }),
   );
-  const meta: ModelMeta = { kind: 'decoder', family: 'gpt2', layers: shape.layers, heads: shape.heads, kvHeads: shape.heads, headDim: shape.hidden / shape.heads, hidden: shape.hidden, vocab: shape.vocab, intermediate: shape.inner, gatedMlp: false, tied };
+  const meta: ModelMeta = {
+    kind: 'decoder',
+    family: 'gpt2',
+    layers: shape.layers,
+    heads: shape.heads,
+    kvHeads: shape.heads,
+    headDim: shape.hidden / shape.heads,
+    hidden: shape.hidden,
+    vocab: shape.vocab,
+    intermediate: shape.inner,
+    gatedMlp: false,
+    tied,
+  };
   const body = graph((g, [ids]) => {
     const h = g.apply(transformer, ids!);
     // `transformer_outputs` keeps the last hidden state until forward returns.

@@ -32,20 +32,176 @@ type Variant = 'qwen3' | 'gemma' | 'gemma2' | 'gemma3_text' | 'phi3';
 
 /** Values the config classes give fields a config.json leaves out (transformers 4.40 – 4.56, configuration_*.py). */
 const DEFAULTS: Readonly<Record<(typeof FAMILIES)[number], Readonly<Record<string, unknown>>>> = {
-  llama: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 11008, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, hidden_act: 'silu', max_position_embeddings: 2048, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, mlp_bias: false, head_dim: null },
-  mistral: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, hidden_act: 'silu', max_position_embeddings: 4096 * 32, use_cache: true, tie_word_embeddings: false, sliding_window: 4096, attention_dropout: 0, head_dim: null },
-  qwen2: { vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, use_sliding_window: false, sliding_window: 4096, max_window_layers: 28, attention_dropout: 0 },
+  llama: {
+    vocab_size: 32000,
+    hidden_size: 4096,
+    intermediate_size: 11008,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: null,
+    hidden_act: 'silu',
+    max_position_embeddings: 2048,
+    use_cache: true,
+    tie_word_embeddings: false,
+    attention_bias: false,
+    attention_dropout: 0,
+    mlp_bias: false,
+    head_dim: null,
+  },
+  mistral: {
+    vocab_size: 32000,
+    hidden_size: 4096,
+    intermediate_size: 14336,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    hidden_act: 'silu',
+    max_position_embeddings: 4096 * 32,
+    use_cache: true,
+    tie_word_embeddings: false,
+    sliding_window: 4096,
+    attention_dropout: 0,
+    head_dim: null,
+  },
+  qwen2: {
+    vocab_size: 151936,
+    hidden_size: 4096,
+    intermediate_size: 22016,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 32,
+    hidden_act: 'silu',
+    max_position_embeddings: 32768,
+    use_cache: true,
+    tie_word_embeddings: false,
+    use_sliding_window: false,
+    sliding_window: 4096,
+    max_window_layers: 28,
+    attention_dropout: 0,
+  },
   // transformers 5.18 configuration_*.py (GemmaConfig's are 4.40.2's too; there hidden_activation None means gelu_pytorch_tanh).
-  qwen3: { vocab_size: 151936, hidden_size: 4096, intermediate_size: 22016, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 32, head_dim: 128, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, attention_bias: false, use_sliding_window: false, sliding_window: 4096, max_window_layers: 28, layer_types: null, attention_dropout: 0 },
-  gemma: { vocab_size: 256000, hidden_size: 3072, intermediate_size: 24576, num_hidden_layers: 28, num_attention_heads: 16, num_key_value_heads: 16, head_dim: 256, hidden_act: 'gelu_pytorch_tanh', hidden_activation: null, max_position_embeddings: 8192, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0 },
-  gemma2: { vocab_size: 256000, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 8192, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0, query_pre_attn_scalar: 256, sliding_window: 4096, layer_types: null, final_logit_softcapping: 30.0, attn_logit_softcapping: 50.0 },
-  gemma3_text: { vocab_size: 262208, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8, num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 131072, use_cache: true, tie_word_embeddings: true, attention_bias: false, attention_dropout: 0, query_pre_attn_scalar: 256, sliding_window: 4096, sliding_window_pattern: 6, layer_types: null, final_logit_softcapping: null, attn_logit_softcapping: null, use_bidirectional_attention: false },
-  phi3: { vocab_size: 32064, hidden_size: 3072, intermediate_size: 8192, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: null, head_dim: null, resid_pdrop: 0, attention_dropout: 0, hidden_act: 'silu', max_position_embeddings: 4096, use_cache: true, tie_word_embeddings: false, sliding_window: null, partial_rotary_factor: 1.0 },
-  gpt2: { vocab_size: 50257, n_positions: 1024, n_embd: 768, n_layer: 12, n_head: 12, n_inner: null, activation_function: 'gelu_new', resid_pdrop: 0.1, embd_pdrop: 0.1, attn_pdrop: 0.1, use_cache: true, tie_word_embeddings: true },
+  qwen3: {
+    vocab_size: 151936,
+    hidden_size: 4096,
+    intermediate_size: 22016,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 32,
+    head_dim: 128,
+    hidden_act: 'silu',
+    max_position_embeddings: 32768,
+    use_cache: true,
+    tie_word_embeddings: false,
+    attention_bias: false,
+    use_sliding_window: false,
+    sliding_window: 4096,
+    max_window_layers: 28,
+    layer_types: null,
+    attention_dropout: 0,
+  },
+  gemma: {
+    vocab_size: 256000,
+    hidden_size: 3072,
+    intermediate_size: 24576,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 16,
+    head_dim: 256,
+    hidden_act: 'gelu_pytorch_tanh',
+    hidden_activation: null,
+    max_position_embeddings: 8192,
+    use_cache: true,
+    tie_word_embeddings: true,
+    attention_bias: false,
+    attention_dropout: 0,
+  },
+  gemma2: {
+    vocab_size: 256000,
+    hidden_size: 2304,
+    intermediate_size: 9216,
+    num_hidden_layers: 26,
+    num_attention_heads: 8,
+    num_key_value_heads: 4,
+    head_dim: 256,
+    hidden_activation: 'gelu_pytorch_tanh',
+    max_position_embeddings: 8192,
+    use_cache: true,
+    tie_word_embeddings: true,
+    attention_bias: false,
+    attention_dropout: 0,
+    query_pre_attn_scalar: 256,
+    sliding_window: 4096,
+    layer_types: null,
+    final_logit_softcapping: 30.0,
+    attn_logit_softcapping: 50.0,
+  },
+  gemma3_text: {
+    vocab_size: 262208,
+    hidden_size: 2304,
+    intermediate_size: 9216,
+    num_hidden_layers: 26,
+    num_attention_heads: 8,
+    num_key_value_heads: 4,
+    head_dim: 256,
+    hidden_activation: 'gelu_pytorch_tanh',
+    max_position_embeddings: 131072,
+    use_cache: true,
+    tie_word_embeddings: true,
+    attention_bias: false,
+    attention_dropout: 0,
+    query_pre_attn_scalar: 256,
+    sliding_window: 4096,
+    sliding_window_pattern: 6,
+    layer_types: null,
+    final_logit_softcapping: null,
+    attn_logit_softcapping: null,
+    use_bidirectional_attention: false,
+  },
+  phi3: {
+    vocab_size: 32064,
+    hidden_size: 3072,
+    intermediate_size: 8192,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: null,
+    head_dim: null,
+    resid_pdrop: 0,
+    attention_dropout: 0,
+    hidden_act: 'silu',
+    max_position_embeddings: 4096,
+    use_cache: true,
+    tie_word_embeddings: false,
+    sliding_window: null,
+    partial_rotary_factor: 1.0,
+  },
+  gpt2: {
+    vocab_size: 50257,
+    n_positions: 1024,
+    n_embd: 768,
+    n_layer: 12,
+    n_head: 12,
+    n_inner: null,
+    activation_function: 'gelu_new',
+    resid_pdrop: 0.1,
+    embd_pdrop: 0.1,
+    attn_pdrop: 0.1,
+    use_cache: true,
+    tie_word_embeddings: true,
+  },
 };
 
 /** The class transformers builds for each family's causal LM. */
-const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = { llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gpt2: 'GPT2LMHeadModel', qwen3: 'Qwen3ForCausalLM', gemma: 'GemmaForCausalLM', gemma2: 'Gemma2ForCausalLM', gemma3_text: 'Gemma3ForCausalLM', phi3: 'Phi3ForCausalLM' };
+const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = {
+  llama: 'LlamaForCausalLM',
+  qwen2: 'Qwen2ForCausalLM',
+  mistral: 'MistralForCausalLM',
+  gpt2: 'GPT2LMHeadModel',
+  qwen3: 'Qwen3ForCausalLM',
+  gemma: 'GemmaForCausalLM',
+  gemma2: 'Gemma2ForCausalLM',
+  gemma3_text: 'Gemma3ForCausalLM',
+  phi3: 'Phi3ForCausalLM',
+};
 
 /**
  * Every `model_type` {@link fromHFConfig} reads (and `gemma3`, whose `text_config` it reads).
@@ -67,17 +223,43 @@ const TEXT_CONFIG_TYPE: Readonly<Record<string, string>> = { gemma3: 'gemma3_tex
  */
 function architecture(config: HFConfig, family: (typeof FAMILIES)[number], issues: VramIssue[]): void {
   for (const field of ['num_local_experts', 'num_experts', 'n_routed_experts']) {
-    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: `experts in a dense ${family} config: a mixture of experts is read from its own model_type (${MOE_FAMILIES.join(', ')})`, expected: `a dense ${family} config`, received: JSON.stringify(config[field]) });
+    if (config[field] !== undefined && config[field] !== null)
+      issues.push({
+        path: [field],
+        code: 'unsupported-model',
+        message: `experts in a dense ${family} config: a mixture of experts is read from its own model_type (${MOE_FAMILIES.join(', ')})`,
+        expected: `a dense ${family} config`,
+        received: JSON.stringify(config[field]),
+      });
   }
   for (const field of ['vision_config', 'text_config', 'audio_config']) {
-    if (config[field] !== undefined && config[field] !== null) issues.push({ path: [field], code: 'unsupported-model', message: 'a multimodal config: only its text decoder is read, from a model_type whose text_config is one (gemma3)', expected: `a text-only ${family} config`, received: 'an object' });
+    if (config[field] !== undefined && config[field] !== null)
+      issues.push({
+        path: [field],
+        code: 'unsupported-model',
+        message: 'a multimodal config: only its text decoder is read, from a model_type whose text_config is one (gemma3)',
+        expected: `a text-only ${family} config`,
+        received: 'an object',
+      });
   }
   const classes = config.architectures;
   if (classes === undefined || classes === null) return;
   if (!Array.isArray(classes) || !classes.every((c) => typeof c === 'string')) {
-    issues.push({ path: ['architectures'], code: 'bad-config', message: 'architectures must be a list of class names', expected: `[${JSON.stringify(CAUSAL_LM[family])}]`, received: JSON.stringify(classes) });
+    issues.push({
+      path: ['architectures'],
+      code: 'bad-config',
+      message: 'architectures must be a list of class names',
+      expected: `[${JSON.stringify(CAUSAL_LM[family])}]`,
+      received: JSON.stringify(classes),
+    });
   } else if (classes.length > 0 && !classes.includes(CAUSAL_LM[family])) {
-    issues.push({ path: ['architectures'], code: 'unsupported-model', message: `model_type ${family} is modelled as ${CAUSAL_LM[family]}`, expected: `[${JSON.stringify(CAUSAL_LM[family])}]`, received: JSON.stringify(classes) });
+    issues.push({
+      path: ['architectures'],
+      code: 'unsupported-model',
+      message: `model_type ${family} is modelled as ${CAUSAL_LM[family]}`,
+      expected: `[${JSON.stringify(CAUSAL_LM[family])}]`,
+      received: JSON.stringify(classes),
+    });
   }
 }
 
@@ -107,50 +289,114 @@ function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issue
   const method = c.quant_method ?? (c.load_in_4bit === true || c.load_in_8bit === true ? 'bitsandbytes' : undefined);
   const int = (field: string, allowed: readonly number[], fallback: number): number => {
     const value = c[field] ?? fallback;
-    if (typeof value !== 'number' || !allowed.includes(value)) issues.push({ path: at(field), code: 'bad-config', message: `${field} is not one vram-ts models`, expected: allowed.join(' | '), received: JSON.stringify(value) });
+    if (typeof value !== 'number' || !allowed.includes(value))
+      issues.push({
+        path: at(field),
+        code: 'bad-config',
+        message: `${field} is not one vram-ts models`,
+        expected: allowed.join(' | '),
+        received: JSON.stringify(value),
+      });
     return typeof value === 'number' ? value : fallback;
   };
   const group = (fallback: number): number => {
     const value = c.group_size ?? fallback;
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || (value < 1 && value !== -1)) issues.push({ path: at('group_size'), code: 'bad-config', message: 'group_size must be a positive integer or -1', expected: 'integer >= 1 | -1', received: JSON.stringify(value) });
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || (value < 1 && value !== -1))
+      issues.push({
+        path: at('group_size'),
+        code: 'bad-config',
+        message: 'group_size must be a positive integer or -1',
+        expected: 'integer >= 1 | -1',
+        received: JSON.stringify(value),
+      });
     return typeof value === 'number' ? value : fallback;
   };
   const notConverted = ['lm_head', ...names(c.modules_to_not_convert, at('modules_to_not_convert'), issues)];
   switch (method) {
     case 'bitsandbytes': {
       const four = c.load_in_4bit === true;
-      if (!four && c.load_in_8bit !== true) issues.push({ path: at('load_in_4bit'), code: 'bad-config', message: 'bitsandbytes needs load_in_4bit or load_in_8bit', expected: 'true', received: JSON.stringify(c.load_in_4bit) });
+      if (!four && c.load_in_8bit !== true)
+        issues.push({
+          path: at('load_in_4bit'),
+          code: 'bad-config',
+          message: 'bitsandbytes needs load_in_4bit or load_in_8bit',
+          expected: 'true',
+          received: JSON.stringify(c.load_in_4bit),
+        });
       const quantType = c.bnb_4bit_quant_type ?? 'fp4';
-      if (quantType !== 'nf4' && quantType !== 'fp4') issues.push({ path: at('bnb_4bit_quant_type'), code: 'bad-config', message: 'unknown 4-bit type', expected: 'nf4 | fp4', received: JSON.stringify(quantType) });
+      if (quantType !== 'nf4' && quantType !== 'fp4')
+        issues.push({
+          path: at('bnb_4bit_quant_type'),
+          code: 'bad-config',
+          message: 'unknown 4-bit type',
+          expected: 'nf4 | fp4',
+          received: JSON.stringify(quantType),
+        });
       const doubleQuant = c.bnb_4bit_use_double_quant ?? false;
-      if (typeof doubleQuant !== 'boolean') issues.push({ path: at('bnb_4bit_use_double_quant'), code: 'bad-config', message: 'must be true or false', received: JSON.stringify(doubleQuant) });
+      if (typeof doubleQuant !== 'boolean')
+        issues.push({ path: at('bnb_4bit_use_double_quant'), code: 'bad-config', message: 'must be true or false', received: JSON.stringify(doubleQuant) });
       // llm_int8_skip_modules replaces the automatic list (the output embedding), as transformers does.
-      const skip = c.llm_int8_skip_modules === undefined || c.llm_int8_skip_modules === null ? ['lm_head'] : names(c.llm_int8_skip_modules, at('llm_int8_skip_modules'), issues);
-      const scheme: QuantScheme = four ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant: doubleQuant === true } : { method: 'bnb-8bit' };
+      const skip =
+        c.llm_int8_skip_modules === undefined || c.llm_int8_skip_modules === null
+          ? ['lm_head']
+          : names(c.llm_int8_skip_modules, at('llm_int8_skip_modules'), issues);
+      const scheme: QuantScheme = four
+        ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant: doubleQuant === true }
+        : { method: 'bnb-8bit' };
       return { plan: { scheme, skip }, dtype: 'float16' };
     }
     case 'gptq': {
       const bits = int('bits', [2, 3, 4, 8], 4) as 2 | 3 | 4 | 8;
       // optimum converts the Linear layers of the repeated decoder blocks only.
-      return { plan: { scheme: { method: 'gptq', bits, groupSize: group(128), descAct: c.desc_act === true }, within: [family === 'gpt2' ? 'transformer.h' : 'model.layers'], skip: [] }, dtype: 'float16' };
+      return {
+        plan: {
+          scheme: { method: 'gptq', bits, groupSize: group(128), descAct: c.desc_act === true },
+          within: [family === 'gpt2' ? 'transformer.h' : 'model.layers'],
+          skip: [],
+        },
+        dtype: 'float16',
+      };
     }
     case 'awq': {
       int('bits', [4], 4);
       const version = typeof c.version === 'string' ? c.version.toLowerCase() : 'gemm';
-      if (version !== 'gemm' && version !== 'gemv') issues.push({ path: at('version'), code: 'bad-config', message: 'AWQ version not modelled', expected: 'gemm | gemv', received: JSON.stringify(c.version) });
-      return { plan: { scheme: { method: 'awq', bits: 4, groupSize: group(128), version: version === 'gemv' ? 'gemv' : 'gemm' }, skip: notConverted }, dtype: 'float16' };
+      if (version !== 'gemm' && version !== 'gemv')
+        issues.push({
+          path: at('version'),
+          code: 'bad-config',
+          message: 'AWQ version not modelled',
+          expected: 'gemm | gemv',
+          received: JSON.stringify(c.version),
+        });
+      return {
+        plan: { scheme: { method: 'awq', bits: 4, groupSize: group(128), version: version === 'gemv' ? 'gemv' : 'gemm' }, skip: notConverted },
+        dtype: 'float16',
+      };
     }
     case 'fp8': {
       const block = c.weight_block_size ?? [128, 128];
       const ok = Array.isArray(block) && block.length === 2 && block.every((b) => typeof b === 'number' && Number.isSafeInteger(b) && b >= 1);
-      if (!ok) issues.push({ path: at('weight_block_size'), code: 'bad-config', message: 'weight_block_size must be two positive integers', expected: '[n, k]', received: JSON.stringify(block) });
+      if (!ok)
+        issues.push({
+          path: at('weight_block_size'),
+          code: 'bad-config',
+          message: 'weight_block_size must be two positive integers',
+          expected: '[n, k]',
+          received: JSON.stringify(block),
+        });
       const [bn, bk] = ok ? (block as [number, number]) : [128, 128];
       return { plan: { scheme: { method: 'fp8', block: [bn, bk] }, skip: notConverted }, dtype: 'float32' };
     }
     case 'fbgemm_fp8':
       return { plan: { scheme: { method: 'fbgemm-fp8' }, skip: notConverted }, dtype: 'bfloat16' };
     default:
-      issues.push({ path: at('quant_method'), code: 'unsupported-quantization', message: 'quantization method not modelled', expected: QUANT_METHODS.join(' | '), received: JSON.stringify(method) });
+      issues.push({
+        path: at('quant_method'),
+        code: 'unsupported-quantization',
+        message: 'quantization method not modelled',
+        expected: QUANT_METHODS.join(' | '),
+        received: JSON.stringify(method),
+      });
       return undefined;
   }
 }
@@ -159,7 +405,14 @@ function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issue
 function softcap(r: ConfigReader, field: string): number | undefined {
   const value = r.value(field);
   if (value === null || value === undefined) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) r.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a positive number or null`, expected: 'number > 0 | null', received: JSON.stringify(value) });
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
+    r.issues.push({
+      path: [field],
+      code: 'bad-config',
+      message: `${field} must be a positive number or null`,
+      expected: 'number > 0 | null',
+      received: JSON.stringify(value),
+    });
   return typeof value === 'number' ? value : undefined;
 }
 
@@ -173,10 +426,23 @@ function layerWindows(family: Variant, r: ConfigReader, layers: number, window: 
   const types = r.value('layer_types');
   if (types !== null && types !== undefined) {
     if (!Array.isArray(types) || types.length !== layers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention')) {
-      r.issues.push({ path: ['layer_types'], code: 'bad-config', message: 'layer_types must list sliding_attention or full_attention for every layer', expected: `${layers} of sliding_attention | full_attention`, received: JSON.stringify(types) });
+      r.issues.push({
+        path: ['layer_types'],
+        code: 'bad-config',
+        message: 'layer_types must list sliding_attention or full_attention for every layer',
+        expected: `${layers} of sliding_attention | full_attention`,
+        received: JSON.stringify(types),
+      });
       return undefined;
     }
-    if (types.includes('sliding_attention') && window === null) r.issues.push({ path: ['sliding_window'], code: 'bad-config', message: 'sliding_attention layers need a sliding_window', expected: 'integer >= 1', received: 'null' });
+    if (types.includes('sliding_attention') && window === null)
+      r.issues.push({
+        path: ['sliding_window'],
+        code: 'bad-config',
+        message: 'sliding_attention layers need a sliding_window',
+        expected: 'integer >= 1',
+        received: 'null',
+      });
     return types.map((t) => (t === 'sliding_attention' ? window : null));
   }
   if (family === 'gemma2') return Array.from({ length: layers }, (_, i) => ((i + 1) % 2 !== 0 ? window : null));
@@ -200,14 +466,29 @@ function variantShape(family: Variant, r: ConfigReader, rules: HFRules): LlamaSh
   const bias = family === 'phi3' ? false : r.flag('attention_bias');
   // Gemma 4.x: ACT2FN[hidden_activation or gelu_pytorch_tanh]; 5.x: hidden_act. Gemma 2/3: hidden_activation.
   const activation =
-    family === 'gemma' ? (rules.release.startsWith('4.') ? (r.value('hidden_activation') === null ? 'gelu_pytorch_tanh' : r.activation('hidden_activation')) : r.activation('hidden_act')) : gemma ? r.activation('hidden_activation') : r.activation('hidden_act');
+    family === 'gemma'
+      ? rules.release.startsWith('4.')
+        ? r.value('hidden_activation') === null
+          ? 'gelu_pytorch_tanh'
+          : r.activation('hidden_activation')
+        : r.activation('hidden_act')
+      : gemma
+        ? r.activation('hidden_activation')
+        : r.activation('hidden_act');
   // Qwen3: sliding_window only with use_sliding_window; Gemma 3 with bidirectional attention halves it.
   let window = family === 'qwen3' && !r.flag('use_sliding_window') ? null : family === 'gemma' ? null : r.optionalInteger('sliding_window');
   if (family === 'gemma3_text' && window !== null && r.flag('use_bidirectional_attention')) window = Math.floor(window / 2) + 1;
   const windows = family === 'phi3' || family === 'gemma' ? undefined : layerWindows(family, r, layers, window);
   const factor = family === 'phi3' ? partialRotary(r) : 1;
   const rotaryDim = Math.floor(headDim * factor);
-  if (family === 'phi3' && (rotaryDim < 2 || rotaryDim % 2 !== 0)) r.issues.push({ path: ['partial_rotary_factor'], code: 'bad-config', message: 'head_dim × partial_rotary_factor must be an even number of at least 2', expected: 'a factor giving an even rotary width', received: String(factor) });
+  if (family === 'phi3' && (rotaryDim < 2 || rotaryDim % 2 !== 0))
+    r.issues.push({
+      path: ['partial_rotary_factor'],
+      code: 'bad-config',
+      message: 'head_dim × partial_rotary_factor must be an even number of at least 2',
+      expected: 'a factor giving an even rotary width',
+      received: String(factor),
+    });
   const attnSoftcap = family === 'gemma2' || family === 'gemma3_text' ? softcap(r, 'attn_logit_softcapping') : undefined;
   const finalSoftcap = family === 'gemma2' || family === 'gemma3_text' ? softcap(r, 'final_logit_softcapping') : undefined;
   if (family === 'gemma2' || family === 'gemma3_text') r.integer('query_pre_attn_scalar');
@@ -242,11 +523,18 @@ function variantShape(family: Variant, r: ConfigReader, rules: HFRules): LlamaSh
 function partialRotary(r: ConfigReader): number {
   for (const field of ['rope_parameters', 'rope_scaling']) {
     const nested = r.value(field);
-    if (typeof nested === 'object' && nested !== null && typeof (nested as Record<string, unknown>).partial_rotary_factor === 'number') return (nested as Record<string, number>).partial_rotary_factor!;
+    if (typeof nested === 'object' && nested !== null && typeof (nested as Record<string, unknown>).partial_rotary_factor === 'number')
+      return (nested as Record<string, number>).partial_rotary_factor!;
   }
   const value = r.value('partial_rotary_factor');
   if (typeof value !== 'number' || !(value > 0 && value <= 1)) {
-    r.issues.push({ path: ['partial_rotary_factor'], code: 'bad-config', message: 'partial_rotary_factor must be a number in (0, 1]', expected: '0 < factor <= 1', received: JSON.stringify(value) });
+    r.issues.push({
+      path: ['partial_rotary_factor'],
+      code: 'bad-config',
+      message: 'partial_rotary_factor must be a number in (0, 1]',
+      expected: '0 < factor <= 1',
+      received: JSON.stringify(value),
+    });
     return 1;
   }
   return value;
@@ -299,16 +587,27 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: ConfigReader, rule
  * ```
  */
 export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): ModuleLayer {
-  if (typeof config !== 'object' || config === null || Array.isArray(config)) fail('bad-config', 'a config must be an object', { received: config === null ? 'null' : typeof config });
+  if (typeof config !== 'object' || config === null || Array.isArray(config))
+    fail('bad-config', 'a config must be an object', { received: config === null ? 'null' : typeof config });
   validate(options, decoderOptions, ['options']);
   // A multimodal config (Gemma 3, …) whose text_config is a decoder vram-ts builds: its text model alone.
   const nested = config.text_config;
-  if (typeof nested === 'object' && nested !== null && !Array.isArray(nested) && !(typeof config.model_type === 'string' && (FAMILIES as readonly string[]).includes(config.model_type))) return textDecoder(config, nested as HFConfig, options);
+  if (
+    typeof nested === 'object' &&
+    nested !== null &&
+    !Array.isArray(nested) &&
+    !(typeof config.model_type === 'string' && (FAMILIES as readonly string[]).includes(config.model_type))
+  )
+    return textDecoder(config, nested as HFConfig, options);
   const type = config.model_type;
   // Mixture-of-experts families (catalog/moe.ts, catalog/deepseek.ts).
   if (typeof type === 'string' && (MOE_FAMILIES as readonly string[]).includes(type)) return moeConfigModel(config, options);
   if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
-    fail('unsupported-model', 'unsupported model_type', { path: ['model_type'], expected: [...FAMILIES, ...MOE_FAMILIES].join(' | '), received: JSON.stringify(type) });
+    fail('unsupported-model', 'unsupported model_type', {
+      path: ['model_type'],
+      expected: [...FAMILIES, ...MOE_FAMILIES].join(' | '),
+      received: JSON.stringify(type),
+    });
   }
   const family = type as (typeof FAMILIES)[number];
   const rules = transformersRules(options.transformers, ['transformers']);
@@ -323,7 +622,13 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   if (family === 'gpt2' && options.tensorParallel !== undefined) {
     // GPT-2's fused Conv1D c_attn ([h, 3h], q/k/v interleaved by column blocks) is not the
     // Llama plan: ColwiseParallel on it would split across q/k/v, not across heads.
-    r.issues.push({ path: ['options', 'tensorParallel'], code: 'not-modelled', message: "tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are", expected: 'absent', received: JSON.stringify(options.tensorParallel) });
+    r.issues.push({
+      path: ['options', 'tensorParallel'],
+      code: 'not-modelled',
+      message: 'tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are',
+      expected: 'absent',
+      received: JSON.stringify(options.tensorParallel),
+    });
   }
   if (family === 'gpt2') {
     const shape = gpt2Shape(r);
@@ -353,7 +658,8 @@ function textDecoder(config: HFConfig, text: HFConfig, options: HFConfigOptions)
 function gpt2Shape(r: ConfigReader): Gpt2Shape {
   const hidden = r.integer('n_embd');
   const heads = r.integer('n_head');
-  if (hidden % heads !== 0) r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
+  if (hidden % heads !== 0)
+    r.issues.push({ path: ['n_head'], code: 'bad-config', message: 'n_head must divide n_embd', expected: `a divisor of ${hidden}`, received: String(heads) });
   return {
     hidden,
     layers: r.integer('n_layer', 1, LIMITS.layers),
@@ -387,11 +693,19 @@ function moeConfigModel(config: HFConfig, options: HFConfigOptions): ModuleLayer
   const cfgCache = r.flag('use_cache');
   if (r.issues.length > 0) throw new VramError(r.issues);
   const dtype = options.dtype ?? configDtype;
-  if (config.quantization_config !== undefined && config.quantization_config !== null) fail('not-modelled', 'quantized mixture-of-experts checkpoints are not modelled', { path: ['quantization_config'] });
-  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined) fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled (expert parallelism is: expertParallel)', { path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'] });
-  if (options.contextParallel !== undefined) fail('not-modelled', 'context parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', 'contextParallel'] });
+  if (config.quantization_config !== undefined && config.quantization_config !== null)
+    fail('not-modelled', 'quantized mixture-of-experts checkpoints are not modelled', { path: ['quantization_config'] });
+  if (options.tensorParallel !== undefined || options.pipelineStage !== undefined)
+    fail('not-modelled', 'tensor or pipeline parallelism of a mixture-of-experts decoder is not modelled (expert parallelism is: expertParallel)', {
+      path: ['options', options.tensorParallel !== undefined ? 'tensorParallel' : 'pipelineStage'],
+    });
+  if (options.contextParallel !== undefined)
+    fail('not-modelled', 'context parallelism of a mixture-of-experts decoder is not modelled', { path: ['options', 'contextParallel'] });
   const deepseek = config.model_type === 'deepseek_v2' || config.model_type === 'deepseek_v3';
-  if (options.expertParallel !== undefined && deepseek) fail('not-modelled', 'expert parallelism of DeepSeek (its group-limited router) is not modelled: Mixtral, Qwen2-MoE and Qwen3-MoE are', { path: ['options', 'expertParallel'] });
+  if (options.expertParallel !== undefined && deepseek)
+    fail('not-modelled', 'expert parallelism of DeepSeek (its group-limited router) is not modelled: Mixtral, Qwen2-MoE and Qwen3-MoE are', {
+      path: ['options', 'expertParallel'],
+    });
   const full: DecoderOptions = { ...options, useCache: options.useCache ?? cfgCache, ...(dtype !== undefined ? { dtype } : {}) };
   return deepseek ? deepseekFromHFConfig(config, full) : moeFromHFConfig(config, full);
 }

@@ -38,10 +38,18 @@ function layerRotary(b: LayerBuild): Layer | undefined {
   const positions = shape.maxPositions ?? 2048;
   const className = `${prefix}RotaryEmbedding`;
   if (rotary.placement === 'attention') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryOp, [v!], { headDim: shape.headDim, seqDim: 2, ...(rotary.unusedTables ? { cachedPositions: positions } : {}) })));
+    return module(
+      'rotary_emb',
+      className,
+      graph((g, [v]) => g.call(rotaryOp, [v!], { headDim: shape.headDim, seqDim: 2, ...(rotary.unusedTables ? { cachedPositions: positions } : {}) })),
+    );
   }
   if (rotary.placement === 'attention-cached') {
-    return module('rotary_emb', className, graph((g, [v]) => g.call(rotaryCacheOp, [v!], { headDim: shape.headDim, positions })));
+    return module(
+      'rotary_emb',
+      className,
+      graph((g, [v]) => g.call(rotaryCacheOp, [v!], { headDim: shape.headDim, positions })),
+    );
   }
   return undefined;
 }
@@ -52,41 +60,61 @@ function layerSelfAttention(b: LayerBuild, i: number): Layer {
   const rotary = layerRotary(b);
   // 4.43 – 4.47: a rotary module in every attention that the model's tables leave unused.
   const buffersOp = opLayer(rotaryBuffersOp, null, { headDim: shape.headDim });
-  const leftover = rotaryRules.layerModule ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((g, [x]) => g.applyAll(buffersOp, x!))) : undefined;
-  return shape.layerAttention?.(i) ?? attention({
-    name: 'self_attn',
-    className: `${prefix}Attention`,
-    hidden: shape.hidden,
-    heads: local.heads,
-    kvHeads: local.kvHeads,
-    headDim: shape.headDim,
-    qkvBias: shape.qkvBias,
-    outBias: shape.outBias,
-    impl: b.impl,
-    dropout: shape.attentionDropout,
-    returnWeights: rules.attentionCode === 'function',
-    locals: rules.attentionCode,
-    cache: b.cache,
-    sdpaGqa: b.gqaAllowed ? 'enable-gqa' : 'repeat',
-    sdpaContiguous: rules.sdpaContiguous === 'always',
-    ...(rotary !== undefined ? { rotary, rotaryGathered: rotaryRules.placement === 'attention-cached' } : {}),
-    ...(leftover !== undefined ? { unusedModule: leftover } : {}),
-    ...(shape.qkNorm !== undefined ? { qkNorm: { q: norm(shape.headDim, 'q_norm'), k: norm(shape.headDim, 'k_norm'), at: shape.qkNorm } } : {}),
-    ...(shape.attnSoftcap !== undefined ? { softcap: shape.attnSoftcap } : {}),
-    ...(shape.fused === true ? { fusedQkv: true } : {}),
-    // Measured: the variations (transformers 5.18), Llama (4.40.2, tools/oracle/cp_cpu.py's cp1), PyTorch 2 CPU.
-    sdpaOutputTransposed: true,
-    ...(shape.rotaryDim !== undefined || shape.fused === true ? { rotaryDim: b.rotaryDim } : {}),
-    ...b.blockTp,
-    ...b.blockCp,
-  });
+  const leftover = rotaryRules.layerModule
+    ? module(
+        'rotary_emb',
+        `${prefix}RotaryEmbedding`,
+        graph((g, [x]) => g.applyAll(buffersOp, x!)),
+      )
+    : undefined;
+  return (
+    shape.layerAttention?.(i) ??
+    attention({
+      name: 'self_attn',
+      className: `${prefix}Attention`,
+      hidden: shape.hidden,
+      heads: local.heads,
+      kvHeads: local.kvHeads,
+      headDim: shape.headDim,
+      qkvBias: shape.qkvBias,
+      outBias: shape.outBias,
+      impl: b.impl,
+      dropout: shape.attentionDropout,
+      returnWeights: rules.attentionCode === 'function',
+      locals: rules.attentionCode,
+      cache: b.cache,
+      sdpaGqa: b.gqaAllowed ? 'enable-gqa' : 'repeat',
+      sdpaContiguous: rules.sdpaContiguous === 'always',
+      ...(rotary !== undefined ? { rotary, rotaryGathered: rotaryRules.placement === 'attention-cached' } : {}),
+      ...(leftover !== undefined ? { unusedModule: leftover } : {}),
+      ...(shape.qkNorm !== undefined ? { qkNorm: { q: norm(shape.headDim, 'q_norm'), k: norm(shape.headDim, 'k_norm'), at: shape.qkNorm } } : {}),
+      ...(shape.attnSoftcap !== undefined ? { softcap: shape.attnSoftcap } : {}),
+      ...(shape.fused === true ? { fusedQkv: true } : {}),
+      // Measured: the variations (transformers 5.18), Llama (4.40.2, tools/oracle/cp_cpu.py's cp1), PyTorch 2 CPU.
+      sdpaOutputTransposed: true,
+      ...(shape.rotaryDim !== undefined || shape.fused === true ? { rotaryDim: b.rotaryDim } : {}),
+      ...b.blockTp,
+      ...b.blockCp,
+    })
+  );
 }
 
 /** Decoder layer i: pre-norm attention and gated MLP, each added back (Gemma 2/3: sandwiched in norms; Phi-3: dropout first). */
 export function decoderLayer(b: LayerBuild, i: number): Layer {
   const { shape, prefix, local, norm } = b;
   const attn = layerSelfAttention(b, i);
-  const mlp = shape.layerMlp?.(i) ?? gatedMlp({ name: 'mlp', className: `${prefix}MLP`, hidden: shape.hidden, intermediate: local.intermediate, bias: shape.mlpBias, activation: shape.activation ?? 'silu', ...(shape.fused === true ? { fused: true } : {}), ...b.blockTp });
+  const mlp =
+    shape.layerMlp?.(i) ??
+    gatedMlp({
+      name: 'mlp',
+      className: `${prefix}MLP`,
+      hidden: shape.hidden,
+      intermediate: local.intermediate,
+      bias: shape.mlpBias,
+      activation: shape.activation ?? 'silu',
+      ...(shape.fused === true ? { fused: true } : {}),
+      ...b.blockTp,
+    });
   const inputNorm = norm(shape.hidden, 'input_layernorm');
   const postNorm = norm(shape.hidden, 'post_attention_layernorm');
   const preFeedforward = norm(shape.hidden, 'pre_feedforward_layernorm');
@@ -99,7 +127,13 @@ export function decoderLayer(b: LayerBuild, i: number): Layer {
     name: `layers.${i}`,
     className: `${prefix}DecoderLayer`,
     // __init__ registers self_attn, mlp, then the norms: model.parameters() follows that order.
-    childOrder: ['self_attn', mlp.name ?? 'mlp', 'input_layernorm', 'post_attention_layernorm', ...(sandwich ? ['pre_feedforward_layernorm', 'post_feedforward_layernorm'] : [])],
+    childOrder: [
+      'self_attn',
+      mlp.name ?? 'mlp',
+      'input_layernorm',
+      'post_attention_layernorm',
+      ...(sandwich ? ['pre_feedforward_layernorm', 'post_feedforward_layernorm'] : []),
+    ],
     body: graph((g, [h, ...rest]) => {
       const normed = g.apply(inputNorm, h!);
       const [out, weights] = g.applyAll(attn, normed, ...rest);

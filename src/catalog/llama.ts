@@ -33,7 +33,16 @@ import type { DecoderOptions, LlamaShape } from './llama-shape.js';
 
 export type { DecoderOptions, LlamaShape } from './llama-shape.js';
 
-const PREFIX: Readonly<Record<LlamaShape['family'], string>> = { llama: 'Llama', qwen2: 'Qwen2', mistral: 'Mistral', qwen3: 'Qwen3', gemma: 'Gemma', gemma2: 'Gemma2', gemma3_text: 'Gemma3', phi3: 'Phi3' };
+const PREFIX: Readonly<Record<LlamaShape['family'], string>> = {
+  llama: 'Llama',
+  qwen2: 'Qwen2',
+  mistral: 'Mistral',
+  qwen3: 'Qwen3',
+  gemma: 'Gemma',
+  gemma2: 'Gemma2',
+  gemma3_text: 'Gemma3',
+  phi3: 'Phi3',
+};
 
 const VARIANTS: readonly string[] = ['qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'] satisfies readonly VariantFamilyName[];
 
@@ -41,13 +50,26 @@ const VARIANTS: readonly string[] = ['qwen3', 'gemma', 'gemma2', 'gemma3_text', 
 function familyRules(family: LlamaShape['family'], rules: HFRules): FamilyRules {
   if (!VARIANTS.includes(family)) {
     const f = family as LlamaFamilyName;
-    return { rotary: rules.rotary[f], mask: rules.mask[f], logitsUpcast: rules.logitsUpcast[f], loss: rules.loss[f], defaultAttention: rules.defaultAttention[f], embedScale: 'model' };
+    return {
+      rotary: rules.rotary[f],
+      mask: rules.mask[f],
+      logitsUpcast: rules.logitsUpcast[f],
+      loss: rules.loss[f],
+      defaultAttention: rules.defaultAttention[f],
+      embedScale: 'model',
+    };
   }
   const own = rules.families[family as VariantFamilyName];
   if (own !== undefined) return own;
   const variants = TRANSFORMERS_RULES.find((r) => r.field === `families.${family}`)?.variants ?? [];
-  const read = variants.flatMap((v, i) => (v.value === undefined ? [] : [`${v.from} ${i + 1 < variants.length ? `– before ${variants[i + 1]!.from}` : 'and later'}`]));
-  return fail('unsupported-release', `the ${family} modeling code of this transformers release was not read`, { path: ['transformers'], expected: read.join(' or '), received: JSON.stringify(rules.release) });
+  const read = variants.flatMap((v, i) =>
+    v.value === undefined ? [] : [`${v.from} ${i + 1 < variants.length ? `– before ${variants[i + 1]!.from}` : 'and later'}`],
+  );
+  return fail('unsupported-release', `the ${family} modeling code of this transformers release was not read`, {
+    path: ['transformers'],
+    expected: read.join(' or '),
+    received: JSON.stringify(rules.release),
+  });
 }
 
 /** The float mask eager attention adds (expanded over the batch where it is built once), or undefined for sdpa/flash. */
@@ -79,7 +101,44 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  * ```
  */
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
-  checkKeys(shape, ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout', 'slidingWindow', 'maxPositions', 'activation', 'maskWindow', 'layerMlp', 'layerAttention', 'classPrefix', 'extraMeta', 'qkNorm', 'normOffset', 'embedScale', 'sandwichNorms', 'attnSoftcap', 'finalSoftcap', 'layerWindows', 'localRotary', 'fused', 'rotaryDim', 'residDropout'], 'llamaFamily');
+  checkKeys(
+    shape,
+    [
+      'family',
+      'hidden',
+      'intermediate',
+      'layers',
+      'heads',
+      'kvHeads',
+      'headDim',
+      'vocab',
+      'tied',
+      'qkvBias',
+      'outBias',
+      'mlpBias',
+      'attentionDropout',
+      'slidingWindow',
+      'maxPositions',
+      'activation',
+      'maskWindow',
+      'layerMlp',
+      'layerAttention',
+      'classPrefix',
+      'extraMeta',
+      'qkNorm',
+      'normOffset',
+      'embedScale',
+      'sandwichNorms',
+      'attnSoftcap',
+      'finalSoftcap',
+      'layerWindows',
+      'localRotary',
+      'fused',
+      'rotaryDim',
+      'residDropout',
+    ],
+    'llamaFamily',
+  );
   validate(options, decoderOptions, ['options']);
   const b = decoderBuild(shape, options);
   const { prefix, stage, windows } = b;
@@ -95,7 +154,15 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     body,
     // Layers of different windows differ in their inputs: traced whole.
     ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
-      ? { repeated: repeatedBlocks(shape.layers, 'model.layers.', body, (count) => llamaFamily({ ...shape, layers: count, ...(windows !== undefined ? { layerWindows: windows.slice(0, count) } : {}) }, options), (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } })) }
+      ? {
+          repeated: repeatedBlocks(
+            shape.layers,
+            'model.layers.',
+            body,
+            (count) => llamaFamily({ ...shape, layers: count, ...(windows !== undefined ? { layerWindows: windows.slice(0, count) } : {}) }, options),
+            (from, to) => llamaFamily(shape, { ...options, pipelineStage: { layers: [from, to] } }),
+          ),
+        }
       : {}),
   });
 }
@@ -116,40 +183,117 @@ function decoderBuild(shape: LlamaShape, options: DecoderOptions) {
   const rotaryDim = shape.rotaryDim ?? shape.headDim;
   const norm = (size: number, name: string) => rmsNorm({ size, name, className: `${prefix}RMSNorm`, ...(shape.normOffset === true ? { offset: true } : {}) });
   const tpOptions = options.tensorParallel;
-  const local = tpOptions === undefined ? { heads: shape.heads, kvHeads: shape.kvHeads, intermediate: shape.intermediate, vocab: shape.vocab } : localDecoderSizes(shape, tpOptions);
+  const local =
+    tpOptions === undefined
+      ? { heads: shape.heads, kvHeads: shape.kvHeads, intermediate: shape.intermediate, vocab: shape.vocab }
+      : localDecoderSizes(shape, tpOptions);
   const tp: TensorParallelBuild | undefined =
     tpOptions === undefined
       ? undefined
-      : { size: tpOptions.size, rank: tpOptions.rank ?? 0, sequenceParallel: tpOptions.sequenceParallel ?? false, lossParallel: tpOptions.lossParallel ?? false, tied: shape.tied && (tpOptions.retie ?? false) };
+      : {
+          size: tpOptions.size,
+          rank: tpOptions.rank ?? 0,
+          sequenceParallel: tpOptions.sequenceParallel ?? false,
+          lossParallel: tpOptions.lossParallel ?? false,
+          tied: shape.tied && (tpOptions.retie ?? false),
+        };
   // parallelize_module gives each module its own DTensor parameter: a tie survives only re-tied.
   // A pipeline cut keeps the tied Parameter on both sides as two: embed_tokens on the first
   // stage, lm_head's own weight on the last (nothing synchronises their gradients).
-  const tied = (tp === undefined ? shape.tied : tp.tied) && (options.pipelineStage === undefined || (options.pipelineStage.layers[0] === 0 && options.pipelineStage.layers[1] === shape.layers));
+  const tied =
+    (tp === undefined ? shape.tied : tp.tied) &&
+    (options.pipelineStage === undefined || (options.pipelineStage.layers[0] === 0 && options.pipelineStage.layers[1] === shape.layers));
   const blockTp = tp === undefined ? {} : { tensorParallel: { size: tp.size, sequence: tp.sequenceParallel } };
   const blockCp = cp === undefined ? {} : { contextParallel: cp };
   const gqaAllowed = rules.sdpaGqa === 'enable-gqa' && (rules.gqaHeadDimMax === undefined || shape.headDim <= rules.gqaHeadDimMax);
   const stage = options.pipelineStage;
   const [start, end] = stage?.layers ?? [0, shape.layers];
   if (stage !== undefined) {
-    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > shape.layers || start >= end) fail('bad-option', 'a pipeline stage is a non-empty run of the layers', { path: ['options', 'pipelineStage', 'layers'], expected: `[start, end) within 0 .. ${shape.layers}`, received: JSON.stringify(stage.layers) });
+    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > shape.layers || start >= end)
+      fail('bad-option', 'a pipeline stage is a non-empty run of the layers', {
+        path: ['options', 'pipelineStage', 'layers'],
+        expected: `[start, end) within 0 .. ${shape.layers}`,
+        received: JSON.stringify(stage.layers),
+      });
     if (tp !== undefined) fail('not-modelled', 'a pipeline stage of a tensor-parallel decoder is not modelled yet', { path: ['options', 'pipelineStage'] });
   }
-  return { shape, options, rules, fam, impl, cache, prefix, rotaryRules: fam.rotary, variant, windows, cp, tp, local, tied, rotaryDim, norm, blockTp, blockCp, gqaAllowed, stage, start, end, first: start === 0, last: end === shape.layers };
+  return {
+    shape,
+    options,
+    rules,
+    fam,
+    impl,
+    cache,
+    prefix,
+    rotaryRules: fam.rotary,
+    variant,
+    windows,
+    cp,
+    tp,
+    local,
+    tied,
+    rotaryDim,
+    norm,
+    blockTp,
+    blockCp,
+    gqaAllowed,
+    stage,
+    start,
+    end,
+    first: start === 0,
+    last: end === shape.layers,
+  };
 }
 
 /** The layer windows and the parallel options a shape allows (the variations: none); returns the context-parallel build. */
 function checkParallel(shape: LlamaShape, options: DecoderOptions, variant: boolean, impl: AttentionImpl): ContextParallelBuild | undefined {
   const windows = shape.layerWindows;
-  if (windows !== undefined && windows.length !== shape.layers) fail('bad-config', 'layerWindows needs one entry per layer', { path: ['llamaFamily', 'layerWindows'], expected: `${shape.layers} entries`, received: String(windows.length) });
-  if (variant && options.tensorParallel !== undefined) fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'tensorParallel'], expected: 'absent', received: JSON.stringify(options.tensorParallel) });
-  if (variant && options.pipelineStage !== undefined) fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'pipelineStage'], expected: 'absent', received: JSON.stringify(options.pipelineStage) });
+  if (windows !== undefined && windows.length !== shape.layers)
+    fail('bad-config', 'layerWindows needs one entry per layer', {
+      path: ['llamaFamily', 'layerWindows'],
+      expected: `${shape.layers} entries`,
+      received: String(windows.length),
+    });
+  if (variant && options.tensorParallel !== undefined)
+    fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, {
+      path: ['options', 'tensorParallel'],
+      expected: 'absent',
+      received: JSON.stringify(options.tensorParallel),
+    });
+  if (variant && options.pipelineStage !== undefined)
+    fail('not-modelled', `a pipeline stage of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, {
+      path: ['options', 'pipelineStage'],
+      expected: 'absent',
+      received: JSON.stringify(options.pipelineStage),
+    });
   // Expert parallelism shards MoE blocks (built by the caller's layerMlp); a dense model has none.
-  if (options.expertParallel !== undefined && shape.extraMeta?.moe === undefined) fail('bad-option', 'expert parallelism applies to mixture-of-experts decoders', { path: ['options', 'expertParallel'], expected: 'absent for a dense model', received: JSON.stringify(options.expertParallel) });
+  if (options.expertParallel !== undefined && shape.extraMeta?.moe === undefined)
+    fail('bad-option', 'expert parallelism applies to mixture-of-experts decoders', {
+      path: ['options', 'expertParallel'],
+      expected: 'absent for a dense model',
+      received: JSON.stringify(options.expertParallel),
+    });
   const cp = options.contextParallel === undefined ? undefined : contextParallelBuild(options.contextParallel);
   if (cp !== undefined) {
-    if (variant) fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, { path: ['options', 'contextParallel'], expected: 'absent', received: JSON.stringify(options.contextParallel) });
-    if (impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', { path: ['options', 'attention'], expected: "'sdpa'", received: impl });
-    for (const key of ['pipelineStage'] as const) if (options[key] !== undefined) fail('not-modelled', `context parallelism with ${key} is not modelled yet`, { path: ['options', key], expected: 'absent', received: JSON.stringify(options[key]) });
+    if (variant)
+      fail('not-modelled', `context parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, {
+        path: ['options', 'contextParallel'],
+        expected: 'absent',
+        received: JSON.stringify(options.contextParallel),
+      });
+    if (impl !== 'sdpa')
+      fail('not-modelled', 'context parallelism runs sdpa as ring attention: build the model with attention: "sdpa"', {
+        path: ['options', 'attention'],
+        expected: "'sdpa'",
+        received: impl,
+      });
+    for (const key of ['pipelineStage'] as const)
+      if (options[key] !== undefined)
+        fail('not-modelled', `context parallelism with ${key} is not modelled yet`, {
+          path: ['options', key],
+          expected: 'absent',
+          received: JSON.stringify(options[key]),
+        });
   }
   return cp;
 }
@@ -160,8 +304,19 @@ function embedTokensOf(b: DecoderBuild): Layer {
   // Tensor parallel: RowwiseParallel(input_layouts=Replicate()) on the embedding (vocab-parallel).
   // Gemma 5.x: GemmaTextScaledWordEmbedding multiplies by its 0-dim buffer embed_scale.
   return scaledEmbedding(b)
-    ? module('embed_tokens', `${prefix}TextScaledWordEmbedding`, graph((g, [ids]) => g.call(bufferScaleOp, [g.call(embeddingOp, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!))
-    : tp === undefined ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' }) : opLayer(vocabEmbeddingOp, 'Embedding', { num: local.vocab, dim: shape.hidden, ...(b.tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage(b) }, { name: 'embed_tokens' });
+    ? module(
+        'embed_tokens',
+        `${prefix}TextScaledWordEmbedding`,
+        graph((g, [ids]) => g.call(bufferScaleOp, [g.call(embeddingOp, [ids!], { num: shape.vocab, dim: shape.hidden })[0]!], { buffer: 'embed_scale' })[0]!),
+      )
+    : tp === undefined
+      ? embedding({ num: shape.vocab, dim: shape.hidden, name: 'embed_tokens' })
+      : opLayer(
+          vocabEmbeddingOp,
+          'Embedding',
+          { num: local.vocab, dim: shape.hidden, ...(b.tied ? {} : { wholeNum: shape.vocab }), ...vocabStorage(b) },
+          { name: 'embed_tokens' },
+        );
 }
 
 function scaledEmbedding(b: DecoderBuild): boolean {
@@ -181,10 +336,25 @@ function layerTables(b: DecoderBuild) {
   // Phi-3's sliding_window makes every layer local.
   const allLocal = variant && windows === undefined && shape.slidingWindow !== undefined;
   const isLocal = (i: number) => allLocal || (windows?.[i] !== undefined && windows[i] !== null);
-  const tableTypes = shape.localRotary === true && windows !== undefined ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])] : [''];
+  const tableTypes =
+    shape.localRotary === true && windows !== undefined
+      ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])]
+      : [''];
   const rotaryModule =
     rotaryRules.placement === 'model'
-      ? module('rotary_emb', `${prefix}RotaryEmbedding`, graph((inner, [x]) => tableTypes.flatMap((p) => inner.call(rotaryOp, [x!], { headDim: b.rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}), ...(p !== '' ? { bufferPrefix: p } : {}) }))))
+      ? module(
+          'rotary_emb',
+          `${prefix}RotaryEmbedding`,
+          graph((inner, [x]) =>
+            tableTypes.flatMap((p) =>
+              inner.call(rotaryOp, [x!], {
+                headDim: b.rotaryDim,
+                ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}),
+                ...(p !== '' ? { bufferPrefix: p } : {}),
+              }),
+            ),
+          ),
+        )
       : undefined;
   /** Layer i's rotary tables and mask: the local ones for a sliding layer of Gemma 3 (tables) and Gemma 2/3, Qwen3 (mask). */
   const layerInputs = (i: number, tables: readonly TensorRef[], masks: Masks): TensorRef[] => {
@@ -194,7 +364,8 @@ function layerTables(b: DecoderBuild) {
   };
   /** Whether sdpa gets a sliding-window mask: masking_utils skips it only for inputs no longer than the window. */
   const minWindow = allLocal ? shape.slidingWindow : windows === undefined ? undefined : Math.min(...windows.filter((w): w is number => w !== null));
-  const sdpaSlidingMask = (seq: Dim) => impl === 'sdpa' && minWindow !== undefined && fam.mask === 'masking-utils' && !(typeof seq === 'number' && seq < minWindow);
+  const sdpaSlidingMask = (seq: Dim) =>
+    impl === 'sdpa' && minWindow !== undefined && fam.mask === 'masking-utils' && !(typeof seq === 'number' && seq < minWindow);
   return { allLocal, rotaryModule, layerInputs, sdpaSlidingMask };
 }
 
@@ -220,7 +391,8 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
       let embeds = g.apply(embedTokens, ids!);
       // The vocab-parallel embedding's Partial output: all-reduced, or reduce-scattered over
       // the sequence (sequence parallel, kept a DTensor: `use_local_output=False`).
-      if (tp !== undefined) embeds = tp.sequenceParallel ? g.call(reduceScatterOp, [embeds], { dim: 1, size: tp.size })[0]! : g.call(allReduceOp, [embeds], {})[0]!;
+      if (tp !== undefined)
+        embeds = tp.sequenceParallel ? g.call(reduceScatterOp, [embeds], { dim: 1, size: tp.size })[0]! : g.call(allReduceOp, [embeds], {})[0]!;
       g.hold(embeds);
       // What Python reads of the (DTensor) embeddings' shape: the whole sequence.
       const [batch, seq] = ids!.shape as [Dim, Dim];
@@ -256,7 +428,14 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
 }
 
 /** Qwen2Model.forward(inputs_embeds=h): positions, mask and rotary tables from h, the stage's layers. */
-function stageModel(b: DecoderBuild, g: GraphBuilder, embeds: TensorRef, layers: readonly Layer[], rotaryModule: Layer | undefined, finalNorm: Layer): TensorRef {
+function stageModel(
+  b: DecoderBuild,
+  g: GraphBuilder,
+  embeds: TensorRef,
+  layers: readonly Layer[],
+  rotaryModule: Layer | undefined,
+  finalNorm: Layer,
+): TensorRef {
   g.hold(g.call(positionsOp, [embeds], {})[0]!);
   const mask = causalMask(g, embeds, b.shape, b.rules, b.impl);
   if (mask !== undefined) g.hold(mask);
@@ -301,7 +480,9 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     // The output returns the logits: they live through the loss.
     g.hold(logits);
     // A pipeline stage gets no labels: its loss function runs outside the model.
-    return g.gradEnabled && stage === undefined ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss) : logits;
+    return g.gradEnabled && stage === undefined
+      ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss)
+      : logits;
   });
 }
 

@@ -22,7 +22,15 @@ export type CausalLmLossStyle = 'shift' | 'pad-shift';
  * `lossParallel`: the logits are one rank's vocabulary shard (`vocab` its rows) and the cross
  * entropy runs under `loss_parallel()` (see {@link parallelLogSoftmaxOp}).
  */
-export function causalLmLoss(g: GraphBuilder, logits: TensorRef, ids: TensorRef, vocab: number, style: CausalLmLossStyle, upcast: boolean, lossParallel = false): TensorRef {
+export function causalLmLoss(
+  g: GraphBuilder,
+  logits: TensorRef,
+  ids: TensorRef,
+  vocab: number,
+  style: CausalLmLossStyle,
+  upcast: boolean,
+  lossParallel = false,
+): TensorRef {
   const [batch, seq] = ids.shape as [Dim, Dim];
   let scores = upcast ? g.call(castOp, [logits], { dtype: 'float32' })[0]! : logits;
   let rows: Dim = mul(batch, seq);

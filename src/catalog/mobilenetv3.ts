@@ -108,8 +108,10 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
   const width = options.widthMult ?? 1.0;
   const numClasses = options.numClasses ?? 1000;
   const p = options.dropout ?? 0.2;
-  if (!(width > 0) || !Number.isFinite(width)) fail('bad-option', 'widthMult must be a positive number', { path: ['widthMult'], received: String(options.widthMult) });
-  if (!Number.isSafeInteger(numClasses) || numClasses < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['numClasses'], received: String(options.numClasses) });
+  if (!(width > 0) || !Number.isFinite(width))
+    fail('bad-option', 'widthMult must be a positive number', { path: ['widthMult'], received: String(options.widthMult) });
+  if (!Number.isSafeInteger(numClasses) || numClasses < 1)
+    fail('bad-option', 'numClasses must be an integer >= 1', { path: ['numClasses'], received: String(options.numClasses) });
   if (!(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['dropout'], received: String(options.dropout) });
   const adjust = (channels: number) => makeDivisible(channels * width, 8);
   const configs: BlockConfig[] = rows.map(([input, kernel, expanded, out, se, act, stride, dilation]) => ({
@@ -131,13 +133,7 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
     seq({ name: 'features' }, ...features),
     adaptiveAvgPool2d({ output: 1, name: 'avgpool' }),
     functional(flatten({ startDim: 1 })),
-    seq(
-      { name: 'classifier' },
-      linear({ out: lastChannel }),
-      hardswish({ inplace: true }),
-      dropout({ p, inplace: true }),
-      linear({ out: numClasses }),
-    ),
+    seq({ name: 'classifier' }, linear({ out: lastChannel }), hardswish({ inplace: true }), dropout({ p, inplace: true }), linear({ out: numClasses })),
   );
 }
 

@@ -14,11 +14,66 @@ export type MoeFamily = (typeof MOE_FAMILIES)[number];
 
 const DEFAULTS: Readonly<Record<'mixtral' | 'qwen2_moe' | 'qwen3_moe', Readonly<Record<string, unknown>>>> = {
   // configuration_mixtral.py
-  mixtral: { vocab_size: 32000, hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, head_dim: null, hidden_act: 'silu', max_position_embeddings: 4096 * 32, use_cache: true, tie_word_embeddings: false, sliding_window: null, attention_dropout: 0, num_experts_per_tok: 2, num_local_experts: 8 },
+  mixtral: {
+    vocab_size: 32000,
+    hidden_size: 4096,
+    intermediate_size: 14336,
+    num_hidden_layers: 32,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    head_dim: null,
+    hidden_act: 'silu',
+    max_position_embeddings: 4096 * 32,
+    use_cache: true,
+    tie_word_embeddings: false,
+    sliding_window: null,
+    attention_dropout: 0,
+    num_experts_per_tok: 2,
+    num_local_experts: 8,
+  },
   // configuration_qwen2_moe.py
-  qwen2_moe: { vocab_size: 151936, hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 24, num_attention_heads: 16, num_key_value_heads: 16, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, attention_dropout: 0, decoder_sparse_step: 1, moe_intermediate_size: 1408, shared_expert_intermediate_size: 5632, num_experts_per_tok: 4, num_experts: 60, norm_topk_prob: false, mlp_only_layers: [] },
+  qwen2_moe: {
+    vocab_size: 151936,
+    hidden_size: 2048,
+    intermediate_size: 5632,
+    num_hidden_layers: 24,
+    num_attention_heads: 16,
+    num_key_value_heads: 16,
+    hidden_act: 'silu',
+    max_position_embeddings: 32768,
+    use_cache: true,
+    tie_word_embeddings: false,
+    attention_dropout: 0,
+    decoder_sparse_step: 1,
+    moe_intermediate_size: 1408,
+    shared_expert_intermediate_size: 5632,
+    num_experts_per_tok: 4,
+    num_experts: 60,
+    norm_topk_prob: false,
+    mlp_only_layers: [],
+  },
   // configuration_qwen3_moe.py
-  qwen3_moe: { vocab_size: 151936, hidden_size: 2048, intermediate_size: 6144, num_hidden_layers: 24, num_attention_heads: 32, num_key_value_heads: 4, head_dim: null, hidden_act: 'silu', max_position_embeddings: 32768, use_cache: true, tie_word_embeddings: false, attention_bias: false, attention_dropout: 0, decoder_sparse_step: 1, moe_intermediate_size: 768, num_experts_per_tok: 8, num_experts: 128, norm_topk_prob: false, mlp_only_layers: [] },
+  qwen3_moe: {
+    vocab_size: 151936,
+    hidden_size: 2048,
+    intermediate_size: 6144,
+    num_hidden_layers: 24,
+    num_attention_heads: 32,
+    num_key_value_heads: 4,
+    head_dim: null,
+    hidden_act: 'silu',
+    max_position_embeddings: 32768,
+    use_cache: true,
+    tie_word_embeddings: false,
+    attention_bias: false,
+    attention_dropout: 0,
+    decoder_sparse_step: 1,
+    moe_intermediate_size: 768,
+    num_experts_per_tok: 8,
+    num_experts: 128,
+    norm_topk_prob: false,
+    mlp_only_layers: [],
+  },
 };
 
 /**
@@ -68,7 +123,7 @@ export function wholeParams(model: { readonly meta?: ModelMeta }, total: number)
  * ```
  */
 export function builtExpertParallel(model: Layer): number {
-  return model.kind === 'module' ? model.meta?.expertParallel?.size ?? 1 : 1;
+  return model.kind === 'module' ? (model.meta?.expertParallel?.size ?? 1) : 1;
 }
 
 /** The sizes and switches of a Mixtral / Qwen-MoE config as `release` reads them, checked: a VramError naming every bad field. */
@@ -86,8 +141,16 @@ function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe',
   const mlpOnly = mixtral || release.startsWith('4.40.') ? [] : r.integers('mlp_only_layers');
   const renorm = mixtral ? true : r.flag('norm_topk_prob');
   const sharedInner = type === 'qwen2_moe' ? r.integer('shared_expert_intermediate_size', 0) : 0;
-  if (k > experts) r.issues.push({ path: ['num_experts_per_tok'], code: 'bad-config', message: 'more experts per token than experts', expected: `<= ${experts}`, received: String(k) });
-  if (type === 'qwen3_moe' && !v5 && !release.startsWith('4.5')) fail('unsupported-release', 'qwen3_moe is in transformers from 4.51', { path: ['transformers'], expected: '>= 4.51', received: release });
+  if (k > experts)
+    r.issues.push({
+      path: ['num_experts_per_tok'],
+      code: 'bad-config',
+      message: 'more experts per token than experts',
+      expected: `<= ${experts}`,
+      received: String(k),
+    });
+  if (type === 'qwen3_moe' && !v5 && !release.startsWith('4.5'))
+    fail('unsupported-release', 'qwen3_moe is in transformers from 4.51', { path: ['transformers'], expected: '>= 4.51', received: release });
   // Qwen2-MoE 5.x reads qkv_bias (default true); Qwen3-MoE attention_bias on q/k/v/o.
   const qwen3 = type === 'qwen3_moe';
   const attentionBias = qwen3 ? r.flag('attention_bias') : false;
@@ -99,7 +162,29 @@ function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe',
   const maxPositions = r.integer('max_position_embeddings');
   const window = mixtral ? r.optionalInteger('sliding_window') : null;
   if (r.issues.length > 0) throw new VramError(r.issues);
-  return { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window };
+  return {
+    hidden,
+    heads,
+    kvHeads,
+    headDim,
+    layers,
+    mixtral,
+    experts,
+    k,
+    inner,
+    sparseStep,
+    mlpOnly,
+    renorm,
+    sharedInner,
+    qwen3,
+    attentionBias,
+    qkvBias,
+    intermediate,
+    vocab,
+    tied,
+    maxPositions,
+    window,
+  };
 }
 
 /**
@@ -118,18 +203,50 @@ function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe',
  */
 export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
   const type = config.model_type as 'mixtral' | 'qwen2_moe' | 'qwen3_moe';
-  if (!(type in DEFAULTS)) fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', { path: ['model_type'], expected: Object.keys(DEFAULTS).join(' | '), received: JSON.stringify(type) });
+  if (!(type in DEFAULTS))
+    fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', {
+      path: ['model_type'],
+      expected: Object.keys(DEFAULTS).join(' | '),
+      received: JSON.stringify(type),
+    });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
   const v5 = Number(release.split('.')[0]) >= 5;
-  const { hidden, heads, kvHeads, headDim, layers, mixtral, experts, k, inner, sparseStep, mlpOnly, renorm, sharedInner, qwen3, attentionBias, qkvBias, intermediate, vocab, tied, maxPositions, window } = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
+  const {
+    hidden,
+    heads,
+    kvHeads,
+    headDim,
+    layers,
+    mixtral,
+    experts,
+    k,
+    inner,
+    sparseStep,
+    mlpOnly,
+    renorm,
+    sharedInner,
+    qwen3,
+    attentionBias,
+    qkvBias,
+    intermediate,
+    vocab,
+    tied,
+    maxPositions,
+    window,
+  } = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
   const isMoe = (i: number): boolean => mixtral || (!mlpOnly.includes(i) && experts > 0 && (i + 1) % sparseStep === 0);
   const moeIndex: number[] = [];
   let count = 0;
   for (let i = 0; i < layers; i += 1) moeIndex.push(isMoe(i) ? count++ : -1);
   const impl = expertsImpl(release, options.moe);
   const epOptions = options.expertParallel;
-  if (epOptions !== undefined && !v5) fail('not-modelled', "expert parallelism is transformers 5.x's (DistributedConfig(enable_expert_parallel=True)); 4.x has none", { path: ['options', 'expertParallel'], expected: 'a 5.x release', received: release });
+  if (epOptions !== undefined && !v5)
+    fail('not-modelled', "expert parallelism is transformers 5.x's (DistributedConfig(enable_expert_parallel=True)); 4.x has none", {
+      path: ['options', 'expertParallel'],
+      expected: 'a 5.x release',
+      received: release,
+    });
   const ep = epOptions === undefined ? {} : { expertParallel: { size: epOptions.size, rank: epOptions.rank ?? 0 } };
   const prefix = mixtral ? 'Mixtral' : type === 'qwen2_moe' ? 'Qwen2Moe' : 'Qwen3Moe';
   const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';

@@ -82,26 +82,69 @@ export interface LocalDecoderSizes {
  * console.log(local.heads, local.kvHeads, local.intermediate, local.vocab); // 7 1 2432 75968
  * ```
  */
-export function localDecoderSizes(whole: LocalDecoderSizes, tp: TensorParallelOptions, path: readonly (string | number)[] = ['options', 'tensorParallel']): LocalDecoderSizes {
+export function localDecoderSizes(
+  whole: LocalDecoderSizes,
+  tp: TensorParallelOptions,
+  path: readonly (string | number)[] = ['options', 'tensorParallel'],
+): LocalDecoderSizes {
   const issues: VramIssue[] = [];
   const size = tp.size;
-  if (!Number.isSafeInteger(size) || size < 1) fail('bad-option', 'the tensor-parallel size must be a positive integer', { path: [...path, 'size'], expected: 'integer >= 1', received: String(size) });
+  if (!Number.isSafeInteger(size) || size < 1)
+    fail('bad-option', 'the tensor-parallel size must be a positive integer', { path: [...path, 'size'], expected: 'integer >= 1', received: String(size) });
   const rank = tp.rank ?? 0;
-  if (!Number.isSafeInteger(rank) || rank < 0 || rank >= size) fail('bad-option', 'the tensor-parallel rank must be below the size', { path: [...path, 'rank'], expected: `0 .. ${size - 1}`, received: String(rank) });
+  if (!Number.isSafeInteger(rank) || rank < 0 || rank >= size)
+    fail('bad-option', 'the tensor-parallel rank must be below the size', { path: [...path, 'rank'], expected: `0 .. ${size - 1}`, received: String(rank) });
   for (const key of ['sequenceParallel', 'lossParallel', 'retie'] as const) {
-    if (tp[key] !== undefined && typeof tp[key] !== 'boolean') issues.push({ path: [...path, key], code: 'bad-option', message: `${key} must be true or false`, expected: 'true | false', received: JSON.stringify(tp[key]) });
+    if (tp[key] !== undefined && typeof tp[key] !== 'boolean')
+      issues.push({
+        path: [...path, key],
+        code: 'bad-option',
+        message: `${key} must be true or false`,
+        expected: 'true | false',
+        received: JSON.stringify(tp[key]),
+      });
   }
   const known = ['size', 'rank', 'sequenceParallel', 'lossParallel', 'retie'];
-  for (const key of Object.keys(tp)) if (!known.includes(key)) issues.push({ path: [...path, key], code: 'unknown-key', message: `unknown key ${key}`, expected: known.join(' | '), received: key });
-  if (whole.heads % size !== 0) issues.push({ path: [...path, 'size'], code: 'bad-option', message: `the attention heads (${whole.heads}) must divide by the tensor-parallel size`, expected: `a divisor of ${whole.heads}`, received: String(size) });
-  if (whole.kvHeads % size !== 0) issues.push({ path: [...path, 'size'], code: 'bad-option', message: `the key/value heads (${whole.kvHeads}) must divide by the tensor-parallel size (ColwiseParallel shards k_proj/v_proj by rows; replicating kv heads is not modelled)`, expected: `a divisor of ${whole.kvHeads}`, received: String(size) });
+  for (const key of Object.keys(tp))
+    if (!known.includes(key))
+      issues.push({ path: [...path, key], code: 'unknown-key', message: `unknown key ${key}`, expected: known.join(' | '), received: key });
+  if (whole.heads % size !== 0)
+    issues.push({
+      path: [...path, 'size'],
+      code: 'bad-option',
+      message: `the attention heads (${whole.heads}) must divide by the tensor-parallel size`,
+      expected: `a divisor of ${whole.heads}`,
+      received: String(size),
+    });
+  if (whole.kvHeads % size !== 0)
+    issues.push({
+      path: [...path, 'size'],
+      code: 'bad-option',
+      message: `the key/value heads (${whole.kvHeads}) must divide by the tensor-parallel size (ColwiseParallel shards k_proj/v_proj by rows; replicating kv heads is not modelled)`,
+      expected: `a divisor of ${whole.kvHeads}`,
+      received: String(size),
+    });
   // RowwiseParallel wraps down_proj's local input with from_local(Shard(-1), run_check=False),
   // which takes the global size for local × t: an uneven MLP fails DTensor's sharding
   // propagation (measured, torch 2.13). The vocabulary may be uneven (no from_local on it).
-  if (whole.intermediate % size !== 0) issues.push({ path: [...path, 'size'], code: 'bad-option', message: `the MLP's inner size (${whole.intermediate}) must divide by the tensor-parallel size (RowwiseParallel's from_local assumes even shards)`, expected: `a divisor of ${whole.intermediate}`, received: String(size) });
+  if (whole.intermediate % size !== 0)
+    issues.push({
+      path: [...path, 'size'],
+      code: 'bad-option',
+      message: `the MLP's inner size (${whole.intermediate}) must divide by the tensor-parallel size (RowwiseParallel's from_local assumes even shards)`,
+      expected: `a divisor of ${whole.intermediate}`,
+      received: String(size),
+    });
   const intermediate = chunkRows(whole.intermediate, size, rank);
   const vocab = chunkRows(whole.vocab, size, rank);
-  if (intermediate === 0 || vocab === 0) issues.push({ path: [...path, 'rank'], code: 'bad-option', message: 'this rank holds no rows of the MLP or the vocabulary', expected: 'a rank with rows', received: String(rank) });
+  if (intermediate === 0 || vocab === 0)
+    issues.push({
+      path: [...path, 'rank'],
+      code: 'bad-option',
+      message: 'this rank holds no rows of the MLP or the vocabulary',
+      expected: 'a rank with rows',
+      received: String(rank),
+    });
   if (issues.length > 0) throw new VramError(issues);
   return { heads: whole.heads / size, kvHeads: whole.kvHeads / size, intermediate, vocab };
 }
@@ -120,5 +163,5 @@ export function localDecoderSizes(whole: LocalDecoderSizes, tp: TensorParallelOp
  * ```
  */
 export function builtTensorParallel(model: Layer): number {
-  return model.kind === 'module' ? model.meta?.tensorParallel?.size ?? 1 : 1;
+  return model.kind === 'module' ? (model.meta?.tensorParallel?.size ?? 1) : 1;
 }

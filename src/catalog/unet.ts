@@ -29,8 +29,12 @@ export interface UNetOptions {
 function doubleConv(name: string, out: number): Layer {
   const body = seq(
     { name: 'double_conv' },
-    conv2d({ out, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true }),
-    conv2d({ out, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true }),
+    conv2d({ out, kernel: 3, padding: 1, bias: false }),
+    bn(),
+    relu({ inplace: true }),
+    conv2d({ out, kernel: 3, padding: 1, bias: false }),
+    bn(),
+    relu({ inplace: true }),
   );
   return module(name, 'DoubleConv', seq({ isSequential: false }, body));
 }
@@ -44,13 +48,17 @@ function down(name: string, out: number): Layer {
 function up(name: string, out: number): SeqLayer | OpLayer<unknown> | ModuleLayer {
   const upConv = convTranspose2d({ out, kernel: 2, stride: 2, name: 'up' });
   const conv = doubleConv('conv', out);
-  return module(name, 'Up', graph((g, [x, skip]) => {
-    const upsampled = g.apply(upConv, x!);
-    const merged = g.call(catOp, [skip!, upsampled], { dim: 1 })[0]!;
-    // `x = torch.cat([skip, x], dim=1); return self.conv(x)`: the local holds it until Up returns.
-    g.hold(merged, 'module');
-    return g.apply(conv, merged);
-  }));
+  return module(
+    name,
+    'Up',
+    graph((g, [x, skip]) => {
+      const upsampled = g.apply(upConv, x!);
+      const merged = g.call(catOp, [skip!, upsampled], { dim: 1 })[0]!;
+      // `x = torch.cat([skip, x], dim=1); return self.conv(x)`: the local holds it until Up returns.
+      g.hold(merged, 'module');
+      return g.apply(conv, merged);
+    }),
+  );
 }
 
 /**
@@ -70,12 +78,26 @@ function up(name: string, out: number): SeqLayer | OpLayer<unknown> | ModuleLaye
 export function unet(options: UNetOptions = {}): SeqLayer {
   checkKeys(options, ['inChannels', 'numClasses', 'base'], 'unet');
   const { inChannels = 3, numClasses = 2, base = 64 } = options;
-  for (const [key, value] of [['inChannels', inChannels], ['numClasses', numClasses], ['base', base]] as const) {
-    if (!Number.isSafeInteger(value) || value < 1) fail('bad-option', `${key} must be an integer >= 1`, { path: ['unet', key], expected: 'an integer >= 1', received: String(value) });
+  for (const [key, value] of [
+    ['inChannels', inChannels],
+    ['numClasses', numClasses],
+    ['base', base],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 1)
+      fail('bad-option', `${key} must be an integer >= 1`, { path: ['unet', key], expected: 'an integer >= 1', received: String(value) });
   }
-  const inc = seq({ name: 'inc', className: 'DoubleConv', isSequential: false }, seq({ name: 'double_conv' },
-    conv2d({ out: base, kernel: 3, padding: 1, bias: false, in: inChannels }), bn(), relu({ inplace: true }),
-    conv2d({ out: base, kernel: 3, padding: 1, bias: false }), bn(), relu({ inplace: true })));
+  const inc = seq(
+    { name: 'inc', className: 'DoubleConv', isSequential: false },
+    seq(
+      { name: 'double_conv' },
+      conv2d({ out: base, kernel: 3, padding: 1, bias: false, in: inChannels }),
+      bn(),
+      relu({ inplace: true }),
+      conv2d({ out: base, kernel: 3, padding: 1, bias: false }),
+      bn(),
+      relu({ inplace: true }),
+    ),
+  );
   const downs = [1, 2, 3, 4].map((i) => down(`down${i}`, base * 2 ** i));
   const ups = [1, 2, 3, 4].map((i) => up(`up${i}`, base * 2 ** (4 - i)));
   const outc = seq({ name: 'outc', className: 'OutConv', isSequential: false }, conv2d({ out: numClasses, kernel: 1, name: 'conv' }));

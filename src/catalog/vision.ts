@@ -51,7 +51,13 @@ interface EfficientNetSpec {
   readonly dropout: number;
 }
 
-const resnet = (block: 'basic' | 'bottleneck', layers: readonly [number, number, number, number], groups = 1, widthPerGroup = 64): ResNetSpec => ({ family: 'resnet', block, layers, groups, widthPerGroup });
+const resnet = (block: 'basic' | 'bottleneck', layers: readonly [number, number, number, number], groups = 1, widthPerGroup = 64): ResNetSpec => ({
+  family: 'resnet',
+  block,
+  layers,
+  groups,
+  widthPerGroup,
+});
 const efficientnet = (width: number, depth: number, dropoutP: number): EfficientNetSpec => ({ family: 'efficientnet', width, depth, dropout: dropoutP });
 
 const vit = (patch: number, layers: number, heads: number, hidden: number, mlp: number): ViTSpec => ({ family: 'vit', patch, layers, heads, hidden, mlp });
@@ -107,22 +113,45 @@ function familyNames(): readonly string[] {
 export const VISION_MODELS: readonly string[] = familyNames();
 
 /** torchvision's resnet.BasicBlock / Bottleneck: conv1, bn1, relu, conv2, bn2, (conv3, bn3), downsample, `out += identity`, relu. */
-function resnetBlock(name: string, kind: 'basic' | 'bottleneck', inplanes: number, planes: number, stride: number, groups: number, widthPerGroup: number): Layer {
+function resnetBlock(
+  name: string,
+  kind: 'basic' | 'bottleneck',
+  inplanes: number,
+  planes: number,
+  stride: number,
+  groups: number,
+  widthPerGroup: number,
+): Layer {
   const act = relu({ inplace: true, name: 'relu' });
   const out = kind === 'basic' ? planes : planes * 4;
   let body: Layer;
   if (kind === 'basic') {
-    body = seq(conv2d({ out, kernel: 3, stride, padding: 1, bias: false, name: 'conv1' }), bn({ name: 'bn1' }), act, conv2d({ out, kernel: 3, padding: 1, bias: false, name: 'conv2' }), bn({ name: 'bn2' }));
+    body = seq(
+      conv2d({ out, kernel: 3, stride, padding: 1, bias: false, name: 'conv1' }),
+      bn({ name: 'bn1' }),
+      act,
+      conv2d({ out, kernel: 3, padding: 1, bias: false, name: 'conv2' }),
+      bn({ name: 'bn2' }),
+    );
   } else {
     const width = Math.floor(planes * (widthPerGroup / 64)) * groups;
     body = seq(
-      conv2d({ out: width, kernel: 1, bias: false, name: 'conv1' }), bn({ name: 'bn1' }), act,
-      conv2d({ out: width, kernel: 3, stride, padding: 1, groups, bias: false, name: 'conv2' }), bn({ name: 'bn2' }), act,
-      conv2d({ out, kernel: 1, bias: false, name: 'conv3' }), bn({ name: 'bn3' }),
+      conv2d({ out: width, kernel: 1, bias: false, name: 'conv1' }),
+      bn({ name: 'bn1' }),
+      act,
+      conv2d({ out: width, kernel: 3, stride, padding: 1, groups, bias: false, name: 'conv2' }),
+      bn({ name: 'bn2' }),
+      act,
+      conv2d({ out, kernel: 1, bias: false, name: 'conv3' }),
+      bn({ name: 'bn3' }),
     );
   }
   const downsample = stride !== 1 || inplanes !== out ? seq({ name: 'downsample' }, conv2d({ out, kernel: 1, stride, bias: false }), bn()) : undefined;
-  return module(name, kind === 'basic' ? 'BasicBlock' : 'Bottleneck', seq(residual(body, { inline: true, inplace: true, ...(downsample !== undefined ? { downsample } : {}) }), act));
+  return module(
+    name,
+    kind === 'basic' ? 'BasicBlock' : 'Bottleneck',
+    seq(residual(body, { inline: true, inplace: true, ...(downsample !== undefined ? { downsample } : {}) }), act),
+  );
 }
 
 function buildResNet(spec: ResNetSpec, numClasses: number): SeqLayer {
@@ -151,7 +180,11 @@ function buildResNet(spec: ResNetSpec, numClasses: number): SeqLayer {
 
 /** torchvision's Conv2dNormActivation with BatchNorm2d and an optional SiLU(inplace=True). */
 function convNormSilu(name: string, out: number, kernel: number, stride: number, groups: number, activation: boolean): Layer {
-  return module(name, 'Conv2dNormActivation', seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), ...(activation ? [silu({ inplace: true })] : [])));
+  return module(
+    name,
+    'Conv2dNormActivation',
+    seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), ...(activation ? [silu({ inplace: true })] : [])),
+  );
 }
 
 /** torchvision's efficientnet.MBConv: block (expand, depthwise, SE with SiLU, project), then stochastic depth and `result += input` when shapes allow. */
@@ -164,7 +197,11 @@ function mbconv(name: string, expandRatio: number, kernel: number, stride: numbe
   layers.push(convNormSilu(String(layers.length), out, 1, 1, 1, false));
   const block = seq({ name: 'block' }, ...layers);
   const useResidual = stride === 1 && cin === out;
-  return module(name, 'MBConv', useResidual ? residual(seq(block, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : block);
+  return module(
+    name,
+    'MBConv',
+    useResidual ? residual(seq(block, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : block,
+  );
 }
 
 function buildEfficientNet(spec: EfficientNetSpec, numClasses: number, p: number, sdProb: number): SeqLayer {
@@ -210,7 +247,11 @@ function encoderBlock(name: string, spec: ViTSpec): Layer {
     dropout({ p: 0, name: 'dropout' }),
   );
   const mlpBlock = module('mlp', 'MLPBlock', seq(linear({ out: spec.mlp }), gelu(), dropout({ p: 0 }), linear({ out: spec.hidden }), dropout({ p: 0 })));
-  return seq({ name, className: 'EncoderBlock', isSequential: false }, residual(attention, { inline: true }), residual(seq(layerNorm({ eps: 1e-6, name: 'ln_2' }), mlpBlock), { inline: true }));
+  return seq(
+    { name, className: 'EncoderBlock', isSequential: false },
+    residual(attention, { inline: true }),
+    residual(seq(layerNorm({ eps: 1e-6, name: 'ln_2' }), mlpBlock), { inline: true }),
+  );
 }
 
 function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLayer {
@@ -255,7 +296,8 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
 export function vision(name: string, options: VisionOptions = {}): SeqLayer {
   checkKeys(options, ['numClasses', 'dropout', 'stochasticDepthProb', 'imageSize'], 'vision');
   const family = families().find((f) => f.names.includes(name));
-  if (family === undefined) fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
+  if (family === undefined)
+    fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
   return family.build(name, options);
 }
 
@@ -263,22 +305,42 @@ export function vision(name: string, options: VisionOptions = {}): SeqLayer {
 function visionCore(name: string, options: VisionOptions): SeqLayer {
   const spec = MODELS[name]!;
   const numClasses = options.numClasses ?? 1000;
-  if (!Number.isSafeInteger(numClasses) || numClasses < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['vision', 'numClasses'], expected: 'an integer >= 1', received: String(options.numClasses) });
+  if (!Number.isSafeInteger(numClasses) || numClasses < 1)
+    fail('bad-option', 'numClasses must be an integer >= 1', {
+      path: ['vision', 'numClasses'],
+      expected: 'an integer >= 1',
+      received: String(options.numClasses),
+    });
   if (spec.family !== 'vit' && options.imageSize !== undefined) fail('bad-option', 'only ViTs take an imageSize', { path: ['vision', 'imageSize'] });
   if (spec.family === 'resnet') {
-    if (options.dropout !== undefined || options.stochasticDepthProb !== undefined) fail('bad-option', 'ResNets take no dropout or stochastic depth', { path: ['vision', options.dropout !== undefined ? 'dropout' : 'stochasticDepthProb'] });
+    if (options.dropout !== undefined || options.stochasticDepthProb !== undefined)
+      fail('bad-option', 'ResNets take no dropout or stochastic depth', {
+        path: ['vision', options.dropout !== undefined ? 'dropout' : 'stochasticDepthProb'],
+      });
     return buildResNet(spec, numClasses);
   }
   if (spec.family === 'vit') {
-    if (options.dropout !== undefined || options.stochasticDepthProb !== undefined) fail('bad-option', 'ViTs here take no dropout or stochastic depth', { path: ['vision', options.dropout !== undefined ? 'dropout' : 'stochasticDepthProb'] });
+    if (options.dropout !== undefined || options.stochasticDepthProb !== undefined)
+      fail('bad-option', 'ViTs here take no dropout or stochastic depth', {
+        path: ['vision', options.dropout !== undefined ? 'dropout' : 'stochasticDepthProb'],
+      });
     const imageSize = options.imageSize ?? 224;
-    if (!Number.isSafeInteger(imageSize) || imageSize < spec.patch || imageSize % spec.patch !== 0) fail('bad-option', 'imageSize must be a multiple of the patch size', { path: ['vision', 'imageSize'], expected: `a multiple of ${spec.patch}`, received: String(options.imageSize) });
+    if (!Number.isSafeInteger(imageSize) || imageSize < spec.patch || imageSize % spec.patch !== 0)
+      fail('bad-option', 'imageSize must be a multiple of the patch size', {
+        path: ['vision', 'imageSize'],
+        expected: `a multiple of ${spec.patch}`,
+        received: String(options.imageSize),
+      });
     return buildViT(spec, numClasses, imageSize);
   }
   const p = options.dropout ?? spec.dropout;
   const sd = options.stochasticDepthProb ?? 0.2;
-  for (const [key, value] of [['dropout', p], ['stochasticDepthProb', sd]] as const) {
-    if (typeof value !== 'number' || !(value >= 0 && value <= 1)) fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
+  for (const [key, value] of [
+    ['dropout', p],
+    ['stochasticDepthProb', sd],
+  ] as const) {
+    if (typeof value !== 'number' || !(value >= 0 && value <= 1))
+      fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
   }
   return buildEfficientNet(spec, numClasses, p, sd);
 }

@@ -22,7 +22,8 @@ export const MAX_IMAGE_DIM = 1_000_000;
 /** `CxHxW` (or C×H×W): three whole numbers ≥ 1. */
 export function imageSize(value: string, flag = '--input'): [number, number, number] {
   const parts = value.split(/[x×]/);
-  if (parts.length !== 3 || parts.some((p) => !/^[0-9]+$/.test(p))) usage(flag, 'must be CxHxW, three whole numbers', { expected: 'e.g. 3x224x224', received: JSON.stringify(value) });
+  if (parts.length !== 3 || parts.some((p) => !/^[0-9]+$/.test(p)))
+    usage(flag, 'must be CxHxW, three whole numbers', { expected: 'e.g. 3x224x224', received: JSON.stringify(value) });
   const [c, h, w] = parts.map((p) => wholeNumber(p, flag, 1, MAX_IMAGE_DIM)) as [number, number, number];
   return [c, h, w];
 }
@@ -31,7 +32,10 @@ export function imageSize(value: string, flag = '--input'): [number, number, num
 export function oneOf<T extends string>(value: string, flag: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(value)) {
     const near = nearest(value, allowed);
-    usage(flag, near !== undefined ? `unknown value; did you mean ${near}?` : 'unknown value', { expected: allowed.join(', '), received: JSON.stringify(value) });
+    usage(flag, near !== undefined ? `unknown value; did you mean ${near}?` : 'unknown value', {
+      expected: allowed.join(', '),
+      received: JSON.stringify(value),
+    });
   }
   return value as T;
 }

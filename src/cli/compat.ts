@@ -46,14 +46,24 @@ interface Ours {
 }
 
 function ours(model: Layer, job: CompatJob, options: Partial<EstimateOptions>, parallel: ParallelPlan | undefined): Ours {
-  const r = estimate(model, { input: [job.batch, job.seq], optimizer: 'adam', timeline: false, ...options, ...(parallel !== undefined ? { parallel } : {}) }) as Estimate<number>;
+  const r = estimate(model, {
+    input: [job.batch, job.seq],
+    optimizer: 'adam',
+    timeline: false,
+    ...options,
+    ...(parallel !== undefined ? { parallel } : {}),
+  }) as Estimate<number>;
   return { parameters: r.bytes.parameters, gradients: r.bytes.gradients, optimizer: r.bytes.optimizer, peak: r.bytes.peak };
 }
 
 /** Rows of cells, left-aligned first column, right-aligned numbers. */
 function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (row: readonly string[]) => row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd();
+  const line = (row: readonly string[]) =>
+    row
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(head), ...rows.map(line)].join('\n');
 }
 
@@ -65,10 +75,34 @@ function zeroPaperText(model: Layer, meta: ModelMeta, params: number, job: Compa
   const paper = zeroPaper({ params, gpus: n });
   const bf16 = { precision: 'bf16' as const };
   const stages = [
-    { stage: 'baseline DP', formula: '(2+2+K)Ψ', paper: paper.baseline, ours: ours(model, job, { precision: 'amp-bf16' }, { engine: 'ddp', dp: n }), engine: 'torch DDP, AMP bf16' },
-    { stage: 'P_os', formula: '4Ψ + KΨ/N', paper: paper.stage1, ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 1 }), engine: 'DeepSpeed ZeRO-1, bf16' },
-    { stage: 'P_os+g', formula: '2Ψ + (2+K)Ψ/N', paper: paper.stage2, ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 2 }), engine: 'DeepSpeed ZeRO-2, bf16' },
-    { stage: 'P_os+g+p', formula: '(2+2+K)Ψ/N', paper: paper.stage3, ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 3 }), engine: 'DeepSpeed ZeRO-3, bf16' },
+    {
+      stage: 'baseline DP',
+      formula: '(2+2+K)Ψ',
+      paper: paper.baseline,
+      ours: ours(model, job, { precision: 'amp-bf16' }, { engine: 'ddp', dp: n }),
+      engine: 'torch DDP, AMP bf16',
+    },
+    {
+      stage: 'P_os',
+      formula: '4Ψ + KΨ/N',
+      paper: paper.stage1,
+      ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 1 }),
+      engine: 'DeepSpeed ZeRO-1, bf16',
+    },
+    {
+      stage: 'P_os+g',
+      formula: '2Ψ + (2+K)Ψ/N',
+      paper: paper.stage2,
+      ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 2 }),
+      engine: 'DeepSpeed ZeRO-2, bf16',
+    },
+    {
+      stage: 'P_os+g+p',
+      formula: '(2+2+K)Ψ/N',
+      paper: paper.stage3,
+      ours: ours(model, job, bf16, { engine: 'deepspeed', dp: n, zero: 3 }),
+      engine: 'DeepSpeed ZeRO-3, bf16',
+    },
   ];
   return [
     `The ZeRO paper's model states per GPU (${CLOSED_FORM_SOURCES.zeroPaper}): 2Ψ 16-bit parameters,`,
@@ -77,13 +111,23 @@ function zeroPaperText(model: Layer, meta: ModelMeta, params: number, job: Compa
     '',
     table(
       ['stage', 'formula', 'paper', 'vram-ts states', 'parameters', 'gradients', 'optimizer', 'peak', 'vram-ts engine'],
-      stages.map((s) => [s.stage, s.formula, size(s.paper), size(states(s.ours)), size(s.ours.parameters), size(s.ours.gradients), size(s.ours.optimizer), size(s.ours.peak), s.engine]),
+      stages.map((s) => [
+        s.stage,
+        s.formula,
+        size(s.paper),
+        size(states(s.ours)),
+        size(s.ours.parameters),
+        size(s.ours.gradients),
+        size(s.ours.optimizer),
+        size(s.ours.peak),
+        s.engine,
+      ]),
     ),
     '',
     'Why they differ:',
     "- vram-ts's gradients are what the rank holds when its optimizer step runs. DeepSpeed stages 1",
     "  and 2 keep grads_in_partition: the whole gradient of every parameter touching the rank's",
-    "  partition (a 16-bit embedding straddling it counts whole), not 2Ψ/N; stage 1 also holds every",
+    '  partition (a 16-bit embedding straddling it counts whole), not 2Ψ/N; stage 1 also holds every',
     '  gradient until the boundary (in the peak).',
     "- The baseline is torch DDP under AMP: fp32 parameters (4Ψ) and gradients (4Ψ), Adam's 8Ψ: the",
     "  paper's 16Ψ split differently; DDP's gradient buckets (another 4Ψ) are communication, not states.",
@@ -108,14 +152,30 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
   const perNode = job.gpus;
   const total = perNode * job.nodes;
   const largest = largestModuleParams(model);
-  const zero2 = [false, true].map((offload) => ({ offload, ...deepspeedZero2({ totalParams: params, gpusPerNode: perNode, nodes: job.nodes, cpuOffload: offload }) }));
+  const zero2 = [false, true].map((offload) => ({
+    offload,
+    ...deepspeedZero2({ totalParams: params, gpusPerNode: perNode, nodes: job.nodes, cpuOffload: offload }),
+  }));
   const zero3 = [
     [false, false, true],
     [true, false, true],
     [true, true, true],
     [true, true, false],
     [true, false, false],
-  ].map(([offload, offloadParams, zeroInit]) => ({ offload: offload!, offloadParams: offloadParams!, zeroInit: zeroInit!, ...deepspeedZero3({ totalParams: params, largestLayerParams: largest.params, gpusPerNode: perNode, nodes: job.nodes, cpuOffload: offload!, cpuOffloadParams: offloadParams!, zeroInit: zeroInit! }) }));
+  ].map(([offload, offloadParams, zeroInit]) => ({
+    offload: offload!,
+    offloadParams: offloadParams!,
+    zeroInit: zeroInit!,
+    ...deepspeedZero3({
+      totalParams: params,
+      largestLayerParams: largest.params,
+      gpusPerNode: perNode,
+      nodes: job.nodes,
+      cpuOffload: offload!,
+      cpuOffloadParams: offloadParams!,
+      zeroInit: zeroInit!,
+    }),
+  }));
   const yes = (b: boolean) => (b ? 'yes' : 'no');
   const stage = (zero: 2 | 3) => ours(model, job, { precision: 'bf16' }, { engine: 'deepspeed', dp: total, zero });
   const ours2 = stage(2);
@@ -125,10 +185,16 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
     `${job.name}: ${formatCount(params)} parameters, largest layer ${formatCount(largest.params)} (${largest.module || 'the root'}), ${perNode} GPUs per node × ${job.nodes} node${job.nodes === 1 ? '' : 's'}.`,
     '',
     'estimate_zero2_model_states_mem_needs',
-    table(['offload_optimizer', 'per GPU', 'per CPU'], zero2.map((r) => [r.offload ? 'cpu' : 'none', size(r.gpu), size(r.cpu)])),
+    table(
+      ['offload_optimizer', 'per GPU', 'per CPU'],
+      zero2.map((r) => [r.offload ? 'cpu' : 'none', size(r.gpu), size(r.cpu)]),
+    ),
     '',
     'estimate_zero3_model_states_mem_needs',
-    table(['offload_optimizer', 'offload_param', 'zero_init', 'per GPU', 'per CPU'], zero3.map((r) => [r.offload ? 'cpu' : 'none', r.offloadParams ? 'cpu' : 'none', yes(r.zeroInit), size(r.gpu), size(r.cpu)])),
+    table(
+      ['offload_optimizer', 'offload_param', 'zero_init', 'per GPU', 'per CPU'],
+      zero3.map((r) => [r.offload ? 'cpu' : 'none', r.offloadParams ? 'cpu' : 'none', yes(r.zeroInit), size(r.gpu), size(r.cpu)]),
+    ),
     '',
     `vram-ts, rank 0 of ${total} (bf16 model, Adam, no offload, ${job.batch} × ${job.seq} tokens):`,
     table(
@@ -141,13 +207,13 @@ function deepspeedText(model: Layer, params: number, job: CompatJob): string {
     '',
     'Why they differ:',
     '- The estimators count model states only: no activations, logits, reduce buckets, gathered',
-    '  layers or the step\'s temporaries, which vram-ts counts in the peak.',
+    "  layers or the step's temporaries, which vram-ts counts in the peak.",
     "- ZeRO-2's 2Ψ is the 16-bit parameters; its gradients are partitioned (grads_in_partition: the",
     "  whole gradient of each parameter touching the rank's partition, freed in the step), the",
     "  optimizer's fp32 master and moments are 12Ψ/N.",
     "- ZeRO-3's largest-layer term is 4 bytes per parameter of the largest module's own parameters",
     '  (gathered with its gradients); vram-ts follows what DeepSpeed gathers, prefetches and keeps.',
-    '- vram-ts\'s DeepSpeed rules are read from DeepSpeed\'s sources and checked against DeepSpeed run',
+    "- vram-ts's DeepSpeed rules are read from DeepSpeed's sources and checked against DeepSpeed run",
     '  on CPU (gloo), not yet on a GPU.',
     '',
   ].join('\n');
@@ -210,10 +276,23 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
   // Megatron's own DDP with the distributed optimizer and fp32 gradient reduction (what its bf16
   // training runs, and what the formula's 6 + 12/d bytes count); tensor-parallel ranks under it
   // are not modelled, so a TP rank stands alone.
-  const megatronDp = dp > 1 && job.tp === 1 ? ({ engine: 'megatron', dp, megatron: { distributedOptimizer: true, gradReduceInFp32: true } } as const) : undefined;
+  const megatronDp =
+    dp > 1 && job.tp === 1 ? ({ engine: 'megatron', dp, megatron: { distributedOptimizer: true, gradReduceInFp32: true } } as const) : undefined;
   const pipeline = job.pp > 1 ? { dp, pp: job.pp, stage: 0 } : undefined;
-  const bf16 = job.pp > 1 ? ours(rankModel, job, { precision: 'bf16', microBatches: job.pp }, dp > 1 ? { engine: 'ddp', ...pipeline! } : pipeline) : ours(rankModel, job, { precision: 'bf16' }, megatronDp);
-  const how = [job.tp > 1 ? `tensor parallel ${job.tp} with sequence parallel (PyTorch DTensor's plan${dp > 1 ? '; one replica: TP under Megatron\'s DDP is not modelled' : ''})` : '', job.pp > 1 ? `pipeline stage 0 of ${job.pp} (1F1B, ${job.pp} micro-batches${dp > 1 ? ', DDP' : ''})` : '', megatronDp !== undefined ? "Megatron's DDP and distributed optimizer, fp32 gradient buffer" : ''].filter((x) => x !== '').join(', ') || 'one GPU';
+  const bf16 =
+    job.pp > 1
+      ? ours(rankModel, job, { precision: 'bf16', microBatches: job.pp }, dp > 1 ? { engine: 'ddp', ...pipeline! } : pipeline)
+      : ours(rankModel, job, { precision: 'bf16' }, megatronDp);
+  const how =
+    [
+      job.tp > 1
+        ? `tensor parallel ${job.tp} with sequence parallel (PyTorch DTensor's plan${dp > 1 ? "; one replica: TP under Megatron's DDP is not modelled" : ''})`
+        : '',
+      job.pp > 1 ? `pipeline stage 0 of ${job.pp} (1F1B, ${job.pp} micro-batches${dp > 1 ? ', DDP' : ''})` : '',
+      megatronDp !== undefined ? "Megatron's DDP and distributed optimizer, fp32 gradient buffer" : '',
+    ]
+      .filter((x) => x !== '')
+      .join(', ') || 'one GPU';
   lines.push(
     `vram-ts, rank 0 (${how}, bf16, Adam; full activations, no recompute):`,
     table(
@@ -233,10 +312,7 @@ function megatronText(model: Layer, meta: ModelMeta, params: number, job: Compat
     "  attention scores); vram-ts counts every tensor Hugging Face's code keeps, op by op, and the",
     '  logits and the loss, and peaks where the step does.',
     ...(job.tp > 1
-      ? [
-          "- PyTorch's sequence parallel saves the all-gathered inputs of the column-parallel matmuls at",
-          "  full length (Megatron's 34/t saves them sharded).",
-        ]
+      ? ["- PyTorch's sequence parallel saves the all-gathered inputs of the column-parallel matmuls at", "  full length (Megatron's 34/t saves them sharded)."]
       : []),
     ...(job.pp > 1 ? ["- A pipeline stage also holds torch.distributed.pipelining's receive buffers, one per micro-batch."] : []),
     '',

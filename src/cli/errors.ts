@@ -44,10 +44,7 @@ export function oneLine(text: string): string {
 
 /** The line printed for an error, newline included. */
 export function errorLine(error: CliError): string {
-  const details = [
-    ...(error.expected !== undefined ? [`expected ${error.expected}`] : []),
-    ...(error.received !== undefined ? [`got ${error.received}`] : []),
-  ];
+  const details = [...(error.expected !== undefined ? [`expected ${error.expected}`] : []), ...(error.received !== undefined ? [`got ${error.received}`] : [])];
   const path = error.path === '' ? '' : `${error.path}: `;
   const detail = details.length > 0 ? ` (${details.join(', ')})` : '';
   const more = error.more > 0 ? ` (and ${error.more} more)` : '';

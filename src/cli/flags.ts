@@ -6,7 +6,21 @@
  * new flag is one entry here.
  */
 import { gpuBudget, imageSize, transformersRelease } from './args.js';
-import { DEFAULT_ENGINE, DEFAULT_TRANSFORMERS, ENGINE_NAMES, GPUS, TRANSFORMERS_RANGES, type AttentionImpl, type Device, type DType, type Engine, type Framework, type OptimizerName, type PipelineSchedule, type Precision } from '../index.js';
+import {
+  DEFAULT_ENGINE,
+  DEFAULT_TRANSFORMERS,
+  ENGINE_NAMES,
+  GPUS,
+  TRANSFORMERS_RANGES,
+  type AttentionImpl,
+  type Device,
+  type DType,
+  type Engine,
+  type Framework,
+  type OptimizerName,
+  type PipelineSchedule,
+  type Precision,
+} from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
 export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'korthikanti' | 'safetensors';
@@ -104,39 +118,220 @@ const LAYER_ONLY = 'it compares two counts of one layer and fits nothing';
 
 /** Every flag, in the order the did-you-mean hints and the model-kind checks see them. */
 export const FLAGS = {
-  input: { type: 'string', read: imageSize, scope: ['estimate', 'fit', 'plan'], only: { kind: 'cnn', hint: ': use --seq' }, why: { grpo: 'grpo needs an LLM' }, meta: 'CxHxW', help: { default: `image size for CNNs (default ${DEFAULTS.input})`, fit: `image size for CNNs (default ${DEFAULTS.input}); with --solve resolution\nonly C is used and H = W is solved for` } },
-  batch: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'compat', 'korthikanti'], why: { plan: 'a plan splits --global-batch over ranks and micro-batches', grpo: 'a GRPO step is sized by --prompts, --group and --micro-batch' }, meta: 'N', help: { default: `batch size (default ${DEFAULTS.batch})`, fit: `batch size (default ${DEFAULTS.batch}); not with --solve batch`, compat: `micro-batch size (default ${DEFAULTS.batch})`, korthikanti: ['B', `batch size b (default ${k.batch})`] } },
-  seq: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'], only: { kind: 'llm', hint: ': use --input' }, why: { grpo: 'a GRPO step is --prompt plus --completion tokens long' }, meta: 'N', help: { default: `sequence length for LLMs (default ${DEFAULTS.seq})`, fit: `sequence length for LLMs (default ${DEFAULTS.seq}); not with --solve seq`, compat: `sequence length of vram-ts's step and Megatron's activations (default ${DEFAULTS.seq})`, korthikanti: ['S', `sequence length s (default ${k.seq})`] } },
-  classes: { type: 'string', max: 1_000_000_000, scope: ['estimate', 'fit', 'plan'], only: { kind: 'cnn', says: 'applies to the CNN catalog' }, why: { grpo: 'grpo needs an LLM' }, meta: 'N', help: `classifier outputs for the CNN catalog (default ${DEFAULTS.classes})` },
-  train: { type: 'boolean', scope: ['estimate', 'fit'], why: { grpo: GRPO_STEP }, label: '--train | --infer', help: 'a training step (the default) or an inference forward' },
+  input: {
+    type: 'string',
+    read: imageSize,
+    scope: ['estimate', 'fit', 'plan'],
+    only: { kind: 'cnn', hint: ': use --seq' },
+    why: { grpo: 'grpo needs an LLM' },
+    meta: 'CxHxW',
+    help: {
+      default: `image size for CNNs (default ${DEFAULTS.input})`,
+      fit: `image size for CNNs (default ${DEFAULTS.input}); with --solve resolution\nonly C is used and H = W is solved for`,
+    },
+  },
+  batch: {
+    type: 'string',
+    max: 1_000_000_000,
+    scope: ['estimate', 'fit', 'compat', 'korthikanti'],
+    why: { plan: 'a plan splits --global-batch over ranks and micro-batches', grpo: 'a GRPO step is sized by --prompts, --group and --micro-batch' },
+    meta: 'N',
+    help: {
+      default: `batch size (default ${DEFAULTS.batch})`,
+      fit: `batch size (default ${DEFAULTS.batch}); not with --solve batch`,
+      compat: `micro-batch size (default ${DEFAULTS.batch})`,
+      korthikanti: ['B', `batch size b (default ${k.batch})`],
+    },
+  },
+  seq: {
+    type: 'string',
+    max: 1_000_000_000,
+    scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'],
+    only: { kind: 'llm', hint: ': use --input' },
+    why: { grpo: 'a GRPO step is --prompt plus --completion tokens long' },
+    meta: 'N',
+    help: {
+      default: `sequence length for LLMs (default ${DEFAULTS.seq})`,
+      fit: `sequence length for LLMs (default ${DEFAULTS.seq}); not with --solve seq`,
+      compat: `sequence length of vram-ts's step and Megatron's activations (default ${DEFAULTS.seq})`,
+      korthikanti: ['S', `sequence length s (default ${k.seq})`],
+    },
+  },
+  classes: {
+    type: 'string',
+    max: 1_000_000_000,
+    scope: ['estimate', 'fit', 'plan'],
+    only: { kind: 'cnn', says: 'applies to the CNN catalog' },
+    why: { grpo: 'grpo needs an LLM' },
+    meta: 'N',
+    help: `classifier outputs for the CNN catalog (default ${DEFAULTS.classes})`,
+  },
+  train: {
+    type: 'boolean',
+    scope: ['estimate', 'fit'],
+    why: { grpo: GRPO_STEP },
+    label: '--train | --infer',
+    help: 'a training step (the default) or an inference forward',
+  },
   infer: { type: 'boolean', scope: ['estimate', 'fit'], why: { grpo: GRPO_STEP } },
-  optimizer: { type: 'string', scope: MODEL_COMMANDS, values: OPTIMIZERS, meta: 'NAME', help: { default: `${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer}); training only`, plan: `${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer})` } },
-  precision: { type: 'string', scope: MODEL_COMMANDS, values: PRECISIONS, meta: 'P', help: { default: `${PRECISIONS.join(', ')} (default: none, the weights\nkeep the model's dtype: float32 for the CNNs, the config's torch_dtype for LLMs)`, plan: `${PRECISIONS.join(', ')} (default: the model's dtype)` } },
-  checkpointing: { type: 'boolean', scope: MODEL_COMMANDS, help: { default: 'activation checkpointing of every block (decoder layers, CNN feature blocks);\ntraining only', plan: 'also try activation checkpointing of every block' } },
-  attention: { type: 'string', scope: [...MODEL_COMMANDS, 'compat'], values: ATTENTIONS, only: { kind: 'llm' }, meta: 'A', help: { default: `${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)`, compat: `${ATTENTIONS.join(', ')} (default: what the transformers release picks)` } },
+  optimizer: {
+    type: 'string',
+    scope: MODEL_COMMANDS,
+    values: OPTIMIZERS,
+    meta: 'NAME',
+    help: {
+      default: `${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer}); training only`,
+      plan: `${OPTIMIZERS.join(', ')} (default ${DEFAULTS.optimizer})`,
+    },
+  },
+  precision: {
+    type: 'string',
+    scope: MODEL_COMMANDS,
+    values: PRECISIONS,
+    meta: 'P',
+    help: {
+      default: `${PRECISIONS.join(', ')} (default: none, the weights\nkeep the model's dtype: float32 for the CNNs, the config's torch_dtype for LLMs)`,
+      plan: `${PRECISIONS.join(', ')} (default: the model's dtype)`,
+    },
+  },
+  checkpointing: {
+    type: 'boolean',
+    scope: MODEL_COMMANDS,
+    help: {
+      default: 'activation checkpointing of every block (decoder layers, CNN feature blocks);\ntraining only',
+      plan: 'also try activation checkpointing of every block',
+    },
+  },
+  attention: {
+    type: 'string',
+    scope: [...MODEL_COMMANDS, 'compat'],
+    values: ATTENTIONS,
+    only: { kind: 'llm' },
+    meta: 'A',
+    help: {
+      default: `${ATTENTIONS.join(', ')} (LLMs; default: what the transformers release picks)`,
+      compat: `${ATTENTIONS.join(', ')} (default: what the transformers release picks)`,
+    },
+  },
   device: { type: 'string', scope: MODEL_COMMANDS, values: DEVICES, meta: 'D', help: `${DEVICES.join(' or ')} (default ${DEFAULTS.device})` },
-  framework: { type: 'string', scope: MODEL_COMMANDS, values: FRAMEWORKS, meta: 'F', help: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ` },
-  transformers: { type: 'string', read: transformersRelease, scope: [...MODEL_COMMANDS, 'compat'], only: { kind: 'llm' }, meta: 'X.Y.Z', help: { default: `the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});\n${releases} were read`, compat: `the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})` } },
-  dtype: { type: 'string', scope: MODEL_COMMANDS, values: DTYPES, only: { kind: 'llm' }, meta: 'D', help: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too` },
-  'no-cache': { type: 'boolean', scope: MODEL_COMMANDS, only: { kind: 'llm' }, help: "forward with use_cache=False (LLMs; default: the config's use_cache, true)" },
-  'lora-rank': { type: 'string', max: 1_000_000, scope: MODEL_COMMANDS, only: { kind: 'llm', hint: ' (adapters on the attention projections)' }, meta: 'R', help: "LoRA adapters of rank R on PEFT's default targets\n(q_proj, v_proj; GPT-2: c_attn); LLMs only" },
-  qlora: { type: 'boolean', scope: MODEL_COMMANDS, only: { kind: 'llm', hint: ' (adapters on the attention projections)' }, help: 'with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it' },
+  framework: {
+    type: 'string',
+    scope: MODEL_COMMANDS,
+    values: FRAMEWORKS,
+    meta: 'F',
+    help: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`,
+  },
+  transformers: {
+    type: 'string',
+    read: transformersRelease,
+    scope: [...MODEL_COMMANDS, 'compat'],
+    only: { kind: 'llm' },
+    meta: 'X.Y.Z',
+    help: {
+      default: `the Hugging Face transformers release whose code to follow (LLMs; default ${DEFAULT_TRANSFORMERS});\n${releases} were read`,
+      compat: `the Hugging Face transformers release whose code to follow (default ${DEFAULT_TRANSFORMERS})`,
+    },
+  },
+  dtype: {
+    type: 'string',
+    scope: MODEL_COMMANDS,
+    values: DTYPES,
+    only: { kind: 'llm' },
+    meta: 'D',
+    help: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too`,
+  },
+  'no-cache': {
+    type: 'boolean',
+    scope: MODEL_COMMANDS,
+    only: { kind: 'llm' },
+    help: "forward with use_cache=False (LLMs; default: the config's use_cache, true)",
+  },
+  'lora-rank': {
+    type: 'string',
+    max: 1_000_000,
+    scope: MODEL_COMMANDS,
+    only: { kind: 'llm', hint: ' (adapters on the attention projections)' },
+    meta: 'R',
+    help: "LoRA adapters of rank R on PEFT's default targets\n(q_proj, v_proj; GPT-2: c_attn); LLMs only",
+  },
+  qlora: {
+    type: 'boolean',
+    scope: MODEL_COMMANDS,
+    only: { kind: 'llm', hint: ' (adapters on the attention projections)' },
+    help: 'with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it',
+  },
   revision: { type: 'string', scope: MODEL_COMMANDS, meta: 'R', help: 'branch, tag or commit of a Hub model (<org>/<name>); main when left out' },
-  gpu: { type: 'string', read: gpuBudget, scope: MODEL_COMMANDS, why: { korthikanti: LAYER_ONLY }, meta: 'NAME|SIZE', help: { estimate: gpuHelp('says whether it fits (default: none)'), fit: gpuHelp('the GPU to fit (required)'), plan: gpuHelp('the GPU of every rank (required)'), grpo: gpuHelp('says whether the step fits (default: none)') } },
-  check: { type: 'boolean', scope: MODEL_COMMANDS, why: { korthikanti: LAYER_ONLY }, help: { default: 'with --gpu: exit 1 when it does not fit', fit: 'exit 1 when nothing fits (the number is 0)', plan: 'exit 1 when no layout fits' } },
-  format: { type: 'string', scope: ['estimate', 'plan', 'grpo'], values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: GRPO_FORMATS }, why: { fit: 'fit prints one number' }, meta: 'F', help: { estimate: `${FORMATS.join(', ')} (default ${DEFAULTS.format});\njson carries the fit verdict and the KV cache as fields`, plan: `${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})`, grpo: `${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})` } },
-  svg: { type: 'string', scope: ['estimate'], why: { fit: STEP_CHART, grpo: STEP_CHART, plan: STEP_CHART }, meta: 'FILE', help: "write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)" },
+  gpu: {
+    type: 'string',
+    read: gpuBudget,
+    scope: MODEL_COMMANDS,
+    why: { korthikanti: LAYER_ONLY },
+    meta: 'NAME|SIZE',
+    help: {
+      estimate: gpuHelp('says whether it fits (default: none)'),
+      fit: gpuHelp('the GPU to fit (required)'),
+      plan: gpuHelp('the GPU of every rank (required)'),
+      grpo: gpuHelp('says whether the step fits (default: none)'),
+    },
+  },
+  check: {
+    type: 'boolean',
+    scope: MODEL_COMMANDS,
+    why: { korthikanti: LAYER_ONLY },
+    help: { default: 'with --gpu: exit 1 when it does not fit', fit: 'exit 1 when nothing fits (the number is 0)', plan: 'exit 1 when no layout fits' },
+  },
+  format: {
+    type: 'string',
+    scope: ['estimate', 'plan', 'grpo'],
+    values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: GRPO_FORMATS },
+    why: { fit: 'fit prints one number' },
+    meta: 'F',
+    help: {
+      estimate: `${FORMATS.join(', ')} (default ${DEFAULTS.format});\njson carries the fit verdict and the KV cache as fields`,
+      plan: `${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})`,
+      grpo: `${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
+    },
+  },
+  svg: {
+    type: 'string',
+    scope: ['estimate'],
+    why: { fit: STEP_CHART, grpo: STEP_CHART, plan: STEP_CHART },
+    meta: 'FILE',
+    help: "write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)",
+  },
   chart: { type: 'string', scope: ['estimate'], values: CHARTS, meta: 'C', help: `${CHARTS.join(' or ')} (default timeline): which chart --svg writes` },
-  solve: { type: 'string', scope: ['fit'], values: SOLVES, meta: 'WHAT', help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN` },
+  solve: {
+    type: 'string',
+    scope: ['fit'],
+    values: SOLVES,
+    meta: 'WHAT',
+    help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
+  },
   safetensors: { type: 'string', scope: ['safetensors'] },
   group: { type: 'string', max: 1_000_000, scope: ['grpo'], meta: 'G', help: `completions per prompt (default ${g.group})` },
   prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'P', help: `prompt tokens (default ${g.prompt})` },
   completion: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'L', help: `completion tokens (default ${g.completion})` },
   prompts: { type: 'string', max: 1_000_000, scope: ['grpo'], meta: 'N', help: `prompts per step (default ${g.prompts})` },
-  'micro-batch': { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'M', help: 'sequences per training and reference forward, at most prompts × group\n(default: all of them)' },
+  'micro-batch': {
+    type: 'string',
+    max: 1_000_000_000,
+    scope: ['grpo'],
+    meta: 'M',
+    help: 'sequences per training and reference forward, at most prompts × group\n(default: all of them)',
+  },
   hidden: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'H', help: `hidden size h (default ${k.hidden})` },
   heads: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'A', help: `attention heads a, a divisor of h (default ${k.heads})` },
-  gpus: { type: 'string', max: 1_000_000, scope: ['estimate', 'fit', 'plan', 'compat'], meta: 'N', help: { default: 'one rank of N data-parallel GPUs (training; default 1: one GPU)', plan: 'the most GPUs to use (required)', compat: 'GPUs (per node for deepspeed; default 8)' } },
+  gpus: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit', 'plan', 'compat'],
+    meta: 'N',
+    help: {
+      default: 'one rank of N data-parallel GPUs (training; default 1: one GPU)',
+      plan: 'the most GPUs to use (required)',
+      compat: 'GPUs (per node for deepspeed; default 8)',
+    },
+  },
   engine: {
     type: 'string',
     scope: ['estimate', 'fit', 'plan'],
@@ -148,23 +343,103 @@ export const FLAGS = {
     },
   },
   fsdp: { type: 'boolean', scope: ['estimate', 'fit'], why: { plan: 'a plan tries every engine (--engine keeps one)' }, help: 'the same as --engine fsdp2' },
-  rank: { type: 'string', scope: ['estimate', 'fit'], why: { plan: 'a plan weighs every rank' }, meta: 'R', help: "which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)" },
+  rank: {
+    type: 'string',
+    scope: ['estimate', 'fit'],
+    why: { plan: 'a plan weighs every rank' },
+    meta: 'R',
+    help: "which rank to estimate (default 0: FSDP2's and ZeRO's ranks differ)",
+  },
   'all-ranks': { type: 'boolean', scope: ['estimate'], help: "also every rank's peak, parameters, gradients and optimizer state" },
   'global-batch': { type: 'string', max: 1_000_000_000, scope: ['plan'], meta: 'G', help: 'samples per optimizer step over all GPUs (required)' },
-  zero: { type: 'string', max: 3, scope: ['estimate', 'fit', 'plan'], meta: '1|2|3', help: { default: 'DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters\npartitioned (implies --engine deepspeed; DeepSpeed\'s defaults for its buckets)', plan: 'try only this DeepSpeed ZeRO stage (implies --engine deepspeed)' } },
-  pp: { type: 'string', max: 1_000_000, scope: ['estimate', 'fit', 'plan', 'compat'], meta: 'N', help: { default: 'pipeline stages (torch.distributed.pipelining): --gpus is then pp × the\ndata-parallel ranks of each stage; needs --micro-batches >= N for 1f1b', plan: 'also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)', compat: 'pipeline-parallel size (megatron; default 1)' } },
+  zero: {
+    type: 'string',
+    max: 3,
+    scope: ['estimate', 'fit', 'plan'],
+    meta: '1|2|3',
+    help: {
+      default:
+        "DeepSpeed ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters\npartitioned (implies --engine deepspeed; DeepSpeed's defaults for its buckets)",
+      plan: 'try only this DeepSpeed ZeRO stage (implies --engine deepspeed)',
+    },
+  },
+  pp: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit', 'plan', 'compat'],
+    meta: 'N',
+    help: {
+      default:
+        'pipeline stages (torch.distributed.pipelining): --gpus is then pp × the\ndata-parallel ranks of each stage; needs --micro-batches >= N for 1f1b',
+      plan: 'also try pipelines of 2 .. N stages (1F1B; DDP across pipelines)',
+      compat: 'pipeline-parallel size (megatron; default 1)',
+    },
+  },
   stage: { type: 'string', scope: ['estimate', 'fit'], meta: 'S', help: 'which pipeline stage to estimate (default 0)' },
   schedule: { type: 'string', scope: ['estimate', 'fit'], values: SCHEDULES, meta: 'S', help: `${SCHEDULES.join(', ')} (default 1f1b)` },
-  'virtual-stages': { type: 'string', max: 1_000_000, scope: ['estimate', 'fit'], meta: 'V', help: 'stages per pipeline rank with interleaved-1f1b (default 2)' },
+  'virtual-stages': {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit'],
+    meta: 'V',
+    help: 'stages per pipeline rank with interleaved-1f1b (default 2)',
+  },
   'no-return-outputs': { type: 'boolean', scope: ['estimate', 'fit'], help: 'schedule.step(return_outputs=False): the last stage keeps no outputs' },
-  'distributed-optimizer': { type: 'boolean', scope: ['estimate', 'fit'], help: "with --engine megatron: Megatron's distributed optimizer (fp32 master\nand Adam state sharded, parameters in a padded buffer)" },
-  'micro-batches': { type: 'string', max: 1_000_000, scope: ['estimate', 'fit'], meta: 'M', help: "micro-batches per optimizer step (gradient accumulation; a pipeline's\nmicro-batches), each of --batch samples (default 1)" },
-  offload: { type: 'string', scope: ['estimate', 'fit'], values: OFFLOADS, meta: 'WHAT', help: `${OFFLOADS.join(', ')}: host memory instead of the GPU (DeepSpeed\noffload_optimizer / offload_param at ZeRO-3; FSDP2's CPUOffloadPolicy is all)` },
+  'distributed-optimizer': {
+    type: 'boolean',
+    scope: ['estimate', 'fit'],
+    help: "with --engine megatron: Megatron's distributed optimizer (fp32 master\nand Adam state sharded, parameters in a padded buffer)",
+  },
+  'micro-batches': {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit'],
+    meta: 'M',
+    help: "micro-batches per optimizer step (gradient accumulation; a pipeline's\nmicro-batches), each of --batch samples (default 1)",
+  },
+  offload: {
+    type: 'string',
+    scope: ['estimate', 'fit'],
+    values: OFFLOADS,
+    meta: 'WHAT',
+    help: `${OFFLOADS.join(', ')}: host memory instead of the GPU (DeepSpeed\noffload_optimizer / offload_param at ZeRO-3; FSDP2's CPUOffloadPolicy is all)`,
+  },
   nodes: { type: 'string', max: 1_000_000, scope: ['compat'], meta: 'N', help: 'nodes (deepspeed; default 1)' },
-  tp: { type: 'string', max: 1_000_000, scope: ['estimate', 'fit', 'plan', 'compat'], meta: 'N', help: { default: "tensor parallelism (PyTorch DTensor's plan on Llama/Qwen2/Mistral: heads,\nMLP and vocabulary split N ways); --gpus is tp × pp × data-parallel ranks", plan: 'also try tensor parallelism of 2 .. N ranks (decoders; replicas under FSDP2)', compat: 'tensor-parallel size (megatron; default 1)' } },
-  cp: { type: 'string', max: 1_000_000, scope: ['estimate', 'fit', 'plan'], meta: 'N', help: { default: "context parallelism (PyTorch's context_parallel, ring attention over sdpa;\nLlama/Qwen2/Mistral): activations hold S/N positions; --gpus is\ntp × pp × cp × data-parallel ranks, the engine spanning dp × cp", plan: 'also try context parallelism of 2 .. N ranks (ring attention, decoders;\nthe engine over dp × cp ranks)' } },
-  ep: { type: 'string', max: 1_000_000, scope: ['estimate', 'fit'], meta: 'N', help: "expert parallelism of a MoE decoder (transformers 5.x's ep_plan: each rank\nholds 1/N of the routed experts, every rank runs every token)" },
-  sp: { type: 'boolean', scope: ['estimate', 'fit'], help: 'sequence parallelism with --tp (norms and residuals hold S/N; needs a\nconcrete --seq, not fit --solve seq)' },
+  tp: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit', 'plan', 'compat'],
+    meta: 'N',
+    help: {
+      default:
+        "tensor parallelism (PyTorch DTensor's plan on Llama/Qwen2/Mistral: heads,\nMLP and vocabulary split N ways); --gpus is tp × pp × data-parallel ranks",
+      plan: 'also try tensor parallelism of 2 .. N ranks (decoders; replicas under FSDP2)',
+      compat: 'tensor-parallel size (megatron; default 1)',
+    },
+  },
+  cp: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit', 'plan'],
+    meta: 'N',
+    help: {
+      default:
+        "context parallelism (PyTorch's context_parallel, ring attention over sdpa;\nLlama/Qwen2/Mistral): activations hold S/N positions; --gpus is\ntp × pp × cp × data-parallel ranks, the engine spanning dp × cp",
+      plan: 'also try context parallelism of 2 .. N ranks (ring attention, decoders;\nthe engine over dp × cp ranks)',
+    },
+  },
+  ep: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['estimate', 'fit'],
+    meta: 'N',
+    help: "expert parallelism of a MoE decoder (transformers 5.x's ep_plan: each rank\nholds 1/N of the routed experts, every rank runs every token)",
+  },
+  sp: {
+    type: 'boolean',
+    scope: ['estimate', 'fit'],
+    help: 'sequence parallelism with --tp (norms and residuals hold S/N; needs a\nconcrete --seq, not fit --solve seq)',
+  },
   help: { type: 'boolean', short: 'h', scope: COMMANDS, label: '-h, --help', help: 'this help' },
 } as const satisfies Readonly<Record<string, FlagSpec>>;
 
@@ -177,7 +452,9 @@ export type Values = { [F in Flag]?: (typeof FLAGS)[F]['type'] extends 'string' 
 export const SCOPE = Object.fromEntries(Object.entries(FLAGS).map(([flag, spec]) => [flag, spec.scope])) as { readonly [F in Flag]: readonly Command[] };
 
 /** node:util parseArgs' options. */
-export const OPTIONS = Object.fromEntries(Object.entries(FLAGS).map(([flag, spec]) => [flag, { type: spec.type, ...('short' in spec ? { short: spec.short } : {}) }])) as { readonly [F in Flag]: { readonly type: (typeof FLAGS)[F]['type']; readonly short?: string } };
+export const OPTIONS = Object.fromEntries(
+  Object.entries(FLAGS).map(([flag, spec]) => [flag, { type: spec.type, ...('short' in spec ? { short: spec.short } : {}) }]),
+) as { readonly [F in Flag]: { readonly type: (typeof FLAGS)[F]['type']; readonly short?: string } };
 
 /** The table entry of a flag, as the generic checks read it. */
 export function specOf(flag: Flag): FlagSpec {

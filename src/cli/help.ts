@@ -18,7 +18,12 @@ const MODEL = `<model>: a catalog name (${models})
 function helpLine(flag: Flag, command: Command): string | undefined {
   const spec = specOf(flag);
   const help = spec.help;
-  const line = help === undefined ? undefined : typeof help === 'string' || Array.isArray(help) ? (help as HelpLine) : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
+  const line =
+    help === undefined
+      ? undefined
+      : typeof help === 'string' || Array.isArray(help)
+        ? (help as HelpLine)
+        : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
   if (line === undefined) return undefined;
   const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
   const label = spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`;
@@ -28,7 +33,25 @@ function helpLine(flag: Flag, command: Command): string | undefined {
 
 /** Groups of flags that several helps list together, in this order. */
 const TRAINING: readonly Flag[] = ['optimizer', 'precision', 'checkpointing'];
-const PARALLEL: readonly Flag[] = ['gpus', 'engine', 'distributed-optimizer', 'zero', 'offload', 'tp', 'sp', 'cp', 'ep', 'pp', 'stage', 'schedule', 'virtual-stages', 'no-return-outputs', 'micro-batches', 'fsdp', 'rank'];
+const PARALLEL: readonly Flag[] = [
+  'gpus',
+  'engine',
+  'distributed-optimizer',
+  'zero',
+  'offload',
+  'tp',
+  'sp',
+  'cp',
+  'ep',
+  'pp',
+  'stage',
+  'schedule',
+  'virtual-stages',
+  'no-return-outputs',
+  'micro-batches',
+  'fsdp',
+  'rank',
+];
 const LLM: readonly Flag[] = ['lora-rank', 'qlora', 'attention', 'transformers', 'dtype', 'no-cache', 'revision'];
 const RUNTIME: readonly Flag[] = ['device', 'framework'];
 
@@ -40,7 +63,10 @@ function options(command: Command, order: readonly Flag[]): string {
   const stray = order.find((flag) => !SCOPE[flag].includes(command));
   if (stray !== undefined) throw new Error(`help of ${command} lists --${stray}, which it does not take`);
   const rest = (Object.keys(FLAGS) as Flag[]).filter((flag) => flag !== 'help' && !order.includes(flag) && SCOPE[flag].includes(command));
-  return [...order, ...rest, 'help' as const].map((flag) => helpLine(flag, command)).filter((line) => line !== undefined).join('\n');
+  return [...order, ...rest, 'help' as const]
+    .map((flag) => helpLine(flag, command))
+    .filter((line) => line !== undefined)
+    .join('\n');
 }
 
 const EXIT = `Exit codes

@@ -49,7 +49,10 @@ export function diskCache(dir: string): HubCache {
 /** HF_TOKEN, else the token `huggingface-cli login` saved (HF_TOKEN_PATH, or HF_HOME/token). */
 function tokenOf(env: HubEnv): string | undefined {
   if (env.HF_TOKEN !== undefined && env.HF_TOKEN.trim() !== '') return env.HF_TOKEN.trim();
-  const hfHome = env.HF_HOME !== undefined && env.HF_HOME !== '' ? env.HF_HOME : join(env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== '' ? env.XDG_CACHE_HOME : join(env.HOME ?? homedir(), '.cache'), 'huggingface');
+  const hfHome =
+    env.HF_HOME !== undefined && env.HF_HOME !== ''
+      ? env.HF_HOME
+      : join(env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== '' ? env.XDG_CACHE_HOME : join(env.HOME ?? homedir(), '.cache'), 'huggingface');
   try {
     const token = readFileSync(env.HF_TOKEN_PATH !== undefined && env.HF_TOKEN_PATH !== '' ? env.HF_TOKEN_PATH : join(hfHome, 'token'), 'utf8').trim();
     return token === '' ? undefined : token;

@@ -72,7 +72,8 @@ export function run(argv: readonly string[], out: (text: string) => void, err: (
     const prepared = prepare(argv);
     if ('done' in prepared) return write(prepared.done, out);
     const { ref } = prepared.ready;
-    if (ref.repo !== undefined) return report(new CliError('model', `${ref.repo} is a Hugging Face Hub repository: runAsync reads it (run() makes no requests)`), err);
+    if (ref.repo !== undefined)
+      return report(new CliError('model', `${ref.repo} is a Hugging Face Hub repository: runAsync reads it (run() makes no requests)`), err);
     return write(finish(prepared.ready, ref), out);
   } catch (error) {
     return report(error, err);
@@ -110,7 +111,8 @@ async function withHub(ref: ModelRef, repo: string, revision: string | undefined
     if (!(failure instanceof VramError)) throw failure;
     const line = fromVramError(failure, repo);
     const catalog = LLMS.find((e) => e.repo.toLowerCase() === repo.toLowerCase());
-    const hint = catalog !== undefined && ['hub-auth', 'hub-offline'].includes(failure.issues[0]?.code ?? '') ? `; the built-in ${catalog.id} needs no network` : '';
+    const hint =
+      catalog !== undefined && ['hub-auth', 'hub-offline'].includes(failure.issues[0]?.code ?? '') ? `; the built-in ${catalog.id} needs no network` : '';
     throw new CliError(line.path, `${line.message}${hint}`, { expected: line.expected, received: line.received, more: line.more });
   }
 }

@@ -3,7 +3,20 @@
  * the model built from it with the command's decoder options.
  */
 import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
-import { LLMS, VISION_MODELS, VramError, decoderMeta, fromHFConfig, llm, mobilenetV3Large, mobilenetV3Small, vision, type HFConfigOptions, type HubModel, type Layer } from '../index.js';
+import {
+  LLMS,
+  VISION_MODELS,
+  VramError,
+  decoderMeta,
+  fromHFConfig,
+  llm,
+  mobilenetV3Large,
+  mobilenetV3Small,
+  vision,
+  type HFConfigOptions,
+  type HubModel,
+  type Layer,
+} from '../index.js';
 import { nearest } from './args.js';
 import { fromVramError, fsReason, usage } from './errors.js';
 import { DEFAULTS, type Values } from './flags.js';
@@ -34,7 +47,8 @@ const HUB_REPO = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 /** The model a name refers to; --revision only for a Hub model. */
 export function resolveModel(name: string, values: Values): ModelRef {
   const ref = sourceOf(name);
-  if (ref.repo === undefined && values.revision !== undefined) usage('--revision', 'applies to a Hugging Face Hub model (<org>/<name>)', { received: JSON.stringify(ref.name) });
+  if (ref.repo === undefined && values.revision !== undefined)
+    usage('--revision', 'applies to a Hugging Face Hub model (<org>/<name>)', { received: JSON.stringify(ref.name) });
   return ref;
 }
 
@@ -49,7 +63,10 @@ function sourceOf(name: string): ModelRef {
   if (LLMS.some((e) => e.id === name.toLowerCase() || e.repo.toLowerCase() === name.toLowerCase())) return { name, kind: 'llm' };
   if (name.endsWith('.json') || name.includes('/')) return { name, kind: 'llm', file: name };
   const near = nearest(name, MODEL_NAMES);
-  return usage('model', `unknown model${near !== undefined ? `; did you mean ${near}?` : ''}`, { expected: `${MODEL_NAMES.join(', ')} or the path of a config.json`, received: JSON.stringify(name) });
+  return usage('model', `unknown model${near !== undefined ? `; did you mean ${near}?` : ''}`, {
+    expected: `${MODEL_NAMES.join(', ')} or the path of a config.json`,
+    received: JSON.stringify(name),
+  });
 }
 
 function readConfig(file: string): Record<string, unknown> {
@@ -126,7 +143,12 @@ export function decoderLayers(model: Layer): { modules: string[] } {
 
 /** --checkpointing of a CNN: every block of its `features` (MobileNet, EfficientNet), or of ResNet's stages. */
 export function cnnCheckpoint(ref: ModelRef, model: Layer): { readonly within: string; readonly every: number } | { readonly modules: readonly string[] } {
-  const children = model.kind === 'seq' ? model.children.map((child, i) => child.name ?? String(i)) : model.kind === 'module' && model.body.kind === 'seq' ? model.body.children.map((child, i) => child.name ?? String(i)) : [];
+  const children =
+    model.kind === 'seq'
+      ? model.children.map((child, i) => child.name ?? String(i))
+      : model.kind === 'module' && model.body.kind === 'seq'
+        ? model.body.children.map((child, i) => child.name ?? String(i))
+        : [];
   if (ref.cnn !== undefined || children.includes('features')) return { within: 'features', every: 1 };
   const stages = children.filter((name) => /^layer\d+$/.test(name));
   if (stages.length > 0) return { modules: stages };

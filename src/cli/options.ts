@@ -53,7 +53,8 @@ function parallelOf(values: Values): Pick<EstimateOptions, 'parallel'> {
   const engine = values.fsdp ? 'fsdp2' : zero !== undefined ? 'deepspeed' : (choice(values, 'engine') ?? DEFAULT_ENGINE);
   const [pp, tp, cp, ep] = [size(values, 'pp'), size(values, 'tp'), size(values, 'cp'), size(values, 'ep')];
   const split = pp * tp * cp * ep;
-  if (gpus % split !== 0) usage('--gpus', `must be a multiple of --tp × --pp × --cp × --ep (${split}): the rest are data-parallel ranks`, { received: String(gpus) });
+  if (gpus % split !== 0)
+    usage('--gpus', `must be a multiple of --tp × --pp × --cp × --ep (${split}): the rest are data-parallel ranks`, { received: String(gpus) });
   const dp = gpus / split;
   // Context-parallel ranks share the data-parallel engine's group (dp · cp ranks).
   const rankOf = values.rank === undefined ? 0 : wholeNumber(values.rank, '--rank', 0, dp * cp - 1);
@@ -71,7 +72,22 @@ function parallelOf(values: Values): Pick<EstimateOptions, 'parallel'> {
   if (values['distributed-optimizer'] && engine !== 'megatron') usage('--distributed-optimizer', "is Megatron's: give --engine megatron");
   const megatronOptions = values['distributed-optimizer'] ? { megatron: { distributedOptimizer: true } } : {};
   // One GPU is one GPU whatever the engine; a pipeline stage on one rank per stage has no data-parallel engine unless asked for.
-  return gpus > 1 ? { parallel: { ...(dp * cp > 1 || explicitEngine ? { engine } : {}), dp, rank: rankOf, ...(zero !== undefined ? { zero } : {}), ...(tp > 1 ? { tp } : {}), ...(cp > 1 ? { cp } : {}), ...(ep > 1 ? { ep } : {}), ...pipeline, ...offload, ...megatronOptions } } : {};
+  return gpus > 1
+    ? {
+        parallel: {
+          ...(dp * cp > 1 || explicitEngine ? { engine } : {}),
+          dp,
+          rank: rankOf,
+          ...(zero !== undefined ? { zero } : {}),
+          ...(tp > 1 ? { tp } : {}),
+          ...(cp > 1 ? { cp } : {}),
+          ...(ep > 1 ? { ep } : {}),
+          ...pipeline,
+          ...offload,
+          ...megatronOptions,
+        },
+      }
+    : {};
 }
 
 /**
@@ -82,7 +98,10 @@ export function tensorParallelOf(values: Values): DecoderExtra {
   const tp = size(values, 'tp');
   const cp = size(values, 'cp');
   const ep = size(values, 'ep');
-  const context = { ...(cp > 1 ? { contextParallel: { size: cp }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) } : {}), ...(ep > 1 ? { expertParallel: { size: ep } } : {}) };
+  const context = {
+    ...(cp > 1 ? { contextParallel: { size: cp }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) } : {}),
+    ...(ep > 1 ? { expertParallel: { size: ep } } : {}),
+  };
   if (tp === 1) {
     if (values.sp) usage('--sp', 'sequence parallelism shards across tensor-parallel ranks: give --tp N (N > 1)');
     return context;

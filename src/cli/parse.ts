@@ -25,11 +25,14 @@ function parseError(error: unknown, argv: readonly string[]): CliError | undefin
   }
   const flag = /'(?:-\w, )?(--[\w-]+)/.exec(error.message)?.[1];
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && flag !== undefined) {
-    if (/does not take an argument/.test(error.message)) return new CliError(flag, 'takes no value', { received: JSON.stringify(argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1) ?? '') });
+    if (/does not take an argument/.test(error.message))
+      return new CliError(flag, 'takes no value', { received: JSON.stringify(argv.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1) ?? '') });
     if (/argument missing/.test(error.message)) return new CliError(flag, 'needs a value');
     if (/ambiguous/.test(error.message)) {
       const next = argv[argv.indexOf(flag) + 1];
-      return new CliError(flag, `needs a value; write ${flag}=VALUE for a value that starts with a dash`, { received: next !== undefined ? JSON.stringify(next) : undefined });
+      return new CliError(flag, `needs a value; write ${flag}=VALUE for a value that starts with a dash`, {
+        received: next !== undefined ? JSON.stringify(next) : undefined,
+      });
     }
   }
   return new CliError(flag ?? '', oneLine(error.message));

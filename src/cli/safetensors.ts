@@ -43,7 +43,8 @@ export function readSafetensors(file: string): string {
       first = readFully(fd, 8, 0);
       if (first.length < 8) usage(file, 'too short for a safetensors file', { expected: 'an 8-byte header length', received: `${first.length} bytes` });
       const raw = new DataView(first.buffer, first.byteOffset, 8).getBigUint64(0, true);
-      if (raw === 0n || raw > BigInt(MAX_HEADER_BYTES)) usage(file, 'implausible header length', { expected: `1 – ${MAX_HEADER_BYTES.toLocaleString('en-US')} bytes`, received: `${raw} bytes` });
+      if (raw === 0n || raw > BigInt(MAX_HEADER_BYTES))
+        usage(file, 'implausible header length', { expected: `1 – ${MAX_HEADER_BYTES.toLocaleString('en-US')} bytes`, received: `${raw} bytes` });
       length = Number(raw);
       if (8 + length > size) usage(file, 'header length runs past the end of the file', { expected: `at most ${size - 8} bytes`, received: `${length} bytes` });
       headerBytes = readFully(fd, length, 8);
@@ -82,10 +83,15 @@ export function readSafetensors(file: string): string {
       const [start, end] = entry.data_offsets;
       const whole = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
       if (!whole(start) || !whole(end) || start > end || end > data) {
-        usage(`${file}: header.${name}.data_offsets`, 'must be [start, end] with 0 ≤ start ≤ end within the data', { expected: `end ≤ ${data}`, received: JSON.stringify(entry.data_offsets) });
+        usage(`${file}: header.${name}.data_offsets`, 'must be [start, end] with 0 ≤ start ≤ end within the data', {
+          expected: `end ≤ ${data}`,
+          received: JSON.stringify(entry.data_offsets),
+        });
       }
     }
-    const dtypes = Object.entries(s.byDtype).map(([d, n]) => `${d} ${n.toLocaleString('en-US')}`).join(', ');
+    const dtypes = Object.entries(s.byDtype)
+      .map(([d, n]) => `${d} ${n.toLocaleString('en-US')}`)
+      .join(', ');
     return `${file}: ${s.tensors} tensors, ${s.params.toLocaleString('en-US')} parameters (${dtypes}), ${formatBytes(s.bytes)} of weights\n`;
   } finally {
     closeSync(fd);

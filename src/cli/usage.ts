@@ -47,23 +47,38 @@ function checkMode(values: Values): void {
   if (values.train && values.infer) usage('--train, --infer', 'pick one: a training step (--train, the default) or an inference forward (--infer)');
   if (values.infer && values.optimizer !== undefined) usage('--optimizer', 'applies to training; --infer runs no optimizer');
   if (values.infer && values.checkpointing) usage('--checkpointing', 'applies to training; --infer keeps nothing for backward');
-  if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined || values.zero !== undefined)) usage(values.gpus !== undefined ? '--gpus' : values.fsdp ? '--fsdp' : values.engine !== undefined ? '--engine' : values.zero !== undefined ? '--zero' : '--rank', 'data-parallel ranks are estimated for training; --infer is one GPU');
+  if (values.infer && (values.gpus !== undefined || values.engine !== undefined || values.fsdp || values.rank !== undefined || values.zero !== undefined))
+    usage(
+      values.gpus !== undefined
+        ? '--gpus'
+        : values.fsdp
+          ? '--fsdp'
+          : values.engine !== undefined
+            ? '--engine'
+            : values.zero !== undefined
+              ? '--zero'
+              : '--rank',
+      'data-parallel ranks are estimated for training; --infer is one GPU',
+    );
 }
 
 /** The parallel layout's flags: engines, ZeRO, ranks, pipelines and the sizes that need --gpus. */
 function checkLayout(command: Command, values: Values): void {
   if (values.fsdp && values.engine !== undefined && values.engine !== 'fsdp2') usage('--fsdp', `not with --engine ${values.engine}: --fsdp is --engine fsdp2`);
   if (values.fsdp && values.zero !== undefined) usage('--zero', 'is a DeepSpeed ZeRO stage: not with --fsdp');
-  if (values.engine === 'deepspeed' && values.zero === undefined && command !== 'plan') usage('--engine', 'deepspeed needs the ZeRO stage', { expected: '--zero 1, 2 or 3' });
+  if (values.engine === 'deepspeed' && values.zero === undefined && command !== 'plan')
+    usage('--engine', 'deepspeed needs the ZeRO stage', { expected: '--zero 1, 2 or 3' });
   if (values.zero !== undefined && command !== 'plan' && !manyGpus(values)) usage('--zero', 'needs --gpus N (N > 1): ZeRO partitions over data-parallel ranks');
   if (values['all-ranks'] && !manyGpus(values)) usage('--all-ranks', 'needs --gpus N (N > 1): one GPU is one rank');
-  for (const flag of ['stage', 'schedule', 'virtual-stages', 'no-return-outputs'] as const) if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
+  for (const flag of ['stage', 'schedule', 'virtual-stages', 'no-return-outputs'] as const)
+    if (values[flag] !== undefined && values.pp === undefined) usage(`--${flag}`, 'applies to a pipeline: give --pp N');
   const ranked = command === 'estimate' || command === 'fit';
   if (ranked && values.pp !== undefined && values.gpus === undefined) usage('--pp', 'needs --gpus (pp × the data-parallel ranks of each stage)');
   if (ranked && values.tp !== undefined && values.gpus === undefined) usage('--tp', 'needs --gpus (tp × pp × the data-parallel ranks)');
   if (ranked && values.cp !== undefined && values.gpus === undefined) usage('--cp', 'needs --gpus (tp × pp × cp × the data-parallel ranks)');
   if (ranked && values.ep !== undefined && values.gpus === undefined) usage('--ep', 'needs --gpus (ep × the data-parallel ranks)');
-  if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined)) usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
+  if (values.infer && (values.pp !== undefined || values.offload !== undefined || values['micro-batches'] !== undefined))
+    usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
   if (values.offload !== undefined && !manyGpus(values)) usage('--offload', 'needs --gpus N with --zero or --fsdp: offloading is an engine feature');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
 }
@@ -75,7 +90,8 @@ export function checkUsage(spec: CommandSpec, values: Values, positionals: reado
   checkMode(values);
   checkLayout(spec.name, values);
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');
-  if (values.dtype !== undefined && values.precision !== undefined) usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
+  if (values.dtype !== undefined && values.precision !== undefined)
+    usage('--dtype', `not with --precision, which sets the weights' dtype too`, { received: `--dtype ${values.dtype} --precision ${values.precision}` });
   spec.rules?.(values);
   if (values.check && values.gpu === undefined && spec.name !== 'fit') usage('--check', 'needs --gpu, the GPU to check against');
 }

@@ -30,7 +30,11 @@ export function choice<F extends ChoiceFlag>(values: Values, flag: F): ChoiceOf<
 }
 
 /** --format among the command's formats, the table's default when it is left out. */
-export function formatOf<C extends keyof (typeof FLAGS)['format']['values']>(values: Values, command: C, fallback: string): (typeof FLAGS)['format']['values'][C][number] {
+export function formatOf<C extends keyof (typeof FLAGS)['format']['values']>(
+  values: Values,
+  command: C,
+  fallback: string,
+): (typeof FLAGS)['format']['values'][C][number] {
   return oneOf(values.format ?? fallback, '--format', FLAGS.format.values[command]);
 }
 

@@ -40,7 +40,10 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
 ]);
 
 function normalise(name: string): string {
-  return name.trim().toLowerCase().replace(/[\s_]+/g, '-');
+  return name
+    .trim()
+    .toLowerCase()
+    .replace(/[\s_]+/g, '-');
 }
 
 /**
@@ -53,7 +56,8 @@ function normalise(name: string): string {
  * ```
  */
 export function gpu(name: string): GpuSpec {
-  if (typeof name !== 'string') fail('unknown-gpu', 'a GPU is named by a string', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: String(name) });
+  if (typeof name !== 'string')
+    fail('unknown-gpu', 'a GPU is named by a string', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: String(name) });
   const key = normalise(name);
   const found = GPUS.find((g) => normalise(g.name) === key || g.aliases.includes(key));
   if (found === undefined) fail('unknown-gpu', 'unknown GPU', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: name });
@@ -72,16 +76,23 @@ export function gpu(name: string): GpuSpec {
  */
 export function memoryBudget(value: string | number): number {
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value) || value <= 0) fail('bad-option', 'a memory budget in bytes must be a positive integer', { path: ['gpu'], received: String(value) });
+    if (!Number.isSafeInteger(value) || value <= 0)
+      fail('bad-option', 'a memory budget in bytes must be a positive integer', { path: ['gpu'], received: String(value) });
     return value;
   }
   const size = /^\s*(\d+(?:\.\d+)?)\s*(k|m|g|t)i?b?\s*$/i.exec(value);
   if (size !== null) {
     const scale = { k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 }[size[2]!.toLowerCase() as 'k' | 'm' | 'g' | 't'];
     const bytes = Math.floor(Number(size[1]) * scale);
-    if (!Number.isSafeInteger(bytes) || bytes <= 0) fail('bad-option', 'a memory budget must be positive and below 2^53 bytes', { path: ['gpu'], expected: 'a size such as 24GB', received: JSON.stringify(value) });
+    if (!Number.isSafeInteger(bytes) || bytes <= 0)
+      fail('bad-option', 'a memory budget must be positive and below 2^53 bytes', {
+        path: ['gpu'],
+        expected: 'a size such as 24GB',
+        received: JSON.stringify(value),
+      });
     return bytes;
   }
-  if (typeof value !== 'string') fail('bad-option', 'a memory budget is a GPU name, a size or a byte count', { path: ['gpu'], expected: 'string | number', received: String(value) });
+  if (typeof value !== 'string')
+    fail('bad-option', 'a memory budget is a GPU name, a size or a byte count', { path: ['gpu'], expected: 'string | number', received: String(value) });
   return gpu(value).memoryBytes;
 }

@@ -1,17 +1,11 @@
-import type { Dim } from "../sym/expr.js";
-import { mul, sum } from "../sym/ops.js";
-import type { KernelStep } from "../ops/types.js";
-import type { IR, IROp } from "../trace/ir.js";
-import { resultsOnly, runKernel } from "./kernel.js";
-import type { Category, Ledger } from "./ledger.js";
-import type { Residency } from "./residency/types.js";
-import {
-  idBlocks,
-  tensorBytes,
-  viewKeeper,
-  type IdBlocks,
-  type Plan,
-} from "./step-plan.js";
+import type { Dim } from '../sym/expr.js';
+import { mul, sum } from '../sym/ops.js';
+import type { KernelStep } from '../ops/types.js';
+import type { IR, IROp } from '../trace/ir.js';
+import { resultsOnly, runKernel } from './kernel.js';
+import type { Category, Ledger } from './ledger.js';
+import type { Residency } from './residency/types.js';
+import { idBlocks, tensorBytes, viewKeeper, type IdBlocks, type Plan } from './step-plan.js';
 
 /** A contiguous run of a rank's ops that runs as one pipeline stage (a model chunk). */
 export interface Chunk {
@@ -62,7 +56,7 @@ export function forwardBackward(setup: PassSetup): void {
   const pass = microBatchPass(setup);
   pass.forward();
   for (const block of pass.backward()) setup.ledger.release(block);
-  setup.ledger.record("backward", `${setup.micro}graph freed`);
+  setup.ledger.record('backward', `${setup.micro}graph freed`);
 }
 
 /**
@@ -123,14 +117,10 @@ class Pass implements MicroBatchPass {
     this.firstOp = chunk?.firstOp ?? 0;
     this.endOp = chunk?.endOp ?? ir.ops.length;
     this.sent = new Set([...(chunk?.sent ?? []), ...(chunk?.kept ?? [])].map((t) => ir.tensors[t]!.storage));
-    this.inPlaceAccumulation =
-      (ir.settings.framework ?? "torch-2") === "torch-2";
+    this.inPlaceAccumulation = (ir.settings.framework ?? 'torch-2') === 'torch-2';
     this.savedLeft = Int32Array.from(plan.savers);
-    this.keepViews = viewKeeper(ir, ledger, (storage) =>
-      storageBlock.has(storage)
-    );
-    this.lossStorage =
-      ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
+    this.keepViews = viewKeeper(ir, ledger, (storage) => storageBlock.has(storage));
+    this.lossStorage = ir.lossOutput === null ? -1 : ir.tensors[ir.lossOutput]!.storage;
     this.grads = idBlocks(ir.tensors.length);
     this.recomputed = idBlocks(ir.storages.length);
   }
@@ -154,11 +144,7 @@ class Pass implements MicroBatchPass {
   }
 
   private ensure(storage: number, category: Category): void {
-    if (!this.storageBlock.has(storage))
-      this.storageBlock.set(
-        storage,
-        this.ledger.alloc(this.ir.storages[storage]!.bytes, category)
-      );
+    if (!this.storageBlock.has(storage)) this.storageBlock.set(storage, this.ledger.alloc(this.ir.storages[storage]!.bytes, category));
   }
 
   private dropStorage(storage: number): void {
@@ -184,21 +170,19 @@ class Pass implements MicroBatchPass {
 
   private labelOf(op: IROp): string {
     const { micro, plan } = this;
-    return micro === "" ? plan.labels[op.index]! : `${micro}${plan.labels[op.index]!}`;
+    return micro === '' ? plan.labels[op.index]! : `${micro}${plan.labels[op.index]!}`;
   }
 
   private makeOutputs(op: IROp): void {
     const { ir } = this;
-    for (const id of op.outputs) this.ensure(ir.tensors[id]!.storage, "activations");
-    for (const id of op.extras)
-      if (op.region === null || op.paramCopies.includes(id))
-        this.ensure(ir.tensors[id]!.storage, "activations");
+    for (const id of op.outputs) this.ensure(ir.tensors[id]!.storage, 'activations');
+    for (const id of op.extras) if (op.region === null || op.paramCopies.includes(id)) this.ensure(ir.tensors[id]!.storage, 'activations');
   }
 
   private forwardOp(op: IROp): void {
     const { ledger, plan, residency, micro } = this;
     if (this.opUnit !== null) ledger.setUnit(this.opUnit[op.index]!);
-    const phase = op.stage === "loss" ? "loss" : "forward";
+    const phase = op.stage === 'loss' ? 'loss' : 'forward';
     const label = this.labelOf(op);
     residency.beforeForward(op, micro);
     if (resultsOnly(op.forwardSteps)) this.makeOutputs(op);
@@ -207,12 +191,7 @@ class Pass implements MicroBatchPass {
         outputs: () => this.makeOutputs(op),
       });
     ledger.record(phase, label);
-    for (
-      let k = plan.dieStart[op.index]!;
-      k < plan.dieStart[op.index + 1]!;
-      k += 1
-    )
-      this.maybeFree(plan.dying[k]!, op.index);
+    for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) this.maybeFree(plan.dying[k]!, op.index);
     residency.afterForward(op, micro);
   }
 
@@ -225,7 +204,7 @@ class Pass implements MicroBatchPass {
       ir.tensors[lossTensor]!.producer! >= this.firstOp &&
       ir.tensors[lossTensor]!.producer! < this.endOp
     )
-      grads.set(lossTensor, ledger.alloc(4, "activationGrads"));
+      grads.set(lossTensor, ledger.alloc(4, 'activationGrads'));
     // A stage that sends its outputs gets their gradients in receive buffers it does not own.
     const received = chunk?.receivedGrads?.(this.index) ?? [];
     chunk?.sent.forEach((t, k) => {
@@ -236,11 +215,7 @@ class Pass implements MicroBatchPass {
     });
   }
 
-  private accumulate(
-    tensor: number,
-    block: number,
-    stridedFactor: Dim | null = null
-  ): void {
+  private accumulate(tensor: number, block: number, stridedFactor: Dim | null = null): void {
     const { ledger, grads } = this;
     const existing = grads.get(tensor);
     if (existing === undefined) {
@@ -254,7 +229,7 @@ class Pass implements MicroBatchPass {
       return;
     }
     this.strided.delete(tensor);
-    const summed = ledger.alloc(tensorBytes(this.ir, tensor), "activationGrads");
+    const summed = ledger.alloc(tensorBytes(this.ir, tensor), 'activationGrads');
     ledger.release(existing);
     ledger.release(block);
     grads.set(tensor, summed);
@@ -264,8 +239,7 @@ class Pass implements MicroBatchPass {
     this.rerun.add(regionId);
     const region = this.ir.regions[regionId]!;
     const inRegionLastUse = this.countRegion(region.firstOp, region.endOp);
-    for (let k = region.firstOp; k < region.endOp; k += 1)
-      this.recomputeOp(this.ir.ops[k]!, k, inRegionLastUse);
+    for (let k = region.firstOp; k < region.endOp; k += 1) this.recomputeOp(this.ir.ops[k]!, k, inRegionLastUse);
   }
 
   /** A rerun region's storages → the op that uses them last in it; counts the savers of the rerun. */
@@ -274,15 +248,11 @@ class Pass implements MicroBatchPass {
     const inRegionLastUse = new Map<number, number>();
     for (let k = firstOp; k < endOp; k += 1) {
       const op = ir.ops[k]!;
-      for (const id of [...op.inputs, ...op.outputs, ...op.extras])
-        inRegionLastUse.set(ir.tensors[id]!.storage, k);
+      for (const id of [...op.inputs, ...op.outputs, ...op.extras]) inRegionLastUse.set(ir.tensors[id]!.storage, k);
       if (op.recorded)
         for (const id of op.saved) {
           const storage = ir.tensors[id]!.storage;
-          recomputedSavers.set(
-            storage,
-            (recomputedSavers.get(storage) ?? 0) + 1
-          );
+          recomputedSavers.set(storage, (recomputedSavers.get(storage) ?? 0) + 1);
         }
     }
     return inRegionLastUse;
@@ -291,20 +261,12 @@ class Pass implements MicroBatchPass {
   private recomputeOp(op: IROp, k: number, inRegionLastUse: ReadonlyMap<number, number>): void {
     const { ir, ledger, plan, recomputed } = this;
     const label = `${this.labelOf(op)} (recompute)`;
-    runKernel(ledger, op.forwardSteps, "backward", label, {
+    runKernel(ledger, op.forwardSteps, 'backward', label, {
       outputs: () => {
         for (const id of [...op.outputs, ...op.extras]) {
           const storage = ir.tensors[id]!.storage;
-          if (
-            plan.pinned[storage] ||
-            recomputed.has(storage) ||
-            op.paramCopies.includes(id)
-          )
-            continue;
-          recomputed.set(
-            storage,
-            ledger.alloc(ir.storages[storage]!.bytes, "activations")
-          );
+          if (plan.pinned[storage] || recomputed.has(storage) || op.paramCopies.includes(id)) continue;
+          recomputed.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
         }
       },
     });
@@ -352,31 +314,21 @@ class Pass implements MicroBatchPass {
     });
   }
 
-  private makeInputGrads(
-    op: IROp,
-    incoming: readonly (number | undefined)[]
-  ): void {
+  private makeInputGrads(op: IROp, incoming: readonly (number | undefined)[]): void {
     const { ir, ledger } = this;
     const backward = op.backward!;
     for (let k = 0; k < backward.inputGrads.length; k += 1) {
       const kind = backward.inputGrads[k]!;
       const input = op.inputs[k]!;
-      if (kind === "none" || !ir.tensors[input]!.requiresGrad) continue;
+      if (kind === 'none' || !ir.tensors[input]!.requiresGrad) continue;
       let block: number;
-      if (
-        (kind === "alias" || kind === "strided") &&
-        incoming[0] !== undefined
-      ) {
+      if ((kind === 'alias' || kind === 'strided') && incoming[0] !== undefined) {
         block = incoming[0];
         ledger.retain(block);
       } else {
-        block = ledger.alloc(tensorBytes(ir, input), "activationGrads");
+        block = ledger.alloc(tensorBytes(ir, input), 'activationGrads');
       }
-      this.accumulate(
-        input,
-        block,
-        kind === "strided" ? backward.stridedFactor : null
-      );
+      this.accumulate(input, block, kind === 'strided' ? backward.stridedFactor : null);
     }
   }
 
@@ -390,25 +342,21 @@ class Pass implements MicroBatchPass {
     if (op.region !== null && !this.rerun.has(op.region)) this.recompute(op.region);
     const label = this.labelOf(op);
     this.backwardKernel(op, incoming, label);
-    ledger.record("backward", label);
+    ledger.record('backward', label);
     this.releaseIncoming(op, incoming);
     if (!this.savedReleased) this.releaseSavedOf(op);
     this.savedReleased = false;
     residency.afterBackward(op, label);
     // The region is done once its first op ran backward: checkpoint lets go of its inputs.
     const region = op.region === null ? undefined : ir.regions[op.region];
-    if (region !== undefined && region.firstOp === op.index)
-      for (const id of region.inputs) this.releaseSaved(ir.tensors[id]!.storage);
+    if (region !== undefined && region.firstOp === op.index) for (const id of region.inputs) this.releaseSaved(ir.tensors[id]!.storage);
   }
 
   private backwardKernel(op: IROp, incoming: (number | undefined)[], label: string): void {
     const { ir, ledger, residency, strided } = this;
     const backward = op.backward!;
     // A kernel that needs a contiguous gradient copies a strided one for its duration.
-    const stridedOut =
-      backward.contiguousGradOutput && strided.size > 0
-        ? op.outputs.filter((id) => strided.has(id))
-        : NONE;
+    const stridedOut = backward.contiguousGradOutput && strided.size > 0 ? op.outputs.filter((id) => strided.has(id)) : NONE;
     if (stridedOut.length === 0 && resultsOnly(backward.steps)) {
       this.makeInputGrads(op, incoming);
       residency.paramGrads(op, label);
@@ -419,16 +367,12 @@ class Pass implements MicroBatchPass {
         ? backward.steps
         : [
             {
-              alloc: "contiguous gradient",
-              bytes: sum(
-                stridedOut.map((id) =>
-                  mul(tensorBytes(ir, id), strided.get(id)!)
-                )
-              ),
+              alloc: 'contiguous gradient',
+              bytes: sum(stridedOut.map((id) => mul(tensorBytes(ir, id), strided.get(id)!))),
             },
             ...backward.steps,
           ];
-    runKernel(ledger, steps, "backward", label, {
+    runKernel(ledger, steps, 'backward', label, {
       inputGrads: () => this.makeInputGrads(op, incoming),
       incomingGrads: () => this.releaseIncoming(op, incoming),
       paramGrads: () => residency.paramGrads(op, label),

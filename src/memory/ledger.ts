@@ -16,7 +16,17 @@ export type Category =
   | 'communication';
 
 /** Every category, in report order. */
-export const CATEGORIES: readonly Category[] = deepFreeze(['parameters', 'buffers', 'gradients', 'optimizer', 'input', 'activations', 'activationGrads', 'temporaries', 'communication']);
+export const CATEGORIES: readonly Category[] = deepFreeze([
+  'parameters',
+  'buffers',
+  'gradients',
+  'optimizer',
+  'input',
+  'activations',
+  'activationGrads',
+  'temporaries',
+  'communication',
+]);
 
 /** Phases of a training step (inference has only `forward`). */
 export type Phase = 'start' | 'zero_grad' | 'forward' | 'loss' | 'backward' | 'step' | 'end';

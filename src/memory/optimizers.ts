@@ -58,7 +58,11 @@ export function optimizerSpec(value: OptimizerName | OptimizerSpec): OptimizerSp
   const names: readonly OptimizerName[] = ['sgd', 'sgd_momentum', 'adam', 'adamw', 'adafactor', 'lion', 'adam8bit'];
   if (!names.includes(spec.name)) fail('bad-option', 'unknown optimizer', { path: ['optimizer'], expected: names.join(' | '), received: String(spec.name) });
   if (spec.impl !== undefined && !['for-loop', 'foreach', 'fused'].includes(spec.impl)) {
-    fail('bad-option', 'unknown optimizer implementation', { path: ['optimizer', 'impl'], expected: 'for-loop | foreach | fused', received: String(spec.impl) });
+    fail('bad-option', 'unknown optimizer implementation', {
+      path: ['optimizer', 'impl'],
+      expected: 'for-loop | foreach | fused',
+      received: String(spec.impl),
+    });
   }
   if (spec.stateDtype !== undefined) checkDType(spec.stateDtype, ['optimizer', 'stateDtype']);
   if (typeof value === 'string') BY_NAME.set(value, Object.freeze(spec));
@@ -108,7 +112,10 @@ export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam, framewor
     case 'sgd':
       return { state: [], ...perTensor(wdTemp, wdShare) };
     case 'sgd_momentum':
-      return { state: [{ label: 'momentum_buffer', bytes: full, place: 'device' }], ...perTensor([...wdTemp, ...(spec.nesterov ? [paramBytes] : [])], wdShare) };
+      return {
+        state: [{ label: 'momentum_buffer', bytes: full, place: 'device' }],
+        ...perTensor([...wdTemp, ...(spec.nesterov ? [paramBytes] : [])], wdShare),
+      };
     case 'adam':
     case 'adamw': {
       const state: StateTensor[] = [step, { label: 'exp_avg', bytes: full, place: 'device' }, { label: 'exp_avg_sq', bytes: full, place: 'device' }];
@@ -116,7 +123,11 @@ export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam, framewor
       // foreach: 2.x takes exp_avg_sq_sqrt = _foreach_sqrt(...) then divides and adds in place;
       // 1.13 made `denom = _foreach_add(exp_avg_sq_sqrt, eps)`, a second list.
       const lists = framework === 'torch-1.13' ? 2 : 1;
-      return { state, ...perTensor([...decay, full, full], mul(full, lists + (spec.name === 'adam' && decay.length > 0 ? 1 : 0))), ...(impl === 'for-loop' ? { carriesLast: true } : {}) };
+      return {
+        state,
+        ...perTensor([...decay, full, full], mul(full, lists + (spec.name === 'adam' && decay.length > 0 ? 1 : 0))),
+        ...(impl === 'for-loop' ? { carriesLast: true } : {}),
+      };
     }
     case 'lion':
       return { state: [{ label: 'exp_avg', bytes: full, place: 'device' }], ...perTensor([full, full], full) };
@@ -132,7 +143,16 @@ export function paramUpdate(spec: OptimizerSpec, param: OptimizedParam, framewor
     }
     case 'adam8bit': {
       const small = typeof numel === 'number' && numel < BNB_MIN_8BIT_SIZE;
-      if (small) return { state: [step, { label: 'state1', bytes: bytesOf(numel, 'float32'), place: 'device' }, { label: 'state2', bytes: bytesOf(numel, 'float32'), place: 'device' }], temps: [], listTemps: 0 };
+      if (small)
+        return {
+          state: [
+            step,
+            { label: 'state1', bytes: bytesOf(numel, 'float32'), place: 'device' },
+            { label: 'state2', bytes: bytesOf(numel, 'float32'), place: 'device' },
+          ],
+          temps: [],
+          listTemps: 0,
+        };
       const absmax = mul(ceilDiv(numel, BNB_BLOCK_SIZE), 4);
       return {
         state: [

@@ -204,11 +204,12 @@ function samplePoints(exprs: readonly Dim[]): Record<string, number>[] {
   const symbols = new Map<string, { min: number; max: number | undefined; step: number }>();
   const visit = (d: Dim) => {
     if (typeof d === 'number') return;
-    for (const t of d.terms) for (const f of t.factors) {
-      if (f.atom.kind === 'sym') symbols.set(f.atom.name, { min: f.atom.min, max: f.atom.max, step: f.atom.multipleOf ?? 1 });
-      else if (f.atom.kind === 'floorDiv') visit(f.atom.num);
-      else f.atom.args.forEach(visit);
-    }
+    for (const t of d.terms)
+      for (const f of t.factors) {
+        if (f.atom.kind === 'sym') symbols.set(f.atom.name, { min: f.atom.min, max: f.atom.max, step: f.atom.multipleOf ?? 1 });
+        else if (f.atom.kind === 'floorDiv') visit(f.atom.num);
+        else f.atom.args.forEach(visit);
+      }
   };
   exprs.forEach(visit);
   const fit = (s: { min: number; max: number | undefined; step: number }, v: number) => {
@@ -277,4 +278,3 @@ export function rowsOf(basis: Basis): Rows {
   basis.rows = result;
   return result;
 }
-

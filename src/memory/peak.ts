@@ -57,7 +57,14 @@ interface RunState {
  * inside a repeated run, the run), and the live row advances by a run's net row `times` over
  * when the run ends. With `perCategory`, coefficient vectors by category follow along.
  */
-function walk(program: StepProgram, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], onMark: (event: number, full: number, live: Float64Array, run: RunState | null, freed: boolean) => void, perCategory?: Map<Category, Float64Array>): Float64Array {
+function walk(
+  program: StepProgram,
+  rows: Rows,
+  repeat: Repetition | undefined,
+  runs: readonly RunDelta[],
+  onMark: (event: number, full: number, live: Float64Array, run: RunState | null, freed: boolean) => void,
+  perCategory?: Map<Category, Float64Array>,
+): Float64Array {
   const n = repeat?.times ?? 1;
   const live = new Float64Array(rows.width);
   let event = 0;
@@ -147,7 +154,13 @@ function candidatesOf(program: StepProgram, rows: Rows, repeat: Repetition | und
   const keep = (copy: number) => {
     const row = pendingRow.slice();
     if (pendingRun !== null && copy > 0) addScaled(row, pendingRun.delta, copy);
-    candidates.push({ event: pendingEvent, copy, full: pendingFull + (pendingRun === null ? 0 : copy * pendingRun.events), row, run: pendingRun === null ? -1 : pendingRun.index });
+    candidates.push({
+      event: pendingEvent,
+      copy,
+      full: pendingFull + (pendingRun === null ? 0 : copy * pendingRun.events),
+      row,
+      run: pendingRun === null ? -1 : pendingRun.index,
+    });
   };
   walk(program, rows, repeat, runs, (event, full, live, run, freed) => {
     // Marks with only allocations between them: the later one contains the earlier one. For a
@@ -204,7 +217,14 @@ function frontier(basis: Basis, rows: Rows, candidates: Candidate[]): Candidate[
 }
 
 /** The kept candidates as peak points, their totals by category worked out when first read. */
-function peakPoints(program: StepProgram, basis: Basis, rows: Rows, repeat: Repetition | undefined, runs: readonly RunDelta[], kept: readonly Candidate[]): PeakPoint[] {
+function peakPoints(
+  program: StepProgram,
+  basis: Basis,
+  rows: Rows,
+  repeat: Repetition | undefined,
+  runs: readonly RunDelta[],
+  kept: readonly Candidate[],
+): PeakPoint[] {
   const { k } = rows;
   // Totals by category at the kept events: one more walk with a vector per category when a
   // candidate's totals are first read, their expressions for that candidate only.
@@ -213,18 +233,25 @@ function peakPoints(program: StepProgram, basis: Basis, rows: Rows, repeat: Repe
     for (const c of kept) wanted.set(c.event, [...(wanted.get(c.event) ?? []), c]);
     const byCategory = new Map<Candidate, Float64Array[]>();
     const perCategory = new Map<Category, Float64Array>(CATEGORIES.map((c) => [c, new Float64Array(k)]));
-    walk(program, rows, repeat, runs, (event, _full, _live, run) => {
-      for (const c of wanted.get(event) ?? []) {
-        byCategory.set(
-          c,
-          CATEGORIES.map((category) => {
-            const vector = perCategory.get(category)!.slice();
-            if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
-            return vector;
-          }),
-        );
-      }
-    }, perCategory);
+    walk(
+      program,
+      rows,
+      repeat,
+      runs,
+      (event, _full, _live, run) => {
+        for (const c of wanted.get(event) ?? []) {
+          byCategory.set(
+            c,
+            CATEGORIES.map((category) => {
+              const vector = perCategory.get(category)!.slice();
+              if (run !== null) addScaled(vector, runs[run.index]!.byCategory.get(category)!, c.copy);
+              return vector;
+            }),
+          );
+        }
+      },
+      perCategory,
+    );
     return byCategory;
   });
   const totalsOf = (c: Candidate): Record<Category, Dim> => {
@@ -237,7 +264,12 @@ function peakPoints(program: StepProgram, basis: Basis, rows: Rows, repeat: Repe
   };
   return kept.map((c) => {
     const info = program.events[c.event]!;
-    const point = { bytes: vectorExpr(basis, c.row.subarray(0, k)), phase: info.phase, label: fullLabel(program, repeat, c.event, c.copy), event: c.full } as PeakPoint;
+    const point = {
+      bytes: vectorExpr(basis, c.row.subarray(0, k)),
+      phase: info.phase,
+      label: fullLabel(program, repeat, c.event, c.copy),
+      event: c.full,
+    } as PeakPoint;
     return Object.defineProperty(point, 'byCategory', { enumerable: true, get: once(() => totalsOf(c)) });
   });
 }

@@ -56,7 +56,11 @@ function inRun(repeat: Repetition | undefined, k: number): boolean {
  * total at a run's event grows by the run's net bytes from copy to copy: an affine function of
  * the copy, highest at an end), and then its net bytes `times` over.
  */
-function sweep(program: StepProgram, repeat: Repetition | undefined, size: (id: number) => number): { peak: number; event: number; copy: number; full: number; first: number; last: number } {
+function sweep(
+  program: StepProgram,
+  repeat: Repetition | undefined,
+  size: (id: number) => number,
+): { peak: number; event: number; copy: number; full: number; first: number; last: number } {
   const { log } = program;
   const n = repeat?.times ?? 1;
   let live = 0;
@@ -201,7 +205,13 @@ export function sweepConcrete(program: StepProgram, repeat?: Repetition): { peak
   const result = sweep(program, repeat, size);
   const info = program.events[result.event]!;
   return {
-    peak: { bytes: result.peak, phase: info.phase, label: fullLabel(program, repeat, result.event, result.copy), event: result.full, byCategory: totalsAt(program, repeat, size, result.event, result.copy) },
+    peak: {
+      bytes: result.peak,
+      phase: info.phase,
+      label: fullLabel(program, repeat, result.event, result.copy),
+      event: result.full,
+      byCategory: totalsAt(program, repeat, size, result.event, result.copy),
+    },
     first: result.first,
     last: result.last,
   };

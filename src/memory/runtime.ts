@@ -74,13 +74,22 @@ export function runtimeLines(options: RuntimeOptions, family: GpuFamily): Runtim
     lines.push({
       label: 'CUDA context',
       bytes: options.context === true ? CONTEXT_DEFAULTS[family] : options.context,
-      source: options.context !== true ? 'given' : MEASURED_CONTEXT.has(family) ? `default for ${family} (measured on an H200, PyTorch 2.11, CUDA 13.0; yours may differ)` : `default for ${family} (not measured; pass your own)`,
+      source:
+        options.context !== true
+          ? 'given'
+          : MEASURED_CONTEXT.has(family)
+            ? `default for ${family} (measured on an H200, PyTorch 2.11, CUDA 13.0; yours may differ)`
+            : `default for ${family} (not measured; pass your own)`,
     });
   }
   if (options.cublas !== undefined && options.cublas !== false) {
     const handles = options.cublasHandles ?? 1;
     const each = options.cublas === true ? cublasWorkspace(family) : options.cublas;
-    lines.push({ label: `cuBLAS workspace (${handles} handle${handles === 1 ? '' : 's'})`, bytes: each * handles, source: options.cublas === true ? 'PyTorch default CUBLAS_WORKSPACE_CONFIG' : 'given' });
+    lines.push({
+      label: `cuBLAS workspace (${handles} handle${handles === 1 ? '' : 's'})`,
+      bytes: each * handles,
+      source: options.cublas === true ? 'PyTorch default CUBLAS_WORKSPACE_CONFIG' : 'given',
+    });
   }
   if (options.cudnnWorkspace !== undefined && options.cudnnWorkspace > 0) {
     lines.push({ label: 'cuDNN workspace', bytes: options.cudnnWorkspace, source: 'given' });

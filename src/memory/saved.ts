@@ -49,7 +49,8 @@ export function savedStorages(ir: IR): SavedStorages {
   const views = new Map<number, { readonly op: number; readonly bytes: Dim }>();
   for (const [storage, op] of firstSaver) {
     const conditional = ir.storages[storage]!.conditional;
-    if (conditional === undefined || firstSaver.has(conditional.viewOf) || views.has(conditional.viewOf) || ir.storages[conditional.viewOf]!.role === 'param') continue;
+    if (conditional === undefined || firstSaver.has(conditional.viewOf) || views.has(conditional.viewOf) || ir.storages[conditional.viewOf]!.role === 'param')
+      continue;
     views.set(conditional.viewOf, { op, bytes: mul(ir.storages[conditional.viewOf]!.bytes, sub(1, conditional.copyWhen)) });
   }
   return { firstSaver, views, bytes: sum([...[...firstSaver.keys()].map((s) => ir.storages[s]!.bytes), ...[...views.values()].map((v) => v.bytes)]) };

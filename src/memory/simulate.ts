@@ -50,7 +50,6 @@ export interface StepRun {
   readonly microBatches: number;
 }
 
-
 /** The simulated step. */
 export interface StepResult {
   /** The peak (for symbolic sizes: the undominated candidates; `bytes` is their max). */
@@ -111,10 +110,24 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   if (blocks !== undefined) ledger.setUnit(-1);
   const ownerOf = (storage: number) => (blocks === undefined ? -1 : blocks.storageUnit[storage]!);
   const kept = settings.bufferDtype;
-  const bufferBytes = (s: IRStorage) => (kept === undefined || s.dtype !== ir.settings.paramDtype || kept === s.dtype ? s.bytes : floorDiv(mul(s.bytes, DTYPE_BITS[kept]), DTYPE_BITS[s.dtype]));
+  const bufferBytes = (s: IRStorage) =>
+    kept === undefined || s.dtype !== ir.settings.paramDtype || kept === s.dtype ? s.bytes : floorDiv(mul(s.bytes, DTYPE_BITS[kept]), DTYPE_BITS[s.dtype]);
   let microDone = 0;
   const trainable = (param: number) => ir.storages[ir.tensors[param]!.storage]!.trainable;
-  const engine = withDefaults((settings.residency ?? singleDevice)({ ir, plan, ledger, optimizer: settings.optimizer, owner: ownerOf, times: blocks?.times ?? 1, microBatches: Math.max(1, settings.microBatches ?? 1), unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]!, microDone: () => microDone, trainable }));
+  const engine = withDefaults(
+    (settings.residency ?? singleDevice)({
+      ir,
+      plan,
+      ledger,
+      optimizer: settings.optimizer,
+      owner: ownerOf,
+      times: blocks?.times ?? 1,
+      microBatches: Math.max(1, settings.microBatches ?? 1),
+      unitOfOp: blocks === undefined ? null : (op) => blocks.opUnit[op]!,
+      microDone: () => microDone,
+      trainable,
+    }),
+  );
   // The simulator counts micro-batches for every engine: reset at zero_grad, one more after each backward.
   const residency: Residency = {
     ...engine,
@@ -161,31 +174,45 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
   // Added to the result, not spread into a copy: its symbolic totals are made when read.
-  return Object.assign(steady, { optimizerState: residency.optimizerState(), ...(residency.resident !== undefined ? { resident: residency.resident() } : {}), ...(residency.host !== undefined ? { host: residency.host() } : {}), first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)) });
+  return Object.assign(steady, {
+    optimizerState: residency.optimizerState(),
+    ...(residency.resident !== undefined ? { resident: residency.resident() } : {}),
+    ...(residency.host !== undefined ? { host: residency.host() } : {}),
+    first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)),
+  });
 }
 
 /**
  * The first step from the steady one: the same allocations without last step's gradients,
  * and with the optimizer state created lazily as the step begins.
  */
-function firstStep(program: StepProgram, repeat: Repetition | undefined, gradBlocks: ReadonlySet<number>, stateBlocks: readonly number[], stepMark: number, peakExpression: boolean): StepResult {
+function firstStep(
+  program: StepProgram,
+  repeat: Repetition | undefined,
+  gradBlocks: ReadonlySet<number>,
+  stateBlocks: readonly number[],
+  stepMark: number,
+  peakExpression: boolean,
+): StepResult {
   // Flags by block id: 1 = a gradient (never freed before the step), 2 = optimizer state (born at the step).
   const kind = new Uint8Array(program.sizes.length);
   for (const block of gradBlocks) kind[block] = 1;
   for (const block of stateBlocks) kind[block] = 2;
   const owner = new Int8Array(program.sizes.length).fill(-1);
-  if (repeat !== undefined) program.log.forEach((entry, k) => {
-    if (entry >= 0) owner[entry] = repeat.units[k]!;
-  });
+  if (repeat !== undefined)
+    program.log.forEach((entry, k) => {
+      if (entry >= 0) owner[entry] = repeat.units[k]!;
+    });
   const log: number[] = [];
   const units: number[] = [];
   let event = 0;
   program.log.forEach((entry, k) => {
     if (entry === MARK) {
-      if (event === stepMark) for (const block of stateBlocks) {
-        log.push(block);
-        units.push(owner[block]!);
-      }
+      if (event === stepMark)
+        for (const block of stateBlocks) {
+          log.push(block);
+          units.push(owner[block]!);
+        }
       log.push(MARK);
       units.push(repeat?.units[k] ?? -1);
       event += 1;

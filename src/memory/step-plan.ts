@@ -23,7 +23,6 @@ export interface Plan {
   readonly labels: readonly string[];
 }
 
-
 export function planOf(ir: IR): Plan {
   const n = ir.storages.length;
   const lastUse = new Int32Array(n).fill(-1);
@@ -65,7 +64,6 @@ export function planOf(ir: IR): Plan {
   for (let storage = 0; storage < n; storage += 1) if (lastUse[storage]! >= 0) dying[fill[lastUse[storage]!]!++] = storage;
   return { lastUse, savers, pinned, trainable, dieStart, dying, labels: ir.ops.map((op) => opLabel(ir, op)) };
 }
-
 
 /**
  * Conditional copies (IRStorage.conditional): where the copy is a view, the storage it views

@@ -173,12 +173,45 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'heads', 'kvHeads', 'headDim', 'qkvBias', 'outBias', 'impl', 'dropout', 'residDropout', 'style', 'positions', 'maskBuffer', 'className', 'rotary', 'rotaryGathered', 'unusedModule', 'returnWeights', 'locals', 'cache', 'sdpaGqa', 'sdpaContiguous', 'tensorParallel', 'qkNorm', 'softcap', 'fusedQkv', 'rotaryDim', 'sdpaOutputTransposed', 'contextParallel'], 'attention');
+  checkKeys(
+    options,
+    [
+      'hidden',
+      'heads',
+      'kvHeads',
+      'headDim',
+      'qkvBias',
+      'outBias',
+      'impl',
+      'dropout',
+      'residDropout',
+      'style',
+      'positions',
+      'maskBuffer',
+      'className',
+      'rotary',
+      'rotaryGathered',
+      'unusedModule',
+      'returnWeights',
+      'locals',
+      'cache',
+      'sdpaGqa',
+      'sdpaContiguous',
+      'tensorParallel',
+      'qkNorm',
+      'softcap',
+      'fusedQkv',
+      'rotaryDim',
+      'sdpaOutputTransposed',
+      'contextParallel',
+    ],
+    'attention',
+  );
   const a = attentionSetup(options);
   const body = graph((g, inputs) => {
     const { tp } = a;
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
-    const cache = g.training && g.checkpointing ? false : options.cache ?? false;
+    const cache = g.training && g.checkpointing ? false : (options.cache ?? false);
     // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
     const h = tp?.sequence === true ? g.call(allGatherOp, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
@@ -186,11 +219,16 @@ export function attention(options: AttentionOptions): ModuleLayer {
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
     const qkv = a.style === 'gpt2' ? gpt2Projections(a, t, inputs) : llamaRotary(a, t, inputs, llamaProjections(a, t));
     const kv = keysValues(a, t, qkv);
-    const { context, weights } = a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
+    const { context, weights } =
+      a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
     return attentionOutput(a, t, context, kv, weights);
   });
   // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
-  const childOrder = a.fusedQkv ? { childOrder: ['o_proj', 'qkv_proj'] } : a.qkNorm !== undefined ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] } : {};
+  const childOrder = a.fusedQkv
+    ? { childOrder: ['o_proj', 'qkv_proj'] }
+    : a.qkNorm !== undefined
+      ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] }
+      : {};
   return Object.freeze({
     kind: 'module',
     ...childOrder,
@@ -234,13 +272,27 @@ function attentionSetup(options: AttentionOptions) {
   const d = options.headDim ?? options.hidden / nh;
   const impl = options.impl ?? 'eager';
   const style = options.style ?? 'llama';
-  if (!Number.isInteger(d) || nh % nkv !== 0) fail('bad-config', 'heads must divide hidden and kv heads must divide heads', { path: [options.name ?? 'attention'], received: `hidden ${options.hidden}, heads ${nh}, kv heads ${nkv}` });
+  if (!Number.isInteger(d) || nh % nkv !== 0)
+    fail('bad-config', 'heads must divide hidden and kv heads must divide heads', {
+      path: [options.name ?? 'attention'],
+      received: `hidden ${options.hidden}, heads ${nh}, kv heads ${nkv}`,
+    });
   const tp = options.tensorParallel;
-  if (tp !== undefined && style === 'gpt2') fail('not-modelled', "tensor parallelism of GPT-2's fused Conv1D attention is not modelled", { path: [options.name ?? 'attention', 'tensorParallel'], expected: "style 'llama'", received: 'gpt2' });
+  if (tp !== undefined && style === 'gpt2')
+    fail('not-modelled', "tensor parallelism of GPT-2's fused Conv1D attention is not modelled", {
+      path: [options.name ?? 'attention', 'tensorParallel'],
+      expected: "style 'llama'",
+      received: 'gpt2',
+    });
   const groups = nh / nkv;
   const p = options.dropout ?? 0;
   const cp = options.contextParallel;
-  if (cp !== undefined && impl !== 'sdpa') fail('not-modelled', 'context parallelism runs sdpa as ring attention: eager and flash-attn attention are not context-parallel', { path: [options.name ?? 'attention', 'contextParallel'], expected: "impl 'sdpa'", received: impl });
+  if (cp !== undefined && impl !== 'sdpa')
+    fail('not-modelled', 'context parallelism runs sdpa as ring attention: eager and flash-attn attention are not context-parallel', {
+      path: [options.name ?? 'attention', 'contextParallel'],
+      expected: "impl 'sdpa'",
+      received: impl,
+    });
   const locals = options.locals ?? 'inline';
   // repeat_kv is expand + reshape: a view when there is one kv head (the merged dimension has
   // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
@@ -254,7 +306,12 @@ function attentionSetup(options: AttentionOptions) {
   const vProj = linear({ out: nkv * d, bias, name: 'v_proj' });
   const qkvProj = linear({ out: (nh + 2 * nkv) * d, bias, name: 'qkv_proj' });
   const fusedQkv = options.fusedQkv === true;
-  if (fusedQkv && tp !== undefined) fail('not-modelled', 'tensor parallelism of a fused qkv_proj is not modelled', { path: [options.name ?? 'attention', 'tensorParallel'], expected: 'absent', received: JSON.stringify(tp) });
+  if (fusedQkv && tp !== undefined)
+    fail('not-modelled', 'tensor parallelism of a fused qkv_proj is not modelled', {
+      path: [options.name ?? 'attention', 'tensorParallel'],
+      expected: 'absent',
+      received: JSON.stringify(tp),
+    });
   const qkNorm = options.qkNorm;
   const rotaryDim = options.rotaryDim;
   const tanh = activationOp('tanh');
@@ -264,7 +321,33 @@ function attentionSetup(options: AttentionOptions) {
       ? opLayer(linearOp, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
       : linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' });
   const residDropout = dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' });
-  return { options, nh, nkv, d, impl, style, tp, groups, p, cp, locals, repeatsUnmasked, repeatIsView, cAttn, qProj, kProj, vProj, qkvProj, fusedQkv, qkNorm, rotaryDim, tanh, attnDropout, outProj, residDropout };
+  return {
+    options,
+    nh,
+    nkv,
+    d,
+    impl,
+    style,
+    tp,
+    groups,
+    p,
+    cp,
+    locals,
+    repeatsUnmasked,
+    repeatIsView,
+    cAttn,
+    qProj,
+    kProj,
+    vProj,
+    qkvProj,
+    fusedQkv,
+    qkNorm,
+    rotaryDim,
+    tanh,
+    attnDropout,
+    outProj,
+    residDropout,
+  };
 }
 
 /** GPT-2: one fused Conv1D `c_attn`, q, k and v views of its output. */
@@ -330,7 +413,12 @@ function llamaRotary(a: AttentionSetup, t: AttentionTrace, inputs: readonly Tens
     mask = inputs[1];
   } else {
     // Llama style without its own rotary module takes the model's tables as inputs.
-    if (inputs[1] === undefined || inputs[2] === undefined) fail('bad-layer', "llama-style attention without `rotary` takes the rotary tables as its second and third inputs (cos, sin)", { path: ['attention', 'inputs'], expected: 'hidden states, cos, sin[, mask]', received: `${inputs.length} input${inputs.length === 1 ? '' : 's'}` });
+    if (inputs[1] === undefined || inputs[2] === undefined)
+      fail('bad-layer', 'llama-style attention without `rotary` takes the rotary tables as its second and third inputs (cos, sin)', {
+        path: ['attention', 'inputs'],
+        expected: 'hidden states, cos, sin[, mask]',
+        received: `${inputs.length} input${inputs.length === 1 ? '' : 's'}`,
+      });
     cosIn = inputs[1];
     sinIn = inputs[2];
     mask = inputs[3];
@@ -394,7 +482,13 @@ function keysValues(a: AttentionSetup, t: AttentionTrace, qkv: Qkv): KeysValues 
 }
 
 /** Eager attention: the S×S scores (scaled, soft-capped, masked), the softmax, dropout, the product with v. */
-function eagerKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: KeysValues, mask: TensorRef | undefined): { context: TensorRef; weights: TensorRef } {
+function eagerKernel(
+  a: AttentionSetup,
+  t: AttentionTrace,
+  q: TensorRef,
+  kv: KeysValues,
+  mask: TensorRef | undefined,
+): { context: TensorRef; weights: TensorRef } {
   const { g, batch, seq, cache } = t;
   const { options } = a;
   const { k, v, repeats } = kv;
@@ -410,7 +504,7 @@ function eagerKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
     const buffer = options.maskBuffer ?? true;
     // 4.x divides by torch.full([], √d) in the scores' dtype; 5.x multiplies by a Python float.
     scores = g.call(mulScalarOp, [scores], buffer ? { scalarDtype: scores.dtype } : {})[0]!;
-    scores = maskScores(g, scores, mask, seq, buffer ? options.positions ?? 1024 : null);
+    scores = maskScores(g, scores, mask, seq, buffer ? (options.positions ?? 1024) : null);
     scores = g.call(softmaxOp, [scores], { dim: -1 })[0]!;
   } else {
     scores = g.call(mulScalarOp, [scores], {})[0]!;
@@ -444,12 +538,19 @@ function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
   // A mask sdpa is given (a sliding window it could not skip): the kernel keeps its float copy.
   if (cp !== undefined) {
     // context_parallel dispatches is_causal sdpa to the ring; a mask has no context-parallel form.
-    if (mask !== undefined) fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', { path: [options.name ?? 'attention', 'contextParallel'], expected: 'no attention mask', received: 'a mask' });
+    if (mask !== undefined)
+      fail('not-modelled', 'context parallelism needs causal sdpa without a mask (a sliding window or padding mask is not context-parallel)', {
+        path: [options.name ?? 'attention', 'contextParallel'],
+        expected: 'no attention mask',
+        received: 'a mask',
+      });
     // k and v: contiguous as repeat_kv (or cache) copies; otherwise transposed views (the rotary result keeps the [B, S, heads, D] layout, measured), copied by the ring.
     const copied = (repeats && !repeatIsView) || cache === 'copy';
     return g.call(ringSdpaOp, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
   }
-  return impl === 'sdpa' && mask !== undefined && a.style === 'llama' ? g.call(sdpaMaskedOp, [qs, ks, vs, mask], { dropout: p })[0]! : g.call(sdpaOp, [qs, ks, vs], { dropout: p })[0]!;
+  return impl === 'sdpa' && mask !== undefined && a.style === 'llama'
+    ? g.call(sdpaMaskedOp, [qs, ks, vs, mask], { dropout: p })[0]!
+    : g.call(sdpaOp, [qs, ks, vs], { dropout: p })[0]!;
 }
 
 /** The heads merged back (a copy unless the kernel's layout is already [B, S, heads, D]), the output projection (TP: reduced), GPT-2's dropout, the weights. */

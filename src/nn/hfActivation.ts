@@ -75,7 +75,8 @@ export function hfActivation(kind: string, name: string, path: readonly (string 
   if (kind === 'gelu_new') return newGelu(name);
   if (kind === 'quick_gelu') return quickGelu(name);
   const builtin = Object.hasOwn(BUILTIN, kind) ? BUILTIN[kind] : undefined;
-  if (builtin === undefined) return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(kind) });
+  if (builtin === undefined)
+    return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(kind) });
   const [rule, className, approximate] = builtin;
   return opLayer(activationOp(rule), className, approximate === undefined ? {} : { approximate }, { name });
 }

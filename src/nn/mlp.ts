@@ -95,7 +95,12 @@ export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
   const tp = options.tensorParallel;
   const bias = options.bias ?? false;
   const fused = options.fused === true;
-  if (fused && tp !== undefined) fail('not-modelled', "tensor parallelism of a fused gate_up_proj is not modelled", { path: [options.name ?? 'mlp', 'tensorParallel'], expected: 'absent', received: JSON.stringify(tp) });
+  if (fused && tp !== undefined)
+    fail('not-modelled', 'tensor parallelism of a fused gate_up_proj is not modelled', {
+      path: [options.name ?? 'mlp', 'tensorParallel'],
+      expected: 'absent',
+      received: JSON.stringify(tp),
+    });
   const activation = hfActivation(options.activation ?? 'silu', fused ? 'activation_fn' : 'act_fn', [options.name ?? 'mlp', 'activation']);
   const gateUpProj = linear({ out: 2 * options.intermediate, bias, name: 'gate_up_proj' });
   // Layers made once, not at every trace.

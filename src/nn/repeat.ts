@@ -14,6 +14,7 @@ import type { Layer, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function repeat(n: number, make: (index: number) => Layer): SeqLayer {
-  if (!Number.isSafeInteger(n) || n < 0) fail('bad-attribute', 'repeat needs a whole number of layers', { path: ['repeat'], expected: 'integer >= 0', received: String(n) });
+  if (!Number.isSafeInteger(n) || n < 0)
+    fail('bad-attribute', 'repeat needs a whole number of layers', { path: ['repeat'], expected: 'integer >= 0', received: String(n) });
   return seq(...Array.from({ length: n }, (_, i) => make(i)));
 }

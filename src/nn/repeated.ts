@@ -17,8 +17,15 @@ import type { Layer, ModuleLayer, RepeatedBlocks } from './types.js';
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */
-export function repeatedBlocks(count: number, prefix: string, body: Layer, build: (count: number) => ModuleLayer, stage?: (start: number, end: number) => ModuleLayer): RepeatedBlocks {
-  if (!Number.isSafeInteger(count) || count < 0) fail('bad-attribute', 'a whole number of blocks', { path: ['repeated', 'count'], expected: 'integer >= 0', received: String(count) });
+export function repeatedBlocks(
+  count: number,
+  prefix: string,
+  body: Layer,
+  build: (count: number) => ModuleLayer,
+  stage?: (start: number, end: number) => ModuleLayer,
+): RepeatedBlocks {
+  if (!Number.isSafeInteger(count) || count < 0)
+    fail('bad-attribute', 'a whole number of blocks', { path: ['repeated', 'count'], expected: 'integer >= 0', received: String(count) });
   const built = new Map<number, ModuleLayer>();
   return Object.freeze({
     count,

@@ -51,9 +51,13 @@ export interface ResidualOptions extends LayerOptions {
 export function residual(body: Layer, options: ResidualOptions = {}): ResidualLayer {
   checkKeys(options, ['inplace', 'shortcut', 'downsample', 'inline'], 'residual');
   if (options.shortcut !== undefined && options.downsample !== undefined) {
-    fail('bad-attribute', 'a residual takes a shortcut (run before the body) or a downsample (run after it), not both', { path: ['residual', 'downsample'], expected: 'one of shortcut, downsample' });
+    fail('bad-attribute', 'a residual takes a shortcut (run before the body) or a downsample (run after it), not both', {
+      path: ['residual', 'downsample'],
+      expected: 'one of shortcut, downsample',
+    });
   }
-  if (options.inline !== undefined && typeof options.inline !== 'boolean') fail('bad-attribute', 'inline must be a boolean', { path: ['residual', 'inline'], expected: 'boolean', received: String(options.inline) });
+  if (options.inline !== undefined && typeof options.inline !== 'boolean')
+    fail('bad-attribute', 'inline must be a boolean', { path: ['residual', 'inline'], expected: 'boolean', received: String(options.inline) });
   return Object.freeze({
     kind: 'residual',
     body,

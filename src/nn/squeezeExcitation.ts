@@ -46,7 +46,11 @@ export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
   checkKeys(options, ['squeeze', 'scaleActivation', 'activation'], 'squeezeExcitation');
   const given = options.activation;
   if (given !== undefined && (typeof given !== 'object' || given === null || typeof (given as { kind?: unknown }).kind !== 'string')) {
-    fail('bad-attribute', 'activation must be a layer', { path: ['squeezeExcitation', 'activation'], expected: 'a layer such as silu({ inplace: true })', received: String(given) });
+    fail('bad-attribute', 'activation must be a layer', {
+      path: ['squeezeExcitation', 'activation'],
+      expected: 'a layer such as silu({ inplace: true })',
+      received: String(given),
+    });
   }
   const gate = options.scaleActivation === 'hardsigmoid' ? hardsigmoid({ name: 'scale_activation' }) : sigmoid({ name: 'scale_activation' });
   // Made once, not at every trace; fc2 depends on the input's channels, once per channel count.

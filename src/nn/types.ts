@@ -134,13 +134,28 @@ export interface ModelMeta {
    * each routed expert's parameters, and the parameters a token does not use
    * (`inactiveParams` = MoE layers × (experts − k) × expert size): active = total − inactive.
    */
-  readonly moe?: { readonly experts: number; readonly k: number; readonly moeLayers: number; readonly expertParams: number; readonly sharedExperts: number; readonly inactiveParams: number };
+  readonly moe?: {
+    readonly experts: number;
+    readonly k: number;
+    readonly moeLayers: number;
+    readonly expertParams: number;
+    readonly sharedExperts: number;
+    readonly inactiveParams: number;
+  };
   /**
    * Multi-head latent attention (DeepSeek-V2/V3): per token and layer, the latent an
    * MLA-aware engine (vLLM, SGLang) caches, `kv_lora_rank + qk_rope_head_dim` elements, and
    * what Hugging Face's cache holds.
    */
-  readonly mla?: { readonly kvLoraRank: number; readonly qkRopeHeadDim: number; readonly qkNopeHeadDim: number; readonly vHeadDim: number; readonly qLoraRank: number | null; readonly latentPerToken: number; readonly hfCachePerToken: number };
+  readonly mla?: {
+    readonly kvLoraRank: number;
+    readonly qkRopeHeadDim: number;
+    readonly qkNopeHeadDim: number;
+    readonly vHeadDim: number;
+    readonly qLoraRank: number | null;
+    readonly latentPerToken: number;
+    readonly hfCachePerToken: number;
+  };
 }
 
 /** What a rank's model records about the tensor parallelism it was built for (plain data). */

@@ -60,8 +60,21 @@ export interface DeepSpeedEstimate {
  * console.log(deepspeedZero2({ totalParams: 7.5e9, gpusPerNode: 8, nodes: 8, cpuOffload: false }).gpu); // 17109375000
  * ```
  */
-export function deepspeedZero2(options: { readonly totalParams: number; readonly gpusPerNode?: number; readonly nodes?: number; readonly cpuOffload?: boolean; readonly additionalBufferFactor?: number }): DeepSpeedEstimate {
-  validate(options, object({ fields: { totalParams: number(0), gpusPerNode: integer(1), nodes: integer(1), cpuOffload: boolean, additionalBufferFactor: number(0) }, required: ['totalParams'] }), ['deepspeedZero2']);
+export function deepspeedZero2(options: {
+  readonly totalParams: number;
+  readonly gpusPerNode?: number;
+  readonly nodes?: number;
+  readonly cpuOffload?: boolean;
+  readonly additionalBufferFactor?: number;
+}): DeepSpeedEstimate {
+  validate(
+    options,
+    object({
+      fields: { totalParams: number(0), gpusPerNode: integer(1), nodes: integer(1), cpuOffload: boolean, additionalBufferFactor: number(0) },
+      required: ['totalParams'],
+    }),
+    ['deepspeedZero2'],
+  );
   const p = options.totalParams;
   const perNode = options.gpusPerNode ?? 1;
   const n = (options.nodes ?? 1) * perNode;
@@ -96,7 +109,16 @@ export function deepspeedZero3(options: {
   validate(
     options,
     object({
-      fields: { totalParams: number(0), largestLayerParams: number(0), gpusPerNode: integer(1), nodes: integer(1), cpuOffload: boolean, cpuOffloadParams: boolean, zeroInit: boolean, additionalBufferFactor: number(0) },
+      fields: {
+        totalParams: number(0),
+        largestLayerParams: number(0),
+        gpusPerNode: integer(1),
+        nodes: integer(1),
+        cpuOffload: boolean,
+        cpuOffloadParams: boolean,
+        zeroInit: boolean,
+        additionalBufferFactor: number(0),
+      },
       required: ['totalParams', 'largestLayerParams'],
     }),
     ['deepspeedZero3'],
@@ -113,9 +135,17 @@ export function deepspeedZero3(options: {
     return { gpu: Math.trunc(lm), cpu: Math.trunc(zeroInit ? p * 18 * gf * f : p * Math.max(4 * g, 18 * gf) * f), largestLayerMemory: lm };
   }
   if (options.cpuOffload ?? true) {
-    return { gpu: Math.trunc(lm + Math.trunc((2 * p) / n)), cpu: Math.trunc(zeroInit ? p * 16 * gf * f : p * Math.max(4 * g, 16 * gf) * f), largestLayerMemory: lm };
+    return {
+      gpu: Math.trunc(lm + Math.trunc((2 * p) / n)),
+      cpu: Math.trunc(zeroInit ? p * 16 * gf * f : p * Math.max(4 * g, 16 * gf) * f),
+      largestLayerMemory: lm,
+    };
   }
-  return { gpu: Math.trunc(lm + Math.trunc((18 * p) / n)), cpu: Math.trunc(zeroInit ? options.largestLayerParams * 4 * g * f : p * 4 * g * f), largestLayerMemory: lm };
+  return {
+    gpu: Math.trunc(lm + Math.trunc((18 * p) / n)),
+    cpu: Math.trunc(zeroInit ? options.largestLayerParams * 4 * g * f : p * 4 * g * f),
+    largestLayerMemory: lm,
+  };
 }
 
 /** The arguments `theoretical_memory_usage.py` reads (Megatron-LM's flag names in camelCase). */

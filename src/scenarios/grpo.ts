@@ -76,8 +76,14 @@ export function grpoStep(model: Layer, options: GrpoOptions): GrpoEstimate {
   const trainingPeak = (train.bytes.peak as number) + referenceWeights;
   return {
     sequences,
-    generation: { peak: generationPeak, detail: `policy state ${formatBytesInline(resident)} + reference weights ${formatBytesInline(referenceWeights)} + KV cache ${formatBytesInline(gen.decode.kvCache)} for ${sequences} × ${length} tokens + decode step` },
-    reference: { peak: referencePeak, detail: `policy state + reference weights + the reference model's no-grad forward over ${micro} × ${length} tokens (${formatBytesInline(refActivations)})` },
+    generation: {
+      peak: generationPeak,
+      detail: `policy state ${formatBytesInline(resident)} + reference weights ${formatBytesInline(referenceWeights)} + KV cache ${formatBytesInline(gen.decode.kvCache)} for ${sequences} × ${length} tokens + decode step`,
+    },
+    reference: {
+      peak: referencePeak,
+      detail: `policy state + reference weights + the reference model's no-grad forward over ${micro} × ${length} tokens (${formatBytesInline(refActivations)})`,
+    },
     training: { peak: trainingPeak, detail: `the policy's training step over ${micro} × ${length} tokens at a time, reference weights resident` },
     peak: Math.max(generationPeak, referencePeak, trainingPeak),
   };

@@ -7,9 +7,7 @@ export interface Bounds {
 }
 
 function mulBounds(a: Bounds, b: Bounds): Bounds {
-  const products = [a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max].map((p) =>
-    Number.isNaN(p) ? 0 : p,
-  );
+  const products = [a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max].map((p) => (Number.isNaN(p) ? 0 : p));
   return { min: Math.min(...products), max: Math.max(...products) };
 }
 

@@ -12,7 +12,11 @@ function checkAssumptions(atom: SymAtom, value: number): void {
     (atom.max === undefined || value <= atom.max) &&
     (atom.multipleOf === undefined || value % atom.multipleOf === 0);
   if (!ok) {
-    const rule = [`an integer >= ${atom.min}`, atom.max !== undefined ? `<= ${atom.max}` : '', atom.multipleOf !== undefined ? `a multiple of ${atom.multipleOf}` : '']
+    const rule = [
+      `an integer >= ${atom.min}`,
+      atom.max !== undefined ? `<= ${atom.max}` : '',
+      atom.multipleOf !== undefined ? `a multiple of ${atom.multipleOf}` : '',
+    ]
       .filter(Boolean)
       .join(', ');
     fail('bad-dimension', `value of ${atom.name} breaks its assumptions`, { expected: rule, received: String(value) });

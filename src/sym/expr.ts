@@ -44,10 +44,7 @@ export function makeTerm(coef: number, factors: readonly Factor[]): Term {
   const merged = new Map<string, Factor>();
   for (const factor of factors) {
     const existing = merged.get(factor.atom.key);
-    merged.set(
-      factor.atom.key,
-      existing ? { atom: factor.atom, power: existing.power + factor.power } : factor,
-    );
+    merged.set(factor.atom.key, existing ? { atom: factor.atom, power: existing.power + factor.power } : factor);
   }
   const sorted = [...merged.values()].sort((a, b) => compareStrings(a.atom.key, b.atom.key));
   let degree = 0;

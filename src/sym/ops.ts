@@ -1,18 +1,6 @@
 import { fail } from '../errors.js';
 import { bounds } from './bounds.js';
-import {
-  atomExpr,
-  checkSafe,
-  dimKey,
-  fromTerms,
-  isExpr,
-  makeTerm,
-  termsOf,
-  type Dim,
-  type Expr,
-  type SymAssumptions,
-  type Term,
-} from './expr.js';
+import { atomExpr, checkSafe, dimKey, fromTerms, isExpr, makeTerm, termsOf, type Dim, type Expr, type SymAssumptions, type Term } from './expr.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_']*$/;
 
@@ -35,7 +23,8 @@ export function sym(name: string, assumptions: SymAssumptions = {}): Expr {
   const { max, multipleOf } = assumptions;
   if (!Number.isSafeInteger(min) || min < 1) fail('bad-symbol', `min of ${name} must be an integer >= 1`, { received: String(min) });
   if (max !== undefined && (!Number.isSafeInteger(max) || max < min)) fail('bad-symbol', `max of ${name} must be an integer >= min`, { received: String(max) });
-  if (multipleOf !== undefined && (!Number.isSafeInteger(multipleOf) || multipleOf < 1)) fail('bad-symbol', `multipleOf of ${name} must be an integer >= 1`, { received: String(multipleOf) });
+  if (multipleOf !== undefined && (!Number.isSafeInteger(multipleOf) || multipleOf < 1))
+    fail('bad-symbol', `multipleOf of ${name} must be an integer >= 1`, { received: String(multipleOf) });
   const extra = [max !== undefined ? `<=${max}` : '', multipleOf !== undefined ? `%${multipleOf}` : '', min !== 1 ? `>=${min}` : ''].join('');
   return atomExpr({ kind: 'sym', key: extra === '' ? name : `${name}{${extra}}`, name, min, max, multipleOf });
 }
@@ -264,7 +253,9 @@ function floorOfRemainder(rest: Dim, den: number): Dim {
   for (const term of rest.terms) g = gcd(g, term.coef);
   if (g > 1) return floorDiv(scaleDown(rest, g), den / g);
   // floor((floor(x/d') + c) / d) = floor((x + c·d') / (d'·d)) for integers c and d, d' >= 1.
-  const nested = rest.terms.find((term) => term.factors.length === 1 && term.factors[0]!.power === 1 && term.factors[0]!.atom.kind === 'floorDiv' && term.coef === 1);
+  const nested = rest.terms.find(
+    (term) => term.factors.length === 1 && term.factors[0]!.power === 1 && term.factors[0]!.atom.kind === 'floorDiv' && term.coef === 1,
+  );
   const others = rest.terms.filter((term) => term !== nested);
   if (nested && others.every((term) => term.factors.length === 0)) {
     const atom = nested.factors[0]!.atom;

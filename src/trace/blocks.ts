@@ -33,7 +33,13 @@ function sameOp(ir: IR, a: number, b: number): boolean {
   const x = ir.ops[a]!;
   const y = ir.ops[b]!;
   if (x.op !== y.op || x.recorded !== y.recorded || x.stage !== y.stage || x.alias !== y.alias) return false;
-  return sameTensors(ir, x.inputs, y.inputs) && sameTensors(ir, x.outputs, y.outputs) && sameTensors(ir, x.params, y.params) && sameTensors(ir, x.saved, y.saved) && sameTensors(ir, x.extras, y.extras);
+  return (
+    sameTensors(ir, x.inputs, y.inputs) &&
+    sameTensors(ir, x.outputs, y.outputs) &&
+    sameTensors(ir, x.params, y.params) &&
+    sameTensors(ir, x.saved, y.saved) &&
+    sameTensors(ir, x.extras, y.extras)
+  );
 }
 
 /** Whether op k of two blocks is in a checkpoint region at the same place of each, or in none. */
@@ -87,7 +93,8 @@ export function reducedBlocks(ir: IR, prefix: string, count: number): ReducedBlo
     for (const id of m.params) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
     for (const id of m.buffers) storageUnit[ir.tensors[id]!.storage] = moduleUnit[m.index]!;
   }
-  for (const t of ir.tensors) if (t.producer !== null && t.role !== 'param' && t.role !== 'buffer' && storageUnit[t.storage] === -1) storageUnit[t.storage] = opUnit[t.producer]!;
+  for (const t of ir.tensors)
+    if (t.producer !== null && t.role !== 'param' && t.role !== 'buffer' && storageUnit[t.storage] === -1) storageUnit[t.storage] = opUnit[t.producer]!;
   // Labels are renamed only for the events reported (the peak, the candidates): patterns made then.
   let patterns: RegExp[] | null = null;
   const blockOf = (unit: number, copy: number, phase: string) => (unit === 0 ? 0 : unit === 2 ? count - 1 : phase === 'backward' ? count - 2 - copy : 1 + copy);

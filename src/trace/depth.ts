@@ -16,7 +16,8 @@ function checkDepthOnce(model: Layer): void {
   const stack: [Layer, number][] = [[model, 1]];
   while (stack.length > 0) {
     const [layer, depth] = stack.pop()!;
-    if (depth > LIMITS.depth) fail('too-deep', 'the model nests too deeply', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: `more than ${LIMITS.depth}` });
+    if (depth > LIMITS.depth)
+      fail('too-deep', 'the model nests too deeply', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: `more than ${LIMITS.depth}` });
     if (typeof layer !== 'object' || layer === null) continue;
     if (layer.kind === 'seq') for (const child of layer.children) stack.push([child, depth + 1]);
     else if (layer.kind === 'module') stack.push([layer.body, depth + 1]);

@@ -39,7 +39,10 @@ export function traceLayer(state: State, layer: Layer, inputs: readonly TensorRe
     case 'residual': {
       const x = first(inputs, modulePath(state));
       const shortcut = layer.shortcut ? first(traceLayer(state, layer.shortcut, [x], undefined), modulePath(state)) : x;
-      const body = first(layer.inline === true ? traceInline(state, layer.body, [x], layer.name ?? slot) : traceLayer(state, layer.body, [x], layer.name ?? slot), modulePath(state));
+      const body = first(
+        layer.inline === true ? traceInline(state, layer.body, [x], layer.name ?? slot) : traceLayer(state, layer.body, [x], layer.name ?? slot),
+        modulePath(state),
+      );
       // torchvision's blocks: `out = body(x); identity = self.downsample(x); out += identity`.
       const identity = layer.downsample ? first(traceLayer(state, layer.downsample, [x], undefined), modulePath(state)) : shortcut;
       return runOp(state, addOp, { inplace: layer.inplace }, [body, identity]);
@@ -127,7 +130,8 @@ function traceGraph(state: State, layer: GraphLayer, inputs: readonly TensorRef[
         state.holds.push({ storage: state.tensors[t.id]!.storage, until: state.ops.length - 1 });
       },
       require: (value, message) => {
-        if (typeof value === 'number' ? value < 1 : bounds(value).max < 1) fail('bad-input', message, { path: modulePath(state), expected: '>= 1', received: formatDim(value) });
+        if (typeof value === 'number' ? value < 1 : bounds(value).max < 1)
+          fail('bad-input', message, { path: modulePath(state), expected: '>= 1', received: formatDim(value) });
         if (typeof value !== 'number' && bounds(value).min < 1) state.constraints.set(value.key, value);
       },
     },

@@ -37,10 +37,18 @@ export function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonl
   state.adapting = true;
   const scheme = quantFor(state, module.key);
   const baseAttrs: LinearAttrs = scheme !== undefined ? { ...attrs, quant: scheme } : attrs;
-  const base = first(adapterLayer(state, opLayer(linearOp, scheme !== undefined ? QUANT_CLASS[scheme.method] : layer.className ?? 'Linear', baseAttrs, { name: 'base_layer' }), inputs), module.path);
+  const base = first(
+    adapterLayer(
+      state,
+      opLayer(linearOp, scheme !== undefined ? QUANT_CLASS[scheme.method] : (layer.className ?? 'Linear'), baseAttrs, { name: 'base_layer' }),
+      inputs,
+    ),
+    module.path,
+  );
   let x = first(inputs, module.path);
   const adapterDtype = plan.adapterDtype ?? state.options.paramDtype;
-  if ((plan.dropout ?? 0) > 0) x = first(adapterLayer(state, opLayer(dropoutOp, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x]), module.path);
+  if ((plan.dropout ?? 0) > 0)
+    x = first(adapterLayer(state, opLayer(dropoutOp, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x]), module.path);
   if (x.dtype !== adapterDtype) x = runOp(state, castOp, { dtype: adapterDtype }, [x])[0]!;
   const previous = state.adapterDtype;
   state.adapterDtype = adapterDtype;

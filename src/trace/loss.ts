@@ -11,7 +11,8 @@ export function addLoss(state: State, outputs: readonly TensorRef[]): { loss: nu
   const { options } = state;
   const out = outputs[0];
   if (!options.gradEnabled || (options.loss ?? 'none') === 'none' || out === undefined || out.shape.length === 0) return null;
-  if (out.shape.length < 2) fail('bad-loss', 'cross_entropy needs an output of at least [batch, classes]', { path: ['loss'], received: `[${out.shape.map(formatDim).join(', ')}]` });
+  if (out.shape.length < 2)
+    fail('bad-loss', 'cross_entropy needs an output of at least [batch, classes]', { path: ['loss'], received: `[${out.shape.map(formatDim).join(', ')}]` });
   const targetSpec = tensor([out.shape[0]!, ...out.shape.slice(2)], 'int64');
   const targetStorage = newStorage(state, specBytes(targetSpec), 'int64', 'input');
   const target = newTensor(state, targetSpec, targetStorage, 'input', null, false, 'target', undefined);

@@ -8,7 +8,21 @@ import { mul } from '../sym/ops.js';
 import { isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { IROp, IRTensor } from './ir.js';
-import { checkShape, closeModule, closeRegion, current, newStorage, newTensor, opPath, openRegion, openShared, runningPath, withPath, type SeenLayer, type State } from './state.js';
+import {
+  checkShape,
+  closeModule,
+  closeRegion,
+  current,
+  newStorage,
+  newTensor,
+  opPath,
+  openRegion,
+  openShared,
+  runningPath,
+  withPath,
+  type SeenLayer,
+  type State,
+} from './state.js';
 
 /**
  * The parameters or buffers an op owns, by name: new tensors in the module, or the ones a
@@ -93,7 +107,17 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   const recorded = options.gradEnabled && (anyInputNeeds || paramsNeed);
   const outputs: number[] = new Array(result.outputs.length);
   const refs = makeOutputs(state, result, inputTensors, index, recorded, outputs);
-  const saved = recorded ? savedIds(state, rule.name, result.saves({ inputs: needsInputs, params: paramsNeed }) as readonly SavedRef[], { index, inputs, outputs, params, copies, buffers, extras }) : NO_INDICES;
+  const saved = recorded
+    ? savedIds(state, rule.name, result.saves({ inputs: needsInputs, params: paramsNeed }) as readonly SavedRef[], {
+        index,
+        inputs,
+        outputs,
+        params,
+        copies,
+        buffers,
+        extras,
+      })
+    : NO_INDICES;
   if (reuse !== undefined && reuse.params === null) reuse.params = params;
   state.ops.push({
     index,
@@ -174,7 +198,11 @@ function checkInPlace(state: State, name: string, target: number): void {
   const saverOp = state.savedBy[target];
   if (saverOp !== undefined) {
     const saver = opPath(state, saverOp).join('.');
-    fail('inplace-on-saved', `${name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`, { path: runningPath(state) });
+    fail(
+      'inplace-on-saved',
+      `${name} overwrites in place a tensor that ${saver} saved for backward; PyTorch would fail in backward ("modified by an inplace operation")`,
+      { path: runningPath(state) },
+    );
   }
 }
 
@@ -232,9 +260,8 @@ function savedIds(state: State, name: string, items: readonly SavedRef[], op: Op
     else if ('output' in item) id = op.outputs[item.output];
     else if ('param' in item) {
       const param = op.params.get(item.param);
-      id = param === undefined ? undefined : op.copies.get(param) ?? param;
-    }
-    else if ('buffer' in item) id = op.buffers.get(item.buffer);
+      id = param === undefined ? undefined : (op.copies.get(param) ?? param);
+    } else if ('buffer' in item) id = op.buffers.get(item.buffer);
     else {
       const storage = newStorage(state, specBytes(item.extra), item.extra.dtype, 'extra');
       id = newTensor(state, item.extra, storage, 'extra', index, false, undefined, item.label);
@@ -257,6 +284,6 @@ const GRADS_ONLY: readonly KernelStep[] = [{ results: 'inputGrads' }, { results:
 
 function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsNeed: boolean): NonNullable<IROp['backward']> {
   const plan = result.backward?.({ inputs: needsInputs, params: paramsNeed }) ?? {};
-  const inputGrads = needsInputs.map((needs, i) => (needs ? plan.inputGrads?.[i] ?? 'new' : 'none'));
+  const inputGrads = needsInputs.map((needs, i) => (needs ? (plan.inputGrads?.[i] ?? 'new') : 'none'));
   return { inputGrads, steps: plan.steps ?? GRADS_ONLY, contiguousGradOutput: plan.contiguousGradOutput ?? false, stridedFactor: plan.stridedFactor ?? 1 };
 }

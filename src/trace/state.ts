@@ -93,7 +93,16 @@ export function newStorage(state: State, bytes: Dim, dtype: DType, role: TensorR
 }
 
 /** A new tensor of the trace over a storage; returns its id. */
-export function newTensor(state: State, spec: TensorSpec, storage: number, role: TensorRole, producer: number | null, requiresGrad: boolean, key: string | undefined, label: string | undefined): number {
+export function newTensor(
+  state: State,
+  spec: TensorSpec,
+  storage: number,
+  role: TensorRole,
+  producer: number | null,
+  requiresGrad: boolean,
+  key: string | undefined,
+  label: string | undefined,
+): number {
   const id = state.tensors.length;
   state.tensors.push({ id, spec, storage, role, producer, requiresGrad, key, label });
   return id;

@@ -53,7 +53,8 @@ export function trace(model: Layer, options: TraceOptions): IR {
     return traceChecked(model, options);
   } catch (error) {
     // A graph layer can nest without limit; the JavaScript stack cannot.
-    if (error instanceof RangeError) fail('too-deep', 'the model nests too deeply to trace', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: error.message });
+    if (error instanceof RangeError)
+      fail('too-deep', 'the model nests too deeply to trace', { path: ['model'], expected: `at most ${LIMITS.depth} levels`, received: error.message });
     throw error;
   }
 }
@@ -73,7 +74,11 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
   closeRegion(state);
   // PEFT refuses a config whose targets match no module; so does this.
   if (options.lora !== undefined && state.adapted === 0) {
-    fail('no-lora-target', 'no Linear layer matches the LoRA targets', { path: ['lora', 'targets'], expected: [...state.linearNames].join(' | ') || 'a model with Linear layers', received: JSON.stringify(options.lora.targets ?? ATTENTION_PROJECTIONS) });
+    fail('no-lora-target', 'no Linear layer matches the LoRA targets', {
+      path: ['lora', 'targets'],
+      expected: [...state.linearNames].join(' | ') || 'a model with Linear layers',
+      received: JSON.stringify(options.lora.targets ?? ATTENTION_PROJECTIONS),
+    });
   }
   const lastModelOp = state.ops.length - 1;
   const lossOutputs = addLoss(state, outputs);
@@ -85,11 +90,18 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
     inputs: inputRefs.map((t) => t.id),
     outputs: outputs.map((t) => t.id),
     // A model that returns a scalar (a Hugging Face causal LM given labels) computed its own loss.
-    lossOutput: lossOutputs !== null ? lossOutputs.loss : options.gradEnabled && outputs[0] !== undefined && outputs[0].shape.length === 0 ? outputs[0].id : null,
+    lossOutput:
+      lossOutputs !== null ? lossOutputs.loss : options.gradEnabled && outputs[0] !== undefined && outputs[0].shape.length === 0 ? outputs[0].id : null,
     holds: [...state.holds, ...[...state.holdsToEnd].map((storage) => ({ storage, until: lastModelOp }))],
     regions: state.regions.map((r) => ({ id: r.id, firstOp: r.firstOp, endOp: r.endOp, inputs: r.inputs })),
     targets: lossOutputs === null ? [] : [lossOutputs.target],
-    settings: { training: options.training, gradEnabled: options.gradEnabled, device: options.device, framework: options.framework ?? 'torch-2', paramDtype: options.paramDtype },
+    settings: {
+      training: options.training,
+      gradEnabled: options.gradEnabled,
+      device: options.device,
+      framework: options.framework ?? 'torch-2',
+      paramDtype: options.paramDtype,
+    },
     constraints: [...state.constraints.values()],
   };
 }

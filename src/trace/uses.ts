@@ -58,7 +58,10 @@ export function parameterOrder(ir: IR): number[] {
       seen[id] = 1;
       out.push(id);
     }
-    const children = module.childOrder === undefined ? module.children : [...module.children].sort((a, b) => rank(module.childOrder!, ir.modules[a]!.name) - rank(module.childOrder!, ir.modules[b]!.name));
+    const children =
+      module.childOrder === undefined
+        ? module.children
+        : [...module.children].sort((a, b) => rank(module.childOrder!, ir.modules[a]!.name) - rank(module.childOrder!, ir.modules[b]!.name));
     for (const child of children) visit(child);
   };
   if (ir.modules.length > 0) visit(0);

@@ -11,9 +11,22 @@ import { estimate, fromHFConfig, llamaFamily, tensor, type LlamaShape } from '..
 import { builtContextParallel, ringSdpaOp, type KernelStep } from '../../src/internals.js';
 
 const fixtures = loadCpFixtures();
-const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };
+const SMALL: LlamaShape = {
+  family: 'llama',
+  hidden: 64,
+  intermediate: 172,
+  layers: 2,
+  heads: 8,
+  kvHeads: 4,
+  headDim: 8,
+  vocab: 256,
+  tied: false,
+  qkvBias: false,
+  outBias: false,
+  mlpBias: false,
+  attentionDropout: 0,
+};
 const CPU = { training: true, gradEnabled: true, device: 'cpu', framework: 'torch-2', paramDtype: 'float32', path: [] } as const;
-
 
 /**
  * The sizes of the tensors the traced ring call allocates, in order, without the CPU kernel's
@@ -79,17 +92,32 @@ describe('context parallelism: one rank of a Llama', () => {
   it('builds one rank: the meta records it, parallel.cp must match it', () => {
     const model = llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 } });
     expect(builtContextParallel(model)).toBe(2);
-    expect(estimate(model, { input: [1, 32], parallel: { dp: 1, cp: 2 } }).params.total).toBe(estimate(llamaFamily(SMALL, { attention: 'sdpa' }), { input: [1, 32] }).params.total);
+    expect(estimate(model, { input: [1, 32], parallel: { dp: 1, cp: 2 } }).params.total).toBe(
+      estimate(llamaFamily(SMALL, { attention: 'sdpa' }), { input: [1, 32] }).params.total,
+    );
     const e = errorOf(() => estimate(model, { input: [1, 32], parallel: { dp: 1, cp: 4 } }));
     expect(e.issues[0]!.path).toEqual(['parallel', 'cp']);
-    expect(errorOf(() => estimate(llamaFamily(SMALL, { attention: 'sdpa' }), { input: [1, 32], parallel: { dp: 1, cp: 2 } })).issues[0]!.message).toMatch(/built whole/);
+    expect(errorOf(() => estimate(llamaFamily(SMALL, { attention: 'sdpa' }), { input: [1, 32], parallel: { dp: 1, cp: 2 } })).issues[0]!.message).toMatch(
+      /built whole/,
+    );
   });
 
   it('refuses what it does not model, with a path', () => {
     expect(errorOf(() => llamaFamily(SMALL, { attention: 'eager', contextParallel: { size: 2 } })).issues[0]!.path).toEqual(['options', 'attention']);
-    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 1 } })).issues[0]!.path).toEqual(['options', 'contextParallel', 'size']);
-    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2, rank: 2 } })).issues[0]!.path).toEqual(['options', 'contextParallel', 'rank']);
-    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, pipelineStage: { layers: [0, 1] } })).issues[0]!.path).toEqual(['options', 'pipelineStage']);
+    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 1 } })).issues[0]!.path).toEqual([
+      'options',
+      'contextParallel',
+      'size',
+    ]);
+    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2, rank: 2 } })).issues[0]!.path).toEqual([
+      'options',
+      'contextParallel',
+      'rank',
+    ]);
+    expect(errorOf(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, pipelineStage: { layers: [0, 1] } })).issues[0]!.path).toEqual([
+      'options',
+      'pipelineStage',
+    ]);
     // With tensor parallelism it composes (torchtitan's cp × tp mesh; test/fidelity/two-d.test.ts).
     expect(() => llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 2 }, tensorParallel: { size: 2 } })).not.toThrow();
     // Load balancing cuts the sequence into 2c pieces.
@@ -98,7 +126,23 @@ describe('context parallelism: one rank of a Llama', () => {
     expect(() => estimate(llamaFamily(SMALL, { attention: 'sdpa', contextParallel: { size: 4, loadBalance: false } }), { input: [1, 36] })).not.toThrow();
     expect(errorOf(() => estimate(model, { input: [1, 32], parallel: { dp: 1, cp: 4, pp: 2 } })).issues[0]!.code).toBe('not-modelled');
     // Gemma 2 (a variation) is not modelled under CP.
-    expect(errorOf(() => fromHFConfig({ model_type: 'gemma2', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 256 }, { attention: 'sdpa', contextParallel: { size: 2 } })).issues[0]!.code).toBe('not-modelled');
+    expect(
+      errorOf(() =>
+        fromHFConfig(
+          {
+            model_type: 'gemma2',
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 16,
+            vocab_size: 256,
+          },
+          { attention: 'sdpa', contextParallel: { size: 2 } },
+        ),
+      ).issues[0]!.code,
+    ).toBe('not-modelled');
   });
 
   it('the data-parallel engine spans dp · cp ranks: FSDP2 over dp 2 × cp 2 shards as over 4', () => {
@@ -108,24 +152,41 @@ describe('context parallelism: one rank of a Llama', () => {
     const dp4 = estimate(whole, { input: [1, 32], parallel: { engine: 'fsdp2', dp: 4, rank: 3 } });
     expect(withCp.bytes.parameters).toBe(dp4.bytes.parameters);
     expect(withCp.bytes.optimizer).toBe(dp4.bytes.optimizer);
-    expect(errorOf(() => estimate(cpModel, { input: [1, 32], parallel: { engine: 'fsdp2', dp: 2, cp: 2, rank: 4 } })).issues[0]!.path).toEqual(['parallel', 'rank']);
+    expect(errorOf(() => estimate(cpModel, { input: [1, 32], parallel: { engine: 'fsdp2', dp: 2, cp: 2, rank: 4 } })).issues[0]!.path).toEqual([
+      'parallel',
+      'rank',
+    ]);
   });
 
-  it('law: context parallelism never raises a rank\'s saved activations, and c ranks save about what one does', () => {
+  it("law: context parallelism never raises a rank's saved activations, and c ranks save about what one does", () => {
     fc.assert(
-      fc.property(fc.constantFrom(2, 4), fc.nat(3), fc.constantFrom(1, 2), fc.constantFrom(64, 128), fc.boolean(), fc.constantFrom('float32', 'bfloat16'), (c, rankSeed, batch, seq, lb, dtype) => {
-        const rank = rankSeed % c;
-        const whole = estimate(llamaFamily(SMALL, { attention: 'sdpa', dtype }), { input: [batch, seq], framework: 'torch-2', timeline: false });
-        const ranks = Array.from({ length: c }, (_, r) => estimate(llamaFamily(SMALL, { attention: 'sdpa', dtype, contextParallel: { size: c, rank: r, loadBalance: lb } }), { input: [batch, seq], framework: 'torch-2', timeline: false }));
-        const mine = ranks[rank]!;
-        expect(mine.bytes.activations).toBeLessThanOrEqual(whole.bytes.activations as number);
-        // Summed over the ranks: the whole model's, plus at most one copy of the attention output per layer and rank
-        // (ring attention's merged output is contiguous [B, heads, S, D] where it ended in a half update).
-        const total = ranks.reduce((sum, r) => sum + (r.bytes.activations as number), 0);
-        const outputCopies = 2 * batch * seq * SMALL.heads * SMALL.headDim * (dtype === 'float32' ? 4 : 2);
-        expect(total).toBeGreaterThanOrEqual((whole.bytes.activations as number) - 4096);
-        expect(total).toBeLessThanOrEqual((whole.bytes.activations as number) + outputCopies);
-      }),
+      fc.property(
+        fc.constantFrom(2, 4),
+        fc.nat(3),
+        fc.constantFrom(1, 2),
+        fc.constantFrom(64, 128),
+        fc.boolean(),
+        fc.constantFrom('float32', 'bfloat16'),
+        (c, rankSeed, batch, seq, lb, dtype) => {
+          const rank = rankSeed % c;
+          const whole = estimate(llamaFamily(SMALL, { attention: 'sdpa', dtype }), { input: [batch, seq], framework: 'torch-2', timeline: false });
+          const ranks = Array.from({ length: c }, (_, r) =>
+            estimate(llamaFamily(SMALL, { attention: 'sdpa', dtype, contextParallel: { size: c, rank: r, loadBalance: lb } }), {
+              input: [batch, seq],
+              framework: 'torch-2',
+              timeline: false,
+            }),
+          );
+          const mine = ranks[rank]!;
+          expect(mine.bytes.activations).toBeLessThanOrEqual(whole.bytes.activations as number);
+          // Summed over the ranks: the whole model's, plus at most one copy of the attention output per layer and rank
+          // (ring attention's merged output is contiguous [B, heads, S, D] where it ended in a half update).
+          const total = ranks.reduce((sum, r) => sum + (r.bytes.activations as number), 0);
+          const outputCopies = 2 * batch * seq * SMALL.heads * SMALL.headDim * (dtype === 'float32' ? 4 : 2);
+          expect(total).toBeGreaterThanOrEqual((whole.bytes.activations as number) - 4096);
+          expect(total).toBeLessThanOrEqual((whole.bytes.activations as number) + outputCopies);
+        },
+      ),
       { numRuns: 12 },
     );
   });

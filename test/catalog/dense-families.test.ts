@@ -116,14 +116,29 @@ describe('dense families of issue 13: the KV cache', () => {
 describe('dense families of issue 13: module tree and errors', () => {
   const order = (config: HFConfig) => {
     const ir = traceModel(fromHFConfig(config), { input: [1, 4], mode: 'inference' });
-    return parameterOrder(ir).map((id) => ir.tensors[id]!.key!).filter((k) => k.startsWith('model.layers.0.'));
+    return parameterOrder(ir)
+      .map((id) => ir.tensors[id]!.key!)
+      .filter((k) => k.startsWith('model.layers.0.'));
   };
 
   it('registers parameters as the checkpoints do (Phi-3: o_proj before qkv_proj; Qwen3: the q/k norms after o_proj; Gemma 2: four norms)', () => {
     const base = { hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 64 };
-    expect(order({ ...base, model_type: 'phi3' })).toEqual(['self_attn.o_proj.weight', 'self_attn.qkv_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight', 'input_layernorm.weight', 'post_attention_layernorm.weight'].map((k) => `model.layers.0.${k}`));
-    expect(order({ ...base, model_type: 'qwen3', head_dim: 8 }).slice(0, 6)).toEqual(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'].map((k) => `model.layers.0.self_attn.${k}.weight`));
-    expect(order({ ...base, model_type: 'gemma2', head_dim: 8 }).slice(-4)).toEqual(['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm'].map((k) => `model.layers.0.${k}.weight`));
+    expect(order({ ...base, model_type: 'phi3' })).toEqual(
+      [
+        'self_attn.o_proj.weight',
+        'self_attn.qkv_proj.weight',
+        'mlp.gate_up_proj.weight',
+        'mlp.down_proj.weight',
+        'input_layernorm.weight',
+        'post_attention_layernorm.weight',
+      ].map((k) => `model.layers.0.${k}`),
+    );
+    expect(order({ ...base, model_type: 'qwen3', head_dim: 8 }).slice(0, 6)).toEqual(
+      ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'].map((k) => `model.layers.0.self_attn.${k}.weight`),
+    );
+    expect(order({ ...base, model_type: 'gemma2', head_dim: 8 }).slice(-4)).toEqual(
+      ['input_layernorm', 'post_attention_layernorm', 'pre_feedforward_layernorm', 'post_feedforward_layernorm'].map((k) => `model.layers.0.${k}.weight`),
+    );
   });
 
   it('names every supported model_type for an unknown one', () => {
@@ -138,7 +153,16 @@ describe('dense families of issue 13: module tree and errors', () => {
   });
 
   it('refuses a release whose modeling code of the family was not read, and prefixes text_config errors', () => {
-    const gemma = { model_type: 'gemma', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 8, vocab_size: 64 };
+    const gemma = {
+      model_type: 'gemma',
+      hidden_size: 32,
+      intermediate_size: 64,
+      num_hidden_layers: 1,
+      num_attention_heads: 4,
+      num_key_value_heads: 1,
+      head_dim: 8,
+      vocab_size: 64,
+    };
     expect(estimate(fromHFConfig(gemma, { transformers: '4.40.2' }), { input: [1, 4], mode: 'inference' }).params.total).toBeGreaterThan(0);
     expect(() => fromHFConfig(gemma, { transformers: '4.57.6' })).toThrow(VramError);
     try {

@@ -27,7 +27,12 @@ describe('fromHFConfig follows the real code', () => {
   it('one kv head at batch 1: repeat_kv stays a view, autograd saves the un-repeated K and V', () => {
     for (const id of ['hf4402_llama_mqa_h128_l2_b1_s64', 'hf4402_qwen2_mqa_h64_l2_b1_s64']) {
       const f = real(id);
-      const saved = estimate(fromHFConfig(f.case.config!, { transformers: '4.40.2', attention: 'eager' }), { input: f.case.input, device: 'cpu', framework: 'torch-1.13', timeline: false }).bytes.activations;
+      const saved = estimate(fromHFConfig(f.case.config!, { transformers: '4.40.2', attention: 'eager' }), {
+        input: f.case.input,
+        device: 'cpu',
+        framework: 'torch-1.13',
+        timeline: false,
+      }).bytes.activations;
       expect(saved).toBe(f.saved.bytes);
     }
   });
@@ -49,13 +54,18 @@ describe('fromHFConfig follows the real code', () => {
     expect(issuePaths(() => fromHFConfig({ ...tiny, hidden_act: 'laplace' }))).toEqual(['hidden_act']);
     for (const id of ['hf4402_llama_gelu_h64_l2_b2_s24', 'hf4402_gpt2_relu_h64_l2_b2_s16', 'hf4402_gpt2_gelutanh_h64_l1_b2_s24']) {
       const f = real(id);
-      const r = estimate(fromHFConfig(f.case.config!, { transformers: '4.40.2', attention: 'eager' }), { input: f.case.input, device: 'cpu', framework: 'torch-1.13', timeline: false });
+      const r = estimate(fromHFConfig(f.case.config!, { transformers: '4.40.2', attention: 'eager' }), {
+        input: f.case.input,
+        device: 'cpu',
+        framework: 'torch-1.13',
+        timeline: false,
+      });
       expect(r.bytes.activations).toBe(f.saved.bytes);
     }
   });
 
   it('a missing num_key_value_heads takes the config class default (Llama: the heads, Mistral 8, Qwen2 32)', () => {
-    const kv = (config: HFConfig) => (fromHFConfig(config).meta?.kvHeads);
+    const kv = (config: HFConfig) => fromHFConfig(config).meta?.kvHeads;
     expect(kv({ ...tiny, num_attention_heads: 32, hidden_size: 256 })).toBe(32);
     expect(kv({ ...tiny, model_type: 'mistral', num_attention_heads: 32, hidden_size: 256 })).toBe(8);
     expect(kv({ ...tiny, model_type: 'qwen2', num_attention_heads: 32, hidden_size: 256 })).toBe(32);
@@ -67,7 +77,11 @@ describe('fromHFConfig follows the real code', () => {
     const bf16 = estimate(fromHFConfig({ ...entry.config, torch_dtype: 'bfloat16' }), { input: [1, 8], mode: 'inference', timeline: false });
     expect(bf16.bytes.parameters).toBe(2 * entry.params);
     expect(bf16.ir.settings.paramDtype).toBe('bfloat16');
-    const fp32 = estimate(fromHFConfig({ ...entry.config, torch_dtype: 'bfloat16' }, { dtype: 'float32' }), { input: [1, 8], mode: 'inference', timeline: false });
+    const fp32 = estimate(fromHFConfig({ ...entry.config, torch_dtype: 'bfloat16' }, { dtype: 'float32' }), {
+      input: [1, 8],
+      mode: 'inference',
+      timeline: false,
+    });
     expect(fp32.bytes.parameters).toBe(4 * entry.params);
     expect(issuePaths(() => fromHFConfig({ ...tiny, torch_dtype: 'float128' }))).toEqual(['torch_dtype']);
     expect(estimate(llm('llama-3-8b'), { input: [1, 8], mode: 'inference', timeline: false }).bytes.parameters).toBe(2 * entry.params);
@@ -97,7 +111,9 @@ describe('quantization_config', () => {
     const q = quantizedWeight(scheme, k, n, 'float16');
     const size = (shape: readonly unknown[], dtype: string) => {
       const count = shape.reduce<number>((a, d) => a * (d as number), 1);
-      return dtype === 'nf4' || dtype === 'int4' ? Math.ceil(count / 2) : count * ({ float32: 4, float16: 2, int32: 4, int8: 1, uint8: 1, float8_e4m3: 1 } as Record<string, number>)[dtype]!;
+      return dtype === 'nf4' || dtype === 'int4'
+        ? Math.ceil(count / 2)
+        : count * ({ float32: 4, float16: 2, int32: 4, int8: 1, uint8: 1, float8_e4m3: 1 } as Record<string, number>)[dtype]!;
     };
     return size(q.weight.shape, q.weight.dtype) + q.constants.reduce((a, c) => a + size(c.spec.shape, c.spec.dtype), 0);
   };
@@ -123,7 +139,11 @@ describe('quantization_config', () => {
   it('quantizes the Linear layers the quantizer converts, in the format the config names', () => {
     const entry = LLMS.find((e) => e.id === 'llama-3-8b')!;
     const weights = (q: Record<string, unknown>) => {
-      const r = estimate(fromHFConfig({ ...entry.config, torch_dtype: 'bfloat16', quantization_config: q }), { input: [1, 8], mode: 'inference', timeline: false });
+      const r = estimate(fromHFConfig({ ...entry.config, torch_dtype: 'bfloat16', quantization_config: q }), {
+        input: [1, 8],
+        mode: 'inference',
+        timeline: false,
+      });
       return { params: r.params.total, bytes: (r.bytes.parameters as number) + (r.bytes.buffers as number) };
     };
     const awq = weights({ quant_method: 'awq', bits: 4, group_size: 128, version: 'gemm' });
@@ -143,15 +163,19 @@ describe('quantization_config', () => {
     const embedAndHead = 2 * 128256 * 4096;
     const norms = 4096 * (2 * 32 + 1);
     const linear = entry.params - embedAndHead - norms;
-    expect(r.bytes.parameters).toBe(2 * (embedAndHead + norms) + linear / 2 + 4 * (r.params.trainable));
+    expect(r.bytes.parameters).toBe(2 * (embedAndHead + norms) + linear / 2 + 4 * r.params.trainable);
     expect(((r.bytes.parameters as number) + (r.bytes.buffers as number)) / 2 ** 30).toBeGreaterThan(5.3);
     expect(((r.bytes.parameters as number) + (r.bytes.buffers as number)) / 2 ** 30).toBeLessThan(5.5);
   });
 
   it("LoRA 'all-linear' is PEFT's: every Linear and Conv1D but the output embedding", () => {
-    const gpt2 = estimate(fromHFConfig({ model_type: 'gpt2', n_embd: 64, n_layer: 2, n_head: 4, n_positions: 32, vocab_size: 100 }), { input: [1, 8], lora: { rank: 2, targets: 'all-linear' }, timeline: false });
+    const gpt2 = estimate(fromHFConfig({ model_type: 'gpt2', n_embd: 64, n_layer: 2, n_head: 4, n_positions: 32, vocab_size: 100 }), {
+      input: [1, 8],
+      lora: { rank: 2, targets: 'all-linear' },
+      timeline: false,
+    });
     // c_attn 64→192, c_proj 64→64, c_fc 64→256, c_proj 256→64 per block.
-    expect(gpt2.params.trainable).toBe(2 * 2 * ((64 + 192) + (64 + 64) + (64 + 256) + (256 + 64)));
+    expect(gpt2.params.trainable).toBe(2 * 2 * (64 + 192 + (64 + 64) + (64 + 256) + (256 + 64)));
     const llama = estimate(fromHFConfig(tiny), { input: [1, 8], lora: { rank: 2, targets: 'all-linear' }, timeline: false });
     expect(llama.params.trainable).toBe(2 * 2 * (4 * (64 + 64) + 2 * (64 + 128) + (128 + 64)));
   });

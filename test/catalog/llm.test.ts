@@ -107,27 +107,46 @@ describe('LLM laws (property-based)', () => {
 
   it('GQA never keeps more than MHA of the same shape', () => {
     fc.assert(
-      fc.property(tinyConfig, fc.integer({ min: 1, max: 3 }), fc.integer({ min: 2, max: 48 }), fc.constantFrom('eager', 'sdpa', 'flash') as fc.Arbitrary<'eager' | 'sdpa' | 'flash'>, (c, b, s, attention) => {
-        const mha = estimate(fromHFConfig(llamaConfig({ ...c, kvDivisor: 1 }), { attention }), { input: [b, s], timeline: false }).bytes.activations;
-        const gqa = estimate(fromHFConfig(llamaConfig({ ...c, kvDivisor: 2 }), { attention }), { input: [b, s], timeline: false }).bytes.activations;
-        expect(num(gqa)).toBeLessThanOrEqual(num(mha));
-      }),
+      fc.property(
+        tinyConfig,
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 48 }),
+        fc.constantFrom('eager', 'sdpa', 'flash') as fc.Arbitrary<'eager' | 'sdpa' | 'flash'>,
+        (c, b, s, attention) => {
+          const mha = estimate(fromHFConfig(llamaConfig({ ...c, kvDivisor: 1 }), { attention }), { input: [b, s], timeline: false }).bytes.activations;
+          const gqa = estimate(fromHFConfig(llamaConfig({ ...c, kvDivisor: 2 }), { attention }), { input: [b, s], timeline: false }).bytes.activations;
+          expect(num(gqa)).toBeLessThanOrEqual(num(mha));
+        },
+      ),
       { numRuns: 30 },
     );
   });
 
   it('LoRA trains r·(in + out) parameters per adapted matrix', () => {
     fc.assert(
-      fc.property(tinyConfig, fc.integer({ min: 1, max: 16 }), fc.constantFrom<readonly string[]>(['q_proj', 'v_proj'], ['q_proj', 'k_proj', 'v_proj', 'o_proj'], ['gate_proj', 'up_proj', 'down_proj']), (c, rank, targets) => {
-        const config = llamaConfig(c);
-        const h = config.hidden_size;
-        const kv = config.num_key_value_heads * c.headDim;
-        const shapes: Record<string, [number, number]> = { q_proj: [h, h], k_proj: [h, kv], v_proj: [h, kv], o_proj: [h, h], gate_proj: [h, c.intermediate], up_proj: [h, c.intermediate], down_proj: [c.intermediate, h] };
-        const expected = c.layers * targets.reduce((a, t) => a + rank * (shapes[t]![0] + shapes[t]![1]), 0);
-        const r = estimate(fromHFConfig(config), { input: [1, 8], lora: { rank, targets }, timeline: false });
-        expect(r.params.trainable).toBe(expected);
-        expect(r.bytes.gradients).toBe(expected * 4);
-      }),
+      fc.property(
+        tinyConfig,
+        fc.integer({ min: 1, max: 16 }),
+        fc.constantFrom<readonly string[]>(['q_proj', 'v_proj'], ['q_proj', 'k_proj', 'v_proj', 'o_proj'], ['gate_proj', 'up_proj', 'down_proj']),
+        (c, rank, targets) => {
+          const config = llamaConfig(c);
+          const h = config.hidden_size;
+          const kv = config.num_key_value_heads * c.headDim;
+          const shapes: Record<string, [number, number]> = {
+            q_proj: [h, h],
+            k_proj: [h, kv],
+            v_proj: [h, kv],
+            o_proj: [h, h],
+            gate_proj: [h, c.intermediate],
+            up_proj: [h, c.intermediate],
+            down_proj: [c.intermediate, h],
+          };
+          const expected = c.layers * targets.reduce((a, t) => a + rank * (shapes[t]![0] + shapes[t]![1]), 0);
+          const r = estimate(fromHFConfig(config), { input: [1, 8], lora: { rank, targets }, timeline: false });
+          expect(r.params.trainable).toBe(expected);
+          expect(r.bytes.gradients).toBe(expected * 4);
+        },
+      ),
       { numRuns: 30 },
     );
   });
@@ -170,7 +189,11 @@ describe('LLM laws (property-based)', () => {
   it('symbolic B and S evaluate to the concrete training estimate', () => {
     const model = llm('gpt2');
     const symbolic = estimate(model, { input: [sym('B'), sym('S')], timeline: false, peakExpression: false }).bytes.activations;
-    for (const [b, s] of [[1, 16], [2, 100], [3, 7]] as const) {
+    for (const [b, s] of [
+      [1, 16],
+      [2, 100],
+      [3, 7],
+    ] as const) {
       expect(evaluate(symbolic, { B: b, S: s })).toBe(estimate(model, { input: [b, s], timeline: false }).bytes.activations);
     }
   });

@@ -42,7 +42,9 @@ describe('MobileNetV3 catalog against torchvision (pytorch_reference.json)', () 
   });
 
   it('and what PyTorch 2.x keeps on CUDA (its global pooling is a mean that keeps only sizes)', () => {
-    const measured = JSON.parse(readFileSync(new URL('../fixtures/cuda/mnv3s_3cls_b1_4000x2672_train.json', import.meta.url), 'utf8')) as { saved: { bytes: number } };
+    const measured = JSON.parse(readFileSync(new URL('../fixtures/cuda/mnv3s_3cls_b1_4000x2672_train.json', import.meta.url), 'utf8')) as {
+      saved: { bytes: number };
+    };
     const r = estimate(mobilenetV3Small({ numClasses: 3 }), { input: [1, 3, 4000, 2672] });
     expect(r.bytes.activations).toBe(measured.saved.bytes);
     expect(measured.saved.bytes).toBe(3_461_925_408 - 576 * 125 * 84 * 4);
@@ -54,7 +56,14 @@ describe('MobileNetV3 catalog against torchvision (pytorch_reference.json)', () 
     expect(paths).toContain('features.1.block.1:SqueezeExcitation');
     expect(paths).toContain('features.1.block.1.scale_activation:Hardsigmoid');
     expect(paths).toContain('features.4.block.0.2:Hardswish');
-    expect(paths.slice(-6)).toEqual(['avgpool:AdaptiveAvgPool2d', 'classifier:Sequential', 'classifier.0:Linear', 'classifier.1:Hardswish', 'classifier.2:Dropout', 'classifier.3:Linear']);
+    expect(paths.slice(-6)).toEqual([
+      'avgpool:AdaptiveAvgPool2d',
+      'classifier:Sequential',
+      'classifier.0:Linear',
+      'classifier.1:Hardswish',
+      'classifier.2:Dropout',
+      'classifier.3:Linear',
+    ]);
   });
 
   it("applies torchvision's width multiplier rounding", () => {

@@ -7,7 +7,13 @@ import { describe, expect, it } from 'vitest';
 import { activeParams, estimate, fromHFConfig, kvCache, llm, moeBlock, VramError } from '../../src/index.js';
 import { mlaCachePerToken } from '../../src/internals.js';
 
-const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/hf-configs/${name}.json`, import.meta.url), 'utf8')) as { totalParams: number; breakdown: { activePerToken: number; moeLayers: number; expertsPerLayer: number; topK: number; routedExperts: number }; source: unknown; computedWith: unknown };
+const fixture = (name: string) =>
+  JSON.parse(readFileSync(new URL(`../fixtures/hf-configs/${name}.json`, import.meta.url), 'utf8')) as {
+    totalParams: number;
+    breakdown: { activePerToken: number; moeLayers: number; expertsPerLayer: number; topK: number; routedExperts: number };
+    source: unknown;
+    computedWith: unknown;
+  };
 
 describe('MoE catalog entries: totals against the real code on the meta device', () => {
   // Source of each total: test/fixtures/hf-configs/<file>.json `totalParams` — transformers 5.18.0's
@@ -32,10 +38,65 @@ describe('MoE catalog entries: totals against the real code on the meta device',
 
 describe('MoE properties', () => {
   const configs = [
-    { model_type: 'mixtral', hidden_size: 64, intermediate_size: 96, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256, num_local_experts: 6, num_experts_per_tok: 2 },
-    { model_type: 'qwen2_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, shared_expert_intermediate_size: 96, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 256, num_experts: 5, num_experts_per_tok: 3, decoder_sparse_step: 2 },
-    { model_type: 'qwen3_moe', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, vocab_size: 256, num_experts: 8, num_experts_per_tok: 2, mlp_only_layers: [0] },
-    { model_type: 'deepseek_v3', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4, n_routed_experts: 8, num_experts_per_tok: 2, n_group: 2, topk_group: 1, first_k_dense_replace: 1, q_lora_rank: 32, kv_lora_rank: 16, qk_rope_head_dim: 8, qk_nope_head_dim: 16, v_head_dim: 16, vocab_size: 256 },
+    {
+      model_type: 'mixtral',
+      hidden_size: 64,
+      intermediate_size: 96,
+      num_hidden_layers: 3,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 256,
+      num_local_experts: 6,
+      num_experts_per_tok: 2,
+    },
+    {
+      model_type: 'qwen2_moe',
+      hidden_size: 64,
+      intermediate_size: 128,
+      moe_intermediate_size: 32,
+      shared_expert_intermediate_size: 96,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 4,
+      vocab_size: 256,
+      num_experts: 5,
+      num_experts_per_tok: 3,
+      decoder_sparse_step: 2,
+    },
+    {
+      model_type: 'qwen3_moe',
+      hidden_size: 64,
+      intermediate_size: 128,
+      moe_intermediate_size: 32,
+      num_hidden_layers: 3,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 16,
+      vocab_size: 256,
+      num_experts: 8,
+      num_experts_per_tok: 2,
+      mlp_only_layers: [0],
+    },
+    {
+      model_type: 'deepseek_v3',
+      hidden_size: 64,
+      intermediate_size: 128,
+      moe_intermediate_size: 32,
+      num_hidden_layers: 3,
+      num_attention_heads: 4,
+      num_key_value_heads: 4,
+      n_routed_experts: 8,
+      num_experts_per_tok: 2,
+      n_group: 2,
+      topk_group: 1,
+      first_k_dense_replace: 1,
+      q_lora_rank: 32,
+      kv_lora_rank: 16,
+      qk_rope_head_dim: 8,
+      qk_nope_head_dim: 16,
+      v_head_dim: 16,
+      vocab_size: 256,
+    },
   ];
   for (const config of configs) {
     for (const experts of ['eager', 'grouped_mm'] as const) {
@@ -45,7 +106,10 @@ describe('MoE properties', () => {
         const moe = model.meta!.moe!;
         // The dense part: the same model with one routed expert per MoE layer, less that expert.
         const key = config.model_type === 'mixtral' ? 'num_local_experts' : config.model_type === 'deepseek_v3' ? 'n_routed_experts' : 'num_experts';
-        const one = fromHFConfig({ ...config, [key]: 1, num_experts_per_tok: 1, ...(config.model_type === 'deepseek_v3' ? { n_group: 1, topk_group: 1 } : {}) }, { moe: { experts } });
+        const one = fromHFConfig(
+          { ...config, [key]: 1, num_experts_per_tok: 1, ...(config.model_type === 'deepseek_v3' ? { n_group: 1, topk_group: 1 } : {}) },
+          { moe: { experts } },
+        );
         const dense = estimate(one, { input: [1, 8], mode: 'inference' }).params.total - moe.moeLayers * moe.expertParams;
         // the router's gate is [E, H]: one expert's model has a [1, H] gate.
         const gates = moe.moeLayers * (moe.experts - 1) * config.hidden_size;
@@ -57,9 +121,10 @@ describe('MoE properties', () => {
     }
   }
 
-  it('balanced routing by default; measured counts move the largest expert\'s temporaries; a capacity factor drops pairs', () => {
+  it("balanced routing by default; measured counts move the largest expert's temporaries; a capacity factor drops pairs", () => {
     const block = (extra: object) => moeBlock({ name: 'mlp', hidden: 64, experts: 4, k: 2, intermediate: 32, impl: 'eager', ...extra });
-    const run = (extra: object, mode: 'training' | 'inference') => estimate(block(extra), { input: [2, 16, 64], loss: 'none', ...(mode === 'inference' ? { mode } : {}) }).bytes;
+    const run = (extra: object, mode: 'training' | 'inference') =>
+      estimate(block(extra), { input: [2, 16, 64], loss: 'none', ...(mode === 'inference' ? { mode } : {}) }).bytes;
     // What the loop keeps is linear in each expert's pairs: only the total counts.
     expect(run({}, 'training').activations).toBe(run({ counts: [16, 16, 16, 16] }, 'training').activations);
     expect(run({ counts: [64, 0, 0, 0] }, 'training').activations).toBe(run({}, 'training').activations);
@@ -71,20 +136,43 @@ describe('MoE properties', () => {
   });
 
   it('grouped_mm saves the same whatever the split (only routing-independent [T·k, ·] tensors)', () => {
-    const saved = (counts?: number[]) => estimate(moeBlock({ hidden: 64, experts: 4, k: 2, intermediate: 32, impl: 'grouped_mm', ...(counts ? { counts } : {}) }), { input: [2, 16, 64], loss: 'none' }).bytes.activations;
+    const saved = (counts?: number[]) =>
+      estimate(moeBlock({ hidden: 64, experts: 4, k: 2, intermediate: 32, impl: 'grouped_mm', ...(counts ? { counts } : {}) }), {
+        input: [2, 16, 64],
+        loss: 'none',
+      }).bytes.activations;
     expect(saved([64, 0, 0, 0])).toBe(saved());
   });
 });
 
 describe('MLA', () => {
-  const base = { model_type: 'deepseek_v3', hidden_size: 64, intermediate_size: 128, moe_intermediate_size: 32, num_hidden_layers: 2, n_routed_experts: 4, num_experts_per_tok: 2, n_group: 1, topk_group: 1, first_k_dense_replace: 1, q_lora_rank: 32, kv_lora_rank: 16, qk_rope_head_dim: 8, qk_nope_head_dim: 16, v_head_dim: 16, vocab_size: 256 };
+  const base = {
+    model_type: 'deepseek_v3',
+    hidden_size: 64,
+    intermediate_size: 128,
+    moe_intermediate_size: 32,
+    num_hidden_layers: 2,
+    n_routed_experts: 4,
+    num_experts_per_tok: 2,
+    n_group: 1,
+    topk_group: 1,
+    first_k_dense_replace: 1,
+    q_lora_rank: 32,
+    kv_lora_rank: 16,
+    qk_rope_head_dim: 8,
+    qk_nope_head_dim: 16,
+    v_head_dim: 16,
+    vocab_size: 256,
+  };
   it('the latent KV cache per token does not depend on the head count', () => {
-    const cacheBytes = (heads: number) => kvCache(fromHFConfig({ ...base, num_attention_heads: heads, num_key_value_heads: heads }), { batch: 1, seq: 32, dtype: 'float32' });
+    const cacheBytes = (heads: number) =>
+      kvCache(fromHFConfig({ ...base, num_attention_heads: heads, num_key_value_heads: heads }), { batch: 1, seq: 32, dtype: 'float32' });
     // 2 layers × 32 tokens × (16 + 8) fp32.
     expect(cacheBytes(4)).toBe(2 * 32 * 24 * 4);
     expect(cacheBytes(8)).toBe(cacheBytes(4));
     // The traced forward's cache holds the same latent: a bigger peak with use_cache by at least its size.
-    const peak = (useCache: boolean) => estimate(fromHFConfig({ ...base, num_attention_heads: 4, num_key_value_heads: 4 }, { useCache }), { input: [1, 32], mode: 'inference' }).bytes.peak;
+    const peak = (useCache: boolean) =>
+      estimate(fromHFConfig({ ...base, num_attention_heads: 4, num_key_value_heads: 4 }, { useCache }), { input: [1, 32], mode: 'inference' }).bytes.peak;
     expect(peak(true) - peak(false)).toBeGreaterThanOrEqual(2 * 32 * 24 * 4);
     expect(mlaCachePerToken({ kvLoraRank: 512, qkRopeHeadDim: 64, qkNopeHeadDim: 128, vHeadDim: 128, heads: 128 }).latent).toBe(576);
     expect(mlaCachePerToken({ kvLoraRank: 512, qkRopeHeadDim: 64, qkNopeHeadDim: 128, vHeadDim: 128, heads: 16 }).latent).toBe(576);
@@ -100,8 +188,11 @@ describe('MLA', () => {
     expect(() => fromHFConfig({ ...base, num_attention_heads: 4 }, { transformers: '4.40.2' })).toThrow(VramError);
     expect(() => fromHFConfig({ ...base, num_attention_heads: 4 }, { attention: 'flash' })).toThrow(VramError);
     // sdpa keeps no S×S scores: a smaller training footprint than eager.
-    const saved = (attention: 'eager' | 'sdpa') => estimate(fromHFConfig({ ...base, num_attention_heads: 4 }, { attention }), { input: [1, 64] }).bytes.activations as number;
+    const saved = (attention: 'eager' | 'sdpa') =>
+      estimate(fromHFConfig({ ...base, num_attention_heads: 4 }, { attention }), { input: [1, 64] }).bytes.activations as number;
     expect(saved('sdpa')).toBeLessThan(saved('eager'));
-    expect(() => fromHFConfig({ model_type: 'mixtral', num_hidden_layers: 2 }, { transformers: '4.40.2', moe: { experts: 'eager' } })).toThrow(/experts_implementation/);
+    expect(() => fromHFConfig({ model_type: 'mixtral', num_hidden_layers: 2 }, { transformers: '4.40.2', moe: { experts: 'eager' } })).toThrow(
+      /experts_implementation/,
+    );
   });
 });

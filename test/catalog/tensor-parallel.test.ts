@@ -8,10 +8,35 @@ import fc from 'fast-check';
 import { estimateTpFixture, loadTpFixtures } from '../helpers/tp-oracle.js';
 import { describe, expect, it } from 'vitest';
 import { errorOf } from '../helpers/errors.js';
-import { estimate, evaluate, fromHFConfig, gpt2Model, korthikanti, kvCache, llamaFamily, sym, type LlamaShape, type TensorParallelOptions } from '../../src/index.js';
+import {
+  estimate,
+  evaluate,
+  fromHFConfig,
+  gpt2Model,
+  korthikanti,
+  kvCache,
+  llamaFamily,
+  sym,
+  type LlamaShape,
+  type TensorParallelOptions,
+} from '../../src/index.js';
 import { chunkRows, localDecoderSizes } from '../../src/internals.js';
 
-const SMALL: LlamaShape = { family: 'llama', hidden: 64, intermediate: 172, layers: 2, heads: 8, kvHeads: 4, headDim: 8, vocab: 256, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 };
+const SMALL: LlamaShape = {
+  family: 'llama',
+  hidden: 64,
+  intermediate: 172,
+  layers: 2,
+  heads: 8,
+  kvHeads: 4,
+  headDim: 8,
+  vocab: 256,
+  tied: false,
+  qkvBias: false,
+  outBias: false,
+  mlpBias: false,
+  attentionDropout: 0,
+};
 
 /** Parameter shapes by key, from the traced IR. */
 function paramShapes(model: ReturnType<typeof llamaFamily>): Record<string, readonly number[]> {
@@ -20,7 +45,6 @@ function paramShapes(model: ReturnType<typeof llamaFamily>): Record<string, read
   for (const t of ir.tensors) if (t.role === 'param' && t.key !== undefined) out[t.key] = t.spec.shape as readonly number[];
   return out;
 }
-
 
 const num = (d: unknown): number => {
   if (typeof d !== 'number') throw new Error('expected a number');
@@ -97,14 +121,38 @@ describe('tensor parallelism: one rank of a Llama', () => {
   it('heads that do not divide, GPT-2, and a mismatched parallel.tp are VramErrors with paths', () => {
     const heads = errorOf(() => llamaFamily({ ...SMALL, heads: 6, kvHeads: 6, headDim: 8, hidden: 48 }, { tensorParallel: { size: 4 } }));
     expect(heads.issues.map((i) => i.path.join('.'))).toContain('options.tensorParallel.size');
-    const kv = errorOf(() => fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 8, num_key_value_heads: 2, vocab_size: 256 }, { tensorParallel: { size: 4 } }));
+    const kv = errorOf(() =>
+      fromHFConfig(
+        { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 8, num_key_value_heads: 2, vocab_size: 256 },
+        { tensorParallel: { size: 4 } },
+      ),
+    );
     expect(kv.issues[0]!.message).toMatch(/key\/value heads/);
     const rank = errorOf(() => llamaFamily(SMALL, { tensorParallel: { size: 2, rank: 2 } }));
     expect(rank.issues[0]!.path).toEqual(['options', 'tensorParallel', 'rank']);
     const gpt2 = errorOf(() => fromHFConfig({ model_type: 'gpt2', n_embd: 64, n_layer: 1, n_head: 4, vocab_size: 256 }, { tensorParallel: { size: 2 } }));
     expect(gpt2.issues[0]!.code).toBe('not-modelled');
     expect(gpt2.issues[0]!.path).toEqual(['options', 'tensorParallel']);
-    expect(errorOf(() => gpt2Model({ hidden: 64, layers: 1, heads: 4, inner: 256, vocab: 256, positions: 32, attnDropout: 0, residDropout: 0, embdDropout: 0, tied: true, activation: 'gelu_new' }, { tensorParallel: { size: 2 } })).issues[0]!.code).toBe('not-modelled');
+    expect(
+      errorOf(() =>
+        gpt2Model(
+          {
+            hidden: 64,
+            layers: 1,
+            heads: 4,
+            inner: 256,
+            vocab: 256,
+            positions: 32,
+            attnDropout: 0,
+            residDropout: 0,
+            embdDropout: 0,
+            tied: true,
+            activation: 'gelu_new',
+          },
+          { tensorParallel: { size: 2 } },
+        ),
+      ).issues[0]!.code,
+    ).toBe('not-modelled');
     const built2 = llamaFamily(SMALL, { tensorParallel: { size: 2 } });
     const mismatch = errorOf(() => estimate(built2, { input: [1, 8], parallel: { engine: 'fsdp2', dp: 2, tp: 4 } }));
     expect(mismatch.issues[0]!.path).toEqual(['parallel', 'tp']);
@@ -121,7 +169,10 @@ describe('tensor parallelism: one rank of a Llama', () => {
   });
 
   it('records what it was built for as plain data', () => {
-    const model = fromHFConfig({ model_type: 'qwen2', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300 }, { tensorParallel: { size: 2, sequenceParallel: true } });
+    const model = fromHFConfig(
+      { model_type: 'qwen2', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300 },
+      { tensorParallel: { size: 2, sequenceParallel: true } },
+    );
     expect(model.meta?.tensorParallel).toEqual({ size: 2, rank: 0, sequenceParallel: true, lossParallel: false, tied: false });
     expect(model.meta?.heads).toBe(4);
     expect(JSON.parse(JSON.stringify(model.meta))).toEqual(model.meta);
@@ -151,11 +202,18 @@ describe('tensor parallelism: one rank of a Llama', () => {
     const whole = llamaFamily(SMALL);
     const rank = llamaFamily(SMALL, { tensorParallel: { size: 4 } });
     expect(kvCache(rank, { batch: 2, seq: 100 })).toBe(kvCache(whole, { batch: 2, seq: 100 }) / 4);
-    expect(num(estimate(rank, { input: [2, 16], mode: 'inference' }).bytes.peak)).toBeLessThan(num(estimate(whole, { input: [2, 16], mode: 'inference' }).bytes.peak));
+    expect(num(estimate(rank, { input: [2, 16], mode: 'inference' }).bytes.peak)).toBeLessThan(
+      num(estimate(whole, { input: [2, 16], mode: 'inference' }).bytes.peak),
+    );
   });
 
   it('the local sizes of a Qwen2.5-0.5B-like config at t = 2', () => {
-    expect(localDecoderSizes({ heads: 14, kvHeads: 2, intermediate: 4864, vocab: 151936 }, { size: 2 })).toEqual({ heads: 7, kvHeads: 1, intermediate: 2432, vocab: 75968 });
+    expect(localDecoderSizes({ heads: 14, kvHeads: 2, intermediate: 4864, vocab: 151936 }, { size: 2 })).toEqual({
+      heads: 7,
+      kvHeads: 1,
+      intermediate: 2432,
+      vocab: 75968,
+    });
   });
 });
 
@@ -181,7 +239,21 @@ type Config = typeof config extends fc.Arbitrary<infer C> ? C : never;
 function shapeOf(c: Config): LlamaShape {
   const kvHeads = c.kvPerRank * c.t;
   const heads = kvHeads * c.groups;
-  return { family: c.family, hidden: heads * c.headDim, intermediate: c.intermediatePerRank * c.t, layers: c.layers, heads, kvHeads, headDim: c.headDim, vocab: c.vocab, tied: c.tied, qkvBias: c.family === 'qwen2', outBias: false, mlpBias: false, attentionDropout: 0 };
+  return {
+    family: c.family,
+    hidden: heads * c.headDim,
+    intermediate: c.intermediatePerRank * c.t,
+    layers: c.layers,
+    heads,
+    kvHeads,
+    headDim: c.headDim,
+    vocab: c.vocab,
+    tied: c.tied,
+    qkvBias: c.family === 'qwen2',
+    outBias: false,
+    mlpBias: false,
+    attentionDropout: 0,
+  };
 }
 
 function run(c: Config, tp: TensorParallelOptions | undefined) {
@@ -190,7 +262,7 @@ function run(c: Config, tp: TensorParallelOptions | undefined) {
 }
 
 describe('tensor-parallel laws (property-based)', () => {
-  it('TP never raises a rank\'s saved activations or its peak', () => {
+  it("TP never raises a rank's saved activations or its peak", () => {
     fc.assert(
       fc.property(config, (c) => {
         const whole = run(c, undefined);
@@ -247,9 +319,31 @@ describe('per-layer activations beside Korthikanti et al. (eager, bf16, MHA, no 
   // h = 256, a = 8 heads of 32, F = 2h (SwiGLU), b = 2, s = 64: 5as/h = 10.
   const [h, a, d, F, b, s] = [256, 8, 32, 512, 2, 64];
   const sbh = s * b * h;
-  const shape = (layers: number): LlamaShape => ({ family: 'llama', hidden: h, intermediate: F, layers, heads: a, kvHeads: a, headDim: d, vocab: 512, tied: false, qkvBias: false, outBias: false, mlpBias: false, attentionDropout: 0 });
+  const shape = (layers: number): LlamaShape => ({
+    family: 'llama',
+    hidden: h,
+    intermediate: F,
+    layers,
+    heads: a,
+    kvHeads: a,
+    headDim: d,
+    vocab: 512,
+    tied: false,
+    qkvBias: false,
+    outBias: false,
+    mlpBias: false,
+    attentionDropout: 0,
+  });
   const perLayer = (t: number, sequenceParallel: boolean): number => {
-    const at = (layers: number) => num(estimate(llamaFamily(shape(layers), { attention: 'eager', useCache: false, ...(t > 1 ? { tensorParallel: { size: t, sequenceParallel } } : {}) }), { input: [b, s], precision: 'bf16', optimizer: null, timeline: false }).bytes.activations);
+    const at = (layers: number) =>
+      num(
+        estimate(llamaFamily(shape(layers), { attention: 'eager', useCache: false, ...(t > 1 ? { tensorParallel: { size: t, sequenceParallel } } : {}) }), {
+          input: [b, s],
+          precision: 'bf16',
+          optimizer: null,
+          timeline: false,
+        }).bytes.activations,
+      );
     return at(5) - at(4);
   };
 
@@ -288,7 +382,19 @@ describe('measured: transformers 4.40.2 Llama under DTensor TP/SP on PyTorch 2.1
   const fixtures = loadTpFixtures();
 
   it('has the cases', () => {
-    expect(fixtures.map((f) => f.id)).toEqual(['tp1', 'tp2', 'tp2_lp', 'tp2_r1_uneven_vocab', 'tp2_sp', 'tp2_sp_lp', 'tp2_tied_sp', 'tp2_tied_sp_retied', 'tp4_mha_b1', 'tp4_mha_b1_adam', 'tp4_mha_b1_sp']);
+    expect(fixtures.map((f) => f.id)).toEqual([
+      'tp1',
+      'tp2',
+      'tp2_lp',
+      'tp2_r1_uneven_vocab',
+      'tp2_sp',
+      'tp2_sp_lp',
+      'tp2_tied_sp',
+      'tp2_tied_sp_retied',
+      'tp4_mha_b1',
+      'tp4_mha_b1_adam',
+      'tp4_mha_b1_sp',
+    ]);
   });
 
   for (const fx of fixtures) {

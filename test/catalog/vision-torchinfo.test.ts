@@ -7,7 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { summary, vision } from '../../src/index.js';
 
 const dir = new URL('../fixtures/compat/vision/', import.meta.url);
-const files = readdirSync(dir).filter((f) => f.endsWith('.txt')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.txt'))
+  .sort();
 
 describe('vision catalog: torchinfo text, byte for byte', () => {
   it('has the fixtures (ResNet-18, ResNet-50, EfficientNet-B0)', () => expect(files.length).toBeGreaterThanOrEqual(4));

@@ -33,7 +33,8 @@ describe('vision catalog: torchvision 0.14 module for module', () => {
       // Every module with parameters is ours too (unused parameterless ones, such as the
       // StochasticDepth of an MBConv without a residual, never run).
       const ours = new Set(r.modules.map((row) => row.path.join('.')));
-      for (const [path, className, own] of torch.modules) if (own > 0 && className !== 'NonDynamicallyQuantizableLinear') expect(ours.has(path), path).toBe(true);
+      for (const [path, className, own] of torch.modules)
+        if (own > 0 && className !== 'NonDynamicallyQuantizableLinear') expect(ours.has(path), path).toBe(true);
     });
   }
   it('rejects unknown names and options with a VramError naming them', () => {

@@ -12,7 +12,11 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 function cli(...args: string[]): { code: number; out: string; err: string } {
   let out = '';
   let err = '';
-  const code = run(args, (t) => (out += t), (t) => (err += t));
+  const code = run(
+    args,
+    (t) => (out += t),
+    (t) => (err += t),
+  );
   return { code, out, err };
 }
 
@@ -22,7 +26,9 @@ describe('vram-ts command', () => {
     expect(r.code).toBe(0);
     expect(r.out).toContain('3,437,733,408');
     // PyTorch 1.13's rules, as torchsummary's users measured them: the pooled input is kept too.
-    expect(cli('mobilenet_v3_small', '--input', '3x4000x2672', '--classes', '3', '--train', '--device', 'cpu', '--framework', 'torch-1.13').out).toContain('3,461,925,408');
+    expect(cli('mobilenet_v3_small', '--input', '3x4000x2672', '--classes', '3', '--train', '--device', 'cpu', '--framework', 'torch-1.13').out).toContain(
+      '3,461,925,408',
+    );
     expect(cli('mobilenet_v3_small', '--framework', 'torch-3').code).toBe(2);
     expect(r.out).toContain('Why torchsummary says 7357.33 MB');
     expect(r.out).toMatch(/1,520,931 elements/);
@@ -71,11 +77,29 @@ describe('vram-ts command', () => {
     // A layout without accumulation is one estimate of its highest rank.
     const four = r.layouts[2]!;
     expect(four.accumulation).toBe(1);
-    const same = cli('qwen2.5-0.5b', '--seq', '2048', '--precision', 'bf16', '--batch', String(four.microBatch), '--gpus', '4', '--rank', String(four.rank), '--format', 'json');
+    const same = cli(
+      'qwen2.5-0.5b',
+      '--seq',
+      '2048',
+      '--precision',
+      'bf16',
+      '--batch',
+      String(four.microBatch),
+      '--gpus',
+      '4',
+      '--rank',
+      String(four.rank),
+      '--format',
+      'json',
+    );
     expect((JSON.parse(same.out) as { bytes: { peak: number } }).bytes.peak).toBe(four.peak);
     const best = r.fewest;
     expect(cli(...args).out).toContain(`Fewest GPUs: ${best.dp} `);
-    for (const [drop, flag] of [['--gpu', '--gpu'], ['--gpus', '--gpus'], ['--global-batch', '--global-batch']] as const) {
+    for (const [drop, flag] of [
+      ['--gpu', '--gpu'],
+      ['--gpus', '--gpus'],
+      ['--global-batch', '--global-batch'],
+    ] as const) {
       const i = args.indexOf(drop);
       const r2 = cli(...args.slice(0, i), ...args.slice(i + 2));
       expect(r2.code).toBe(2);
@@ -98,7 +122,9 @@ describe('vram-ts command', () => {
     const mg = cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--tp', '2', '--seq', '1024');
     expect(mg.code, mg.err).toBe(0);
     expect(mg.out).toContain('vram-ts, rank 0 (tensor parallel 2 with sequence parallel');
-    expect(cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--pp', '2', '--seq', '256').out).toContain('vram-ts, rank 0 (pipeline stage 0 of 2 (1F1B, 2 micro-batches, DDP)');
+    expect(cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--pp', '2', '--seq', '256').out).toContain(
+      'vram-ts, rank 0 (pipeline stage 0 of 2 (1F1B, 2 micro-batches, DDP)',
+    );
     expect(cli('compat', 'megatron', 'qwen2.5-0.5b', '--gpus', '8', '--tp', '2', '--pp', '2', '--seq', '256').out).toContain('not modelled yet');
     for (const [args, flag] of [
       [['compat', 'zero-paper', 'mobilenet_v3_small'], 'model'],
@@ -120,7 +146,10 @@ describe('vram-ts command', () => {
     expect(json.code, json.err).toBe(0);
     const ranks = (JSON.parse(json.out) as { ranks: { rank: number; optimizer: number }[] }).ranks;
     expect(ranks.map((r) => r.rank)).toEqual([0, 1, 2, 3, 4, 5]);
-    for (const r of ranks) expect((JSON.parse(cli(...args.slice(0, -1), '--rank', String(r.rank), '--format', 'json').out) as { bytes: { optimizer: number } }).bytes.optimizer).toBe(r.optimizer);
+    for (const r of ranks)
+      expect(
+        (JSON.parse(cli(...args.slice(0, -1), '--rank', String(r.rank), '--format', 'json').out) as { bytes: { optimizer: number } }).bytes.optimizer,
+      ).toBe(r.optimizer);
     const table = cli(...args);
     expect(table.out).toMatch(/Every rank \(6\):\nrank +peak +parameters +gradients +optimizer\n0 /);
   });
@@ -226,7 +255,18 @@ describe('vram-ts command', () => {
 
   it('exits 2 with a one-line reason for bad input', () => {
     const bad = join(tmp, 'config.json');
-    writeFileSync(bad, JSON.stringify({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 3, vocab_size: 100 }));
+    writeFileSync(
+      bad,
+      JSON.stringify({
+        model_type: 'llama',
+        hidden_size: 64,
+        intermediate_size: 128,
+        num_hidden_layers: 1,
+        num_attention_heads: 4,
+        num_key_value_heads: 3,
+        vocab_size: 100,
+      }),
+    );
     const r = cli(bad);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/^vram-ts: num_key_value_heads: .*\n$/);
@@ -239,7 +279,9 @@ describe('vram-ts command', () => {
   });
 
   it('reads only a safetensors header', () => {
-    const header = new TextEncoder().encode(JSON.stringify({ a: { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] }, b: { dtype: 'F32', shape: [4], data_offsets: [12, 28] } }));
+    const header = new TextEncoder().encode(
+      JSON.stringify({ a: { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] }, b: { dtype: 'F32', shape: [4], data_offsets: [12, 28] } }),
+    );
     const file = new Uint8Array(8 + header.length + 28);
     new DataView(file.buffer).setBigUint64(0, BigInt(header.length), true);
     file.set(header, 8);

@@ -22,7 +22,11 @@ const tmp = join(root, '.tmp', 'cli-scripts');
 function cli(...args: string[]): { code: number; out: string; err: string } {
   let out = '';
   let err = '';
-  const code = run(args, (t) => (out += t), (t) => (err += t));
+  const code = run(
+    args,
+    (t) => (out += t),
+    (t) => (err += t),
+  );
   return { code, out, err };
 }
 
@@ -112,7 +116,11 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   // Values with a set of valid ones: the error lists them.
   ['unknown --gpu', () => ['mobilenet_v3_small', '--gpu', 'B200'], ['--gpu', '"B200"', 'unknown GPU', '24GB', ...gpuNames]],
   ['--gpu 0GB', () => ['mobilenet_v3_small', '--gpu', '0GB'], ['--gpu', '"0GB"']],
-  ['unknown --optimizer', () => ['gpt2', '--optimizer', 'adamww'], ['--optimizer', '"adamww"', 'sgd, sgd_momentum, adam, adamw, adafactor, lion, adam8bit', 'did you mean adamw?']],
+  [
+    'unknown --optimizer',
+    () => ['gpt2', '--optimizer', 'adamww'],
+    ['--optimizer', '"adamww"', 'sgd, sgd_momentum, adam, adamw, adafactor, lion, adam8bit', 'did you mean adamw?'],
+  ],
   ['unknown --precision', () => ['gpt2', '--precision', 'fp8'], ['--precision', '"fp8"', 'fp32, bf16, fp16, amp-bf16, amp-fp16']],
   ['unknown --device', () => ['mobilenet_v3_small', '--device', 'tpu'], ['--device', '"tpu"', 'cuda, cpu']],
   ['unknown --framework', () => ['mobilenet_v3_small', '--framework', 'torch-3'], ['--framework', '"torch-3"', 'torch-2, torch-1.13']],
@@ -146,15 +154,39 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['--safetensors: a missing file', () => ['--safetensors', join(tmp, 'nothing.safetensors')], ['nothing.safetensors', 'cannot read']],
   ['--safetensors: shorter than 8 bytes', () => ['--safetensors', file('short.safetensors', 'abc')], ['short.safetensors', 'too short', '3 bytes']],
   ['--safetensors: an empty file', () => ['--safetensors', file('empty.safetensors', '')], ['empty.safetensors', 'too short', '0 bytes']],
-  ['--safetensors: truncated header', () => ['--safetensors', safetensors('truncated.safetensors', '{"a":', 0, 1000n)], ['truncated.safetensors', 'past the end', '1000 bytes']],
-  ['--safetensors: absurd header length', () => ['--safetensors', safetensors('absurd.safetensors', '{}', 0, 10n ** 12n)], ['absurd.safetensors', 'implausible header length', '100,000,000']],
+  [
+    '--safetensors: truncated header',
+    () => ['--safetensors', safetensors('truncated.safetensors', '{"a":', 0, 1000n)],
+    ['truncated.safetensors', 'past the end', '1000 bytes'],
+  ],
+  [
+    '--safetensors: absurd header length',
+    () => ['--safetensors', safetensors('absurd.safetensors', '{}', 0, 10n ** 12n)],
+    ['absurd.safetensors', 'implausible header length', '100,000,000'],
+  ],
   ['--safetensors: zero header length', () => ['--safetensors', safetensors('zero.safetensors', '', 0, 0n)], ['zero.safetensors', 'implausible header length']],
   ['--safetensors: not JSON', () => ['--safetensors', safetensors('text.safetensors', 'hello')], ['text.safetensors', 'not JSON']],
-  ['--safetensors: not UTF-8', () => ['--safetensors', safetensors('latin1.safetensors', new Uint8Array([0xff, 0xfe, 0x7b, 0x7d]))], ['latin1.safetensors', 'UTF-8']],
+  [
+    '--safetensors: not UTF-8',
+    () => ['--safetensors', safetensors('latin1.safetensors', new Uint8Array([0xff, 0xfe, 0x7b, 0x7d]))],
+    ['latin1.safetensors', 'UTF-8'],
+  ],
   ['--safetensors: a JSON array', () => ['--safetensors', safetensors('array.safetensors', '[]')], ['array.safetensors', 'JSON object']],
-  ['--safetensors: a bad entry', () => ['--safetensors', safetensors('entry.safetensors', '{"w": {"dtype": "F32"}}')], ['entry.safetensors', 'header.w', 'dtype, shape and data_offsets']],
-  ['--safetensors: offsets past the data', () => ['--safetensors', safetensors('offsets.safetensors', '{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', 8)], ['offsets.safetensors', 'data_offsets', 'end ≤ 8']],
-  ['--svg into a missing directory', () => ['mobilenet_v3_small', '--svg', join(tmp, 'no', 'such', 'dir', 'step.svg')], ['--svg', 'cannot write', 'no such file']],
+  [
+    '--safetensors: a bad entry',
+    () => ['--safetensors', safetensors('entry.safetensors', '{"w": {"dtype": "F32"}}')],
+    ['entry.safetensors', 'header.w', 'dtype, shape and data_offsets'],
+  ],
+  [
+    '--safetensors: offsets past the data',
+    () => ['--safetensors', safetensors('offsets.safetensors', '{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', 8)],
+    ['offsets.safetensors', 'data_offsets', 'end ≤ 8'],
+  ],
+  [
+    '--svg into a missing directory',
+    () => ['mobilenet_v3_small', '--svg', join(tmp, 'no', 'such', 'dir', 'step.svg')],
+    ['--svg', 'cannot write', 'no such file'],
+  ],
   ['--svg onto a directory', () => ['mobilenet_v3_small', '--svg', join(tmp, 'a-directory')], ['--svg', 'cannot write', 'is a directory']],
   // Library errors: one line too.
   ['a step past 2^53 bytes', () => ['qwen2.5-0.5b', '--seq', '1000000000', '--batch', '1000'], ['past 2^53']],
@@ -172,7 +204,19 @@ describe('every error: exit 2, one line on stderr naming the problem, nothing on
 
   it('a VramError with several issues shows the first and counts the rest', () => {
     // Three problems in one config: the first is shown, the other two counted.
-    const bad = file('many.json', JSON.stringify({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 1, num_attention_heads: 5, num_key_value_heads: 3, vocab_size: 100, torch_dtype: 'float99' }));
+    const bad = file(
+      'many.json',
+      JSON.stringify({
+        model_type: 'llama',
+        hidden_size: 64,
+        intermediate_size: 128,
+        num_hidden_layers: 1,
+        num_attention_heads: 5,
+        num_key_value_heads: 3,
+        vocab_size: 100,
+        torch_dtype: 'float99',
+      }),
+    );
     const r = cli(bad);
     expect(r.code).toBe(2);
     expect(r.out).toBe('');
@@ -219,9 +263,28 @@ describe('stdout holds exactly the asked format', () => {
   });
 
   it('json carries the KV cache and the fit verdict as fields, and --check reads the same verdict', () => {
-    const r = cli('llama-3-8b', '--infer', '--batch', '32', '--seq', '8192', '--precision', 'bf16', '--attention', 'sdpa', '--gpu', 'H100', '--check', '--format', 'json');
+    const r = cli(
+      'llama-3-8b',
+      '--infer',
+      '--batch',
+      '32',
+      '--seq',
+      '8192',
+      '--precision',
+      'bf16',
+      '--attention',
+      'sdpa',
+      '--gpu',
+      'H100',
+      '--check',
+      '--format',
+      'json',
+    );
     expect(r.code).toBe(1);
-    const json = JSON.parse(r.out) as { kvCache: { batch: number; seq: number; bytes: number; inPeak: boolean }; fit: { gpu: string; fits: boolean; needed: number; budget: number; headroom: number } };
+    const json = JSON.parse(r.out) as {
+      kvCache: { batch: number; seq: number; bytes: number; inPeak: boolean };
+      fit: { gpu: string; fits: boolean; needed: number; budget: number; headroom: number };
+    };
     expect(json.kvCache).toMatchObject({ batch: 32, seq: 8192, bytes: 34_359_738_368, inPeak: true });
     expect(json.fit).toMatchObject({ gpu: 'H100', fits: false });
     expect(json.fit.headroom).toBe(json.fit.budget - json.fit.needed);
@@ -254,7 +317,13 @@ describe('stdout holds exactly the asked format', () => {
     const path = join(tmp, 'first.svg');
     rmSync(path, { force: true });
     let existedAtOutput = false;
-    expect(run(['mobilenet_v3_small', '--svg', path], () => (existedAtOutput = existsSync(path)), () => {})).toBe(0);
+    expect(
+      run(
+        ['mobilenet_v3_small', '--svg', path],
+        () => (existedAtOutput = existsSync(path)),
+        () => {},
+      ),
+    ).toBe(0);
     expect(existedAtOutput).toBe(true);
   });
 });
@@ -304,7 +373,14 @@ describe('options that apply give what they say', () => {
 });
 
 describe('help', () => {
-  const helps: Record<Exclude<Command, 'safetensors'>, string> = { estimate: HELP, fit: FIT_HELP, plan: PLAN_HELP, compat: COMPAT_HELP, grpo: GRPO_HELP, korthikanti: KORTHIKANTI_HELP };
+  const helps: Record<Exclude<Command, 'safetensors'>, string> = {
+    estimate: HELP,
+    fit: FIT_HELP,
+    plan: PLAN_HELP,
+    compat: COMPAT_HELP,
+    grpo: GRPO_HELP,
+    korthikanti: KORTHIKANTI_HELP,
+  };
 
   it('each command has its --help', () => {
     expect(cli('--help').out).toBe(HELP);
@@ -331,7 +407,10 @@ describe('help', () => {
       estimate: { cnn: ['mobilenet_v3_small'], llm: ['gpt2', '--seq', '16'] },
       fit: { cnn: ['fit', 'mobilenet_v3_small', '--gpu', '4GB'], llm: ['fit', 'gpt2', '--gpu', '8GB'] },
       compat: { cnn: undefined, llm: ['compat', 'zero-paper', 'gpt2', '--seq', '16'] },
-      plan: { cnn: ['plan', 'mobilenet_v3_small', '--gpu', '4GB', '--gpus', '2', '--global-batch', '4'], llm: ['plan', 'gpt2', '--gpu', '8GB', '--gpus', '2', '--global-batch', '2'] },
+      plan: {
+        cnn: ['plan', 'mobilenet_v3_small', '--gpu', '4GB', '--gpus', '2', '--global-batch', '4'],
+        llm: ['plan', 'gpt2', '--gpu', '8GB', '--gpus', '2', '--global-batch', '2'],
+      },
       // GPT-2 reads at most 1024 positions: the default prompt + completion (1536) needs another model.
       grpo: { cnn: undefined, llm: ['grpo', 'qwen2.5-0.5b'] },
       korthikanti: { cnn: ['korthikanti'], llm: undefined },
@@ -353,7 +432,17 @@ describe('help', () => {
         // --chart picks what --svg writes.
         if (flag === '--chart') args = [...args, '--svg', join(tmpdir(), `vram-ts-defaults-${process.pid}.svg`)];
         // GPT-2 is not cut into stages: a Qwen2 is.
-        if (['--stage', '--schedule', '--virtual-stages'].includes(flag)) args = [...args.map((a) => (a === 'gpt2' ? 'qwen2.5-0.5b' : a)), '--gpus', '2', '--pp', '2', '--micro-batches', '2', ...(flag === '--virtual-stages' ? ['--schedule', 'interleaved-1f1b'] : [])];
+        if (['--stage', '--schedule', '--virtual-stages'].includes(flag))
+          args = [
+            ...args.map((a) => (a === 'gpt2' ? 'qwen2.5-0.5b' : a)),
+            '--gpus',
+            '2',
+            '--pp',
+            '2',
+            '--micro-batches',
+            '2',
+            ...(flag === '--virtual-stages' ? ['--schedule', 'interleaved-1f1b'] : []),
+          ];
         const without = cli(...args);
         const withDefault = cli(...args, flag, value);
         expect(without.code, `${command} ${flag}`).toBe(0);
@@ -388,10 +477,15 @@ describe('a closed pipe (vram-ts … | head -1)', () => {
   describe('the bin, bundled from the sources', () => {
     const bundle = join(tmp, 'cli.mjs');
     beforeAll(() => {
-      execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [join(root, 'src', 'cli', 'bin.ts'), '--bundle', '--platform=node', '--format=esm', `--outfile=${bundle}`, '--log-level=error'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      execFileSync(
+        join(root, 'node_modules', '.bin', 'esbuild'),
+        [join(root, 'src', 'cli', 'bin.ts'), '--bundle', '--platform=node', '--format=esm', `--outfile=${bundle}`, '--log-level=error'],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
     }, 60_000);
 
-    const piped = (args: string) => spawnSync('bash', ['-o', 'pipefail', '-c', `"${process.execPath}" "${bundle}" ${args} | head -c 16 > /dev/null`], { encoding: 'utf8' });
+    const piped = (args: string) =>
+      spawnSync('bash', ['-o', 'pipefail', '-c', `"${process.execPath}" "${bundle}" ${args} | head -c 16 > /dev/null`], { encoding: 'utf8' });
 
     it('ends quietly with exit 0 when the reader goes away', () => {
       // Large output (GPT-2's JSON is ~190 kB), so the write outlives the reader.

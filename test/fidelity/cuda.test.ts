@@ -38,7 +38,12 @@ describe('fidelity against PyTorch 2.x on CUDA (test/fixtures/cuda)', () => {
     });
   }
   it('runtime lines: the cuBLAS workspace per handle is what PyTorch allocated on this GPU', () => {
-    const runtime = JSON.parse(readFileSync(new URL('../fixtures/cuda/runtime.json', import.meta.url), 'utf8')) as { env: { capability: string }; contextBytes: number; cublasWorkspaceAllocated: number; persistentAfterWarmup: number };
+    const runtime = JSON.parse(readFileSync(new URL('../fixtures/cuda/runtime.json', import.meta.url), 'utf8')) as {
+      env: { capability: string };
+      contextBytes: number;
+      cublasWorkspaceAllocated: number;
+      persistentAfterWarmup: number;
+    };
     expect(runtime.env.capability).toBe('9.0'); // Hopper
     expect(runtime.cublasWorkspaceAllocated).toBe(cublasWorkspace('hopper'));
     // The Hopper context default is this measurement.

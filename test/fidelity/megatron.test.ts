@@ -16,8 +16,17 @@ const bare = (name: string) => name.replace(/^module\./, '');
 
 /** The model's trainable parameters in registration order, with their keys. */
 function paramsOf(fx: (typeof fixtures)[number]) {
-  const ir = estimate(seqFromSpecs(fx.case.layers), { input: fx.case.input, optimizer: null, ...(fx.case.dtype === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}) }).ir;
-  return parameterOrder(ir).map((id) => ({ id, key: ir.tensors[id]!.key!, numel: (ir.tensors[id]!.spec.shape as number[]).reduce((a, b) => a * b, 1), dtype: ir.tensors[id]!.spec.dtype }));
+  const ir = estimate(seqFromSpecs(fx.case.layers), {
+    input: fx.case.input,
+    optimizer: null,
+    ...(fx.case.dtype === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
+  }).ir;
+  return parameterOrder(ir).map((id) => ({
+    id,
+    key: ir.tensors[id]!.key!,
+    numel: (ir.tensors[id]!.spec.shape as number[]).reduce((a, b) => a * b, 1),
+    dtype: ir.tensors[id]!.spec.dtype,
+  }));
 }
 
 describe("Megatron-core's DistributedDataParallel and optimizers, per rank", () => {
@@ -30,13 +39,21 @@ describe("Megatron-core's DistributedDataParallel and optimizers, per rank", () 
     it(`${fx.id}: the buffer layout (padding, buckets, where each parameter sits) and each rank's shard`, () => {
       const params = paramsOf(fx);
       const o = megatronOptions(fx);
-      const settings = { distributedOptimizer: o.distributedOptimizer, gradReduceInFp32: o.gradReduceInFp32, bucketSize: o.overlapGradReduce ? (o.bucketSize ?? Math.max(40_000_000, 1_000_000 * fx.case.world)) : null, dp: fx.case.world, rank: 0 };
+      const settings = {
+        distributedOptimizer: o.distributedOptimizer,
+        gradReduceInFp32: o.gradReduceInFp32,
+        bucketSize: o.overlapGradReduce ? (o.bucketSize ?? Math.max(40_000_000, 1_000_000 * fx.case.world)) : null,
+        dp: fx.case.world,
+        rank: 0,
+      };
       const [buffer] = megatronBuffers(params, settings);
       const measured = fx.ranks[0]!.megatron.buffers[0]!;
       expect(buffer!.numel).toBe(measured.numel);
       expect(buffer!.buckets).toEqual(measured.buckets.map((b) => ({ start: b.start, numel: b.numel })));
       const keyOf = new Map(params.map((p) => [p.id, p.key]));
-      expect(Object.fromEntries(buffer!.params.map((p) => [keyOf.get(p.id)!, [p.start, p.end]]))).toEqual(Object.fromEntries(Object.entries(measured.paramIndexMap).map(([k, v]) => [bare(k), [v[0], v[1]]])));
+      expect(Object.fromEntries(buffer!.params.map((p) => [keyOf.get(p.id)!, [p.start, p.end]]))).toEqual(
+        Object.fromEntries(Object.entries(measured.paramIndexMap).map(([k, v]) => [bare(k), [v[0], v[1]]])),
+      );
       if (!fx.case.useDistributedOptimizer) return;
       for (const r of fx.ranks) {
         const ours = megatronShard(buffer!, fx.case.world, r.rank);
@@ -62,18 +79,23 @@ describe("Megatron-core's DistributedDataParallel and optimizers, per rank", () 
 
   it('law: the distributed optimizer shards every element once over the ranks, each bucket divides by dp, and a rank never holds more optimizer state than without it', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 1, max: 5000 }), { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 8 }), fc.option(fc.integer({ min: 1, max: 20000 }), { nil: null }), (sizes, dp, bucketSize) => {
-        const params = sizes.map((numel, id) => ({ id, numel, dtype: 'bfloat16' as const }));
-        const [buffer] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize, dp, rank: 0 });
-        for (const b of buffer!.buckets) expect(b.numel % dp).toBe(0);
-        expect(buffer!.numel).toBeGreaterThanOrEqual(sizes.reduce((a, b) => a + b, 0));
-        const covered = new Map<number, number>();
-        for (let r = 0; r < dp; r += 1) for (const [id, n] of megatronShard(buffer!, dp, r)) covered.set(id, (covered.get(id) ?? 0) + n);
-        expect(params.every((p) => covered.get(p.id) === p.numel)).toBe(true);
-        // Without the distributed optimizer: packed, no padding.
-        const [packed] = megatronBuffers(params, { distributedOptimizer: false, gradReduceInFp32: false, bucketSize, dp, rank: 0 });
-        expect(packed!.numel).toBe(sizes.reduce((a, b) => a + b, 0));
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 5000 }), { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.option(fc.integer({ min: 1, max: 20000 }), { nil: null }),
+        (sizes, dp, bucketSize) => {
+          const params = sizes.map((numel, id) => ({ id, numel, dtype: 'bfloat16' as const }));
+          const [buffer] = megatronBuffers(params, { distributedOptimizer: true, gradReduceInFp32: false, bucketSize, dp, rank: 0 });
+          for (const b of buffer!.buckets) expect(b.numel % dp).toBe(0);
+          expect(buffer!.numel).toBeGreaterThanOrEqual(sizes.reduce((a, b) => a + b, 0));
+          const covered = new Map<number, number>();
+          for (let r = 0; r < dp; r += 1) for (const [id, n] of megatronShard(buffer!, dp, r)) covered.set(id, (covered.get(id) ?? 0) + n);
+          expect(params.every((p) => covered.get(p.id) === p.numel)).toBe(true);
+          // Without the distributed optimizer: packed, no padding.
+          const [packed] = megatronBuffers(params, { distributedOptimizer: false, gradReduceInFp32: false, bucketSize, dp, rank: 0 });
+          expect(packed!.numel).toBe(sizes.reduce((a, b) => a + b, 0));
+        },
+      ),
       { numRuns: 100 },
     );
     const fx = fixtures.find((f) => f.case.useDistributedOptimizer && f.case.world === 4)!;

@@ -5,7 +5,14 @@
  * (torchtitan's layouts).
  */
 import { describe, expect, it } from 'vitest';
-import { estimateFsdpCpFixture, estimateFsdpTpFixture, estimateTpCpFixture, loadFsdpCpFixtures, loadFsdpTpFixtures, loadTpCpFixtures } from '../helpers/two-d-oracle.js';
+import {
+  estimateFsdpCpFixture,
+  estimateFsdpTpFixture,
+  estimateTpCpFixture,
+  loadFsdpCpFixtures,
+  loadFsdpTpFixtures,
+  loadTpCpFixtures,
+} from '../helpers/two-d-oracle.js';
 
 const tpFixtures = loadFsdpTpFixtures();
 const cpFixtures = loadFsdpCpFixtures();
@@ -55,7 +62,7 @@ describe('FSDP2 × context parallelism, one rank (FSDP over dp · cp ranks)', ()
   }
 });
 
-describe('tensor × context parallelism, one rank (torchtitan\'s cp × tp mesh)', () => {
+describe("tensor × context parallelism, one rank (torchtitan's cp × tp mesh)", () => {
   const fixtures = loadTpCpFixtures();
   it('has tp 2 × cp 2 at both corners, SP, loss parallel, no load balance, MHA, and the controls', () => {
     expect(fixtures.filter((f) => f.case.tp === 2 && f.case.cp === 2).length).toBeGreaterThanOrEqual(6);

@@ -15,10 +15,30 @@ export interface CpEvent {
 
 export interface CpFixture {
   readonly id: string;
-  readonly case: { readonly config: Readonly<Record<string, unknown>>; readonly transformers: string; readonly input: readonly number[]; readonly dtype: 'float32' | 'bfloat16'; readonly cp: number; readonly rank: number; readonly loadBalance?: boolean; readonly optimizer: 'sgd' };
+  readonly case: {
+    readonly config: Readonly<Record<string, unknown>>;
+    readonly transformers: string;
+    readonly input: readonly number[];
+    readonly dtype: 'float32' | 'bfloat16';
+    readonly cp: number;
+    readonly rank: number;
+    readonly loadBalance?: boolean;
+    readonly optimizer: 'sgd';
+  };
   readonly params: { readonly local?: number; readonly whole?: number } | number;
   readonly savedBytes: number;
-  readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly gradBytes: number; readonly paramBytes: number; readonly optimizerStateBytes: number; readonly events?: readonly CpEvent[] | null }>>;
+  readonly train: Readonly<
+    Record<
+      string,
+      {
+        readonly livePeakBytes: number;
+        readonly gradBytes: number;
+        readonly paramBytes: number;
+        readonly optimizerStateBytes: number;
+        readonly events?: readonly CpEvent[] | null;
+      }
+    >
+  >;
 }
 
 export function loadCpFixtures(): CpFixture[] {
@@ -29,6 +49,19 @@ export function loadCpFixtures(): CpFixture[] {
 export function estimateCpFixture(fx: CpFixture): Estimate<number> {
   const c = fx.case;
   const cp = c.cp > 1 ? { contextParallel: { size: c.cp, rank: c.rank, loadBalance: c.loadBalance ?? true } } : {};
-  const model = fromHFConfig(c.config, { transformers: c.transformers, attention: 'sdpa', useCache: false, ...(c.dtype === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}), ...cp });
-  return estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: c.optimizer, timeline: false, ...(c.cp > 1 ? { parallel: { dp: 1, cp: c.cp } } : {}) }) as Estimate<number>;
+  const model = fromHFConfig(c.config, {
+    transformers: c.transformers,
+    attention: 'sdpa',
+    useCache: false,
+    ...(c.dtype === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
+    ...cp,
+  });
+  return estimate(model, {
+    input: c.input,
+    device: 'cpu',
+    framework: 'torch-2',
+    optimizer: c.optimizer,
+    timeline: false,
+    ...(c.cp > 1 ? { parallel: { dp: 1, cp: c.cp } } : {}),
+  }) as Estimate<number>;
 }

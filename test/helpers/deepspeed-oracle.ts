@@ -25,9 +25,20 @@ export interface DeepSpeedFixture {
     readonly stage: 1 | 2 | 3;
     readonly world: number;
     readonly gradientAccumulation?: number;
-    readonly zero: { readonly reduce_bucket_size?: number; readonly overlap_comm?: boolean; readonly stage3_param_persistence_threshold?: number; readonly offload_optimizer?: { readonly device: string } };
+    readonly zero: {
+      readonly reduce_bucket_size?: number;
+      readonly overlap_comm?: boolean;
+      readonly stage3_param_persistence_threshold?: number;
+      readonly offload_optimizer?: { readonly device: string };
+    };
   };
-  readonly ranks: readonly { readonly rank: number; readonly livePeakBytes: number; readonly livePeakWithoutBackendTempsBytes: number; readonly optimizerStateBytes: number; readonly fp32MasterBytes: number }[];
+  readonly ranks: readonly {
+    readonly rank: number;
+    readonly livePeakBytes: number;
+    readonly livePeakWithoutBackendTempsBytes: number;
+    readonly optimizerStateBytes: number;
+    readonly fp32MasterBytes: number;
+  }[];
 }
 
 export interface DeepSpeedComparison {
@@ -67,9 +78,29 @@ export function compareDeepSpeedFixture(fixture: DeepSpeedFixture): DeepSpeedCom
         ...(z.stage3_param_persistence_threshold !== undefined ? { paramPersistenceThreshold: z.stage3_param_persistence_threshold } : {}),
       },
     };
-    const r = estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: c.optimizer, microBatches: c.gradientAccumulation ?? 1, timeline: false, ...(c.dtype === 'bfloat16' ? { dtype: 'bfloat16' } : {}), parallel });
-    const row = (figure: string, pytorch: number, ours: number): DeepSpeedComparison => ({ id: fixture.id, stage: c.stage, rank: measured.rank, figure, pytorch, ours, error: (ours - pytorch) / pytorch });
-    return [row('train peak', measured.livePeakWithoutBackendTempsBytes, r.bytes.peak as number), row('optimizer state + fp32 master', measured.optimizerStateBytes + measured.fp32MasterBytes, r.bytes.optimizer as number)];
+    const r = estimate(model, {
+      input: c.input,
+      device: 'cpu',
+      framework: 'torch-2',
+      optimizer: c.optimizer,
+      microBatches: c.gradientAccumulation ?? 1,
+      timeline: false,
+      ...(c.dtype === 'bfloat16' ? { dtype: 'bfloat16' } : {}),
+      parallel,
+    });
+    const row = (figure: string, pytorch: number, ours: number): DeepSpeedComparison => ({
+      id: fixture.id,
+      stage: c.stage,
+      rank: measured.rank,
+      figure,
+      pytorch,
+      ours,
+      error: (ours - pytorch) / pytorch,
+    });
+    return [
+      row('train peak', measured.livePeakWithoutBackendTempsBytes, r.bytes.peak as number),
+      row('optimizer state + fp32 master', measured.optimizerStateBytes + measured.fp32MasterBytes, r.bytes.optimizer as number),
+    ];
   });
 }
 

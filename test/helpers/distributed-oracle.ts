@@ -31,7 +31,11 @@ export interface DistributedFixture {
     readonly zeroGradSetToNone?: boolean;
     readonly ddp?: { readonly gradientAsBucketView: boolean; readonly bucketCapMb: number; readonly findUnusedParameters: boolean };
     readonly zero?: { readonly parametersAsBucketView: boolean };
-    readonly fsdp?: { readonly units: readonly string[]; readonly reshardAfterForward: boolean; readonly mp: { readonly paramDtype: DType; readonly reduceDtype: DType } | null };
+    readonly fsdp?: {
+      readonly units: readonly string[];
+      readonly reshardAfterForward: boolean;
+      readonly mp: { readonly paramDtype: DType; readonly reduceDtype: DType } | null;
+    };
   };
   readonly env: { readonly torch: string };
   readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly optimizerStateBytes: number }>>;
@@ -69,10 +73,25 @@ export function planOf(fixture: DistributedFixture): ParallelPlan | undefined {
   if (c.parallel === null) return undefined;
   if (c.parallel === 'fsdp2') {
     const f = c.fsdp!;
-    return { engine: 'fsdp2', dp: c.world, rank: c.rank, units: f.units, reshardAfterForward: f.reshardAfterForward, ...sync, ...(f.mp !== null ? { mixedPrecision: { param: f.mp.paramDtype, reduce: f.mp.reduceDtype } } : {}) };
+    return {
+      engine: 'fsdp2',
+      dp: c.world,
+      rank: c.rank,
+      units: f.units,
+      reshardAfterForward: f.reshardAfterForward,
+      ...sync,
+      ...(f.mp !== null ? { mixedPrecision: { param: f.mp.paramDtype, reduce: f.mp.reduceDtype } } : {}),
+    };
   }
   const ddp = c.ddp!;
-  return { engine: c.zero === undefined ? 'ddp' : 'zero-redundancy', dp: c.world, rank: c.rank, bucketView: ddp.gradientAsBucketView, bucketCapMb: ddp.bucketCapMb, ...sync };
+  return {
+    engine: c.zero === undefined ? 'ddp' : 'zero-redundancy',
+    dp: c.world,
+    rank: c.rank,
+    bucketView: ddp.gradientAsBucketView,
+    bucketCapMb: ddp.bucketCapMb,
+    ...sync,
+  };
 }
 
 function modelOf(fixture: DistributedFixture): Layer {
@@ -89,7 +108,15 @@ export function compareDistributedFixture(fixture: DistributedFixture): RankComp
   const framework = torch === '1.13' ? ('torch-1.13' as const) : ('torch-2' as const);
   const model = modelOf(fixture);
   const out: RankComparison[] = [];
-  const row = (figure: string, pytorch: number, ours: number): RankComparison => ({ id: fixture.id, torch, engine: parallel?.engine ?? 'single', figure, pytorch, ours, error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch });
+  const row = (figure: string, pytorch: number, ours: number): RankComparison => ({
+    id: fixture.id,
+    torch,
+    engine: parallel?.engine ?? 'single',
+    figure,
+    pytorch,
+    ours,
+    error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch,
+  });
   for (const [name, measured] of Object.entries(fixture.train)) {
     const optimizer = OPTIMIZERS[name];
     if (optimizer === undefined) throw new Error(`${fixture.id}: no vram-ts optimizer for ${name}`);

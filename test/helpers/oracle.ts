@@ -3,7 +3,19 @@
  * vram-ts with them. Shared by the fidelity tests and `npm run accuracy`.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { estimate, fromHFConfig, mobilenetV3Large, mobilenetV3Small, unet, vision, VISION_MODELS, type Estimate, type Layer, type OptimizerName, type OptimizerSpec } from '../../src/index.js';
+import {
+  estimate,
+  fromHFConfig,
+  mobilenetV3Large,
+  mobilenetV3Small,
+  unet,
+  vision,
+  VISION_MODELS,
+  type Estimate,
+  type Layer,
+  type OptimizerName,
+  type OptimizerSpec,
+} from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 
 export interface OracleFixture {
@@ -28,7 +40,18 @@ export interface OracleFixture {
   readonly params: { readonly total: number; readonly trainable: number };
   readonly modules: readonly { readonly path: string; readonly className: string; readonly params: number; readonly outputShape: readonly number[] | null }[];
   readonly saved: { readonly bytes: number };
-  readonly train?: Readonly<Record<string, { readonly livePeakBytes: number; readonly peakBytes: number; readonly optimizerStateBytes: number; readonly optimizerStepTensorBytes: number; readonly gradBytes: number }>>;
+  readonly train?: Readonly<
+    Record<
+      string,
+      {
+        readonly livePeakBytes: number;
+        readonly peakBytes: number;
+        readonly optimizerStateBytes: number;
+        readonly optimizerStepTensorBytes: number;
+        readonly gradBytes: number;
+      }
+    >
+  >;
   readonly inference?: { readonly peakBytes: number };
   /** Real Hugging Face models: the same no-grad forward with `use_cache=False`. */
   readonly inferenceNoCache?: { readonly peakBytes: number };
@@ -73,7 +96,8 @@ export const MIRROR_RELEASE: Readonly<Record<string, string>> = { llama: '4.53.0
 /** One recorded forward's routing (`savedForward`, `inference`, `inferenceNoCache`, `trainStep3.<optimizer>`) as per-MoE-layer counts, layers in order. */
 export function recordedRouting(fixture: OracleFixture, forward: string): number[][] | undefined {
   let node: unknown = fixture.routing;
-  for (const key of forward.split('.')) node = node !== undefined && node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined;
+  for (const key of forward.split('.'))
+    node = node !== undefined && node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined;
   if (node === undefined || node === null || typeof node !== 'object') return undefined;
   const layerOf = (path: string) => Number(/layers\.(\d+)\./.exec(path)?.[1] ?? -1);
   return Object.entries(node as Record<string, { perExpert: number[] }>)
@@ -86,8 +110,16 @@ function hfModel(fixture: OracleFixture, useCache?: boolean, forward = 'savedFor
   const c = fixture.case;
   const expertTokens = recordedRouting(fixture, forward);
   const experts = fixture.hfImplementation?.experts;
-  const moe = expertTokens === undefined ? {} : { moe: { expertTokens, ...(experts === 'eager' || experts === 'grouped_mm' ? { experts: experts as 'eager' | 'grouped_mm' } : {}) } };
-  return fromHFConfig(c.config ?? {}, { transformers: c.transformers!, attention: c.attention ?? 'eager', ...(useCache !== undefined ? { useCache } : {}), ...moe });
+  const moe =
+    expertTokens === undefined
+      ? {}
+      : { moe: { expertTokens, ...(experts === 'eager' || experts === 'grouped_mm' ? { experts: experts as 'eager' | 'grouped_mm' } : {}) } };
+  return fromHFConfig(c.config ?? {}, {
+    transformers: c.transformers!,
+    attention: c.attention ?? 'eager',
+    ...(useCache !== undefined ? { useCache } : {}),
+    ...moe,
+  });
 }
 
 /** The same model built with vram-ts, or the reason it cannot be yet. */
@@ -96,17 +128,62 @@ export function modelFor(fixture: OracleFixture): { layer: Layer } | { pending: 
   switch (c.model) {
     case 'mobilenet_v3_small':
     case 'mobilenet_v3_large':
-      return { layer: (c.model === 'mobilenet_v3_small' ? mobilenetV3Small : mobilenetV3Large)({ numClasses: c.numClasses ?? 1000, widthMult: c.widthMult ?? 1, dropout: c.dropout ?? 0.2 }) };
-    case 'resnet18': case 'resnet34': case 'resnet50': case 'resnet101': case 'resnet152': case 'resnext50_32x4d': case 'resnext101_32x8d':
-    case 'wide_resnet50_2': case 'wide_resnet101_2': case 'efficientnet_b0': case 'efficientnet_b1': case 'efficientnet_b2': case 'efficientnet_b3':
-    case 'efficientnet_b4': case 'efficientnet_b5': case 'efficientnet_b6': case 'efficientnet_b7':
-    case 'vit_b_16': case 'vit_b_32': case 'vit_l_16': case 'vit_l_32': case 'vit_h_14':
-    case 'efficientnet_v2_s': case 'efficientnet_v2_m': case 'efficientnet_v2_l':
-    case 'convnext_tiny': case 'convnext_small': case 'convnext_base': case 'convnext_large':
-    case 'mobilenet_v2': case 'squeezenet1_1': case 'vgg11_bn': case 'vgg13_bn': case 'vgg16_bn': case 'vgg19_bn': case 'densenet121':
-    case 'regnet_y_400mf': case 'regnet_y_800mf': case 'regnet_y_1_6gf': case 'regnet_y_3_2gf': case 'regnet_y_8gf': case 'regnet_y_16gf':
+      return {
+        layer: (c.model === 'mobilenet_v3_small' ? mobilenetV3Small : mobilenetV3Large)({
+          numClasses: c.numClasses ?? 1000,
+          widthMult: c.widthMult ?? 1,
+          dropout: c.dropout ?? 0.2,
+        }),
+      };
+    case 'resnet18':
+    case 'resnet34':
+    case 'resnet50':
+    case 'resnet101':
+    case 'resnet152':
+    case 'resnext50_32x4d':
+    case 'resnext101_32x8d':
+    case 'wide_resnet50_2':
+    case 'wide_resnet101_2':
+    case 'efficientnet_b0':
+    case 'efficientnet_b1':
+    case 'efficientnet_b2':
+    case 'efficientnet_b3':
+    case 'efficientnet_b4':
+    case 'efficientnet_b5':
+    case 'efficientnet_b6':
+    case 'efficientnet_b7':
+    case 'vit_b_16':
+    case 'vit_b_32':
+    case 'vit_l_16':
+    case 'vit_l_32':
+    case 'vit_h_14':
+    case 'efficientnet_v2_s':
+    case 'efficientnet_v2_m':
+    case 'efficientnet_v2_l':
+    case 'convnext_tiny':
+    case 'convnext_small':
+    case 'convnext_base':
+    case 'convnext_large':
+    case 'mobilenet_v2':
+    case 'squeezenet1_1':
+    case 'vgg11_bn':
+    case 'vgg13_bn':
+    case 'vgg16_bn':
+    case 'vgg19_bn':
+    case 'densenet121':
+    case 'regnet_y_400mf':
+    case 'regnet_y_800mf':
+    case 'regnet_y_1_6gf':
+    case 'regnet_y_3_2gf':
+    case 'regnet_y_8gf':
+    case 'regnet_y_16gf':
     case 'swin_t':
-      return { layer: vision(c.model, { numClasses: c.numClasses ?? 1000, ...((c as { imageSize?: number }).imageSize !== undefined ? { imageSize: (c as { imageSize?: number }).imageSize } : {}) }) };
+      return {
+        layer: vision(c.model, {
+          numClasses: c.numClasses ?? 1000,
+          ...((c as { imageSize?: number }).imageSize !== undefined ? { imageSize: (c as { imageSize?: number }).imageSize } : {}),
+        }),
+      };
     case 'unet':
       return { layer: unet({ inChannels: c.input[1] ?? 3, numClasses: c.numClasses ?? 2, base: (c as { base?: number }).base ?? 64 }) };
     case 'sequential':
@@ -165,7 +242,14 @@ export function compareFixture(fixture: OracleFixture, layer: Layer): { comparis
   const trainUseCache = fixture.case.trainUseCache;
   const trained = trainUseCache === undefined ? layer : hfModel(fixture, trainUseCache);
   // Mixture-of-experts cases: each forward measured with the routing recorded for it.
-  const routed = (forward: string, useCache?: boolean): Layer => (fixture.routing === undefined ? (useCache === false ? hfModel(fixture, false) : forward === 'inference' ? layer : trained) : hfModel(fixture, forward === 'inference' || forward === 'inferenceNoCache' ? useCache : (trainUseCache ?? useCache), forward));
+  const routed = (forward: string, useCache?: boolean): Layer =>
+    fixture.routing === undefined
+      ? useCache === false
+        ? hfModel(fixture, false)
+        : forward === 'inference'
+          ? layer
+          : trained
+      : hfModel(fixture, forward === 'inference' || forward === 'inferenceNoCache' ? useCache : (trainUseCache ?? useCache), forward);
   const saved = estimate(routed('savedForward'), { ...base, optimizer: null });
   const out: Comparison[] = [
     compare(fixture, 'parameters', fixture.params.total, saved.params.total),
@@ -243,7 +327,10 @@ export function compareCudaFixture(fixture: CudaFixture, layer: Layer): Comparis
   const oracle = { id: fixture.id, case: fixture.case } as OracleFixture;
   const base = { input: fixture.case.input, device: 'cuda' as const, moduleMode: fixture.case.mode, timeline: false };
   const saved = estimate(layer, { ...base, optimizer: null });
-  const out = [compare(oracle, 'parameters', fixture.params.total, saved.params.total), compare(oracle, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number)];
+  const out = [
+    compare(oracle, 'parameters', fixture.params.total, saved.params.total),
+    compare(oracle, 'saved bytes', fixture.saved.bytes, saved.bytes.activations as number),
+  ];
   for (const [name, measured] of Object.entries(fixture.train)) {
     const optimizer = OPTIMIZERS[name];
     if (optimizer === undefined) throw new Error(`${fixture.id}: no vram-ts optimizer for ${name}`);

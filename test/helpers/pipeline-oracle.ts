@@ -40,7 +40,11 @@ export interface PipelineComparison {
   readonly error: number;
 }
 
-const SCHEDULES: Readonly<Record<PipelineFixture['case']['schedule'], PipelineSchedule>> = { ScheduleGPipe: 'gpipe', Schedule1F1B: '1f1b', ScheduleInterleaved1F1B: 'interleaved-1f1b' };
+const SCHEDULES: Readonly<Record<PipelineFixture['case']['schedule'], PipelineSchedule>> = {
+  ScheduleGPipe: 'gpipe',
+  Schedule1F1B: '1f1b',
+  ScheduleInterleaved1F1B: 'interleaved-1f1b',
+};
 
 export function loadPipelineFixtures(): PipelineFixture[] {
   return loadJsonFixtures<PipelineFixture>('pipeline-cpu');
@@ -61,10 +65,39 @@ export function comparePipelineFixture(fixture: PipelineFixture): PipelineCompar
   return fixture.ranks.flatMap((measured) => {
     // Split points: top-level children of the Sequential, decoder layers of the Llama.
     const splits = c.split.map((i) => (c.model === 'sequential' ? String(i) : `model.layers.${i}`));
-    const parallel: ParallelPlan = { dp: 1, pp: c.pp, stage: measured.rank, schedule, virtualStages: c.virtualStages, splits, keepOutputs: fixture.schedule.returnOutputs };
-    const r = estimate(model, { input, device: 'cpu', framework: 'torch-2', optimizer: 'adam', microBatches: c.microBatches, timeline: false, ...(c.dtype !== undefined && c.dtype !== 'float32' ? { dtype: c.dtype } : {}), parallel });
-    const row = (figure: string, pytorch: number, ours: number): PipelineComparison => ({ id: fixture.id, schedule, rank: measured.rank, figure, pytorch, ours, error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch });
-    return [row('train peak', measured.livePeakBytes, r.bytes.peak as number), row('parameters', measured.parametersBytes, r.bytes.parameters as number), row('optimizer state', measured.optimizerStateBytes, r.bytes.optimizer as number)];
+    const parallel: ParallelPlan = {
+      dp: 1,
+      pp: c.pp,
+      stage: measured.rank,
+      schedule,
+      virtualStages: c.virtualStages,
+      splits,
+      keepOutputs: fixture.schedule.returnOutputs,
+    };
+    const r = estimate(model, {
+      input,
+      device: 'cpu',
+      framework: 'torch-2',
+      optimizer: 'adam',
+      microBatches: c.microBatches,
+      timeline: false,
+      ...(c.dtype !== undefined && c.dtype !== 'float32' ? { dtype: c.dtype } : {}),
+      parallel,
+    });
+    const row = (figure: string, pytorch: number, ours: number): PipelineComparison => ({
+      id: fixture.id,
+      schedule,
+      rank: measured.rank,
+      figure,
+      pytorch,
+      ours,
+      error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch,
+    });
+    return [
+      row('train peak', measured.livePeakBytes, r.bytes.peak as number),
+      row('parameters', measured.parametersBytes, r.bytes.parameters as number),
+      row('optimizer state', measured.optimizerStateBytes, r.bytes.optimizer as number),
+    ];
   });
 }
 

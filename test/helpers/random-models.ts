@@ -37,7 +37,10 @@ function interpret(choices: readonly Choice[], s: Shape): LayerSpec[] {
   const layers: LayerSpec[] = [];
   const canWrite = () => layers.length > 0 && WRITABLE_AFTER.has(layers[layers.length - 1]![0]);
   for (const raw of choices) {
-    const pick = { ...raw, flag: raw.flag && (raw.kind === 0 || raw.kind === 1 || raw.kind === 7 || raw.kind === 10 || raw.kind === 13 || raw.kind === 9 || canWrite()) };
+    const pick = {
+      ...raw,
+      flag: raw.flag && (raw.kind === 0 || raw.kind === 1 || raw.kind === 7 || raw.kind === 10 || raw.kind === 13 || raw.kind === 9 || canWrite()),
+    };
     switch (pick.kind) {
       case 0:
       case 1: {

@@ -8,10 +8,22 @@ import { estimate, fromHFConfig, type Estimate } from '../../src/index.js';
 
 export interface TpFixture {
   readonly id: string;
-  readonly case: { readonly config: Readonly<Record<string, unknown>>; readonly transformers: string; readonly input: readonly number[]; readonly tp: number; readonly rank: number; readonly sequenceParallel: boolean; readonly lossParallel: boolean; readonly optimizer: 'sgd' | 'adam'; readonly retie?: boolean };
+  readonly case: {
+    readonly config: Readonly<Record<string, unknown>>;
+    readonly transformers: string;
+    readonly input: readonly number[];
+    readonly tp: number;
+    readonly rank: number;
+    readonly sequenceParallel: boolean;
+    readonly lossParallel: boolean;
+    readonly optimizer: 'sgd' | 'adam';
+    readonly retie?: boolean;
+  };
   readonly params: { readonly whole: number; readonly local: number };
   readonly savedBytes: number;
-  readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly gradBytes: number; readonly paramBytes: number; readonly optimizerStateBytes: number }>>;
+  readonly train: Readonly<
+    Record<string, { readonly livePeakBytes: number; readonly gradBytes: number; readonly paramBytes: number; readonly optimizerStateBytes: number }>
+  >;
   readonly paramTable: readonly { readonly name: string; readonly param: readonly number[]; readonly grad: readonly number[] | null }[];
 }
 
@@ -22,7 +34,10 @@ export function loadTpFixtures(): TpFixture[] {
 /** The case's rank, built and estimated as a user would (CPU, PyTorch 2 rules). */
 export function estimateTpFixture(fx: TpFixture): Estimate<number> {
   const c = fx.case;
-  const tp = c.tp > 1 ? { tensorParallel: { size: c.tp, rank: c.rank, sequenceParallel: c.sequenceParallel, lossParallel: c.lossParallel, retie: c.retie ?? false } } : {};
+  const tp =
+    c.tp > 1
+      ? { tensorParallel: { size: c.tp, rank: c.rank, sequenceParallel: c.sequenceParallel, lossParallel: c.lossParallel, retie: c.retie ?? false } }
+      : {};
   const model = fromHFConfig(c.config, { transformers: c.transformers, attention: 'eager', useCache: false, ...tp });
   return estimate(model, { input: c.input, device: 'cpu', framework: 'torch-2', optimizer: c.optimizer, timeline: false }) as Estimate<number>;
 }

@@ -37,7 +37,17 @@ function safetensors(tensors: Readonly<Record<string, readonly number[]>>, dtype
 }
 
 /** Every weight of a Llama config, named as transformers saves them. */
-function llamaTensors(c: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; vocab_size: number; num_attention_heads: number; num_key_value_heads: number }, tied: boolean): Record<string, number[]> {
+function llamaTensors(
+  c: {
+    hidden_size: number;
+    intermediate_size: number;
+    num_hidden_layers: number;
+    vocab_size: number;
+    num_attention_heads: number;
+    num_key_value_heads: number;
+  },
+  tied: boolean,
+): Record<string, number[]> {
   const h = c.hidden_size;
   const kv = (h / c.num_attention_heads) * c.num_key_value_heads;
   const out: Record<string, number[]> = { 'model.embed_tokens.weight': [c.vocab_size, h] };
@@ -63,15 +73,39 @@ function llamaTensors(c: { hidden_size: number; intermediate_size: number; num_h
 const elements = (tensors: Record<string, number[]>) => Object.values(tensors).reduce((sum, shape) => sum + shape.reduce((a, b) => a * b, 1), 0);
 
 // The sharded bf16 checkpoint: 4 layers over 3 shards, the second with a header longer than the first range read.
-const shardedConfig = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 128, intermediate_size: 344, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000, max_position_embeddings: 512, torch_dtype: 'bfloat16', tie_word_embeddings: false };
+const shardedConfig = {
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 128,
+  intermediate_size: 344,
+  num_hidden_layers: 4,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  vocab_size: 1000,
+  max_position_embeddings: 512,
+  torch_dtype: 'bfloat16',
+  tie_word_embeddings: false,
+};
 const shardedTensors = llamaTensors(shardedConfig, false);
 const shardNames = ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors'];
 const shardOf = (name: string) => (name.startsWith('model.embed') ? 0 : /layers\.[01]\./.test(name) ? 1 : 2);
 const shards = shardNames.map((_, i) => Object.fromEntries(Object.entries(shardedTensors).filter(([n]) => shardOf(n) === i)));
-const index = { metadata: { total_size: elements(shardedTensors) * 2 }, weight_map: Object.fromEntries(Object.keys(shardedTensors).map((n) => [n, shardNames[shardOf(n)]])) };
+const index = {
+  metadata: { total_size: elements(shardedTensors) * 2 },
+  weight_map: Object.fromEntries(Object.keys(shardedTensors).map((n) => [n, shardNames[shardOf(n)]])),
+};
 
 // A gated repo: one model.safetensors, tied embeddings, no torch_dtype in the config (the checkpoint's F16 is used).
-const gatedConfig = { model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 256, tie_word_embeddings: true };
+const gatedConfig = {
+  model_type: 'llama',
+  hidden_size: 64,
+  intermediate_size: 128,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 4,
+  vocab_size: 256,
+  tie_word_embeddings: true,
+};
 const gatedTensors = llamaTensors(gatedConfig, true);
 
 interface Repo {
@@ -81,12 +115,20 @@ interface Repo {
   readonly noRange?: boolean;
 }
 const repos: Record<string, Repo> = {
-  'acme/tiny-sharded': { files: { 'config.json': JSON.stringify(shardedConfig), 'model.safetensors.index.json': JSON.stringify(index), ...Object.fromEntries(shardNames.map((n, i) => [n, safetensors(shards[i]!, 'BF16', 2, i === 1 ? 150_000 : 0)])) } },
+  'acme/tiny-sharded': {
+    files: {
+      'config.json': JSON.stringify(shardedConfig),
+      'model.safetensors.index.json': JSON.stringify(index),
+      ...Object.fromEntries(shardNames.map((n, i) => [n, safetensors(shards[i]!, 'BF16', 2, i === 1 ? 150_000 : 0)])),
+    },
+  },
   'acme/gated': { gated: true, files: { 'config.json': JSON.stringify(gatedConfig), 'model.safetensors': safetensors(gatedTensors, 'F16', 2) } },
   'acme/no-range': { noRange: true, files: { 'config.json': JSON.stringify(gatedConfig), 'model.safetensors': safetensors(gatedTensors, 'BF16', 2, 150_000) } },
   'acme/not-json': { files: { 'config.json': '<html>not json</html>' } },
   'acme/no-safetensors': { files: { 'config.json': JSON.stringify(gatedConfig), 'pytorch_model.bin': 'weights' } },
-  'acme/extra-tensor': { files: { 'config.json': JSON.stringify(gatedConfig), 'model.safetensors': safetensors({ ...gatedTensors, 'lm_head.weight': [256, 64] }, 'BF16', 2) } },
+  'acme/extra-tensor': {
+    files: { 'config.json': JSON.stringify(gatedConfig), 'model.safetensors': safetensors({ ...gatedTensors, 'lm_head.weight': [256, 64] }, 'BF16', 2) },
+  },
 };
 
 interface Logged {
@@ -107,7 +149,13 @@ const etagOf = (repo: string, file: string) => `"${Buffer.from(`${repo}/${file}`
 function handle(req: IncomingMessage, res: ServerResponse): void {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const send = (status: number, headers: Record<string, string> = {}, body?: string | Uint8Array) => {
-    log.push({ method: req.method ?? '', url: url.pathname, ...(req.headers.range !== undefined ? { range: req.headers.range } : {}), ...(req.headers['if-none-match'] !== undefined ? { ifNoneMatch: req.headers['if-none-match'] } : {}), status });
+    log.push({
+      method: req.method ?? '',
+      url: url.pathname,
+      ...(req.headers.range !== undefined ? { range: req.headers.range } : {}),
+      ...(req.headers['if-none-match'] !== undefined ? { ifNoneMatch: req.headers['if-none-match'] } : {}),
+      status,
+    });
     res.writeHead(status, headers);
     res.end(body);
   };
@@ -129,13 +177,15 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   const [, repoId, revision, file] = resolve;
   const repo = repos[repoId!];
   if (repo === undefined) return send(404, { 'X-Error-Code': 'RepoNotFound' }, 'Repository not found');
-  if (repo.gated && req.headers.authorization !== `Bearer ${TOKEN}`) return send(401, { 'X-Error-Code': 'GatedRepo' }, 'Access to model acme/gated is restricted.');
+  if (repo.gated && req.headers.authorization !== `Bearer ${TOKEN}`)
+    return send(401, { 'X-Error-Code': 'GatedRepo' }, 'Access to model acme/gated is restricted.');
   if (decodeURIComponent(revision!) !== 'main' && revision !== COMMIT) return send(404, { 'X-Error-Code': 'RevisionNotFound' }, 'Invalid rev id');
   const name = decodeURIComponent(file!);
   const data = repo.files[name];
   if (data === undefined) return send(404, { 'X-Error-Code': 'EntryNotFound', 'X-Repo-Commit': COMMIT }, 'Entry not found');
   const etag = etagOf(repoId!, name);
-  if (data instanceof Uint8Array) return send(302, { Location: `/cdn/${repoId}/${encodeURIComponent(name)}?sig=ok`, 'X-Repo-Commit': COMMIT, 'X-Linked-Etag': etag });
+  if (data instanceof Uint8Array)
+    return send(302, { Location: `/cdn/${repoId}/${encodeURIComponent(name)}?sig=ok`, 'X-Repo-Commit': COMMIT, 'X-Linked-Etag': etag });
   if (req.headers['if-none-match'] === etag) return send(304, { ETag: etag, 'X-Repo-Commit': COMMIT });
   return send(200, { ETag: etag, 'X-Repo-Commit': COMMIT, 'Content-Type': 'application/json' }, data);
 }
@@ -188,7 +238,9 @@ describe('fromHub against a local Hub double', () => {
     // The model built from config.json has exactly the checkpoint's parameters.
     expect(hub.parameters).toBe(params);
     expect(hub.mismatch).toBeUndefined();
-    expect(estimate(hub.model, { input: [1, 8], mode: 'inference' }).params.total).toBe(estimate(fromHFConfig(shardedConfig), { input: [1, 8], mode: 'inference' }).params.total);
+    expect(estimate(hub.model, { input: [1, 8], mode: 'inference' }).params.total).toBe(
+      estimate(fromHFConfig(shardedConfig), { input: [1, 8], mode: 'inference' }).params.total,
+    );
     // Only ranges of the safetensors files were asked for: 3 first reads + 1 more for the long header.
     const cdn = log.filter((l) => l.url.startsWith('/cdn/'));
     expect(cdn.every((l) => l.status === 206 && l.range !== undefined)).toBe(true);
@@ -206,7 +258,9 @@ describe('fromHub against a local Hub double', () => {
     log.length = 0;
     const again = await fromHub('acme/tiny-sharded', { endpoint, cache });
     expect(again.checkpoint?.parameters).toBe(elements(shardedTensors));
-    expect(log).toEqual([{ method: 'GET', url: '/acme/tiny-sharded/resolve/main/config.json', ifNoneMatch: etagOf('acme/tiny-sharded', 'config.json'), status: 304 }]);
+    expect(log).toEqual([
+      { method: 'GET', url: '/acme/tiny-sharded/resolve/main/config.json', ifNoneMatch: etagOf('acme/tiny-sharded', 'config.json'), status: 304 },
+    ]);
     // At a commit hash nothing is asked at all; offline reads only the cache.
     log.length = 0;
     await fromHub('acme/tiny-sharded', { endpoint, cache, revision: COMMIT });
@@ -280,7 +334,12 @@ describe('vram-ts <org>/<name>', () => {
   async function cli(args: string[], environment: Record<string, string>) {
     let out = '';
     let err = '';
-    const code = await runAsync(args, (t) => void (out += t), (t) => void (err += t), environment);
+    const code = await runAsync(
+      args,
+      (t) => void (out += t),
+      (t) => void (err += t),
+      environment,
+    );
     return { code, out, err };
   }
 
@@ -290,14 +349,18 @@ describe('vram-ts <org>/<name>', () => {
     expect(first.err).toBe('');
     expect(first.code).toBe(0);
     const params = elements(shardedTensors);
-    expect(first.out).toContain(`Hub acme/tiny-sharded@main (aaaaaaaaaaaa): 3 safetensors files, ${params.toLocaleString('en-US')} parameters (BF16 ${params.toLocaleString('en-US')})`);
+    expect(first.out).toContain(
+      `Hub acme/tiny-sharded@main (aaaaaaaaaaaa): 3 safetensors files, ${params.toLocaleString('en-US')} parameters (BF16 ${params.toLocaleString('en-US')})`,
+    );
     expect(first.out).toContain('the model built from config.json has as many');
     expect(log.length).toBeGreaterThan(5);
     expect(readdirSync(join(cacheRoot, 'xdg', 'vram-ts', 'hub'))).toEqual([new URL(endpoint).host.replace(':', '_')]);
     log.length = 0;
     const second = await cli(['acme/tiny-sharded', '--infer', '--seq', '16'], env());
     expect(second.out).toBe(first.out);
-    expect(log).toEqual([{ method: 'GET', url: '/acme/tiny-sharded/resolve/main/config.json', ifNoneMatch: etagOf('acme/tiny-sharded', 'config.json'), status: 304 }]);
+    expect(log).toEqual([
+      { method: 'GET', url: '/acme/tiny-sharded/resolve/main/config.json', ifNoneMatch: etagOf('acme/tiny-sharded', 'config.json'), status: 304 },
+    ]);
     // HF_HUB_OFFLINE=1: the cache alone; --revision at the commit: no request either.
     log.length = 0;
     expect((await cli(['acme/tiny-sharded', '--infer', '--seq', '16'], { ...env(), HF_ENDPOINT: endpoint, HF_HUB_OFFLINE: '1' })).out).toBe(first.out);
@@ -317,7 +380,9 @@ describe('vram-ts <org>/<name>', () => {
     const denied = await cli(['acme/gated', '--seq', '16'], env());
     expect(denied.code).toBe(2);
     expect(denied.out).toBe('');
-    expect(denied.err).toBe('vram-ts: acme/gated: config.json: acme/gated is gated or private: set HF_TOKEN (or pass token) to a token with access (got HTTP 401)\n');
+    expect(denied.err).toBe(
+      'vram-ts: acme/gated: config.json: acme/gated is gated or private: set HF_TOKEN (or pass token) to a token with access (got HTTP 401)\n',
+    );
     const allowed = await cli(['acme/gated', '--seq', '16'], { ...env(), HF_TOKEN: TOKEN });
     expect(allowed.code).toBe(0);
     expect(allowed.out).toContain('Hub acme/gated@main');
@@ -343,7 +408,11 @@ describe('vram-ts <org>/<name>', () => {
   it('the bin reads the Hub (a separate process, its cache on disk from the calls above)', () => {
     const tsx = join(root, 'node_modules', '.bin', 'tsx');
     log.length = 0;
-    const result = spawnSync(tsx, [join(root, 'src', 'cli', 'bin.ts'), 'acme/tiny-sharded', '--infer', '--seq', '16', '--revision', COMMIT], { env: { ...process.env, ...env(), HF_HUB_OFFLINE: '1' }, encoding: 'utf8', timeout: 60_000 });
+    const result = spawnSync(tsx, [join(root, 'src', 'cli', 'bin.ts'), 'acme/tiny-sharded', '--infer', '--seq', '16', '--revision', COMMIT], {
+      env: { ...process.env, ...env(), HF_HUB_OFFLINE: '1' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout).toContain('Hub acme/tiny-sharded@');

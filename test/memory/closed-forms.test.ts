@@ -23,7 +23,7 @@ const fixture = JSON.parse(readFileSync(new URL('../fixtures/distributed/estimat
 const direct = (tool: string, fn: string) => fixture.cases.filter((c) => c.tool === tool && c.function === fn);
 
 describe('the ZeRO paper', () => {
-  it("reproduces the model-state table (7.5B parameters, 64 GPUs): 120 / 31.4 / 16.6 / 1.9 GB", () => {
+  it('reproduces the model-state table (7.5B parameters, 64 GPUs): 120 / 31.4 / 16.6 / 1.9 GB', () => {
     const paper = fixture.cases.find((c) => c.tool === 'zero-paper')!;
     const ours = zeroPaper({ params: paper.inputs.Psi, gpus: paper.inputs.Nd, k: paper.inputs.K });
     expect([ours.baseline, ours.stage1, ours.stage2, ours.stage3]).toEqual(Object.values(paper.stages!).map((s) => s.bytes));
@@ -37,7 +37,13 @@ describe("DeepSpeed's estimators", () => {
     expect(zero2.length).toBeGreaterThanOrEqual(5);
     for (const c of zero2) {
       const i = c.inputs;
-      const r = deepspeedZero2({ totalParams: i.total_params, gpusPerNode: i.num_gpus_per_node, nodes: i.num_nodes, cpuOffload: i.cpu_offload, ...(i.additional_buffer_factor !== undefined ? { additionalBufferFactor: i.additional_buffer_factor } : {}) });
+      const r = deepspeedZero2({
+        totalParams: i.total_params,
+        gpusPerNode: i.num_gpus_per_node,
+        nodes: i.num_nodes,
+        cpuOffload: i.cpu_offload,
+        ...(i.additional_buffer_factor !== undefined ? { additionalBufferFactor: i.additional_buffer_factor } : {}),
+      });
       expect([r.cpu, r.gpu], c.id).toEqual(c.returns);
     }
   });
@@ -57,7 +63,8 @@ describe("DeepSpeed's estimators", () => {
       });
       expect([r.cpu, r.gpu, r.largestLayerMemory], c.id).toEqual(c.returns);
     }
-    const t5 = (offload: boolean, params: boolean) => deepspeedZero3({ totalParams: 2851e6, largestLayerParams: 32e6, gpusPerNode: 8, cpuOffload: offload, cpuOffloadParams: params }).gpu / 2 ** 30;
+    const t5 = (offload: boolean, params: boolean) =>
+      deepspeedZero3({ totalParams: 2851e6, largestLayerParams: 32e6, gpusPerNode: 8, cpuOffload: offload, cpuOffloadParams: params }).gpu / 2 ** 30;
     expect([t5(false, false), t5(true, false), t5(true, true)].map((g) => g.toFixed(2))).toEqual(['6.09', '0.78', '0.12']);
   });
 });
@@ -89,7 +96,15 @@ function megatronArgs(a: Record<string, any>): MegatronArgs {
 
 describe("Megatron-LM's theoretical memory", () => {
   // Dense models: MoE, multi-latent attention, MTP and hybrid Mamba are outside what vram-ts reproduces.
-  const dense = fixture.cases.filter((c) => c.tool === 'megatron' && c.args !== undefined && c.args.num_experts === null && !c.args.multi_latent_attention && c.args.mtp_num_layers === null && c.args.hybrid_layer_pattern === null);
+  const dense = fixture.cases.filter(
+    (c) =>
+      c.tool === 'megatron' &&
+      c.args !== undefined &&
+      c.args.num_experts === null &&
+      !c.args.multi_latent_attention &&
+      c.args.mtp_num_layers === null &&
+      c.args.hybrid_layer_pattern === null,
+  );
   it(`report_theoretical_memory on ${dense.length} configurations, TP, SP, PP and interleaved VPP among them`, () => {
     expect(dense.length).toBeGreaterThanOrEqual(3);
     expect(dense.some((c) => c.args!.sequence_parallel && c.args!.recompute_granularity === 'selective')).toBe(true);

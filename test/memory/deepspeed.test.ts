@@ -22,7 +22,15 @@ const sizes = (r: Estimate<number>) => r.ir.tensors.filter((t) => t.role === 'pa
 
 describe('flatLayout (stages 1/2: the param group flattened, aligned to 2N, cut in N partitions)', () => {
   it('82 elements over 2 ranks: aligned to 84, partitions of 42, a parameter straddling a start counts whole', () => {
-    expect(flatLayout([48, 6, 24, 4], 2, 0)).toMatchObject({ aligned: 84, partition: 42, offsets: [0, 48, 54, 78], inPartition: [true, false, false, false], gradPartition: 48, slices: [42], pad: 0 });
+    expect(flatLayout([48, 6, 24, 4], 2, 0)).toMatchObject({
+      aligned: 84,
+      partition: 42,
+      offsets: [0, 48, 54, 78],
+      inPartition: [true, false, false, false],
+      gradPartition: 48,
+      slices: [42],
+      pad: 0,
+    });
     expect(flatLayout([48, 6, 24, 4], 2, 1)).toMatchObject({ inPartition: [true, true, true, true], gradPartition: 82, slices: [6, 6, 24, 4], pad: 2 });
   });
 });
@@ -54,7 +62,17 @@ describe('DeepSpeed ZeRO model states, by hand', () => {
   });
 
   it('a bf16 Qwen2.5-0.5B on 8 ranks (494,032,768 parameters)', () => {
-    const model = fromHFConfig({ model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true });
+    const model = fromHFConfig({
+      model_type: 'qwen2',
+      torch_dtype: 'bfloat16',
+      hidden_size: 896,
+      intermediate_size: 4864,
+      num_hidden_layers: 24,
+      num_attention_heads: 14,
+      num_key_value_heads: 2,
+      vocab_size: 151936,
+      tie_word_embeddings: true,
+    });
     const z2 = ds(model, [1, 128], 2, 8, 0);
     const z2last = ds(model, [1, 128], 2, 8, 7);
     const z3 = ds(model, [1, 128], 3, 8, 0);
@@ -79,9 +97,15 @@ describe('DeepSpeed ZeRO model states, by hand', () => {
     expect(issue({ engine: 'deepspeed', dp: 2, zero: 0 })).toMatchObject({ path: ['parallel', 'zero'], code: 'not-modelled' });
     expect(issue({ engine: 'fsdp2', dp: 2, zero: 3 })).toMatchObject({ path: ['parallel', 'zero'], code: 'bad-option' });
     expect(issue({ engine: 'ddp', dp: 2, deepspeed: { reduceBucketSize: 100 } })).toMatchObject({ path: ['parallel', 'deepspeed'] });
-    expect(issue({ engine: 'deepspeed', dp: 2, zero: 2, deepspeed: { reduceBucketSize: -1 } })).toMatchObject({ path: ['parallel', 'deepspeed', 'reduceBucketSize'] });
-    expect(issue({ engine: 'deepspeed', dp: 2, zero: 2, deepspeed: { reduceBucketsize: 1 } })).toMatchObject({ path: ['parallel', 'deepspeed', 'reduceBucketsize'] });
-    expect(() => estimate(mlp, { input, optimizer: null, parallel: { engine: 'deepspeed', dp: 2, zero: 2 } })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['optimizer'] })] }));
+    expect(issue({ engine: 'deepspeed', dp: 2, zero: 2, deepspeed: { reduceBucketSize: -1 } })).toMatchObject({
+      path: ['parallel', 'deepspeed', 'reduceBucketSize'],
+    });
+    expect(issue({ engine: 'deepspeed', dp: 2, zero: 2, deepspeed: { reduceBucketsize: 1 } })).toMatchObject({
+      path: ['parallel', 'deepspeed', 'reduceBucketsize'],
+    });
+    expect(() => estimate(mlp, { input, optimizer: null, parallel: { engine: 'deepspeed', dp: 2, zero: 2 } })).toThrowError(
+      expect.objectContaining({ issues: [expect.objectContaining({ path: ['optimizer'] })] }),
+    );
   });
 });
 
@@ -96,7 +120,9 @@ describe('DeepSpeed ZeRO laws', () => {
         // Stages 1/2 hold the flat buffer aligned to 2N (A elements) and an fp32 master clone of the
         // partition: 4A + 4G + (4 + k)A/N with G ≤ Ψ, within one GPU's (8 + k)Ψ scaled by A/Ψ.
         const aligned = Math.ceil(psi / (2 * dp)) * 2 * dp;
-        const ranks = [1, 2, 3].map((zero) => ds(model, m.input, zero as Stage, dp, dp - 1, zero === 3 ? { deepspeed: { paramPersistenceThreshold: 0 } } : {}, optimizer));
+        const ranks = [1, 2, 3].map((zero) =>
+          ds(model, m.input, zero as Stage, dp, dp - 1, zero === 3 ? { deepspeed: { paramPersistenceThreshold: 0 } } : {}, optimizer),
+        );
         expect(states(ranks[0]!)).toBeLessThanOrEqual((states(one) * aligned) / psi);
         expect(states(ranks[1]!)).toBeLessThanOrEqual((states(one) * aligned) / psi);
         // Stage 3: 4Q + 4Q + (4 + k)Q with Q = Σ⌈n/N⌉ (k: one GPU's optimizer bytes per element):
@@ -135,21 +161,45 @@ describe('DeepSpeed ZeRO laws', () => {
 
   it('a decoder traced with three layers gives the whole trace’s figures (DeepSpeed reads the whole model)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 4, max: 6 }), fc.constantFrom<Stage>(1, 2, 3), fc.integer({ min: 2, max: 8 }), fc.integer({ min: 1, max: 2 }), (layers, zero, dp, microBatches) => {
-        const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: layers, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300, torch_dtype: 'bfloat16' }) as ModuleLayer;
-        const { repeated: _repeated, ...whole } = model;
-        const options = { input: [2, 33], microBatches, timeline: false, parallel: { engine: 'deepspeed', dp, zero, rank: dp - 1 } } as const;
-        const fast = estimate(model, options);
-        const full = estimate(whole as Layer, options);
-        expect(fast.bytes).toEqual(full.bytes);
-        expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
-      }),
+      fc.property(
+        fc.integer({ min: 4, max: 6 }),
+        fc.constantFrom<Stage>(1, 2, 3),
+        fc.integer({ min: 2, max: 8 }),
+        fc.integer({ min: 1, max: 2 }),
+        (layers, zero, dp, microBatches) => {
+          const model = fromHFConfig({
+            model_type: 'llama',
+            hidden_size: 64,
+            intermediate_size: 160,
+            num_hidden_layers: layers,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            vocab_size: 300,
+            torch_dtype: 'bfloat16',
+          }) as ModuleLayer;
+          const { repeated: _repeated, ...whole } = model;
+          const options = { input: [2, 33], microBatches, timeline: false, parallel: { engine: 'deepspeed', dp, zero, rank: dp - 1 } } as const;
+          const fast = estimate(model, options);
+          const full = estimate(whole as Layer, options);
+          expect(fast.bytes).toEqual(full.bytes);
+          expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
+        },
+      ),
       { numRuns: 12 },
     );
   });
 
   it('ZeRO-3 keeps a reduce bucket of reduce_bucket_size elements for the whole run: a smaller bucket lowers the peak by that much at most', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300, torch_dtype: 'bfloat16' });
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 160,
+      num_hidden_layers: 4,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 300,
+      torch_dtype: 'bfloat16',
+    });
     const big = ds(model, [2, 33], 3, 4, 0, { deepspeed: { reduceBucketSize: 1_000_000 } });
     const small = ds(model, [2, 33], 3, 4, 0, { deepspeed: { reduceBucketSize: 10_000 } });
     expect(big.bytes.peak).toBeGreaterThan(small.bytes.peak);

@@ -20,7 +20,15 @@ interface Segment {
 }
 
 const entry = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('alloc' as const), size: fc.integer({ min: 1, max: 5000 }), symbolic: fc.boolean(), category: fc.integer({ min: 0, max: CATEGORIES.length - 1 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('alloc' as const),
+      size: fc.integer({ min: 1, max: 5000 }),
+      symbolic: fc.boolean(),
+      category: fc.integer({ min: 0, max: CATEGORIES.length - 1 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('free' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('mark' as const) }) },
 );
@@ -131,7 +139,12 @@ describe('compact programs', () => {
           expect(written.events[c.event]!.label).toBe(c.label);
           const env = { B: 3 };
           const at = (d: Dim) => (typeof d === 'number' ? d : evaluate(d, env));
-          const cut = { ...written, sizes: written.sizes.map(at), log: written.log.slice(0, nthMark(written.log, c.event) + 1), events: written.events.slice(0, c.event + 1) };
+          const cut = {
+            ...written,
+            sizes: written.sizes.map(at),
+            log: written.log.slice(0, nthMark(written.log, c.event) + 1),
+            events: written.events.slice(0, c.event + 1),
+          };
           const totals = totalsAtLast(cut);
           expect(Object.fromEntries(CATEGORIES.map((k) => [k, at(c.byCategory[k])]))).toEqual(totals);
         }

@@ -1,6 +1,22 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CATEGORIES, conv2d, estimate, evaluate, fits, linear, maxFitting, memoryBudget, mobilenetV3Small, relu, replayAllocator, runtimeLines, seq, sym, type Dim } from '../../src/index.js';
+import {
+  CATEGORIES,
+  conv2d,
+  estimate,
+  evaluate,
+  fits,
+  linear,
+  maxFitting,
+  memoryBudget,
+  mobilenetV3Small,
+  relu,
+  replayAllocator,
+  runtimeLines,
+  seq,
+  sym,
+  type Dim,
+} from '../../src/index.js';
 import { cublasWorkspace, paramUpdate, savedStorages } from '../../src/internals.js';
 import { seqFromSpecs, type LayerSpec } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
@@ -44,8 +60,11 @@ describe('the training step (property-based)', () => {
       fc.property(randomModel, fc.constantFrom('sgd', 'adam', 'sgd_momentum'), fc.constantFrom('cuda', 'cpu'), (m, optimizer, device) => {
         const r = estimate(seqFromSpecs(m.layers), { input: m.input, optimizer, device });
         // The input counts once even when the first layer saves it (then it is in activations too).
-        const savedInput = [...savedStorages(r.ir).firstSaver.keys()].filter((s) => r.ir.storages[s]!.role === 'input').reduce((a, s) => a + num(r.ir.storages[s]!.bytes), 0);
-        const floor = [r.bytes.parameters, r.bytes.buffers, r.bytes.input, r.bytes.optimizer, r.bytes.activations].reduce((a: number, b) => a + num(b), 0) - savedInput;
+        const savedInput = [...savedStorages(r.ir).firstSaver.keys()]
+          .filter((s) => r.ir.storages[s]!.role === 'input')
+          .reduce((a, s) => a + num(r.ir.storages[s]!.bytes), 0);
+        const floor =
+          [r.bytes.parameters, r.bytes.buffers, r.bytes.input, r.bytes.optimizer, r.bytes.activations].reduce((a: number, b) => a + num(b), 0) - savedInput;
         // On CUDA every block is counted in 512-byte units, which only adds.
         expect(num(r.bytes.peak)).toBeGreaterThanOrEqual(floor);
         const atPeak = CATEGORIES.map((c) => num(r.peak.byCategory[c]));
@@ -71,12 +90,17 @@ describe('the training step (property-based)', () => {
 
   it('the first step never peaks above the steady one (estimate reports the steady peak without working the first out)', () => {
     fc.assert(
-      fc.property(randomModel, fc.constantFrom('sgd', 'adam', 'sgd_momentum', 'adafactor', 'lion', 'adam8bit'), fc.integer({ min: 1, max: 3 }), (m, optimizer, microBatches) => {
-        const r = estimate(seqFromSpecs(m.layers), { input: m.input, optimizer, microBatches });
-        expect(r.steps.first!.peak).toBeLessThanOrEqual(r.steps.steady!.peak as number);
-        expect(r.bytes.peak).toBe(r.steps.steady!.peak);
-        expect(r.peak.step).toBe('steady');
-      }),
+      fc.property(
+        randomModel,
+        fc.constantFrom('sgd', 'adam', 'sgd_momentum', 'adafactor', 'lion', 'adam8bit'),
+        fc.integer({ min: 1, max: 3 }),
+        (m, optimizer, microBatches) => {
+          const r = estimate(seqFromSpecs(m.layers), { input: m.input, optimizer, microBatches });
+          expect(r.steps.first!.peak).toBeLessThanOrEqual(r.steps.steady!.peak as number);
+          expect(r.bytes.peak).toBe(r.steps.steady!.peak);
+          expect(r.peak.step).toBe('steady');
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -188,7 +212,9 @@ describe('fitting', () => {
 
 describe('runtime lines and the allocator replay', () => {
   it('gives the documented cuBLAS workspaces and the configured lines, separately', () => {
-    expect(runtimeLines({ cublas: true }, 'ampere')).toEqual([{ label: 'cuBLAS workspace (1 handle)', bytes: 8_519_680, source: 'PyTorch default CUBLAS_WORKSPACE_CONFIG' }]);
+    expect(runtimeLines({ cublas: true }, 'ampere')).toEqual([
+      { label: 'cuBLAS workspace (1 handle)', bytes: 8_519_680, source: 'PyTorch default CUBLAS_WORKSPACE_CONFIG' },
+    ]);
     expect(runtimeLines({ cublas: true, cublasHandles: 2 }, 'hopper')[0]!.bytes).toBe(2 * 32 * 2 ** 20);
     expect(runtimeLines({ context: 123, cudnnWorkspace: 456 }, 'ada').map((l) => l.bytes)).toEqual([123, 456]);
   });
@@ -210,6 +236,11 @@ describe('runtime lines and the allocator replay', () => {
     expect(r.maxReserved).toBe(22 * MiB);
     expect(r.segments).toBe(2);
     // 12 MiB does not fit the 2 MiB left: a segment of its own, rounded to 2 MiB.
-    expect(replayAllocator([[0, 9 * MiB], [1, 12 * MiB + 1]]).maxReserved).toBe(20 * MiB + 14 * MiB);
+    expect(
+      replayAllocator([
+        [0, 9 * MiB],
+        [1, 12 * MiB + 1],
+      ]).maxReserved,
+    ).toBe(20 * MiB + 14 * MiB);
   });
 });

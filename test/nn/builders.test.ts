@@ -38,8 +38,14 @@ function issueOf(run: () => unknown) {
 
 describe('builders', () => {
   it('conv2d infers its input channels and computes output sizes, padding "same" included', () => {
-    const r = estimate(seq(conv2d({ out: 8, kernel: 3, stride: 2, padding: 1 }), conv2d({ out: 4, kernel: 5, padding: 'same', bias: false })), { input: [1, 3, 31, 20] });
-    expect(r.modules.map((m) => m.outputShape)).toEqual([[1, 4, 16, 10], [1, 8, 16, 10], [1, 4, 16, 10]]);
+    const r = estimate(seq(conv2d({ out: 8, kernel: 3, stride: 2, padding: 1 }), conv2d({ out: 4, kernel: 5, padding: 'same', bias: false })), {
+      input: [1, 3, 31, 20],
+    });
+    expect(r.modules.map((m) => m.outputShape)).toEqual([
+      [1, 4, 16, 10],
+      [1, 8, 16, 10],
+      [1, 4, 16, 10],
+    ]);
     expect(r.params.total).toBe(8 * 3 * 9 + 8 + 4 * 8 * 25);
   });
 
@@ -60,7 +66,10 @@ describe('builders', () => {
   });
 
   it('repeat makes n children named 0 … n-1 and refuses a count that is not a whole number', () => {
-    const r = estimate(repeat(3, () => seq(linear({ out: 16 }), relu())), { input: [2, 16] });
+    const r = estimate(
+      repeat(3, () => seq(linear({ out: 16 }), relu())),
+      { input: [2, 16] },
+    );
     expect(r.modules.filter((m) => m.depth === 1).map((m) => m.path)).toEqual([['0'], ['1'], ['2']]);
     expect(r.params.total).toBe(3 * (16 * 16 + 16));
     for (const n of [-1, 2.5, Number.NaN]) expect(issueOf(() => repeat(n, () => relu())).code).toBe('bad-attribute');
@@ -94,7 +103,9 @@ describe('builders', () => {
 
   it('llama-style attention without its rotary tables is a VramError with a path, not a TypeError', () => {
     const attn = attention({ style: 'llama', hidden: 64, heads: 4, kvHeads: 4, headDim: 16 } as never);
-    expect(() => estimate(attn, { input: [1, 8, 64] })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ code: 'bad-layer', path: ['attention', 'inputs'] })] }));
+    expect(() => estimate(attn, { input: [1, 8, 64] })).toThrowError(
+      expect.objectContaining({ issues: [expect.objectContaining({ code: 'bad-layer', path: ['attention', 'inputs'] })] }),
+    );
   });
 
   it('graph wires any dataflow and keeps op names in the tree', () => {

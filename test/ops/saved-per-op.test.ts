@@ -1,8 +1,26 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
-  adaptiveAvgPool2d, avgPool2d, bn, conv2d, dropout, estimate, flatten, gelu, graph, hardsigmoid, hardswish,
-  linear, maxPool2d, mulOp, relu, relu6, sigmoid, silu, tanh, type Layer,
+  adaptiveAvgPool2d,
+  avgPool2d,
+  bn,
+  conv2d,
+  dropout,
+  estimate,
+  flatten,
+  gelu,
+  graph,
+  hardsigmoid,
+  hardswish,
+  linear,
+  maxPool2d,
+  mulOp,
+  relu,
+  relu6,
+  sigmoid,
+  silu,
+  tanh,
+  type Layer,
 } from '../../src/index.js';
 
 /** The per-op reference: what PyTorch 1.13 CPU autograd saved on a [2, 8, 16, 16] non-leaf input. */
@@ -56,7 +74,9 @@ describe('op rules against the per-op reference (CPU, train)', () => {
 
   it('batch_norm eval keeps the input and the running statistics', () => {
     const row = reference.rows.find((r) => r.op === 'batch_norm eval')!;
-    expect(estimate(bn(), { input: row.input, device: 'cpu', framework: 'torch-1.13', inputRequiresGrad: true, moduleMode: 'eval' }).bytes.activations).toBe(row.saved_bytes);
+    expect(estimate(bn(), { input: row.input, device: 'cpu', framework: 'torch-1.13', inputRequiresGrad: true, moduleMode: 'eval' }).bytes.activations).toBe(
+      row.saved_bytes,
+    );
   });
 
   it('covers every reference row that is a single op of ours', () => {

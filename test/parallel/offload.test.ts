@@ -9,12 +9,25 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { deepspeedZero2, deepspeedZero3, estimate, fromHFConfig, linear, relu, seq, type Estimate, type HostBytes, type Layer, type ParallelPlan } from '../../src/index.js';
+import {
+  deepspeedZero2,
+  deepspeedZero3,
+  estimate,
+  fromHFConfig,
+  linear,
+  relu,
+  seq,
+  type Estimate,
+  type HostBytes,
+  type Layer,
+  type ParallelPlan,
+} from '../../src/index.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
 
 type Options = Parameters<typeof estimate>[1];
-const run = (model: Layer, input: readonly number[], parallel: ParallelPlan, extra: Partial<Options> = {}) => estimate(model, { input, timeline: false, ...extra, parallel } as Options) as Estimate<number>;
+const run = (model: Layer, input: readonly number[], parallel: ParallelPlan, extra: Partial<Options> = {}) =>
+  estimate(model, { input, timeline: false, ...extra, parallel } as Options) as Estimate<number>;
 const gpu = (r: Estimate<number>) => [r.bytes.parameters, r.bytes.gradients, r.bytes.optimizer];
 const host = (r: Estimate<number>) => r.host as HostBytes<number>;
 const states = (r: Estimate<number>) => r.bytes.parameters + r.bytes.gradients + r.bytes.optimizer;
@@ -59,7 +72,8 @@ describe('DeepSpeed ZeRO-Offload, by hand', () => {
   });
 
   it('stage 3: offload_optimizer moves the master, state and gradient partitions; offload_param the parameter partitions', () => {
-    const ds = (offload: NonNullable<ParallelPlan['offload']>) => run(mlp, input, { engine: 'deepspeed', dp: 2, zero: 3, deepspeed: { paramPersistenceThreshold: 0 }, offload });
+    const ds = (offload: NonNullable<ParallelPlan['offload']>) =>
+      run(mlp, input, { engine: 'deepspeed', dp: 2, zero: 3, deepspeed: { paramPersistenceThreshold: 0 }, offload });
     // q = ⌈48/2⌉ + ⌈6/2⌉ + ⌈24/2⌉ + ⌈4/2⌉ = 41 elements. Without offloading: [164, 164, 328] (deepspeed.test.ts).
     const optimizer = ds({ optimizer: true });
     expect(gpu(optimizer)).toEqual([164, 0, 0]);
@@ -112,7 +126,16 @@ describe("FSDP2's CPUOffloadPolicy, by hand", () => {
 });
 
 describe("DeepSpeed's estimators with offloading", () => {
-  const decoder = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: 4, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300, torch_dtype: 'bfloat16' });
+  const decoder = fromHFConfig({
+    model_type: 'llama',
+    hidden_size: 64,
+    intermediate_size: 160,
+    num_hidden_layers: 4,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    vocab_size: 300,
+    torch_dtype: 'bfloat16',
+  });
   const dp = 4;
 
   it('ZeRO-2 + cpu offload: the estimator says 2Ψ on the GPU; ours holds the bf16 flat buffer, 2Ψ up to 2N alignment', () => {
@@ -143,16 +166,40 @@ describe("DeepSpeed's estimators with offloading", () => {
 
 describe('what offloading cannot do is an error with its path', () => {
   it('rejects each unsupported combination', () => {
-    expect(issue(mlp, { parallel: { engine: 'ddp', dp: 2, offload: { optimizer: true } } })).toMatchObject({ path: ['parallel', 'offload'], code: 'not-modelled' });
-    expect(issue(mlp, { parallel: { engine: 'zero-redundancy', dp: 2, offload: { optimizer: true } } })).toMatchObject({ path: ['parallel', 'offload'], code: 'not-modelled' });
-    expect(issue(mlp, { parallel: { engine: 'fsdp2', dp: 2, offload: { optimizer: true } } })).toMatchObject({ path: ['parallel', 'offload', 'parameters'], code: 'bad-option' });
-    expect(issue(mlp, { parallel: { engine: 'fsdp2', dp: 2, offload: { parameters: true, optimizer: false } } })).toMatchObject({ path: ['parallel', 'offload', 'optimizer'], code: 'bad-option' });
-    for (const zero of [1, 2]) expect(issue(mlp, { parallel: { engine: 'deepspeed', dp: 2, zero, offload: { parameters: true } } })).toMatchObject({ path: ['parallel', 'offload', 'parameters'], code: 'bad-option' });
+    expect(issue(mlp, { parallel: { engine: 'ddp', dp: 2, offload: { optimizer: true } } })).toMatchObject({
+      path: ['parallel', 'offload'],
+      code: 'not-modelled',
+    });
+    expect(issue(mlp, { parallel: { engine: 'zero-redundancy', dp: 2, offload: { optimizer: true } } })).toMatchObject({
+      path: ['parallel', 'offload'],
+      code: 'not-modelled',
+    });
+    expect(issue(mlp, { parallel: { engine: 'fsdp2', dp: 2, offload: { optimizer: true } } })).toMatchObject({
+      path: ['parallel', 'offload', 'parameters'],
+      code: 'bad-option',
+    });
+    expect(issue(mlp, { parallel: { engine: 'fsdp2', dp: 2, offload: { parameters: true, optimizer: false } } })).toMatchObject({
+      path: ['parallel', 'offload', 'optimizer'],
+      code: 'bad-option',
+    });
+    for (const zero of [1, 2])
+      expect(issue(mlp, { parallel: { engine: 'deepspeed', dp: 2, zero, offload: { parameters: true } } })).toMatchObject({
+        path: ['parallel', 'offload', 'parameters'],
+        code: 'bad-option',
+      });
     // DeepSpeedCPUAdam / DeepSpeedCPULion only.
-    expect(issue(mlp, { optimizer: 'sgd_momentum', parallel: { engine: 'deepspeed', dp: 2, zero: 2, offload: { optimizer: true } } })).toMatchObject({ path: ['optimizer'], code: 'not-modelled' });
+    expect(issue(mlp, { optimizer: 'sgd_momentum', parallel: { engine: 'deepspeed', dp: 2, zero: 2, offload: { optimizer: true } } })).toMatchObject({
+      path: ['optimizer'],
+      code: 'not-modelled',
+    });
     // Offloading from the CPU to the CPU means nothing.
-    expect(issue(mlp, { device: 'cpu', parallel: { engine: 'fsdp2', dp: 2, offload: both } })).toMatchObject({ path: ['parallel', 'offload'], code: 'bad-option' });
-    expect(issue(mlp, { parallel: { engine: 'deepspeed', dp: 2, zero: 3, offload: { optimiser: true } } })).toMatchObject({ path: ['parallel', 'offload', 'optimiser'] });
+    expect(issue(mlp, { device: 'cpu', parallel: { engine: 'fsdp2', dp: 2, offload: both } })).toMatchObject({
+      path: ['parallel', 'offload'],
+      code: 'bad-option',
+    });
+    expect(issue(mlp, { parallel: { engine: 'deepspeed', dp: 2, zero: 3, offload: { optimiser: true } } })).toMatchObject({
+      path: ['parallel', 'offload', 'optimiser'],
+    });
   });
 
   it('accepts no offload spelled out, and Lion / AdamW under ZeRO-Offload', () => {
@@ -164,74 +211,110 @@ describe('what offloading cannot do is an error with its path', () => {
 
 /** The offload flags each engine accepts. */
 const plans = fc.oneof(
-  fc.record({ engine: fc.constant('deepspeed' as const), zero: fc.constantFrom(1, 2, 3), parameters: fc.boolean() }).map(({ zero, parameters }) => ({ engine: 'deepspeed' as const, zero: zero as 1 | 2 | 3, offload: { optimizer: true, parameters: zero === 3 && parameters } })),
-  fc.record({ engine: fc.constant('deepspeed' as const), parameters: fc.constant(true) }).map(() => ({ engine: 'deepspeed' as const, zero: 3 as const, offload: { optimizer: false, parameters: true } })),
+  fc
+    .record({ engine: fc.constant('deepspeed' as const), zero: fc.constantFrom(1, 2, 3), parameters: fc.boolean() })
+    .map(({ zero, parameters }) => ({
+      engine: 'deepspeed' as const,
+      zero: zero as 1 | 2 | 3,
+      offload: { optimizer: true, parameters: zero === 3 && parameters },
+    })),
+  fc
+    .record({ engine: fc.constant('deepspeed' as const), parameters: fc.constant(true) })
+    .map(() => ({ engine: 'deepspeed' as const, zero: 3 as const, offload: { optimizer: false, parameters: true } })),
   fc.constant({ engine: 'fsdp2' as const, offload: both }),
 );
 
 describe('offloading laws', () => {
   it('FSDP2: a decoder traced with three layers gives the whole trace’s GPU and host figures', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 4, max: 6 }), fc.integer({ min: 2, max: 8 }), fc.integer({ min: 1, max: 2 }), fc.constantFrom('every', 'last' as const), (layers, dp, microBatches, gradientSync) => {
-        const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: layers, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300, torch_dtype: 'bfloat16' });
-        const { repeated: _repeated, ...whole } = model as Layer & { repeated?: unknown };
-        const units = Array.from({ length: layers }, (_, i) => `model.layers.${i}`);
-        const parallel = { engine: 'fsdp2', dp, rank: dp - 1, gradientSync, units, offload: both } as const;
-        const fast = run(model, [2, 33], parallel, { microBatches });
-        const full = run(whole as Layer, [2, 33], parallel, { microBatches });
-        expect([fast.bytes, fast.host]).toEqual([full.bytes, full.host]);
-        expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
-      }),
+      fc.property(
+        fc.integer({ min: 4, max: 6 }),
+        fc.integer({ min: 2, max: 8 }),
+        fc.integer({ min: 1, max: 2 }),
+        fc.constantFrom('every', 'last' as const),
+        (layers, dp, microBatches, gradientSync) => {
+          const model = fromHFConfig({
+            model_type: 'llama',
+            hidden_size: 64,
+            intermediate_size: 160,
+            num_hidden_layers: layers,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            vocab_size: 300,
+            torch_dtype: 'bfloat16',
+          });
+          const { repeated: _repeated, ...whole } = model as Layer & { repeated?: unknown };
+          const units = Array.from({ length: layers }, (_, i) => `model.layers.${i}`);
+          const parallel = { engine: 'fsdp2', dp, rank: dp - 1, gradientSync, units, offload: both } as const;
+          const fast = run(model, [2, 33], parallel, { microBatches });
+          const full = run(whole as Layer, [2, 33], parallel, { microBatches });
+          expect([fast.bytes, fast.host]).toEqual([full.bytes, full.host]);
+          expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
+        },
+      ),
       { numRuns: 10 },
     );
   });
 
   it("never raise a rank's GPU model states; GPU + host keep at least its parameters and optimizer state; the GPU peak rises at most by what offloading adds", () => {
     fc.assert(
-      fc.property(randomModel, plans, fc.integer({ min: 1, max: 6 }), fc.nat(), fc.constantFrom(1, 2), fc.constantFrom('float32', 'bfloat16' as const), (m, plan, dp, rankSeed, microBatches, dtype) => {
-        const model = seqFromSpecs(m.layers);
-        const { offload, ...rest } = plan;
-        const base = { ...rest, dp, rank: rankSeed % dp, ...(rest.engine === 'deepspeed' ? { deepspeed: { paramPersistenceThreshold: 0 } } : {}) } as ParallelPlan;
-        let without: Estimate<number>;
-        try {
-          without = run(model, m.input, base, { microBatches, dtype });
-        } catch {
-          return fc.pre(false); // DeepSpeed needs trainable parameters
-        }
-        const withOffload = run(model, m.input, { ...base, offload }, { microBatches, dtype });
-        const h = host(withOffload);
-        expect(states(withOffload)).toBeLessThanOrEqual(states(without));
-        expect(withOffload.bytes.parameters + h.parameters).toBeGreaterThanOrEqual(without.bytes.parameters);
-        expect(withOffload.bytes.optimizer + h.optimizer).toBeGreaterThanOrEqual(without.bytes.optimizer);
-        // ZeRO-3 keeps every gradient partition somewhere. FSDP2 copies out each parameter's
-        // unpadded chunk, so over all ranks the host holds every gradient element once.
-        // Stages 1/2 keep the fp32 partition (4P on the host) where the GPU held whole in-partition
-        // gradients: no such law there.
-        if (plan.engine === 'deepspeed' && plan.zero === 3) expect(withOffload.bytes.gradients + h.gradients).toBeGreaterThanOrEqual(without.bytes.gradients);
-        if (plan.engine === 'fsdp2') {
-          const ranks = Array.from({ length: dp }, (_, rank) => host(run(model, m.input, { ...base, rank, offload }, { microBatches, dtype })).gradients);
-          expect(ranks.reduce((a, b) => a + b, 0)).toBe((dtype === 'float32' ? 4 : 2) * withOffload.params.trainable);
-        }
-        // What offloading adds to the GPU (rounded to CUDA's 512-byte blocks): stages 1/2 keep
-        // temp_grad_buffer_for_gpu_offload (the largest parameter, model dtype) for the whole run,
-        // which on a rank whose partition that parameter does not touch can exceed what offloading
-        // frees; ZeRO-3 offload_param at world 1 makes a GPU copy of each gathered parameter (one
-        // block each) where the partition was the parameter. (The fp32 master is a clone with or
-        // without offloading: measured, test/fixtures/deepspeed-cpu.)
-        const numels = withOffload.ir.tensors.filter((t) => t.role === 'param').map((t) => (t.spec.shape as number[]).reduce((a, b) => a * b, 1));
-        const round = (bytes: number) => Math.ceil(bytes / 512) * 512;
-        const added =
-          plan.engine !== 'deepspeed'
-            ? 0
-            : plan.zero !== 3
-              ? offload.optimizer
-                ? round(4 * Math.max(0, ...numels))
-                : 0
-              : offload.parameters && dp === 1
-                ? 512 * numels.length
-                : 0;
-        expect(withOffload.bytes.peak).toBeLessThanOrEqual(without.bytes.peak + added);
-      }),
+      fc.property(
+        randomModel,
+        plans,
+        fc.integer({ min: 1, max: 6 }),
+        fc.nat(),
+        fc.constantFrom(1, 2),
+        fc.constantFrom('float32', 'bfloat16' as const),
+        (m, plan, dp, rankSeed, microBatches, dtype) => {
+          const model = seqFromSpecs(m.layers);
+          const { offload, ...rest } = plan;
+          const base = {
+            ...rest,
+            dp,
+            rank: rankSeed % dp,
+            ...(rest.engine === 'deepspeed' ? { deepspeed: { paramPersistenceThreshold: 0 } } : {}),
+          } as ParallelPlan;
+          let without: Estimate<number>;
+          try {
+            without = run(model, m.input, base, { microBatches, dtype });
+          } catch {
+            return fc.pre(false); // DeepSpeed needs trainable parameters
+          }
+          const withOffload = run(model, m.input, { ...base, offload }, { microBatches, dtype });
+          const h = host(withOffload);
+          expect(states(withOffload)).toBeLessThanOrEqual(states(without));
+          expect(withOffload.bytes.parameters + h.parameters).toBeGreaterThanOrEqual(without.bytes.parameters);
+          expect(withOffload.bytes.optimizer + h.optimizer).toBeGreaterThanOrEqual(without.bytes.optimizer);
+          // ZeRO-3 keeps every gradient partition somewhere. FSDP2 copies out each parameter's
+          // unpadded chunk, so over all ranks the host holds every gradient element once.
+          // Stages 1/2 keep the fp32 partition (4P on the host) where the GPU held whole in-partition
+          // gradients: no such law there.
+          if (plan.engine === 'deepspeed' && plan.zero === 3) expect(withOffload.bytes.gradients + h.gradients).toBeGreaterThanOrEqual(without.bytes.gradients);
+          if (plan.engine === 'fsdp2') {
+            const ranks = Array.from({ length: dp }, (_, rank) => host(run(model, m.input, { ...base, rank, offload }, { microBatches, dtype })).gradients);
+            expect(ranks.reduce((a, b) => a + b, 0)).toBe((dtype === 'float32' ? 4 : 2) * withOffload.params.trainable);
+          }
+          // What offloading adds to the GPU (rounded to CUDA's 512-byte blocks): stages 1/2 keep
+          // temp_grad_buffer_for_gpu_offload (the largest parameter, model dtype) for the whole run,
+          // which on a rank whose partition that parameter does not touch can exceed what offloading
+          // frees; ZeRO-3 offload_param at world 1 makes a GPU copy of each gathered parameter (one
+          // block each) where the partition was the parameter. (The fp32 master is a clone with or
+          // without offloading: measured, test/fixtures/deepspeed-cpu.)
+          const numels = withOffload.ir.tensors.filter((t) => t.role === 'param').map((t) => (t.spec.shape as number[]).reduce((a, b) => a * b, 1));
+          const round = (bytes: number) => Math.ceil(bytes / 512) * 512;
+          const added =
+            plan.engine !== 'deepspeed'
+              ? 0
+              : plan.zero !== 3
+                ? offload.optimizer
+                  ? round(4 * Math.max(0, ...numels))
+                  : 0
+                : offload.parameters && dp === 1
+                  ? 512 * numels.length
+                  : 0;
+          expect(withOffload.bytes.peak).toBeLessThanOrEqual(without.bytes.peak + added);
+        },
+      ),
       { numRuns: 60 },
     );
   });

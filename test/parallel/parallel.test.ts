@@ -18,15 +18,24 @@ const engines: readonly Engine[] = ['ddp', 'zero-redundancy', 'fsdp2'];
 describe('per-rank model states', () => {
   it("never exceed one GPU's, and over all ranks hold the optimizer state once (FSDP2, ZeRO) or N times (DDP)", () => {
     fc.assert(
-      fc.property(randomModel, fc.constantFrom(...engines), fc.integer({ min: 2, max: 8 }), fc.constantFrom('adam', 'sgd_momentum'), (m, engine, dp, optimizer) => {
-        const model = seqFromSpecs(m.layers);
-        const one = estimate(model, { input: m.input, optimizer }) as Estimate<number>;
-        const ranks = Array.from({ length: dp }, (_, rank) => estimate(model, { input: m.input, optimizer, parallel: { engine, dp, rank } }) as Estimate<number>);
-        for (const r of ranks) expect(states(r)).toBeLessThanOrEqual(states(one));
-        const optimizerTotal = ranks.reduce((s, r) => s + (r.bytes.optimizer as number), 0);
-        expect(optimizerTotal).toBe(engine === 'ddp' ? dp * (one.bytes.optimizer as number) : one.bytes.optimizer);
-        if (engine !== 'fsdp2') for (const r of ranks) expect([r.bytes.parameters, r.bytes.gradients]).toEqual([one.bytes.parameters, one.bytes.gradients]);
-      }),
+      fc.property(
+        randomModel,
+        fc.constantFrom(...engines),
+        fc.integer({ min: 2, max: 8 }),
+        fc.constantFrom('adam', 'sgd_momentum'),
+        (m, engine, dp, optimizer) => {
+          const model = seqFromSpecs(m.layers);
+          const one = estimate(model, { input: m.input, optimizer }) as Estimate<number>;
+          const ranks = Array.from(
+            { length: dp },
+            (_, rank) => estimate(model, { input: m.input, optimizer, parallel: { engine, dp, rank } }) as Estimate<number>,
+          );
+          for (const r of ranks) expect(states(r)).toBeLessThanOrEqual(states(one));
+          const optimizerTotal = ranks.reduce((s, r) => s + (r.bytes.optimizer as number), 0);
+          expect(optimizerTotal).toBe(engine === 'ddp' ? dp * (one.bytes.optimizer as number) : one.bytes.optimizer);
+          if (engine !== 'fsdp2') for (const r of ranks) expect([r.bytes.parameters, r.bytes.gradients]).toEqual([one.bytes.parameters, one.bytes.gradients]);
+        },
+      ),
       { numRuns: 40 },
     );
   });
@@ -38,7 +47,7 @@ describe('per-rank model states', () => {
         const one = estimate(model, { input: m.input }) as Estimate<number>;
         const r = estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp } }) as Estimate<number>;
         // One row of padding per tensor at most: a row is its size over its first dimension.
-        const rows = r.ir.tensors.filter((t) => t.role === 'param').reduce((s, t) => s + (4 * (t.spec.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)), 0);
+        const rows = r.ir.tensors.filter((t) => t.role === 'param').reduce((s, t) => s + 4 * (t.spec.shape.slice(1) as number[]).reduce((a, b) => a * b, 1), 0);
         expect(r.bytes.parameters).toBeGreaterThanOrEqual((one.bytes.parameters as number) / dp);
         expect(r.bytes.parameters).toBeLessThanOrEqual((one.bytes.parameters as number) / dp + rows);
         expect(r.bytes.optimizer).toBeLessThanOrEqual((one.bytes.optimizer as number) / dp + 2 * rows);
@@ -51,7 +60,11 @@ describe('per-rank model states', () => {
     fc.assert(
       fc.property(randomModel, fc.integer({ min: 2, max: 8 }), (m, dp) => {
         const model = seqFromSpecs(m.layers);
-        const at = (reshardAfterForward: boolean) => estimate(model, { input: m.input, parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: m.layers.map((_, i) => String(i)) } }) as Estimate<number>;
+        const at = (reshardAfterForward: boolean) =>
+          estimate(model, {
+            input: m.input,
+            parallel: { engine: 'fsdp2', dp, reshardAfterForward, units: m.layers.map((_, i) => String(i)) },
+          }) as Estimate<number>;
         const [kept, resharded] = [at(false), at(true)];
         const forwardPeak = (r: Estimate<number>) => Math.max(...r.timeline.filter((e) => e.phase === 'forward').map((e) => e.live as number));
         expect(forwardPeak(kept)).toBeGreaterThanOrEqual(forwardPeak(resharded));
@@ -81,7 +94,16 @@ describe('per-rank estimates of decoders', () => {
         fc.boolean(),
         fc.integer({ min: 1, max: 2 }),
         (layers, engine, dp, bucketView, microBatches) => {
-          const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: layers, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 300, torch_dtype: 'bfloat16' }) as ModuleLayer;
+          const model = fromHFConfig({
+            model_type: 'llama',
+            hidden_size: 64,
+            intermediate_size: 160,
+            num_hidden_layers: layers,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            vocab_size: 300,
+            torch_dtype: 'bfloat16',
+          }) as ModuleLayer;
           const units = Array.from({ length: layers }, (_, i) => `model.layers.${i}`);
           const options = { input: [2, 33], microBatches, parallel: { engine, dp, bucketView, units } } as const;
           const fast = estimate(model, options);
@@ -95,7 +117,17 @@ describe('per-rank estimates of decoders', () => {
   });
 
   it('FSDP2 on 8 GPUs: each rank keeps an eighth of a bf16 Qwen2.5-0.5B, padded', () => {
-    const model = fromHFConfig({ model_type: 'qwen2', torch_dtype: 'bfloat16', hidden_size: 896, intermediate_size: 4864, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, vocab_size: 151936, tie_word_embeddings: true });
+    const model = fromHFConfig({
+      model_type: 'qwen2',
+      torch_dtype: 'bfloat16',
+      hidden_size: 896,
+      intermediate_size: 4864,
+      num_hidden_layers: 24,
+      num_attention_heads: 14,
+      num_key_value_heads: 2,
+      vocab_size: 151936,
+      tie_word_embeddings: true,
+    });
     const one = estimate(model, { input: [1, 256] });
     const rank = estimate(model, { input: [1, 256], parallel: { engine: 'fsdp2', dp: 8 } });
     expect(rank.params.total).toBe(one.params.total);
@@ -104,9 +136,19 @@ describe('per-rank estimates of decoders', () => {
   });
 
   it('FSDP2 units name modules: an unknown key is an error with its path, a named block forces the whole trace', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 6, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 256 });
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 128,
+      num_hidden_layers: 6,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 256,
+    });
     const input = [1, 32];
-    expect(() => estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: ['model.layers.0', 'model.layer.1'] } })).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel', 'units', 1], code: 'bad-option' })] }));
+    expect(() => estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: ['model.layers.0', 'model.layer.1'] } })).toThrowError(
+      expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel', 'units', 1], code: 'bad-option' })] }),
+    );
     // Wrapping every layer by name is FSDP2's default wrapping.
     const named = estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2, units: Array.from({ length: 6 }, (_, i) => `model.layers.${i}`) } });
     const byDefault = estimate(model, { input, parallel: { engine: 'fsdp2', dp: 2 } });

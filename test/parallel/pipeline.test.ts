@@ -24,28 +24,35 @@ const activations = (r: Estimate<number>) => r.timeline.map((e) => e.byCategory.
 describe('pipeline ranks', () => {
   it("a stage's activations peak at (in flight − 1) micro-batches' plus one micro-batch's own forward peak, and one held output at most (GPipe, 1F1B)", () => {
     fc.assert(
-      fc.property(fc.constantFrom<PipelineSchedule>('gpipe', '1f1b'), fc.integer({ min: 2, max: 4 }), fc.integer({ min: 1, max: 6 }), fc.nat(), fc.integer({ min: 4, max: 64 }), (schedule, pp, extra, r, batch) => {
-        const m = schedule === '1f1b' ? pp + extra - 1 : extra;
-        const stage = r % pp;
-        const model = mlp(2 * pp, 32);
-        const one = rankOf(model, [batch, 32], 1, { pp, stage, schedule: 'gpipe' });
-        const firstBackward = one.timeline.findIndex((e) => e.phase === 'backward');
-        const held = activations(one)[firstBackward - 1]!;
-        const forwardPeak = Math.max(...activations(one).slice(0, firstBackward));
-        const rank = rankOf(model, [batch, 32], m, { pp, stage, schedule });
-        const k = inFlight(pipelineActions(schedule, pp, stage, m));
-        const most = Math.max(...activations(rank));
-        if (stage < pp - 1) {
-          // Up to one more output ([batch, 32] fp32): the schedule's names (`output`, a kept send work) hold one past its backward.
-          expect(most).toBeGreaterThanOrEqual((k - 1) * held + forwardPeak);
-          expect(most).toBeLessThanOrEqual((k - 1) * held + forwardPeak + 128 * batch);
-        } else {
-          // The final stage also keeps each finished micro-batch's loss (4 B) until the step ends,
-          // and the schedule's `output` the last output ([batch, 10] fp32) into the next forward.
-          expect(most).toBeGreaterThanOrEqual((k - 1) * held + forwardPeak);
-          expect(most).toBeLessThanOrEqual((k - 1) * held + forwardPeak + 4 * (m - 1) + 40 * batch);
-        }
-      }),
+      fc.property(
+        fc.constantFrom<PipelineSchedule>('gpipe', '1f1b'),
+        fc.integer({ min: 2, max: 4 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.nat(),
+        fc.integer({ min: 4, max: 64 }),
+        (schedule, pp, extra, r, batch) => {
+          const m = schedule === '1f1b' ? pp + extra - 1 : extra;
+          const stage = r % pp;
+          const model = mlp(2 * pp, 32);
+          const one = rankOf(model, [batch, 32], 1, { pp, stage, schedule: 'gpipe' });
+          const firstBackward = one.timeline.findIndex((e) => e.phase === 'backward');
+          const held = activations(one)[firstBackward - 1]!;
+          const forwardPeak = Math.max(...activations(one).slice(0, firstBackward));
+          const rank = rankOf(model, [batch, 32], m, { pp, stage, schedule });
+          const k = inFlight(pipelineActions(schedule, pp, stage, m));
+          const most = Math.max(...activations(rank));
+          if (stage < pp - 1) {
+            // Up to one more output ([batch, 32] fp32): the schedule's names (`output`, a kept send work) hold one past its backward.
+            expect(most).toBeGreaterThanOrEqual((k - 1) * held + forwardPeak);
+            expect(most).toBeLessThanOrEqual((k - 1) * held + forwardPeak + 128 * batch);
+          } else {
+            // The final stage also keeps each finished micro-batch's loss (4 B) until the step ends,
+            // and the schedule's `output` the last output ([batch, 10] fp32) into the next forward.
+            expect(most).toBeGreaterThanOrEqual((k - 1) * held + forwardPeak);
+            expect(most).toBeLessThanOrEqual((k - 1) * held + forwardPeak + 4 * (m - 1) + 40 * batch);
+          }
+        },
+      ),
       { numRuns: 25 },
     );
   });
@@ -94,7 +101,13 @@ describe('pipeline ranks', () => {
   it('runs under DDP with one stage per rank', () => {
     const model = mlp(4, 64);
     const alone = rankOf(model, [8, 64], 4, { pp: 2, stage: 0 });
-    const ddp = estimate(model, { input: [8, 64], device: 'cpu', optimizer: 'adam', microBatches: 4, parallel: { engine: 'ddp', dp: 2, pp: 2, stage: 0, keepOutputs: false } }) as Estimate<number>;
+    const ddp = estimate(model, {
+      input: [8, 64],
+      device: 'cpu',
+      optimizer: 'adam',
+      microBatches: 4,
+      parallel: { engine: 'ddp', dp: 2, pp: 2, stage: 0, keepOutputs: false },
+    }) as Estimate<number>;
     expect(ddp.bytes.parameters).toBe(alone.bytes.parameters);
     expect(ddp.bytes.peak).toBeGreaterThan(alone.bytes.peak);
   });

@@ -34,9 +34,17 @@ function namedLiterals(text: string, names: readonly string[]): { readonly name:
   const source = ts.createSourceFile('scan.ts', text, ts.ScriptTarget.Latest, true);
   const found: { name: string; line: number }[] = [];
   const visit = (node: ts.Node): void => {
-    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node) || ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) {
+    if (
+      ts.isStringLiteral(node) ||
+      ts.isNoSubstitutionTemplateLiteral(node) ||
+      ts.isTemplateHead(node) ||
+      ts.isTemplateMiddle(node) ||
+      ts.isTemplateTail(node)
+    ) {
       // A name as the literal itself, or quoted inside a message ("use engine 'fsdp2'").
-      for (const name of names) if (node.text === name || node.text.includes(`'${name}'`)) found.push({ name, line: source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1 });
+      for (const name of names)
+        if (node.text === name || node.text.includes(`'${name}'`))
+          found.push({ name, line: source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1 });
     }
     ts.forEachChild(node, visit);
   };

@@ -16,8 +16,10 @@ interface Order {
   readonly rank: number;
   readonly actions: readonly [string, number, number][];
 }
-const torchOrders = (JSON.parse(readFileSync(new URL('../fixtures/pipeline-orders/interleaved-1f1b.json', import.meta.url), 'utf8')) as { orders: Order[] }).orders;
-const compute = (schedule: PipelineSchedule, pp: number, rank: number, m: number, v = 1) => pipelineActions(schedule, pp, rank, m, v).filter((a) => a.kind === 'forward' || a.kind === 'backward');
+const torchOrders = (JSON.parse(readFileSync(new URL('../fixtures/pipeline-orders/interleaved-1f1b.json', import.meta.url), 'utf8')) as { orders: Order[] })
+  .orders;
+const compute = (schedule: PipelineSchedule, pp: number, rank: number, m: number, v = 1) =>
+  pipelineActions(schedule, pp, rank, m, v).filter((a) => a.kind === 'forward' || a.kind === 'backward');
 
 describe('pipelineActions', () => {
   it(`interleaved 1F1B runs torch's order on ${torchOrders.length} (pp, v, m, rank)`, () => {
@@ -38,32 +40,43 @@ describe('pipelineActions', () => {
 
   it('every schedule runs each forward once, then its backward once, and waits on every send', () => {
     fc.assert(
-      fc.property(fc.constantFrom<PipelineSchedule>('gpipe', '1f1b', 'interleaved-1f1b'), fc.integer({ min: 2, max: 6 }), fc.integer({ min: 1, max: 12 }), fc.nat(), fc.integer({ min: 2, max: 3 }), (schedule, pp, m0, r, v0) => {
-        const v = schedule === 'interleaved-1f1b' ? v0 : 1;
-        const rounds = Math.max(1, Math.floor(m0 / pp));
-        const m = schedule === '1f1b' ? Math.max(m0, pp) : m0 - (m0 % rounds);
-        const rank = r % pp;
-        const actions = pipelineActions(schedule, pp, rank, m, v);
-        const done = new Set<string>();
-        for (const a of actions) {
-          const key = `${a.stage}/${a.micro}`;
-          expect(a.stage % pp).toBe(rank);
-          if (a.kind === 'forward') done.add(`f${key}`);
-          if (a.kind === 'backward') {
-            expect(done.has(`f${key}`)).toBe(true);
-            done.add(`b${key}`);
+      fc.property(
+        fc.constantFrom<PipelineSchedule>('gpipe', '1f1b', 'interleaved-1f1b'),
+        fc.integer({ min: 2, max: 6 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.nat(),
+        fc.integer({ min: 2, max: 3 }),
+        (schedule, pp, m0, r, v0) => {
+          const v = schedule === 'interleaved-1f1b' ? v0 : 1;
+          const rounds = Math.max(1, Math.floor(m0 / pp));
+          const m = schedule === '1f1b' ? Math.max(m0, pp) : m0 - (m0 % rounds);
+          const rank = r % pp;
+          const actions = pipelineActions(schedule, pp, rank, m, v);
+          const done = new Set<string>();
+          for (const a of actions) {
+            const key = `${a.stage}/${a.micro}`;
+            expect(a.stage % pp).toBe(rank);
+            if (a.kind === 'forward') done.add(`f${key}`);
+            if (a.kind === 'backward') {
+              expect(done.has(`f${key}`)).toBe(true);
+              done.add(`b${key}`);
+            }
+            if (a.kind === 'sent-grad') expect(done.has(`b${key}`)).toBe(true);
           }
-          if (a.kind === 'sent-grad') expect(done.has(`b${key}`)).toBe(true);
-        }
-        expect(actions.filter((a) => a.kind === 'forward')).toHaveLength(m * v);
-        expect(actions.filter((a) => a.kind === 'backward')).toHaveLength(m * v);
-        expect(actions.filter((a) => a.kind === 'sent-grad')).toHaveLength(m * v);
-      }),
+          expect(actions.filter((a) => a.kind === 'forward')).toHaveLength(m * v);
+          expect(actions.filter((a) => a.kind === 'backward')).toHaveLength(m * v);
+          expect(actions.filter((a) => a.kind === 'sent-grad')).toHaveLength(m * v);
+        },
+      ),
     );
   });
 
   it('refuses what torch refuses', () => {
-    expect(() => pipelineActions('interleaved-1f1b', 4, 0, 9, 2)).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['microBatches'] })] }));
-    expect(() => pipelineActions('1f1b', 4, 0, 8, 2)).toThrowError(expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel', 'virtualStages'] })] }));
+    expect(() => pipelineActions('interleaved-1f1b', 4, 0, 9, 2)).toThrowError(
+      expect.objectContaining({ issues: [expect.objectContaining({ path: ['microBatches'] })] }),
+    );
+    expect(() => pipelineActions('1f1b', 4, 0, 8, 2)).toThrowError(
+      expect.objectContaining({ issues: [expect.objectContaining({ path: ['parallel', 'virtualStages'] })] }),
+    );
   });
 });

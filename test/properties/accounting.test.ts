@@ -20,7 +20,8 @@ function setInplace(specs: readonly LayerSpec[], value: boolean, skip: readonly 
     const [kind, attrs, children] = spec as [string, Record<string, unknown>, unknown[] | undefined];
     const next = 'inplace' in attrs && !skip.includes(kind) ? { ...attrs, inplace: value } : attrs;
     if (children === undefined) return [kind, next] as LayerSpec;
-    const kids = kind === 'branch' ? (children as LayerSpec[][]).map((path) => setInplace(path, value, skip)) : setInplace(children as LayerSpec[], value, skip);
+    const kids =
+      kind === 'branch' ? (children as LayerSpec[][]).map((path) => setInplace(path, value, skip)) : setInplace(children as LayerSpec[], value, skip);
     return [kind, next, kids] as LayerSpec;
   });
 }
@@ -73,7 +74,10 @@ describe('accounting laws (property-based)', () => {
         expect(root.activations).toBe(r.bytes.activations);
         expect(root.params).toBe(r.params.total);
         r.modules.forEach((module, i) => {
-          const children = r.modules.filter((other) => other.depth === module.depth + 1 && other.path.slice(0, module.depth).join('.') === module.path.join('.') && r.modules.indexOf(other) > i);
+          const children = r.modules.filter(
+            (other) =>
+              other.depth === module.depth + 1 && other.path.slice(0, module.depth).join('.') === module.path.join('.') && r.modules.indexOf(other) > i,
+          );
           expect(module.params).toBe(module.ownParams + children.reduce((s, ch) => s + ch.params, 0));
           expect(num(module.activations)).toBeGreaterThanOrEqual(children.reduce((s, ch) => s + num(ch.activations), 0));
         });
@@ -143,14 +147,22 @@ describe('accounting laws (property-based)', () => {
     const H = sym('H');
     const W = sym('W');
     fc.assert(
-      fc.property(randomModel, fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 50 }), fc.constantFrom('cuda', 'cpu') as fc.Arbitrary<'cuda' | 'cpu'>, fc.constantFrom('torch-2', 'torch-1.13') as fc.Arbitrary<'torch-2' | 'torch-1.13'>, (m, b, dh, dw, device, framework) => {
-        const model = seqFromSpecs(m.layers);
-        const [, c, h, w] = m.input;
-        const symbolic = estimate(model, { input: [B, c, H, W], device, framework }).bytes;
-        const env = { B: b, H: h + dh, W: w + dw };
-        const concrete = estimate(model, { input: [b, c, env.H, env.W], device, framework }).bytes;
-        for (const key of Object.keys(concrete) as (keyof typeof concrete)[]) expect(evaluate(symbolic[key], env), key).toBe(concrete[key]);
-      }),
+      fc.property(
+        randomModel,
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 0, max: 50 }),
+        fc.integer({ min: 0, max: 50 }),
+        fc.constantFrom('cuda', 'cpu') as fc.Arbitrary<'cuda' | 'cpu'>,
+        fc.constantFrom('torch-2', 'torch-1.13') as fc.Arbitrary<'torch-2' | 'torch-1.13'>,
+        (m, b, dh, dw, device, framework) => {
+          const model = seqFromSpecs(m.layers);
+          const [, c, h, w] = m.input;
+          const symbolic = estimate(model, { input: [B, c, H, W], device, framework }).bytes;
+          const env = { B: b, H: h + dh, W: w + dw };
+          const concrete = estimate(model, { input: [b, c, env.H, env.W], device, framework }).bytes;
+          for (const key of Object.keys(concrete) as (keyof typeof concrete)[]) expect(evaluate(symbolic[key], env), key).toBe(concrete[key]);
+        },
+      ),
       { numRuns: 100 },
     );
   });

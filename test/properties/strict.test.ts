@@ -7,7 +7,36 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CATEGORIES, CONTEXT_DEFAULTS, GPUS, LLMS, VramError, conv2d, estimate, evaluate, fits, fromHFConfig, generation, gpu, grpoStep, korthikanti, kvCache, linear, llm, maxFitting, memoryBudget, mobilenetV3Small, relu, safetensorsSummary, seq, summary, sym, traceModel, type Dim, type Layer } from '../../src/index.js';
+import {
+  CATEGORIES,
+  CONTEXT_DEFAULTS,
+  GPUS,
+  LLMS,
+  VramError,
+  conv2d,
+  estimate,
+  evaluate,
+  fits,
+  fromHFConfig,
+  generation,
+  gpu,
+  grpoStep,
+  korthikanti,
+  kvCache,
+  linear,
+  llm,
+  maxFitting,
+  memoryBudget,
+  mobilenetV3Small,
+  relu,
+  safetensorsSummary,
+  seq,
+  summary,
+  sym,
+  traceModel,
+  type Dim,
+  type Layer,
+} from '../../src/index.js';
 import { TRANSFORMERS_RULES } from '../../src/internals.js';
 import { randomModel } from '../helpers/random-models.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
@@ -97,7 +126,15 @@ describe('random calls: exact non-negative integers or a VramError, never a sile
   });
 
   it('LLM helpers with random counts, wrong types included', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 96, num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 64 });
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 96,
+      num_hidden_layers: 1,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 64,
+    });
     const count = fc.oneof(fc.integer({ min: -5, max: 64 }), fc.constantFrom(0.5, Number.NaN, '8', null, 2 ** 60));
     fc.assert(
       fc.property(count, count, count, (a, b, c) => {
@@ -140,7 +177,13 @@ describe('each failure the issue found', () => {
   });
 
   it('enums are checked with own properties and list the valid values', () => {
-    for (const [key, value] of [['framework', 'torch-3'], ['device', 'CUDA'], ['precision', 'constructor'], ['loss', 'mse'], ['optimizer', 'adamm']] as const) {
+    for (const [key, value] of [
+      ['framework', 'torch-3'],
+      ['device', 'CUDA'],
+      ['precision', 'constructor'],
+      ['loss', 'mse'],
+      ['optimizer', 'adamm'],
+    ] as const) {
       expect(codes(() => estimate(model, { input, [key]: value } as never))).toEqual([`${key}:bad-option`]);
     }
     expect(() => estimate(model, { input, device: 'CUDA' } as never)).toThrow(/cuda \| cpu/);
@@ -148,7 +191,8 @@ describe('each failure the issue found', () => {
   });
 
   it('counts are safe integers in range; lists are lists', () => {
-    for (const microBatches of [Number.NaN, 0, -3, 2.5, 2_000_000]) expect(codes(() => estimate(model, { input, microBatches }))).toEqual(['microBatches:bad-option']);
+    for (const microBatches of [Number.NaN, 0, -3, 2.5, 2_000_000])
+      expect(codes(() => estimate(model, { input, microBatches }))).toEqual(['microBatches:bad-option']);
     expect(codes(() => estimate(model, { input, checkpoint: { modules: 'features.3' } } as never))).toEqual(['checkpoint.modules:bad-option']);
     expect(codes(() => estimate(model, { input, freeze: 'features' } as never))).toEqual(['freeze:bad-option']);
   });
@@ -230,7 +274,9 @@ describe('each failure the issue found', () => {
       (GPUS[0] as { memoryBytes: number }).memoryBytes = 1;
     }).toThrow(TypeError);
     expect(gpu('V100-16GB').memoryBytes).toBeGreaterThan(1);
-    expect(Object.isFrozen(CONTEXT_DEFAULTS) && Object.isFrozen(CATEGORIES) && Object.isFrozen(LLMS[0]!.config) && Object.isFrozen(TRANSFORMERS_RULES[0]!.variants)).toBe(true);
+    expect(
+      Object.isFrozen(CONTEXT_DEFAULTS) && Object.isFrozen(CATEGORIES) && Object.isFrozen(LLMS[0]!.config) && Object.isFrozen(TRANSFORMERS_RULES[0]!.variants),
+    ).toBe(true);
     const shape = [1, 3, 32, 32];
     const ir = traceModel(model, { input: shape });
     shape[0] = 99;

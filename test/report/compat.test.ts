@@ -1,8 +1,26 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
-  adaptiveAvgPool2d, bn, conv2d, dropout, flatten, gelu, hardswish, linear, maxPool2d, mobilenetV3Large, mobilenetV3Small,
-  relu, relu6, seq, sigmoid, silu, summary, tanh, type Layer, type TorchinfoColumn,
+  adaptiveAvgPool2d,
+  bn,
+  conv2d,
+  dropout,
+  flatten,
+  gelu,
+  hardswish,
+  linear,
+  maxPool2d,
+  mobilenetV3Large,
+  mobilenetV3Small,
+  relu,
+  relu6,
+  seq,
+  sigmoid,
+  silu,
+  summary,
+  tanh,
+  type Layer,
+  type TorchinfoColumn,
 } from '../../src/index.js';
 
 interface CompatCase {
@@ -17,7 +35,17 @@ interface CompatCase {
 const fixtures = new URL('../fixtures/compat/', import.meta.url);
 const index = JSON.parse(readFileSync(new URL('index.json', fixtures), 'utf8')) as { cases: readonly CompatCase[] };
 
-const tinyConv = () => seq(conv2d({ out: 16, kernel: 3, stride: 2, padding: 1, bias: false }), bn(), hardswish({ inplace: true }), conv2d({ out: 8, kernel: 1 }), relu({ inplace: true }), adaptiveAvgPool2d(), flatten(), linear({ out: 10 }));
+const tinyConv = () =>
+  seq(
+    conv2d({ out: 16, kernel: 3, stride: 2, padding: 1, bias: false }),
+    bn(),
+    hardswish({ inplace: true }),
+    conv2d({ out: 8, kernel: 1 }),
+    relu({ inplace: true }),
+    adaptiveAvgPool2d(),
+    flatten(),
+    linear({ out: 10 }),
+  );
 const shared = linear({ out: 16 });
 
 /** The fixtures' models, built with vram-ts (index.json gives each PyTorch definition). */
@@ -35,9 +63,20 @@ function model(c: CompatCase): { layer: Layer; freeze?: readonly string[] } {
     case 'tiny_mixed':
       return {
         layer: seq(
-          conv2d({ out: 8, kernel: 3, padding: 1 }), relu6({ inplace: true }), maxPool2d({ kernel: 2 }),
-          conv2d({ out: 16, kernel: 3, stride: 2, padding: 1, bias: false }), bn(), silu({ inplace: true }), dropout({ p: 0.5 }),
-          conv2d({ out: 4, kernel: 1 }), sigmoid(), flatten(), linear({ out: 32 }), tanh(), linear({ out: 5 }), gelu(),
+          conv2d({ out: 8, kernel: 3, padding: 1 }),
+          relu6({ inplace: true }),
+          maxPool2d({ kernel: 2 }),
+          conv2d({ out: 16, kernel: 3, stride: 2, padding: 1, bias: false }),
+          bn(),
+          silu({ inplace: true }),
+          dropout({ p: 0.5 }),
+          conv2d({ out: 4, kernel: 1 }),
+          sigmoid(),
+          flatten(),
+          linear({ out: 32 }),
+          tanh(),
+          linear({ out: 5 }),
+          gelu(),
         ),
       };
     case 'tiny_shared':

@@ -8,7 +8,14 @@ const GiB = 2 ** 30;
 const attrs = (svg: string, cls: string) =>
   [...svg.matchAll(new RegExp(`<(?:text|line|polygon)[^>]*class="${cls}"[^>]*>([^<]*)`, 'g'))].map((m) => {
     const get = (name: string) => Number(new RegExp(` ${name}="([^"]*)"`).exec(m[0])?.[1]);
-    return { text: m[1]!, x: get('x'), y: get('y'), width: get('data-width'), y1: get('y1'), points: /points="([^"]*)"/.exec(m[0])?.[1]?.split(' ').length ?? 0 };
+    return {
+      text: m[1]!,
+      x: get('x'),
+      y: get('y'),
+      width: get('data-width'),
+      y1: get('y1'),
+      points: /points="([^"]*)"/.exec(m[0])?.[1]?.split(' ').length ?? 0,
+    };
   });
 
 /** A timeline of `n` events (a saw-tooth with one spike) standing in for a very long step. */

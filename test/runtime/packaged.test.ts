@@ -20,7 +20,12 @@ const esm = `${checkBody("import { estimate, mobilenetV3Small, summary } from 'v
 const cjs = `${checkBody("const { estimate, mobilenetV3Small, summary } = require('vram-ts');")}console.log(line);\n`;
 
 function run(command: string, args: readonly string[]): string {
-  return execFileSync(command, args, { cwd: work, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return execFileSync(command, args, {
+    cwd: work,
+    encoding: 'utf8',
+    env: { ...process.env, NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
 
 beforeAll(() => {
@@ -52,7 +57,10 @@ describe('the packed package', () => {
   it('runs under Bun', () => expectOk(run(bin('bun'), ['check.mjs'])));
 
   it('runs in headless Chromium from a browser bundle, and an SVG timeline draws', async () => {
-    writeFileSync(join(work, 'browser-entry.mjs'), `${checkBody("import { estimate, mobilenetV3Small, summary, timelineSvg } from 'vram-ts';")}globalThis.__line = line;\nglobalThis.__svg = timelineSvg(estimate(model, { input: [1, 3, 224, 224] }));\n`);
+    writeFileSync(
+      join(work, 'browser-entry.mjs'),
+      `${checkBody("import { estimate, mobilenetV3Small, summary, timelineSvg } from 'vram-ts';")}globalThis.__line = line;\nglobalThis.__svg = timelineSvg(estimate(model, { input: [1, 3, 224, 224] }));\n`,
+    );
     run(bin('esbuild'), ['browser-entry.mjs', '--bundle', '--format=iife', '--platform=browser', '--outfile=browser-bundle.js', '--log-level=error']);
     const browser = await launchChromium();
     try {

@@ -54,7 +54,14 @@ afterAll(async () => {
 
 /** The figures the page shows, by row key, in bytes. */
 async function figures(): Promise<Record<string, number>> {
-  return page.evaluate(() => Object.fromEntries(Array.from(document.querySelectorAll('#figures tr[data-key]')).map((tr) => [tr.getAttribute('data-key')!, Number(tr.querySelector('[data-bytes]')!.getAttribute('data-bytes'))])));
+  return page.evaluate(() =>
+    Object.fromEntries(
+      Array.from(document.querySelectorAll('#figures tr[data-key]')).map((tr) => [
+        tr.getAttribute('data-key')!,
+        Number(tr.querySelector('[data-bytes]')!.getAttribute('data-bytes')),
+      ]),
+    ),
+  );
 }
 
 /** Waits until the page has rendered the state whose hash is `hash` (the debounce ran). */
@@ -63,8 +70,12 @@ async function settled(hash: string): Promise<void> {
 }
 
 const expected = (r: ReturnType<typeof estimate>, train = true) => ({
-  parameters: r.bytes.parameters, buffers: r.bytes.buffers, input: r.bytes.input, activations: r.bytes.activations,
-  ...(train ? { gradients: r.bytes.gradients, optimizer: r.bytes.optimizer } : {}), peak: r.bytes.peak,
+  parameters: r.bytes.parameters,
+  buffers: r.bytes.buffers,
+  input: r.bytes.input,
+  activations: r.bytes.activations,
+  ...(train ? { gradients: r.bytes.gradients, optimizer: r.bytes.optimizer } : {}),
+  peak: r.bytes.peak,
 });
 
 describe('the calculator page', () => {
@@ -77,9 +88,14 @@ describe('the calculator page', () => {
     expect(await page.getAttribute('#peak', 'data-bytes')).toBe(String(seed.bytes.peak));
     expect(Number(await page.getAttribute('#max-batch', 'data-value'))).toBeGreaterThan(1);
     expect(await page.locator('#timeline svg polygon.area').count()).toBeGreaterThanOrEqual(4);
-    expect(await page.locator('#timeline svg line.capacity').count() + await page.locator('#timeline svg text.capacity').count()).toBe(1);
+    expect((await page.locator('#timeline svg line.capacity').count()) + (await page.locator('#timeline svg text.capacity').count())).toBe(1);
     // The chart's phase labels do not overlap as Chromium lays them out.
-    const boxes = await page.evaluate(() => Array.from(document.querySelectorAll('#timeline text.phase-label')).map((t) => { const b = (t as SVGGraphicsElement).getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; }));
+    const boxes = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('#timeline text.phase-label')).map((t) => {
+        const b = (t as SVGGraphicsElement).getBBox();
+        return { x: b.x, y: b.y, w: b.width, h: b.height };
+      }),
+    );
     expect(boxes.length).toBeGreaterThanOrEqual(4);
     for (const a of boxes) for (const b of boxes) if (a !== b) expect(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y).toBe(true);
 
@@ -89,7 +105,10 @@ describe('the calculator page', () => {
     if (statSync(shot).size < 300 * 1024) copyFileSync(shot, join(root, 'site', 'screenshot.png'));
     // The same page on a dark scheme: the charts' text follows the page's colour.
     await page.emulateMedia({ colorScheme: 'dark' });
-    const colours = await page.evaluate(() => ({ body: getComputedStyle(document.body).backgroundColor, tick: getComputedStyle(document.querySelector('#timeline text.tick')!).fill }));
+    const colours = await page.evaluate(() => ({
+      body: getComputedStyle(document.body).backgroundColor,
+      tick: getComputedStyle(document.querySelector('#timeline text.tick')!).fill,
+    }));
     expect(colours.body).toBe('rgb(22, 22, 26)');
     expect(colours.tick).toBe('rgb(230, 230, 234)');
     const dark = join(tmpdir(), `vram-ts-site-${process.pid}-dark.png`);
@@ -122,7 +141,14 @@ describe('the calculator page', () => {
     expect(await page.isChecked('#checkpointing')).toBe(true);
     const model = llm('qwen2.5-0.5b');
     const layers = Array.from({ length: 24 }, (_, i) => `model.layers.${i}`);
-    const r = estimate(model, { input: [1, 512], precision: 'bf16', optimizer: 'adamw', lora: { rank: 8, quantizeBase: false }, checkpoint: { modules: layers }, mode: 'train' });
+    const r = estimate(model, {
+      input: [1, 512],
+      precision: 'bf16',
+      optimizer: 'adamw',
+      lora: { rank: 8, quantizeBase: false },
+      checkpoint: { modules: layers },
+      mode: 'train',
+    });
     expect(await figures()).toEqual(expected(r));
     expect(Number(await page.getAttribute('#max-size', 'data-value'))).toBeGreaterThan(512);
     expect(problems).toEqual([]);
@@ -132,12 +158,28 @@ describe('the calculator page', () => {
     const hash = 'model=qwen2.5-0.5b&seq=512&precision=bf16&gpus=8&engine=deepspeed&zero=2';
     await page.goto(`${base}#${hash}`);
     await settled(hash);
-    const r = estimate(llm('qwen2.5-0.5b'), { input: [1, 512], precision: 'bf16', optimizer: 'adam', parallel: { engine: 'deepspeed', dp: 8, rank: 0, zero: 2 } });
+    const r = estimate(llm('qwen2.5-0.5b'), {
+      input: [1, 512],
+      precision: 'bf16',
+      optimizer: 'adam',
+      parallel: { engine: 'deepspeed', dp: 8, rank: 0, zero: 2 },
+    });
     expect(await figures()).toEqual(expected(r));
     await page.selectOption('#model', 'config.json');
     await page.fill('#config', '{"model_type": "llama", "hidden_size": 64');
     await page.waitForFunction(() => !document.getElementById('error')!.hidden && document.getElementById('error')!.textContent!.includes('not valid JSON'));
-    await page.fill('#config', JSON.stringify({ model_type: 'llama', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000 }));
+    await page.fill(
+      '#config',
+      JSON.stringify({
+        model_type: 'llama',
+        hidden_size: 256,
+        intermediate_size: 512,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        vocab_size: 1000,
+      }),
+    );
     await page.waitForFunction(() => document.getElementById('error')!.hidden);
     expect(Number(await page.getAttribute('#peak', 'data-bytes'))).toBeGreaterThan(0);
     expect(problems).toEqual([]);

@@ -6,7 +6,20 @@ const DTYPES = Object.keys(DTYPE_BITS) as DType[];
 
 describe('dtypes', () => {
   it('has the promised set with PyTorch element sizes', () => {
-    expect(DTYPE_BITS).toMatchObject({ float32: 32, float16: 16, bfloat16: 16, float8_e4m3: 8, float8_e5m2: 8, int64: 64, int32: 32, int8: 8, uint8: 8, bool: 8, int4: 4, nf4: 4 });
+    expect(DTYPE_BITS).toMatchObject({
+      float32: 32,
+      float16: 16,
+      bfloat16: 16,
+      float8_e4m3: 8,
+      float8_e5m2: 8,
+      int64: 64,
+      int32: 32,
+      int8: 8,
+      uint8: 8,
+      bool: 8,
+      int4: 4,
+      nf4: 4,
+    });
     expect(DTYPES.filter(isFloating).sort()).toEqual(['bfloat16', 'float16', 'float32', 'float64', 'float8_e4m3', 'float8_e5m2']);
     expect(isDType('float12')).toBe(false);
   });

@@ -7,7 +7,20 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CATEGORIES, estimate, evaluate, fromHFConfig, maxFitting, sym, type Dim, type Estimate, type EstimateOptions, type Layer, type ModuleLayer, type StepProgram } from '../../src/index.js';
+import {
+  CATEGORIES,
+  estimate,
+  evaluate,
+  fromHFConfig,
+  maxFitting,
+  sym,
+  type Dim,
+  type Estimate,
+  type EstimateOptions,
+  type Layer,
+  type ModuleLayer,
+  type StepProgram,
+} from '../../src/index.js';
 import { MARK } from '../../src/memory/ledger.js';
 import { stepPeakAt } from '../../src/estimate.js';
 import { programPeakAt } from '../../src/memory/program.js';
@@ -53,7 +66,13 @@ function figures(r: Estimate, env: Record<string, number>) {
 
 /** What only a concrete estimate pins down: the peak's event, label and totals by category. */
 function concretePeak(r: Estimate) {
-  return { step: r.peak.step, phase: r.peak.phase, label: r.peak.label, event: r.peak.candidates[0]!.event, byCategory: Object.fromEntries(CATEGORIES.map((c) => [c, r.peak.byCategory[c]])) };
+  return {
+    step: r.peak.step,
+    phase: r.peak.phase,
+    label: r.peak.label,
+    event: r.peak.candidates[0]!.event,
+    byCategory: Object.fromEntries(CATEGORIES.map((c) => [c, r.peak.byCategory[c]])),
+  };
 }
 
 const decoder = fc.record({
@@ -71,7 +90,8 @@ type DecoderShape = typeof decoder extends fc.Arbitrary<infer T> ? T : never;
 
 function configOf(d: DecoderShape): Record<string, unknown> {
   const hidden = d.heads * d.headDim;
-  if (d.family === 'gpt2') return { model_type: 'gpt2', n_embd: hidden, n_layer: d.layers, n_head: d.heads, n_positions: 256, vocab_size: d.vocab, tie_word_embeddings: d.tied };
+  if (d.family === 'gpt2')
+    return { model_type: 'gpt2', n_embd: hidden, n_layer: d.layers, n_head: d.heads, n_positions: 256, vocab_size: d.vocab, tie_word_embeddings: d.tied };
   return {
     model_type: d.family,
     torch_dtype: d.dtype,
@@ -94,7 +114,10 @@ const options = fc.record(
     checkpoint: fc.constantFrom({ within: 'model', every: 1 }, { within: 'transformer', every: 1 }, { within: 'model', every: 2 }, { selective: ['softmax'] }),
     microBatches: fc.integer({ min: 1, max: 2 }),
     optimizer: fc.constantFrom('adam', 'adamw', 'sgd', 'sgd_momentum', null, { name: 'adamw', impl: 'foreach' }, { name: 'adam', impl: 'fused' }),
-    lora: fc.record({ rank: fc.constantFrom(2, 4), targets: fc.constantFrom(undefined, 'all-linear', ['q_proj', 'o_proj', 'c_proj']) }, { requiredKeys: ['rank'] }),
+    lora: fc.record(
+      { rank: fc.constantFrom(2, 4), targets: fc.constantFrom(undefined, 'all-linear', ['q_proj', 'o_proj', 'c_proj']) },
+      { requiredKeys: ['rank'] },
+    ),
     device: fc.constantFrom('cuda', 'cpu'),
     freeze: fc.constantFrom(['model.embed_tokens'], ['transformer.wte'], ['model.layers.1'], ['transformer.h.5.attn']),
   },
@@ -149,7 +172,12 @@ describe('repeated blocks', () => {
           return;
         }
         const fast = estimate(model, opts);
-        for (const env of [{ B: 1, S: 1 }, { B: 3, S: 17 }, { B: 2, S: 200 }, { B: 64, S: 128 }]) {
+        for (const env of [
+          { B: 1, S: 1 },
+          { B: 3, S: 17 },
+          { B: 2, S: 200 },
+          { B: 64, S: 128 },
+        ]) {
           expect(figures(fast, env)).toEqual(figures(full, env));
           for (const name of ['first', 'steady', 'inference'] as const) {
             const step = fast.steps[name];
@@ -161,7 +189,11 @@ describe('repeated blocks', () => {
         const program = (full.steps.steady ?? full.steps.inference)!.program;
         for (const c of fast.peak.candidates) {
           expect(program.events[c.event]).toEqual({ phase: c.phase, label: c.label });
-          for (const env of [{ B: 1, S: 1 }, { B: 5, S: 33 }]) expect(at(c.bytes, env)).toBe(liveAt(program, c.event, env));
+          for (const env of [
+            { B: 1, S: 1 },
+            { B: 5, S: 33 },
+          ])
+            expect(at(c.bytes, env)).toBe(liveAt(program, c.event, env));
         }
       }),
       { numRuns: 25 },
@@ -169,13 +201,29 @@ describe('repeated blocks', () => {
   });
 
   it('solve maxFitting to the same value', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: 12, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 500 }) as ModuleLayer;
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 160,
+      num_hidden_layers: 12,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: 500,
+    }) as ModuleLayer;
     const options = { input: [sym('B'), 256], gpu: '2GB' } as const;
     expect(maxFitting(model, 'B', options)).toBe(maxFitting(whole(model), 'B', options));
   });
 
   it('relabel the peak to the block of the full model where it happens', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 64, intermediate_size: 160, num_hidden_layers: 40, num_attention_heads: 4, num_key_value_heads: 4, vocab_size: 32 }) as ModuleLayer;
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 64,
+      intermediate_size: 160,
+      num_hidden_layers: 40,
+      num_attention_heads: 4,
+      num_key_value_heads: 4,
+      vocab_size: 32,
+    }) as ModuleLayer;
     // Inference: the highest moment is in a block's MLP, named as the whole trace names it.
     const fast = estimate(model, { input: [2, 512], mode: 'inference' });
     const full = estimate(whole(model), { input: [2, 512], mode: 'inference' });
@@ -184,8 +232,24 @@ describe('repeated blocks', () => {
   });
 
   it('are not trusted when the model was changed after it declared them, or an option names one block', () => {
-    const model = fromHFConfig({ model_type: 'llama', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 6, num_attention_heads: 2, num_key_value_heads: 2, vocab_size: 64 }) as ModuleLayer;
-    const other = fromHFConfig({ model_type: 'llama', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 7, num_attention_heads: 2, num_key_value_heads: 2, vocab_size: 64 }) as ModuleLayer;
+    const model = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 32,
+      intermediate_size: 64,
+      num_hidden_layers: 6,
+      num_attention_heads: 2,
+      num_key_value_heads: 2,
+      vocab_size: 64,
+    }) as ModuleLayer;
+    const other = fromHFConfig({
+      model_type: 'llama',
+      hidden_size: 32,
+      intermediate_size: 64,
+      num_hidden_layers: 7,
+      num_attention_heads: 2,
+      num_key_value_heads: 2,
+      vocab_size: 64,
+    }) as ModuleLayer;
     // A body from another model under this one's declaration: traced whole, 7 layers counted.
     const swapped = { ...model, body: other.body };
     expect(estimate(swapped, { input: [1, 8] }).params.total).toBe(estimate(whole(other), { input: [1, 8] }).params.total);

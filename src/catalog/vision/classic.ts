@@ -52,13 +52,19 @@ export const CLASSIC_VISION: Readonly<Record<string, ClassicVisionModel>> = Obje
 function visionClassic(name: string, options: VisionOptions): SeqLayer {
   const entry = CLASSIC_VISION[name]!;
   const numClasses = options.numClasses ?? 1000;
-  if (!Number.isSafeInteger(numClasses) || numClasses < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['vision', 'numClasses'], expected: 'an integer >= 1', received: String(options.numClasses) });
+  if (!Number.isSafeInteger(numClasses) || numClasses < 1)
+    fail('bad-option', 'numClasses must be an integer >= 1', {
+      path: ['vision', 'numClasses'],
+      expected: 'an integer >= 1',
+      received: String(options.numClasses),
+    });
   for (const key of ['stochasticDepthProb', 'imageSize'] as const) {
     if (options[key] !== undefined) fail('bad-option', `${name} takes no ${key}`, { path: ['vision', key] });
   }
   if (entry.dropout === null && options.dropout !== undefined) fail('bad-option', `${name} takes no dropout`, { path: ['vision', 'dropout'] });
   const p = options.dropout ?? entry.dropout ?? 0;
-  if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['vision', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
+  if (typeof p !== 'number' || !(p >= 0 && p <= 1))
+    fail('bad-option', 'dropout must be in [0, 1]', { path: ['vision', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
   return entry.build(numClasses, p);
 }
 

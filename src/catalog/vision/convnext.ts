@@ -50,7 +50,11 @@ function cnBlock(name: string, dim: number, sdProb: number): Layer {
     linear({ out: dim }),
     permute('6', [0, 3, 1, 2]),
   );
-  const body = seq(block, parameter({ name: 'layer_scale', shape: [dim, 1, 1], combine: 'scale' }), stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' }));
+  const body = seq(
+    block,
+    parameter({ name: 'layer_scale', shape: [dim, 1, 1], combine: 'scale' }),
+    stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' }),
+  );
   return module(name, 'CNBlock', residual(body, { inline: true, inplace: true }));
 }
 
@@ -75,7 +79,14 @@ export function buildConvNeXt(name: string, numClasses: number, sdProb: number):
       id += 1;
     }
     features.push(seq({ name: String(features.length) }, ...blocks));
-    if (i + 1 < dims.length) features.push(seq({ name: String(features.length) }, layerNorm2d({ eps: 1e-6, channelsLast: true }), conv2d({ out: dims[i + 1]!, kernel: 2, stride: 2, bias: true, channelsLast: true })));
+    if (i + 1 < dims.length)
+      features.push(
+        seq(
+          { name: String(features.length) },
+          layerNorm2d({ eps: 1e-6, channelsLast: true }),
+          conv2d({ out: dims[i + 1]!, kernel: 2, stride: 2, bias: true, channelsLast: true }),
+        ),
+      );
   });
   return seq(
     { className: 'ConvNeXt', isSequential: false },

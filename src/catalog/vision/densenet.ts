@@ -25,22 +25,30 @@ function denseLayer(name: string, growth: number, bnSize: number): Layer {
   const norm2 = bn({ name: 'norm2' });
   const relu2 = relu({ inplace: true, name: 'relu2' });
   const conv2 = conv2d({ out: growth, kernel: 3, padding: 1, bias: false, name: 'conv2' });
-  return module(name, '_DenseLayer', graph((g, inputs) => {
-    const cat = g.call(catOp, inputs, { dim: 1 })[0]!;
-    const bottleneck = g.apply(conv1, g.apply(relu1, g.apply(norm1, cat)));
-    g.touch(cat);
-    return g.apply(conv2, g.apply(relu2, g.apply(norm2, bottleneck)));
-  }));
+  return module(
+    name,
+    '_DenseLayer',
+    graph((g, inputs) => {
+      const cat = g.call(catOp, inputs, { dim: 1 })[0]!;
+      const bottleneck = g.apply(conv1, g.apply(relu1, g.apply(norm1, cat)));
+      g.touch(cat);
+      return g.apply(conv2, g.apply(relu2, g.apply(norm2, bottleneck)));
+    }),
+  );
 }
 
 /** torchvision's densenet._DenseBlock: each layer reads the list of all feature maps so far; the block returns their concatenation. */
 function denseBlock(name: string, layers: number, growth: number, bnSize: number): Layer {
   const children = Array.from({ length: layers }, (_, i) => denseLayer(`denselayer${i + 1}`, growth, bnSize));
-  return module(name, '_DenseBlock', graph((g, [x]) => {
-    const features: TensorRef[] = [x!];
-    for (const layer of children) features.push(g.apply(layer, ...features));
-    return g.call(catOp, features, { dim: 1 })[0]!;
-  }));
+  return module(
+    name,
+    '_DenseBlock',
+    graph((g, [x]) => {
+      const features: TensorRef[] = [x!];
+      for (const layer of children) features.push(g.apply(layer, ...features));
+      return g.call(catOp, features, { dim: 1 })[0]!;
+    }),
+  );
 }
 
 /**
@@ -68,13 +76,15 @@ export function buildDenseNet(blocks: readonly number[], growth: number, initFea
     channels += layers * growth;
     if (i !== blocks.length - 1) {
       channels = Math.floor(channels / 2);
-      features.push(seq(
-        { name: `transition${i + 1}`, className: '_Transition' },
-        bn({ name: 'norm' }),
-        relu({ inplace: true, name: 'relu' }),
-        conv2d({ out: channels, kernel: 1, bias: false, name: 'conv' }),
-        avgPool2d({ kernel: 2, stride: 2, name: 'pool' }),
-      ));
+      features.push(
+        seq(
+          { name: `transition${i + 1}`, className: '_Transition' },
+          bn({ name: 'norm' }),
+          relu({ inplace: true, name: 'relu' }),
+          conv2d({ out: channels, kernel: 1, bias: false, name: 'conv' }),
+          avgPool2d({ kernel: 2, stride: 2, name: 'pool' }),
+        ),
+      );
     }
   });
   features.push(bn({ name: 'norm5' }));

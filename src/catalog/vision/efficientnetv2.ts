@@ -23,15 +23,38 @@ type Row = readonly ['fused' | 'mb', number, number, number, number, number, num
 const CONFIGS: Readonly<Record<string, { readonly rows: readonly Row[]; readonly dropout: number }>> = Object.freeze({
   efficientnet_v2_s: {
     dropout: 0.2,
-    rows: [['fused', 1, 3, 1, 24, 24, 2], ['fused', 4, 3, 2, 24, 48, 4], ['fused', 4, 3, 2, 48, 64, 4], ['mb', 4, 3, 2, 64, 128, 6], ['mb', 6, 3, 1, 128, 160, 9], ['mb', 6, 3, 2, 160, 256, 15]],
+    rows: [
+      ['fused', 1, 3, 1, 24, 24, 2],
+      ['fused', 4, 3, 2, 24, 48, 4],
+      ['fused', 4, 3, 2, 48, 64, 4],
+      ['mb', 4, 3, 2, 64, 128, 6],
+      ['mb', 6, 3, 1, 128, 160, 9],
+      ['mb', 6, 3, 2, 160, 256, 15],
+    ],
   },
   efficientnet_v2_m: {
     dropout: 0.3,
-    rows: [['fused', 1, 3, 1, 24, 24, 3], ['fused', 4, 3, 2, 24, 48, 5], ['fused', 4, 3, 2, 48, 80, 5], ['mb', 4, 3, 2, 80, 160, 7], ['mb', 6, 3, 1, 160, 176, 14], ['mb', 6, 3, 2, 176, 304, 18], ['mb', 6, 3, 1, 304, 512, 5]],
+    rows: [
+      ['fused', 1, 3, 1, 24, 24, 3],
+      ['fused', 4, 3, 2, 24, 48, 5],
+      ['fused', 4, 3, 2, 48, 80, 5],
+      ['mb', 4, 3, 2, 80, 160, 7],
+      ['mb', 6, 3, 1, 160, 176, 14],
+      ['mb', 6, 3, 2, 176, 304, 18],
+      ['mb', 6, 3, 1, 304, 512, 5],
+    ],
   },
   efficientnet_v2_l: {
     dropout: 0.4,
-    rows: [['fused', 1, 3, 1, 32, 32, 4], ['fused', 4, 3, 2, 32, 64, 7], ['fused', 4, 3, 2, 64, 96, 7], ['mb', 4, 3, 2, 96, 192, 10], ['mb', 6, 3, 1, 192, 224, 19], ['mb', 6, 3, 2, 224, 384, 25], ['mb', 6, 3, 1, 384, 640, 7]],
+    rows: [
+      ['fused', 1, 3, 1, 32, 32, 4],
+      ['fused', 4, 3, 2, 32, 64, 7],
+      ['fused', 4, 3, 2, 64, 96, 7],
+      ['mb', 4, 3, 2, 96, 192, 10],
+      ['mb', 6, 3, 1, 192, 224, 19],
+      ['mb', 6, 3, 2, 224, 384, 25],
+      ['mb', 6, 3, 1, 384, 640, 7],
+    ],
   },
 });
 
@@ -52,7 +75,11 @@ function divisible(v: number): number {
 }
 
 function convNormSilu(name: string, out: number, kernel: number, stride: number, groups: number, activation: boolean): Layer {
-  return module(name, 'Conv2dNormActivation', seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn({ eps: 1e-3 }), ...(activation ? [silu({ inplace: true })] : [])));
+  return module(
+    name,
+    'Conv2dNormActivation',
+    seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn({ eps: 1e-3 }), ...(activation ? [silu({ inplace: true })] : [])),
+  );
 }
 
 function block(name: string, row: Row, stride: number, cin: number, out: number, sdProb: number): Layer {
@@ -74,7 +101,11 @@ function block(name: string, row: Row, stride: number, cin: number, out: number,
   }
   const body = seq({ name: 'block' }, ...layers);
   const useResidual = stride === 1 && cin === out;
-  return module(name, kind === 'fused' ? 'FusedMBConv' : 'MBConv', useResidual ? residual(seq(body, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : body);
+  return module(
+    name,
+    kind === 'fused' ? 'FusedMBConv' : 'MBConv',
+    useResidual ? residual(seq(body, stochasticDepth({ p: sdProb, mode: 'row', name: 'stochastic_depth' })), { inline: true, inplace: true }) : body,
+  );
 }
 
 /**

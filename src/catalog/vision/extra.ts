@@ -10,13 +10,19 @@ import { buildSwin, SWIN_MODELS, swinStochasticDepth } from './swin.js';
 
 function numClasses(options: VisionOptions): number {
   const n = options.numClasses ?? 1000;
-  if (!Number.isSafeInteger(n) || n < 1) fail('bad-option', 'numClasses must be an integer >= 1', { path: ['vision', 'numClasses'], expected: 'an integer >= 1', received: String(options.numClasses) });
+  if (!Number.isSafeInteger(n) || n < 1)
+    fail('bad-option', 'numClasses must be an integer >= 1', {
+      path: ['vision', 'numClasses'],
+      expected: 'an integer >= 1',
+      received: String(options.numClasses),
+    });
   if (options.imageSize !== undefined) fail('bad-option', 'only ViTs take an imageSize', { path: ['vision', 'imageSize'] });
   return n;
 }
 
 function probability(key: 'dropout' | 'stochasticDepthProb', value: number): number {
-  if (typeof value !== 'number' || !(value >= 0 && value <= 1)) fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
+  if (typeof value !== 'number' || !(value >= 0 && value <= 1))
+    fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
   return value;
 }
 
@@ -24,7 +30,13 @@ function probability(key: 'dropout' | 'stochasticDepthProb', value: number): num
 export const EXTRA_VISION: readonly VisionFamily[] = [
   {
     names: EFFICIENTNET_V2_MODELS,
-    build: (name, options) => buildEfficientNetV2(name, numClasses(options), probability('dropout', options.dropout ?? efficientNetV2Dropout(name)), probability('stochasticDepthProb', options.stochasticDepthProb ?? 0.2)),
+    build: (name, options) =>
+      buildEfficientNetV2(
+        name,
+        numClasses(options),
+        probability('dropout', options.dropout ?? efficientNetV2Dropout(name)),
+        probability('stochasticDepthProb', options.stochasticDepthProb ?? 0.2),
+      ),
   },
   {
     names: CONVNEXT_MODELS,

@@ -14,7 +14,11 @@ import { makeDivisible } from '../mobilenetv3.js';
 
 /** torchvision's Conv2dNormActivation with BatchNorm2d and ReLU6(inplace=True). */
 function convBnRelu6(name: string, out: number, kernel: number, stride: number, groups: number): Layer {
-  return module(name, 'Conv2dNormActivation', seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), relu6({ inplace: true })));
+  return module(
+    name,
+    'Conv2dNormActivation',
+    seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), relu6({ inplace: true })),
+  );
 }
 
 /** torchvision's mobilenetv2.InvertedResidual: `conv` (expand, depthwise, project + BN), `x + conv(x)` when shapes allow. */

@@ -19,17 +19,51 @@ export type RegNetStage = readonly [depth: number, width: number, groupWidth: nu
  * (stem width 32, stride 2 per stage).
  */
 export const REGNET_Y: Readonly<Record<string, readonly RegNetStage[]>> = Object.freeze({
-  regnet_y_400mf: [[1, 48, 8], [3, 104, 8], [6, 208, 8], [6, 440, 8]],
-  regnet_y_800mf: [[1, 64, 16], [3, 144, 16], [8, 320, 16], [2, 784, 16]],
-  regnet_y_1_6gf: [[2, 48, 24], [6, 120, 24], [17, 336, 24], [2, 888, 24]],
-  regnet_y_3_2gf: [[2, 72, 24], [5, 216, 24], [13, 576, 24], [1, 1512, 24]],
-  regnet_y_8gf: [[2, 224, 56], [4, 448, 56], [10, 896, 56], [1, 2016, 56]],
-  regnet_y_16gf: [[2, 224, 112], [4, 448, 112], [11, 1232, 112], [1, 3024, 112]],
+  regnet_y_400mf: [
+    [1, 48, 8],
+    [3, 104, 8],
+    [6, 208, 8],
+    [6, 440, 8],
+  ],
+  regnet_y_800mf: [
+    [1, 64, 16],
+    [3, 144, 16],
+    [8, 320, 16],
+    [2, 784, 16],
+  ],
+  regnet_y_1_6gf: [
+    [2, 48, 24],
+    [6, 120, 24],
+    [17, 336, 24],
+    [2, 888, 24],
+  ],
+  regnet_y_3_2gf: [
+    [2, 72, 24],
+    [5, 216, 24],
+    [13, 576, 24],
+    [1, 1512, 24],
+  ],
+  regnet_y_8gf: [
+    [2, 224, 56],
+    [4, 448, 56],
+    [10, 896, 56],
+    [1, 2016, 56],
+  ],
+  regnet_y_16gf: [
+    [2, 224, 112],
+    [4, 448, 112],
+    [11, 1232, 112],
+    [1, 3024, 112],
+  ],
 });
 
 /** torchvision's Conv2dNormActivation with BatchNorm2d and an optional ReLU(inplace=True). */
 function cna(name: string, out: number, kernel: number, stride: number, groups: number, act: boolean): Layer {
-  return module(name, 'Conv2dNormActivation', seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), ...(act ? [relu({ inplace: true })] : [])));
+  return module(
+    name,
+    'Conv2dNormActivation',
+    seq(conv2d({ out, kernel, stride, padding: (kernel - 1) / 2, groups, bias: false }), bn(), ...(act ? [relu({ inplace: true })] : [])),
+  );
 }
 
 /** torchvision's regnet.ResBottleneckBlock: `proj(x) + f(x)` (proj first) or `x + f(x)`, then ReLU(inplace). */
@@ -42,10 +76,11 @@ function block(name: string, cin: number, out: number, stride: number, groupWidt
     cna('c', out, 1, 1, 1, false),
   );
   const proj = cin !== out || stride !== 1 ? cna('proj', out, 1, stride, 1, false) : undefined;
-  return module(name, 'ResBottleneckBlock', seq(
-    residual(seq(f), { inline: true, ...(proj !== undefined ? { shortcut: proj } : {}) }),
-    relu({ inplace: true, name: 'activation' }),
-  ));
+  return module(
+    name,
+    'ResBottleneckBlock',
+    seq(residual(seq(f), { inline: true, ...(proj !== undefined ? { shortcut: proj } : {}) }), relu({ inplace: true, name: 'activation' })),
+  );
 }
 
 /**

@@ -12,13 +12,21 @@ import type { Layer, SeqLayer } from '../../nn/types.js';
 
 /** torchvision's squeezenet.Fire: squeeze, its ReLU, then expand1x1 and expand3x3 (each with its ReLU) concatenated. */
 function fire(name: string, squeeze: number, expand1x1: number, expand3x3: number): Layer {
-  return module(name, 'Fire', seq(
-    conv2d({ out: squeeze, kernel: 1, name: 'squeeze' }), relu({ inplace: true, name: 'squeeze_activation' }),
-    branch([
-      seq(conv2d({ out: expand1x1, kernel: 1, name: 'expand1x1' }), relu({ inplace: true, name: 'expand1x1_activation' })),
-      seq(conv2d({ out: expand3x3, kernel: 3, padding: 1, name: 'expand3x3' }), relu({ inplace: true, name: 'expand3x3_activation' })),
-    ], { merge: 'concat', inline: true }),
-  ));
+  return module(
+    name,
+    'Fire',
+    seq(
+      conv2d({ out: squeeze, kernel: 1, name: 'squeeze' }),
+      relu({ inplace: true, name: 'squeeze_activation' }),
+      branch(
+        [
+          seq(conv2d({ out: expand1x1, kernel: 1, name: 'expand1x1' }), relu({ inplace: true, name: 'expand1x1_activation' })),
+          seq(conv2d({ out: expand3x3, kernel: 3, padding: 1, name: 'expand3x3' }), relu({ inplace: true, name: 'expand3x3_activation' })),
+        ],
+        { merge: 'concat', inline: true },
+      ),
+    ),
+  );
 }
 
 /**
@@ -38,10 +46,19 @@ export function buildSqueezeNet11(numClasses: number, p: number): SeqLayer {
     { className: 'SqueezeNet', isSequential: false },
     seq(
       { name: 'features' },
-      conv2d({ out: 64, kernel: 3, stride: 2 }), relu({ inplace: true }), pool(),
-      fire('3', 16, 64, 64), fire('4', 16, 64, 64), pool(),
-      fire('6', 32, 128, 128), fire('7', 32, 128, 128), pool(),
-      fire('9', 48, 192, 192), fire('10', 48, 192, 192), fire('11', 64, 256, 256), fire('12', 64, 256, 256),
+      conv2d({ out: 64, kernel: 3, stride: 2 }),
+      relu({ inplace: true }),
+      pool(),
+      fire('3', 16, 64, 64),
+      fire('4', 16, 64, 64),
+      pool(),
+      fire('6', 32, 128, 128),
+      fire('7', 32, 128, 128),
+      pool(),
+      fire('9', 48, 192, 192),
+      fire('10', 48, 192, 192),
+      fire('11', 64, 256, 256),
+      fire('12', 64, 256, 256),
     ),
     seq({ name: 'classifier' }, dropout({ p }), conv2d({ out: numClasses, kernel: 1 }), relu({ inplace: true }), adaptiveAvgPool2d({ output: 1 })),
     functional(flatten({ startDim: 1 })),

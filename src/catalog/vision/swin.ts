@@ -32,9 +32,10 @@ import { copyOp, copyUnlessOne, permuteOp, selectOp, sliceOp, transposeOp, viewO
 import type { Dim } from '../../sym/expr.js';
 import { mul } from '../../sym/ops.js';
 
-const CONFIGS: Readonly<Record<string, { readonly dim: number; readonly depths: readonly number[]; readonly heads: readonly number[]; readonly sd: number }>> = Object.freeze({
-  swin_t: { dim: 96, depths: [2, 2, 6, 2], heads: [3, 6, 12, 24], sd: 0.2 },
-});
+const CONFIGS: Readonly<Record<string, { readonly dim: number; readonly depths: readonly number[]; readonly heads: readonly number[]; readonly sd: number }>> =
+  Object.freeze({
+    swin_t: { dim: 96, depths: [2, 2, 6, 2], heads: [3, 6, 12, 24], sd: 0.2 },
+  });
 
 /** The Swin names. */
 export const SWIN_MODELS: readonly string[] = Object.freeze(Object.keys(CONFIGS));
@@ -179,7 +180,12 @@ export function buildSwin(name: string, numClasses: number, sdProb: number): Seq
   const total = depths.reduce((a, c) => a + c, 0);
   let id = 0;
   const features: Layer[] = [
-    seq({ name: '0' }, conv2d({ out: dim, kernel: 4, stride: 4, bias: true }), opLayer(permuteOp, 'Permute', { dims: [0, 2, 3, 1] }, { name: '1' }), layerNorm({ eps: 1e-5 })),
+    seq(
+      { name: '0' },
+      conv2d({ out: dim, kernel: 4, stride: 4, bias: true }),
+      opLayer(permuteOp, 'Permute', { dims: [0, 2, 3, 1] }, { name: '1' }),
+      layerNorm({ eps: 1e-5 }),
+    ),
   ];
   depths.forEach((depth, i) => {
     const c = dim * 2 ** i;

@@ -43,8 +43,12 @@ export function buildVggBn(config: 'A' | 'B' | 'D' | 'E', numClasses: number, p:
     functional(flatten({ startDim: 1 })),
     seq(
       { name: 'classifier' },
-      linear({ out: 4096 }), relu({ inplace: true }), dropout({ p }),
-      linear({ out: 4096 }), relu({ inplace: true }), dropout({ p }),
+      linear({ out: 4096 }),
+      relu({ inplace: true }),
+      dropout({ p }),
+      linear({ out: 4096 }),
+      relu({ inplace: true }),
+      dropout({ p }),
       linear({ out: numClasses }),
     ),
   );

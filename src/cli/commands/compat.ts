@@ -21,7 +21,8 @@ function runCompat(ref: ModelRef, values: Values, positionals: readonly string[]
   if (which !== 'deepspeed' && nodes > 1) usage('--nodes', 'applies to compat deepspeed only');
   if (gpus % (tp * pp) !== 0) usage('--gpus', `must be a multiple of --tp × --pp = ${tp * pp}`, { received: String(gpus) });
   const job = { name: ref.name, gpus, nodes, seq: count(values, 'seq', DEFAULTS.seq), batch: count(values, 'batch', DEFAULTS.batch), tp, pp };
-  const rebuild = (tensorParallel: { readonly size: number; readonly sequenceParallel: boolean }) => (decoderMeta(model).family === 'gpt2' ? undefined : buildModel(ref, values, { tensorParallel }));
+  const rebuild = (tensorParallel: { readonly size: number; readonly sequenceParallel: boolean }) =>
+    decoderMeta(model).family === 'gpt2' ? undefined : buildModel(ref, values, { tensorParallel });
   return { stdout: compatText(which, model, decoderMeta(model), job, rebuild), code: 0 };
 }
 

@@ -101,7 +101,10 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
   const notes =
     (kv !== undefined
       ? `\nKV cache for ${kv.batch} × ${kv.seq} tokens (${kv.dtype}): ${formatCount(kv.bytes)} B (${formatBytes(kv.bytes)}), ${kv.inPeak ? "included in the peak above (use_cache: the forward keeps every layer's keys and values)" : 'not included (--no-cache)'}.\n`
-      : '') + moeNote(model, r.params.total) + hubNote(ref) + (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
+      : '') +
+    moeNote(model, r.params.total) +
+    hubNote(ref) +
+    (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
   const ranks = values['all-ranks'] ? estimateRanks(model, { ...options, timeline: false }) : undefined;
   const rankText = ranks === undefined ? '' : `\n${formatRanks(ranks, format === 'markdown')}`;
   switch (format) {
@@ -112,7 +115,19 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
     case 'json': {
       const json = {
         ...estimateToJSON(r),
-        ...(ranks !== undefined ? { ranks: ranks.map(({ rank, stage, dpRank, peak, parameters, gradients, optimizer }) => ({ rank, stage, dpRank, peak, parameters, gradients, optimizer })) } : {}),
+        ...(ranks !== undefined
+          ? {
+              ranks: ranks.map(({ rank, stage, dpRank, peak, parameters, gradients, optimizer }) => ({
+                rank,
+                stage,
+                dpRank,
+                peak,
+                parameters,
+                gradients,
+                optimizer,
+              })),
+            }
+          : {}),
         ...(kv !== undefined ? { kvCache: kv } : {}),
         ...(ref.hub !== undefined ? { hub: hubJSON(ref.hub) } : {}),
         ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
@@ -130,7 +145,10 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
 function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
   const staged = ranks.some((r) => r.stage > 0);
   // With pipeline stages each rank's stage is a column (ranks of one stage merge into runs).
-  const cells = (r: RankFigures) => [...(staged ? [String(r.stage)] : []), ...[r.peak, r.parameters, r.gradients, r.optimizer].map((b) => formatBytes(b as number))];
+  const cells = (r: RankFigures) => [
+    ...(staged ? [String(r.stage)] : []),
+    ...[r.peak, r.parameters, r.gradients, r.optimizer].map((b) => formatBytes(b as number)),
+  ];
   const runs: { first: number; last: number; cells: string[] }[] = [];
   for (const r of ranks) {
     const row = cells(r);
@@ -140,7 +158,16 @@ function formatRanks(ranks: readonly RankFigures[], markdown: boolean): string {
   }
   const head = ['rank', ...(staged ? ['stage'] : []), 'peak', 'parameters', 'gradients', 'optimizer'];
   const rows = runs.map((run) => [run.first === run.last ? String(run.first) : `${run.first}-${run.last}`, ...run.cells]);
-  if (markdown) return [`| ${head.join(' | ')} |`, `| --- | ${head.slice(1).map(() => '---:').join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`), ''].join('\n');
+  if (markdown)
+    return [
+      `| ${head.join(' | ')} |`,
+      `| --- | ${head
+        .slice(1)
+        .map(() => '---:')
+        .join(' | ')} |`,
+      ...rows.map((row) => `| ${row.join(' | ')} |`),
+      '',
+    ].join('\n');
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (row: readonly string[]) => row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
   return [`Every rank (${ranks.length}):`, line(head), ...rows.map(line), ''].join('\n');
@@ -152,15 +179,25 @@ function hubNote(ref: ModelRef): string {
   if (hub === undefined) return '';
   const at = `${hub.repo}@${hub.revision}${hub.commit !== undefined && hub.commit !== hub.revision ? ` (${hub.commit.slice(0, 12)})` : ''}`;
   const c = hub.checkpoint;
-  if (c === undefined) return `\nHub ${at}: no safetensors checkpoint to check the ${hub.parameters.toLocaleString('en-US')} parameters of config.json against.\n`;
-  const dtypes = Object.entries(c.byDtype).map(([d, v]) => `${d} ${v.parameters.toLocaleString('en-US')}`).join(', ');
+  if (c === undefined)
+    return `\nHub ${at}: no safetensors checkpoint to check the ${hub.parameters.toLocaleString('en-US')} parameters of config.json against.\n`;
+  const dtypes = Object.entries(c.byDtype)
+    .map(([d, v]) => `${d} ${v.parameters.toLocaleString('en-US')}`)
+    .join(', ');
   const files = `${c.files.length} safetensors file${c.files.length === 1 ? '' : 's'}`;
   return `\nHub ${at}: ${files}, ${c.parameters.toLocaleString('en-US')} parameters (${dtypes}), ${formatBytes(c.bytes)} of weights; ${hub.mismatch ?? 'the model built from config.json has as many'}.\n`;
 }
 
 /** The Hub lookup in --format json. */
 function hubJSON(hub: HubModel): Record<string, unknown> {
-  return { repo: hub.repo, revision: hub.revision, commit: hub.commit ?? null, parameters: hub.parameters, checkpoint: hub.checkpoint ?? null, mismatch: hub.mismatch ?? null };
+  return {
+    repo: hub.repo,
+    revision: hub.revision,
+    commit: hub.commit ?? null,
+    parameters: hub.parameters,
+    checkpoint: hub.checkpoint ?? null,
+    mismatch: hub.mismatch ?? null,
+  };
 }
 
 /** Mixture-of-experts models: the active parameters per token next to the total; MLA: what its cache holds. */
@@ -171,10 +208,14 @@ function moeNote(model: Layer, total: number): string {
   if (moe !== undefined) {
     const ep = meta?.expertParallel;
     const whole = wholeParams(model as { meta?: ModelMeta }, total);
-    const rank = ep === undefined ? '' : ` Expert parallel ${ep.size}: rank ${ep.rank} holds ${moe.experts / ep.size} of the ${moe.experts} routed experts of each MoE layer, ${formatCount(total)} parameters.`;
+    const rank =
+      ep === undefined
+        ? ''
+        : ` Expert parallel ${ep.size}: rank ${ep.rank} holds ${moe.experts / ep.size} of the ${moe.experts} routed experts of each MoE layer, ${formatCount(total)} parameters.`;
     note += `\nMixture of experts: ${formatCount(whole)} parameters, ${formatCount(activeParams(model as { meta?: ModelMeta }, total))} active per token (${moe.k} of ${moe.experts} routed experts in ${moe.moeLayers} MoE layers${moe.sharedExperts > 0 ? `, ${moe.sharedExperts} shared` : ''}).${rank}\n`;
   }
-  if (meta?.mla !== undefined) note += `Multi-head latent attention: the cache holds the latent, ${meta.mla.latentPerToken} elements per token and layer (kv_lora_rank + qk_rope_head_dim).\n`;
+  if (meta?.mla !== undefined)
+    note += `Multi-head latent attention: the cache holds the latent, ${meta.mla.latentPerToken} elements per token and layer (kv_lora_rank + qk_rope_head_dim).\n`;
   return note;
 }
 

@@ -12,7 +12,8 @@ import type { ModelCommand, Outcome } from './command.js';
 function runFit(ref: ModelRef, values: Values): Outcome {
   const solve = choice(values, 'solve') ?? DEFAULTS.solve;
   if (solve === 'seq' && ref.kind !== 'llm') usage('--solve', `seq needs an LLM; ${ref.name} is a CNN`, { expected: 'batch or resolution', received: 'seq' });
-  if (solve === 'resolution' && ref.kind !== 'cnn') usage('--solve', `resolution needs a CNN; ${ref.name} is an LLM`, { expected: 'batch or seq', received: 'resolution' });
+  if (solve === 'resolution' && ref.kind !== 'cnn')
+    usage('--solve', `resolution needs a CNN; ${ref.name} is an LLM`, { expected: 'batch or seq', received: 'resolution' });
   if (solve === 'batch' && values.batch !== undefined) usage('--batch', 'is what --solve batch solves for: leave it out');
   if (solve === 'seq' && values.seq !== undefined) usage('--seq', 'is what --solve seq solves for: leave it out');
   const model = buildModel(ref, values, tensorParallelOf(values));
@@ -30,7 +31,13 @@ export const fitCommand: ModelCommand<'fit'> = {
   words: 1,
   model: true,
   rules: (values) => {
-    if (values.gpu === undefined) usage('--gpu', 'fit needs the GPU to fit', { expected: `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}` });
+    if (values.gpu === undefined)
+      usage('--gpu', 'fit needs the GPU to fit', {
+        expected: `a size like 24GB or one of ${listOf(
+          GPUS.map((g) => g.name),
+          4,
+        )}`,
+      });
   },
   run: runFit,
 };

@@ -16,7 +16,23 @@ function runKorthikanti(values: Values): Outcome {
   if (hidden % heads !== 0) usage('--heads', `must divide --hidden ${hidden}`, { expected: 'a divisor of the hidden size', received: String(heads) });
   const paper = korthikanti({ seq, batch, hidden, heads }) as number;
   const layer = (layers: number) =>
-    estimate(fromHFConfig({ model_type: 'gpt2', n_embd: hidden, n_head: heads, n_layer: layers, n_positions: seq, vocab_size: 1024, attn_pdrop: 0.1, resid_pdrop: 0.1, embd_pdrop: 0.1 }, { attention: 'eager' }), { input: [batch, seq], precision: 'bf16', timeline: false }).bytes.activations as number;
+    estimate(
+      fromHFConfig(
+        {
+          model_type: 'gpt2',
+          n_embd: hidden,
+          n_head: heads,
+          n_layer: layers,
+          n_positions: seq,
+          vocab_size: 1024,
+          attn_pdrop: 0.1,
+          resid_pdrop: 0.1,
+          embd_pdrop: 0.1,
+        },
+        { attention: 'eager' },
+      ),
+      { input: [batch, seq], precision: 'bf16', timeline: false },
+    ).bytes.activations as number;
   const ours = layer(2) - layer(1);
   const sbh = seq * batch * hidden;
   const stdout = [

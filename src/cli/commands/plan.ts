@@ -17,21 +17,68 @@ function withoutParallel(values: Values): Values {
 
 /** The layouts a plan tried, fewest GPUs first, and the one it picks. */
 function formatPlan(result: PlanResult, title: string): string {
-  const order = [...result.layouts].sort((a, b) => gpusOf(a) - gpusOf(b) || a.tp - b.tp || a.cp - b.cp || a.pp - b.pp || Number(b.fits) - Number(a.fits) || a.accumulation - b.accumulation || a.peak - b.peak);
+  const order = [...result.layouts].sort(
+    (a, b) =>
+      gpusOf(a) - gpusOf(b) ||
+      a.tp - b.tp ||
+      a.cp - b.cp ||
+      a.pp - b.pp ||
+      Number(b.fits) - Number(a.fits) ||
+      a.accumulation - b.accumulation ||
+      a.peak - b.peak,
+  );
   const piped = result.layouts.some((l) => l.pp > 1);
   const split = result.layouts.some((l) => l.tp > 1);
   const context = result.layouts.some((l) => l.cp > 1);
-  const head = ['gpus', ...(split ? ['tp'] : []), ...(context ? ['cp'] : []), ...(piped ? ['pp'] : []), 'engine', 'micro-batch', piped ? 'micro-batches' : 'accumulation', 'checkpointing', 'peak (highest rank)', ''];
+  const head = [
+    'gpus',
+    ...(split ? ['tp'] : []),
+    ...(context ? ['cp'] : []),
+    ...(piped ? ['pp'] : []),
+    'engine',
+    'micro-batch',
+    piped ? 'micro-batches' : 'accumulation',
+    'checkpointing',
+    'peak (highest rank)',
+    '',
+  ];
   const engineOf = (l: Layout) => (l.zero !== null ? `${l.engine} ZeRO-${l.zero}` : l.engine === 'single' && (l.pp > 1 || l.tp > 1) ? 'none' : l.engine);
-  const rows = order.map((l) => [String(gpusOf(l)), ...(split ? [String(l.tp)] : []), ...(context ? [String(l.cp)] : []), ...(piped ? [String(l.pp)] : []), engineOf(l), l.fits ? String(l.microBatch) : '-', l.fits ? String(l.accumulation) : '-', l.checkpointing ? 'yes' : 'no', `${formatBytes(l.peak)}${l.dp * l.pp * l.cp > 1 ? ` (rank ${l.rank})` : ''}`, l.fits ? 'fits' : 'not even 1 sample per forward fits']);
+  const rows = order.map((l) => [
+    String(gpusOf(l)),
+    ...(split ? [String(l.tp)] : []),
+    ...(context ? [String(l.cp)] : []),
+    ...(piped ? [String(l.pp)] : []),
+    engineOf(l),
+    l.fits ? String(l.microBatch) : '-',
+    l.fits ? String(l.accumulation) : '-',
+    l.checkpointing ? 'yes' : 'no',
+    `${formatBytes(l.peak)}${l.dp * l.pp * l.cp > 1 ? ` (rank ${l.rank})` : ''}`,
+    l.fits ? 'fits' : 'not even 1 sample per forward fits',
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (row: readonly string[]) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (row: readonly string[]) =>
+    row
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   const best = result.fewest;
   const verdict =
     best === undefined
       ? 'No layout fits.'
       : `Fewest GPUs: ${gpusOf(best)} (${best.tp > 1 ? `tensor parallel ${best.tp}${best.dp > 1 ? ` × ${best.dp} data-parallel (fsdp2)` : ''}` : best.cp > 1 ? `context parallel ${best.cp} × ${best.dp} data-parallel (${engineOf(best)} over ${best.dp * best.cp} ranks)` : best.pp > 1 ? `${best.pp} pipeline stages, ${best.dp} data-parallel (${engineOf(best)})` : best.engine === 'single' ? 'one GPU' : engineOf(best)}, micro-batch ${best.microBatch} × ${best.accumulation} accumulation step${best.accumulation === 1 ? '' : 's'}${best.checkpointing ? ', checkpointing' : ''}): ${formatBytes(best.peak)} of ${formatBytes(result.budget)}.`;
-  return [`Layouts of ${title} (${formatBytes(result.budget)} each):`, line(head), ...rows.map(line), '', verdict, [piped ? 'Pipelines run 1F1B.' : '--pp N also tries pipelines.', split ? 'Tensor-parallel replicas run under FSDP2 (2-D).' : '--tp N also tries tensor parallelism.', context ? 'Context-parallel ranks share each sample; their engine spans dp × cp ranks.' : '--cp N also tries context parallelism.'].join(' '), ''].join('\n');
+  return [
+    `Layouts of ${title} (${formatBytes(result.budget)} each):`,
+    line(head),
+    ...rows.map(line),
+    '',
+    verdict,
+    [
+      piped ? 'Pipelines run 1F1B.' : '--pp N also tries pipelines.',
+      split ? 'Tensor-parallel replicas run under FSDP2 (2-D).' : '--tp N also tries tensor parallelism.',
+      context ? 'Context-parallel ranks share each sample; their engine spans dp × cp ranks.' : '--cp N also tries context parallelism.',
+    ].join(' '),
+    '',
+  ].join('\n');
 }
 
 /** --tp N: the tensor-parallel sizes DTensor's plan can cut this decoder by, and the rank's model of each. */
@@ -41,7 +88,12 @@ function tensorParallelSearch(ref: ModelRef, values: Values, model: Layer) {
   // The sizes DTensor's plan can cut this decoder by (heads, KV heads and the MLP divide).
   const meta = ref.kind === 'llm' ? decoderMeta(model) : undefined;
   const cuts = (t: number) => meta !== undefined && meta.heads % t === 0 && meta.kvHeads % t === 0 && meta.intermediate % t === 0;
-  return maxTp > 1 ? { sizes: Array.from({ length: maxTp }, (_, i) => i + 1).filter(cuts), model: (size: number) => (size === 1 ? model : buildModel(ref, values, { tensorParallel: { size } })) } : undefined;
+  return maxTp > 1
+    ? {
+        sizes: Array.from({ length: maxTp }, (_, i) => i + 1).filter(cuts),
+        model: (size: number) => (size === 1 ? model : buildModel(ref, values, { tensorParallel: { size } })),
+      }
+    : undefined;
 }
 
 /** --cp N: context-parallel sizes 2 .. N and the rank's model of each. */
@@ -49,7 +101,13 @@ function contextParallelSearch(ref: ModelRef, values: Values) {
   const maxCp = values.cp === undefined ? 1 : count(values, 'cp', 1);
   if (maxCp > 1 && ref.kind !== 'llm') usage('--cp', `context parallelism cuts a decoder's sequence; ${ref.name} is a CNN`);
   // Ring attention runs on sdpa: the CP ranks' model uses it unless --attention says otherwise.
-  return maxCp > 1 ? { sizes: Array.from({ length: maxCp - 1 }, (_, i) => i + 2), model: (size: number) => buildModel(ref, values, { contextParallel: { size }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) }) } : undefined;
+  return maxCp > 1
+    ? {
+        sizes: Array.from({ length: maxCp - 1 }, (_, i) => i + 2),
+        model: (size: number) =>
+          buildModel(ref, values, { contextParallel: { size }, ...(values.attention === undefined ? { attention: 'sdpa' as const } : {}) }),
+      }
+    : undefined;
 }
 
 function runPlan(ref: ModelRef, values: Values): Outcome {
@@ -65,14 +123,30 @@ function runPlan(ref: ModelRef, values: Values): Outcome {
   const pipelines = Array.from({ length: maxPp }, (_, i) => i + 1);
   const tensorParallel = tensorParallelSearch(ref, values, model);
   const contextParallel = contextParallelSearch(ref, values);
-  const result = plan(model, { ...options, ...job, sample: (input as readonly number[]).slice(1), ...(engines !== undefined ? { engines } : {}), ...(zero !== undefined ? { zero } : {}), ...(maxPp > 1 ? { pipelines } : {}), ...(tensorParallel !== undefined ? { tensorParallel } : {}), ...(contextParallel !== undefined ? { contextParallel } : {}), ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}) });
+  const result = plan(model, {
+    ...options,
+    ...job,
+    sample: (input as readonly number[]).slice(1),
+    ...(engines !== undefined ? { engines } : {}),
+    ...(zero !== undefined ? { zero } : {}),
+    ...(maxPp > 1 ? { pipelines } : {}),
+    ...(tensorParallel !== undefined ? { tensorParallel } : {}),
+    ...(contextParallel !== undefined ? { contextParallel } : {}),
+    ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}),
+  });
   const code = values.check && result.fewest === undefined ? 1 : 0;
-  if (format === 'json') return { stdout: `${JSON.stringify({ ...job, budget: result.budget, fewest: result.fewest ?? null, layouts: result.layouts }, null, 2)}\n`, code };
-  const what = ref.kind === 'llm' ? `${job.globalBatch} × ${(input as number[])[1]} tokens` : `${job.globalBatch} images of ${(input as number[]).slice(1).join('×')}`;
+  if (format === 'json')
+    return { stdout: `${JSON.stringify({ ...job, budget: result.budget, fewest: result.fewest ?? null, layouts: result.layouts }, null, 2)}\n`, code };
+  const what =
+    ref.kind === 'llm' ? `${job.globalBatch} × ${(input as number[])[1]} tokens` : `${job.globalBatch} images of ${(input as number[]).slice(1).join('×')}`;
   return { stdout: formatPlan(result, `${ref.name}, ${what} per optimizer step, on up to ${job.gpus} × ${job.gpu}`), code };
 }
 
-const GPU_NAMES = () => `a size like 24GB or one of ${listOf(GPUS.map((g) => g.name), 4)}`;
+const GPU_NAMES = () =>
+  `a size like 24GB or one of ${listOf(
+    GPUS.map((g) => g.name),
+    4,
+  )}`;
 
 /** Which data-parallel layouts fit, and the fewest GPUs. */
 export const planCommand: ModelCommand<'plan'> = {

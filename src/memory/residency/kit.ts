@@ -52,7 +52,9 @@ const NONE: readonly number[] = [];
  * `.grad += new` in place, the new one freed with the node (measured on 1.13 CPU, DDP no_sync).
  * Shared by every engine that keeps whole `.grad` tensors; `endBackward` marks a micro-batch done.
  */
-export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' | 'afterBackward'> & { readonly grads: Map<number, number>; readonly endBackward: () => void } {
+export function wholeGradients(
+  ctx: RankContext,
+): Pick<Residency, 'paramGrads' | 'afterBackward'> & { readonly grads: Map<number, number>; readonly endBackward: () => void } {
   const { ir, ledger } = ctx;
   const grads = new Map<number, number>();
   // Gradients left by an earlier backward of this step (micro-batches before this one).
@@ -102,7 +104,12 @@ export function wholeGradients(ctx: RankContext): Pick<Residency, 'paramGrads' |
  * Adam's `denom` living into the next tensor's update; foreach's list-wide intermediates), and
  * the bytes of state on the device.
  */
-export function optimizerOver(ctx: RankContext, params: readonly number[], specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec, gradientsPlaced = false): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[]; readonly hostState: () => Dim } {
+export function optimizerOver(
+  ctx: RankContext,
+  params: readonly number[],
+  specOf: (param: number) => TensorSpec = (param) => ctx.ir.tensors[param]!.spec,
+  gradientsPlaced = false,
+): Pick<Residency, 'step' | 'optimizerState'> & { readonly allocateState: () => number[]; readonly hostState: () => Dim } {
   const { ir, ledger, optimizer } = ctx;
   const framework = ir.settings.framework ?? 'torch-2';
   const list: readonly ParamUpdate[] = optimizer === null ? [] : params.map((id) => updateOf(optimizer, specOf(id), framework));
@@ -145,7 +152,9 @@ export function optimizerOver(ctx: RankContext, params: readonly number[], specO
         if (update.temps.length === 0 && !redistributed) continue;
         if (repeated) ledger.setUnit(owners[u]!);
         if (redistributed) {
-          const copies = Array.from({ length: optimizer.name === 'adam' || optimizer.name === 'adamw' ? 2 : 1 }, () => ledger.alloc(tensorBytes(ir, params[u]!), 'temporaries'));
+          const copies = Array.from({ length: optimizer.name === 'adam' || optimizer.name === 'adamw' ? 2 : 1 }, () =>
+            ledger.alloc(tensorBytes(ir, params[u]!), 'temporaries'),
+          );
           ledger.record('step', `${optimizer.name} ${ir.tensors[params[u]!]!.key ?? params[u]} (gradient redistributed)`);
           for (const block of copies) ledger.release(block);
         }
@@ -203,7 +212,8 @@ export function fullParameters(ctx: RankContext): ParamEntry[] {
     const t = ir.tensors[id]!;
     if (!ir.storages[t.storage]!.trainable) continue;
     const n = numel(t.spec);
-    if (typeof n !== 'number') fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be bucketed', { path: ['parallel'], received: t.key ?? String(id) });
+    if (typeof n !== 'number')
+      fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be bucketed', { path: ['parallel'], received: t.key ?? String(id) });
     const entry = { id, numel: n, dtype: t.spec.dtype };
     if (ctx.owner(t.storage) === 1 && ctx.times !== 1) run.push(entry);
     else {

@@ -37,7 +37,17 @@ const nothing = (): void => undefined;
 
 /** The hooks an engine left out, as doing nothing. */
 export function withDefaults(hooks: EngineHooks): Residency {
-  return { param: nothing, zeroGrad: nothing, beforeForward: nothing, afterForward: nothing, beforeBackward: nothing, paramGrads: nothing, afterBackward: nothing, endBackward: nothing, ...hooks };
+  return {
+    param: nothing,
+    zeroGrad: nothing,
+    beforeForward: nothing,
+    afterForward: nothing,
+    beforeBackward: nothing,
+    paramGrads: nothing,
+    afterBackward: nothing,
+    endBackward: nothing,
+    ...hooks,
+  };
 }
 
 /**

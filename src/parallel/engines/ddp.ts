@@ -74,7 +74,7 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
     const { ir, ledger, plan } = ctx;
     const buckets = ddpBuckets(fullParameters(ctx), settings);
     const gradients = wholeGradients(ctx);
-    const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : optimized?.(ctx) ?? plan.trainable);
+    const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : (optimized?.(ctx) ?? plan.trainable));
     const { trainable } = ctx;
     const viewed = new Set<number>();
     const inPlace: number[] = [];
@@ -165,7 +165,11 @@ const BUCKET_KNOBS = { bucketView: boolean, bucketCapMb: number(0), gradientSync
  */
 function refuseOffload(plan: DdpPlan, who: string): void {
   if (plan.offload?.optimizer !== true && plan.offload?.parameters !== true) return;
-  fail('not-modelled', `${who} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
+  fail('not-modelled', `${who} has no offloading to host memory (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')`, {
+    path: ['parallel', 'offload'],
+    expected: 'absent',
+    received: JSON.stringify(plan.offload),
+  });
 }
 
 /**

@@ -155,7 +155,8 @@ function preBackward(s: Fsdp2State, unit: Unit, label: string): void {
   s.backwardStarted.add(unit);
   unshardBackward(s, unit, label);
   const next = s.backwardOrder[s.backwardOrder.indexOf(unit) + 1];
-  if (next !== undefined && !s.unsharded.has(next) && !s.prefetched.has(next) && next.params.length > 0) s.prefetched.set(next, gather(s, next, 'backward', `${label} prefetch`));
+  if (next !== undefined && !s.unsharded.has(next) && !s.prefetched.has(next) && next.params.length > 0)
+    s.prefetched.set(next, gather(s, next, 'backward', `${label} prefetch`));
 }
 
 /** A unit's post-backward counts for its own block, whichever op's hook runs it. */
@@ -203,7 +204,16 @@ function keepUnreduced(s: Fsdp2State, unit: Unit, label: string): void {
   for (const p of unit.params) {
     const grad = s.unshardedGrads.get(p);
     if (grad === undefined) continue;
-    s.accumulated.set(p, ledger.alloc(bytesOf(ir.tensors[p]!.spec.shape.reduce<Dim>((a, b) => mul(a, b), 1), reduceDtype(s, unit)), 'gradients'));
+    s.accumulated.set(
+      p,
+      ledger.alloc(
+        bytesOf(
+          ir.tensors[p]!.spec.shape.reduce<Dim>((a, b) => mul(a, b), 1),
+          reduceDtype(s, unit),
+        ),
+        'gradients',
+      ),
+    );
     ledger.record('backward', `${label} (FSDP gradient kept in ${reduceDtype(s, unit)})`);
     ledger.release(grad);
     s.unshardedGrads.delete(p);
@@ -223,7 +233,9 @@ function reduceScatter(s: Fsdp2State, unit: Unit, label: string): void {
   if (ir.settings.device === 'cpu') {
     const padded = grads.flatMap((p) => {
       const { rows, rest, dim0 } = chunking(ir.tensors[p]!.spec, d);
-      return dim0 % d === 0 ? [] : [ledger.alloc(bytesOf(mul(rows * d, rest), s.accumulated.has(p) ? reduceDtype(s, unit) : gatherDtype(s, unit)), 'temporaries')];
+      return dim0 % d === 0
+        ? []
+        : [ledger.alloc(bytesOf(mul(rows * d, rest), s.accumulated.has(p) ? reduceDtype(s, unit) : gatherDtype(s, unit)), 'temporaries')];
     });
     if (padded.length > 0) ledger.record('backward', `${label} (FSDP reduce-scatter copy-in, padded)`);
     for (const block of padded) ledger.release(block);
@@ -273,11 +285,13 @@ function start(s: Fsdp2State): { readonly grads: readonly number[]; readonly sta
   if (s.offload) return { grads: [], state: [] };
   // The sharded parameters, last step's sharded gradients, the optimizer state on the local chunks.
   for (const unit of s.units) for (const p of unit.params) ledger.alloc(storeBytes(s, p), 'parameters', 1, s.ctx.owner(ir.tensors[p]!.storage));
-  const grads = s.units.filter((u) => u.params.some(s.ctx.trainable)).map((unit) => {
-    const block = ledger.alloc(bytesOf(unit.shardNumel, storeDtypeOf(s, unit)), 'gradients', 1, ownerOfUnit(s, unit));
-    s.shardedGrads.set(unit, block);
-    return block;
-  });
+  const grads = s.units
+    .filter((u) => u.params.some(s.ctx.trainable))
+    .map((unit) => {
+      const block = ledger.alloc(bytesOf(unit.shardNumel, storeDtypeOf(s, unit)), 'gradients', 1, ownerOfUnit(s, unit));
+      s.shardedGrads.set(unit, block);
+      return block;
+    });
   return { grads, state: s.optimizer.allocateState() };
 }
 
@@ -302,12 +316,15 @@ function moduleHooks(s: Fsdp2State): Pick<EngineHooks, 'beforeForward' | 'afterF
     beforeBackward(op, micro) {
       // Units the backward has left run their post-backward; the ones it enters their pre-backward.
       const here = s.ctx.unitOfOp?.(op.index) ?? -1;
-      for (const unit of s.backwardOrder) if (s.backwardStarted.has(unit) && !s.backwardDone.has(unit) && !(unit.firstOp <= op.index && op.index < unit.endOp)) inUnit(s, unit, here, () => postBackward(s, unit, `${micro}${labelOf(ir, unit)}`));
+      for (const unit of s.backwardOrder)
+        if (s.backwardStarted.has(unit) && !s.backwardDone.has(unit) && !(unit.firstOp <= op.index && op.index < unit.endOp))
+          inUnit(s, unit, here, () => postBackward(s, unit, `${micro}${labelOf(ir, unit)}`));
       for (const unit of unitsAt(s, op).sort(outerFirst)) if (!s.backwardStarted.has(unit)) preBackward(s, unit, `${micro}${labelOf(ir, unit)}`);
     },
     endBackward(prefix) {
       // The root's final callback: every unit not yet reduced is, then the held buffers go.
-      for (const unit of s.backwardOrder) if (s.backwardStarted.has(unit) && !s.backwardDone.has(unit)) inUnit(s, unit, -1, () => postBackward(s, unit, `${prefix}${labelOf(ir, unit)}`));
+      for (const unit of s.backwardOrder)
+        if (s.backwardStarted.has(unit) && !s.backwardDone.has(unit)) inUnit(s, unit, -1, () => postBackward(s, unit, `${prefix}${labelOf(ir, unit)}`));
       s.backwardStarted.clear();
       s.backwardDone.clear();
       if (s.heldReduce !== null) ledger.release(s.heldReduce);
@@ -331,7 +348,9 @@ function reports(s: Fsdp2State): Pick<EngineHooks, 'resident' | 'host'> {
   const host = (): HostBytes => ({
     parameters: parameters(),
     // One host tensor per parameter of its unpadded local chunk (the reduce-scatter output's view copied out).
-    gradients: sum(s.units.flatMap((unit) => unit.params.filter(s.ctx.trainable).map((p) => counted(bytesOf(localNumel(p), s.settings.storeDtype(p)), ownerOf(p))))),
+    gradients: sum(
+      s.units.flatMap((unit) => unit.params.filter(s.ctx.trainable).map((p) => counted(bytesOf(localNumel(p), s.settings.storeDtype(p)), ownerOf(p)))),
+    ),
     optimizer: s.optimizer.hostState(),
     staging: 0,
   });
@@ -339,7 +358,12 @@ function reports(s: Fsdp2State): Pick<EngineHooks, 'resident' | 'host'> {
     ...(s.offload ? { host } : {}),
     resident: () => {
       if (s.offload) return { parameters: 0, gradients: 0 };
-      return { parameters: parameters(), gradients: sum(s.units.filter((u) => u.params.some(s.ctx.trainable)).map((unit) => counted(bytesOf(unit.shardNumel, storeDtypeOf(s, unit)), ownerOfUnit(s, unit)))) };
+      return {
+        parameters: parameters(),
+        gradients: sum(
+          s.units.filter((u) => u.params.some(s.ctx.trainable)).map((unit) => counted(bytesOf(unit.shardNumel, storeDtypeOf(s, unit)), ownerOfUnit(s, unit))),
+        ),
+      };
     },
   };
 }
@@ -442,7 +466,12 @@ function fsdp2Settings(plan: Fsdp2Plan, env: EngineEnv): Fsdp2Settings {
 function checkFsdp2(plan: Fsdp2Plan): void {
   if (plan.offload?.optimizer !== true && plan.offload?.parameters !== true) return;
   for (const key of ['optimizer', 'parameters'] as const) {
-    if (plan.offload?.[key] !== true) fail('bad-option', "FSDP2's CPUOffloadPolicy offloads parameters, gradients and the optimizer state together: give both offload.optimizer and offload.parameters", { path: ['parallel', 'offload', key], expected: 'true', received: String(plan.offload?.[key]) });
+    if (plan.offload?.[key] !== true)
+      fail(
+        'bad-option',
+        "FSDP2's CPUOffloadPolicy offloads parameters, gradients and the optimizer state together: give both offload.optimizer and offload.parameters",
+        { path: ['parallel', 'offload', key], expected: 'true', received: String(plan.offload?.[key]) },
+      );
   }
 }
 
@@ -456,7 +485,12 @@ export const fsdp2Engine: EngineRecord<'fsdp2', Fsdp2Plan> = {
   name: 'fsdp2',
   summary: 'torch FSDP2 (fully_shard): parameters, gradients and optimizer state sharded, each unit gathered around its forward and backward',
   knobs: {},
-  sharedKnobs: { gradientSync: gradientSyncKnob, units: arrayOf(string), reshardAfterForward: boolean, mixedPrecision: object({ fields: { param: DTYPE, reduce: DTYPE } }) },
+  sharedKnobs: {
+    gradientSync: gradientSyncKnob,
+    units: arrayOf(string),
+    reshardAfterForward: boolean,
+    mixedPrecision: object({ fields: { param: DTYPE, reduce: DTYPE } }),
+  },
   check: checkFsdp2,
   wholeTrace: false,
   sameOnEveryRank: () => false,

@@ -19,7 +19,12 @@ export interface MegatronKnobs {
    * false; with it buckets of `bucketSize` elements, default max(4e7, 1e6 · dp), which move the
    * distributed optimizer's padding and shards).
    */
-  readonly megatron?: { readonly distributedOptimizer?: boolean; readonly gradReduceInFp32?: boolean; readonly overlapGradReduce?: boolean; readonly bucketSize?: number };
+  readonly megatron?: {
+    readonly distributedOptimizer?: boolean;
+    readonly gradReduceInFp32?: boolean;
+    readonly overlapGradReduce?: boolean;
+    readonly bucketSize?: number;
+  };
 }
 
 /** The plan Megatron reads: the common fields and its knobs. */
@@ -77,7 +82,10 @@ const roundUp = (n: number, k: number): number => Math.ceil(n / k) * k;
  * console.log(b!.numel, b!.params.map((p) => [p.id, p.start])); // 65792 [ [ 1, 0 ], [ 0, 256 ] ]
  * ```
  */
-export function megatronBuffers(params: readonly { readonly id: number; readonly numel: number; readonly dtype: DType }[], settings: MegatronSettings): MegatronBuffer[] {
+export function megatronBuffers(
+  params: readonly { readonly id: number; readonly numel: number; readonly dtype: DType }[],
+  settings: MegatronSettings,
+): MegatronBuffer[] {
   const groups = new Map<string, { paramDtype: DType; gradDtype: DType; params: { id: number; numel: number }[] }>();
   for (const p of [...params].reverse()) {
     const gradDtype: DType = settings.gradReduceInFp32 ? 'float32' : p.dtype;
@@ -162,7 +170,7 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
     const dtypeOf = (id: number) => ir.tensors[id]!.spec.dtype;
     // The parameters the inner optimizer steps, in float32: whole, or the rank's pieces.
     const whole = new Map(entries.map((e) => [e.id, e.numel]));
-    const mainNumel = (id: number) => (distributed ? pieces.get(id) ?? 0 : whole.get(id) ?? 0);
+    const mainNumel = (id: number) => (distributed ? (pieces.get(id) ?? 0) : (whole.get(id) ?? 0));
     // `_get_param_groups`: the default group first, then biases and 1-D parameters (no weight
     // decay), each in registration order; the inner optimizer steps them group by group.
     const noDecay = (id: number) => ir.tensors[id]!.spec.shape.length <= 1 || (ir.tensors[id]!.key ?? '').endsWith('.bias');
@@ -174,7 +182,10 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
     // fp32 master copies: of 16-bit parameters only (fp32 ones are stepped in place, or viewed).
     const masterBytes = ctx.optimizer === null ? 0 : stepped.filter((id) => dtypeOf(id) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
     // fp32 main gradients copied from a 16-bit gradient buffer at each step.
-    const mainGradBytes = ctx.optimizer === null ? 0 : stepped.filter((id) => (settings.gradReduceInFp32 ? 'float32' : dtypeOf(id)) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
+    const mainGradBytes =
+      ctx.optimizer === null
+        ? 0
+        : stepped.filter((id) => (settings.gradReduceInFp32 ? 'float32' : dtypeOf(id)) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
     const gradBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.gradDtype) as number), 0);
     const paramBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.paramDtype) as number), 0);
     const { trainable } = ctx;
@@ -205,7 +216,9 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
         // The hook: `main_grad.add_(param.grad)`; `param.grad = None`.
         if (pending.length === 0) return;
         if (ir.settings.device === 'cpu' && settings.gradReduceInFp32) {
-          const copies = op.params.filter((p) => trainable(p) && dtypeOf(p) !== 'float32').map((p) => ledger.alloc(bytesOf(numel(ir.tensors[p]!.spec), 'float32'), 'temporaries'));
+          const copies = op.params
+            .filter((p) => trainable(p) && dtypeOf(p) !== 'float32')
+            .map((p) => ledger.alloc(bytesOf(numel(ir.tensors[p]!.spec), 'float32'), 'temporaries'));
           if (copies.length > 0) ledger.record('backward', `${label} (main_grad.add_: fp32 copy)`);
           for (const block of copies) ledger.release(block);
         }
@@ -221,7 +234,12 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
         optimizer.step();
       },
       optimizerState: () => add(optimizer.optimizerState(), masterBytes),
-      resident: () => ({ parameters: distributed ? paramBufferBytes + sumFrozen(ctx) : ctx.plan.trainable.reduce((s, id) => s + (tensorBytes(ir, id) as number), 0) + sumFrozen(ctx), gradients: gradBufferBytes }),
+      resident: () => ({
+        parameters: distributed
+          ? paramBufferBytes + sumFrozen(ctx)
+          : ctx.plan.trainable.reduce((s, id) => s + (tensorBytes(ir, id) as number), 0) + sumFrozen(ctx),
+        gradients: gradBufferBytes,
+      }),
     };
   };
 }
@@ -243,12 +261,28 @@ function sumFrozen(ctx: RankContext): number {
 function megatronSettings(plan: MegatronPlan, env: EngineEnv): MegatronSettings {
   const m = plan.megatron ?? {};
   const overlap = m.overlapGradReduce ?? false;
-  return { distributedOptimizer: m.distributedOptimizer ?? false, gradReduceInFp32: m.gradReduceInFp32 ?? false, bucketSize: overlap ? (m.bucketSize ?? Math.max(40_000_000, 1_000_000 * env.group)) : null, dp: env.group, rank: env.rank };
+  return {
+    distributedOptimizer: m.distributedOptimizer ?? false,
+    gradReduceInFp32: m.gradReduceInFp32 ?? false,
+    bucketSize: overlap ? (m.bucketSize ?? Math.max(40_000_000, 1_000_000 * env.group)) : null,
+    dp: env.group,
+    rank: env.rank,
+  };
 }
 
 function checkMegatron(plan: MegatronPlan): void {
-  if (plan.offload?.optimizer === true || plan.offload?.parameters === true) fail('not-modelled', "Megatron's optimizer offloading is not modelled (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')", { path: ['parallel', 'offload'], expected: 'absent', received: JSON.stringify(plan.offload) });
-  if (plan.megatron?.bucketSize !== undefined && plan.megatron.overlapGradReduce !== true) fail('bad-option', 'Megatron buckets only with overlapGradReduce (without it one bucket)', { path: ['parallel', 'megatron', 'bucketSize'], expected: 'overlapGradReduce: true', received: String(plan.megatron.bucketSize) });
+  if (plan.offload?.optimizer === true || plan.offload?.parameters === true)
+    fail('not-modelled', "Megatron's optimizer offloading is not modelled (use engine 'fsdp2' with CPUOffloadPolicy, or 'deepspeed')", {
+      path: ['parallel', 'offload'],
+      expected: 'absent',
+      received: JSON.stringify(plan.offload),
+    });
+  if (plan.megatron?.bucketSize !== undefined && plan.megatron.overlapGradReduce !== true)
+    fail('bad-option', 'Megatron buckets only with overlapGradReduce (without it one bucket)', {
+      path: ['parallel', 'megatron', 'bucketSize'],
+      expected: 'overlapGradReduce: true',
+      received: String(plan.megatron.bucketSize),
+    });
 }
 
 /**

@@ -68,10 +68,19 @@ function allocateInputs(r: RunnerState, step: StepRun): void {
     // tensor_split views of the whole batch (and of the whole target).
     for (const t of chunk.roots) shared.set(storageOf(step, t), ledger.alloc(mul(bytesOf(step, t), m), 'input'));
     r.roots.set(chunk.stage, shared);
-    if (chunk.received !== null) r.received.set(chunk.stage, Array.from({ length: m }, () => ledger.alloc(bytesOf(step, chunk.received!), 'communication')));
-    if (!chunk.final) r.gradBuffers.set(chunk.stage, Array.from({ length: m }, () => chunk.sent.map((t) => ledger.alloc(bytesOf(step, t), 'communication'))));
+    if (chunk.received !== null)
+      r.received.set(
+        chunk.stage,
+        Array.from({ length: m }, () => ledger.alloc(bytesOf(step, chunk.received!), 'communication')),
+      );
+    if (!chunk.final)
+      r.gradBuffers.set(
+        chunk.stage,
+        Array.from({ length: m }, () => chunk.sent.map((t) => ledger.alloc(bytesOf(step, t), 'communication'))),
+      );
     // Last step's output_chunks, until this step's clear_runtime_states.
-    if (outputsKept(r.run, chunk)) r.kept.set(chunk.stage, Array.from({ length: m }, () => chunk.outputs.map((t) => ledger.alloc(bytesOf(step, t), 'activations'))).flat());
+    if (outputsKept(r.run, chunk))
+      r.kept.set(chunk.stage, Array.from({ length: m }, () => chunk.outputs.map((t) => ledger.alloc(bytesOf(step, t), 'activations'))).flat());
   }
 }
 
@@ -87,7 +96,11 @@ function forwardAction(r: RunnerState, s: StepState, action: PipelineAction, pre
   if (chunk.received !== null) blocks.set(storageOf(step, chunk.received), r.received.get(chunk.stage)![action.micro]!);
   const loss = chunk.final && ir.lossOutput !== null ? [ir.lossOutput] : [];
   // The final stage's outputs go to the loss, yet the schedule's names hold them too.
-  const withGrads: typeof chunk = { ...chunk, kept: [...(chunk.final ? chunk.outputs : []), ...loss], receivedGrads: (i) => r.gradBuffers.get(chunk.stage)?.[i] ?? [] };
+  const withGrads: typeof chunk = {
+    ...chunk,
+    kept: [...(chunk.final ? chunk.outputs : []), ...loss],
+    receivedGrads: (i) => r.gradBuffers.get(chunk.stage)?.[i] ?? [],
+  };
   const pass = microBatchPass({ ir, plan, ledger, storageBlock: blocks, residency, micro: prefix, opUnit, chunk: withGrads, index: action.micro });
   pass.forward();
   s.passes.set(key, pass);
@@ -145,7 +158,7 @@ function runActions(r: RunnerState, step: StepRun): void {
   const { run } = r;
   for (const blocks of r.kept.values()) for (const block of blocks) ledger.release(block);
   r.kept.clear();
-  if (run.chunks.some((chunk) => outputsKept(run, chunk))) ledger.record('forward', 'pipeline: last step\'s outputs cleared (clear_runtime_states)');
+  if (run.chunks.some((chunk) => outputsKept(run, chunk))) ledger.record('forward', "pipeline: last step's outputs cleared (clear_runtime_states)");
   const s: StepState = {
     step,
     passes: new Map(),
@@ -178,6 +191,13 @@ function runActions(r: RunnerState, step: StepRun): void {
  * Returns the two halves simulateStep calls: allocating the inputs, and running the actions.
  */
 export function pipelineRunner(run: PipelineRun): { readonly inputs: (step: StepRun) => void; readonly micro: (step: StepRun) => void } {
-  const r: RunnerState = { run, byStage: new Map(run.chunks.map((c) => [c.stage, c])), roots: new Map(), received: new Map(), gradBuffers: new Map(), kept: new Map() };
+  const r: RunnerState = {
+    run,
+    byStage: new Map(run.chunks.map((c) => [c.stage, c])),
+    roots: new Map(),
+    received: new Map(),
+    gradBuffers: new Map(),
+    kept: new Map(),
+  };
   return { inputs: (step) => allocateInputs(r, step), micro: (step) => runActions(r, step) };
 }

@@ -37,7 +37,12 @@ export interface PipelineAction {
  */
 export function pipelineActions(schedule: PipelineSchedule, pp: number, rank: number, microBatches: number, virtualStages = 1): readonly PipelineAction[] {
   const m = microBatches;
-  if (schedule !== 'interleaved-1f1b' && virtualStages !== 1) fail('bad-option', `${schedule} runs one stage per rank`, { path: ['parallel', 'virtualStages'], expected: '1 (or the interleaved-1f1b schedule)', received: String(virtualStages) });
+  if (schedule !== 'interleaved-1f1b' && virtualStages !== 1)
+    fail('bad-option', `${schedule} runs one stage per rank`, {
+      path: ['parallel', 'virtualStages'],
+      expected: '1 (or the interleaved-1f1b schedule)',
+      received: String(virtualStages),
+    });
   switch (schedule) {
     case 'gpipe': {
       // fwd_sends_to_wait and bwd_sends_to_wait keep every send's work (and its tensor) until step
@@ -55,7 +60,12 @@ export function pipelineActions(schedule: PipelineSchedule, pp: number, rank: nu
     }
     case '1f1b':
       // Schedule1F1B.__init__ refuses fewer micro-batches than stages.
-      if (m < pp) fail('bad-option', `the 1F1B schedule needs at least as many micro-batches as stages (${pp})`, { path: ['microBatches'], expected: `>= ${pp}`, received: String(m) });
+      if (m < pp)
+        fail('bad-option', `the 1F1B schedule needs at least as many micro-batches as stages (${pp})`, {
+          path: ['microBatches'],
+          expected: `>= ${pp}`,
+          received: String(m),
+        });
       return oneForwardOneBackward(pp, rank, m);
     case 'interleaved-1f1b':
       return interleaved(pp, rank, m, virtualStages);
@@ -100,7 +110,12 @@ function oneForwardOneBackward(pp: number, rank: number, m: number): PipelineAct
 /** ScheduleInterleaved1F1B._calculate_single_rank_operations without its idle slots. */
 function interleaved(pp: number, rank: number, m: number, v: number): PipelineAction[] {
   const rounds = Math.max(1, Math.floor(m / pp));
-  if (m % rounds !== 0) fail('bad-option', `the interleaved 1F1B schedule needs the micro-batches to be a multiple of its rounds (max(1, m // pp) = ${rounds})`, { path: ['microBatches'], expected: `a multiple of ${rounds}`, received: String(m) });
+  if (m % rounds !== 0)
+    fail('bad-option', `the interleaved 1F1B schedule needs the micro-batches to be a multiple of its rounds (max(1, m // pp) = ${rounds})`, {
+      path: ['microBatches'],
+      expected: `a multiple of ${rounds}`,
+      received: String(m),
+    });
   const perRound = m / rounds;
   const warmup = Math.min((v - 1) * perRound + 2 * (pp - 1 - rank), m * v);
   const total = v * m;

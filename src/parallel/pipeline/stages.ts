@@ -82,7 +82,13 @@ export function pipelineRankModel(model: Layer, input: readonly TensorSpec[], cu
   const inputOf = (s: number) => (s === 0 ? input : [cutInto.received(starts[s]!)]);
   if (held.length === 1 && !cutInto.wrapped) {
     const s = held[0]!;
-    return { model: stageLayer(s), inputs: inputOf(s), inputRequiresGrad: inputOf(s).map(() => s > 0), stages: [{ stage: s, key: '', first: s === 0, final }], final };
+    return {
+      model: stageLayer(s),
+      inputs: inputOf(s),
+      inputRequiresGrad: inputOf(s).map(() => s > 0),
+      stages: [{ stage: s, key: '', first: s === 0, final }],
+      final,
+    };
   }
   // The final stage first among the outputs (the trace's loss follows outputs[0]), its ops last.
   const traced = [...held.filter((s) => s !== count - 1), ...(final ? [count - 1] : [])];
@@ -116,7 +122,13 @@ function stageable(model: Layer, boundary: (name: string) => TensorSpec): Stagea
       names,
       layer: (start, end, name) => {
         const children = model.children.slice(start, end).map((child, k) => (child.name !== undefined ? child : { ...child, name: String(start + k) }));
-        const slice: SeqLayer = { kind: 'seq', className: model.className, isSequential: model.isSequential, children, ...(name !== undefined ? { name } : {}) };
+        const slice: SeqLayer = {
+          kind: 'seq',
+          className: model.className,
+          isSequential: model.isSequential,
+          children,
+          ...(name !== undefined ? { name } : {}),
+        };
         return slice;
       },
       received: (start) => boundary(names[start]!),
@@ -125,7 +137,12 @@ function stageable(model: Layer, boundary: (name: string) => TensorSpec): Stagea
     };
   }
   const blocks = model.kind === 'module' ? model.repeated : undefined;
-  if (blocks?.stage === undefined) return fail('not-modelled', 'pipeline stages are cut from an nn.Sequential model or a catalog decoder (Llama, Qwen2, Mistral) so far', { path: ['parallel', 'pp'], expected: 'a seq model or a decoder', received: model.kind === 'module' ? model.className : model.kind });
+  if (blocks?.stage === undefined)
+    return fail('not-modelled', 'pipeline stages are cut from an nn.Sequential model or a catalog decoder (Llama, Qwen2, Mistral) so far', {
+      path: ['parallel', 'pp'],
+      expected: 'a seq model or a decoder',
+      received: model.kind === 'module' ? model.className : model.kind,
+    });
   return {
     names: Array.from({ length: blocks.count }, (_, i) => `${blocks.prefix}${i}`),
     layer: (start, end, name) => ({ ...blocks.stage!(start, end), ...(name !== undefined ? { name } : {}) }),
@@ -143,18 +160,37 @@ function stageable(model: Layer, boundary: (name: string) => TensorSpec): Stagea
 /** Each stage's first child (and the end): the named split points, or an even cut. */
 function stageStarts(names: readonly string[], count: number, splits: readonly string[] | undefined): number[] {
   if (splits !== undefined) {
-    if (splits.length !== count - 1) fail('bad-option', `${count} stages need ${count - 1} split points`, { path: ['parallel', 'splits'], expected: `${count - 1} child names`, received: String(splits.length) });
+    if (splits.length !== count - 1)
+      fail('bad-option', `${count} stages need ${count - 1} split points`, {
+        path: ['parallel', 'splits'],
+        expected: `${count - 1} child names`,
+        received: String(splits.length),
+      });
     const starts = splits.map((name, i) => {
       const at = names.indexOf(name);
-      if (at < 0) fail('bad-option', `no top-level child named ${JSON.stringify(name)}`, { path: ['parallel', 'splits', i], expected: names.join(' | '), received: name });
+      if (at < 0)
+        fail('bad-option', `no top-level child named ${JSON.stringify(name)}`, {
+          path: ['parallel', 'splits', i],
+          expected: names.join(' | '),
+          received: name,
+        });
       return at;
     });
     starts.forEach((at, i) => {
-      if (at <= (i === 0 ? 0 : starts[i - 1]!)) fail('bad-option', 'split points must follow the model, each after the last, none at the first child', { path: ['parallel', 'splits', i], received: splits[i]! });
+      if (at <= (i === 0 ? 0 : starts[i - 1]!))
+        fail('bad-option', 'split points must follow the model, each after the last, none at the first child', {
+          path: ['parallel', 'splits', i],
+          received: splits[i]!,
+        });
     });
     return [0, ...starts, names.length];
   }
-  if (names.length < count) fail('bad-option', `${count} pipeline stages need at least ${count} top-level children; the model has ${names.length}`, { path: ['parallel', 'pp'], expected: `at most ${names.length} stages`, received: String(count) });
+  if (names.length < count)
+    fail('bad-option', `${count} pipeline stages need at least ${count} top-level children; the model has ${names.length}`, {
+      path: ['parallel', 'pp'],
+      expected: `at most ${names.length} stages`,
+      received: String(count),
+    });
   const base = Math.floor(names.length / count);
   const extra = names.length % count;
   const starts = [0];

@@ -86,7 +86,10 @@ export class Coordinator {
    */
   hostCopies(params: readonly number[], phase: Phase, label: string): void {
     if (!this.settings.offloadParam || this.settings.shards === 1 || params.length === 0) return;
-    const block = this.ledger.alloc(params.reduce((s, p) => s + this.parts.partitionBytes(p), 0), 'communication');
+    const block = this.ledger.alloc(
+      params.reduce((s, p) => s + this.parts.partitionBytes(p), 0),
+      'communication',
+    );
     this.ledger.record(phase, `${label} (ZeRO-3 partitions copied from the host)`);
     this.ledger.release(block);
   }
@@ -112,7 +115,14 @@ export class Coordinator {
         // _all_gather_sequential: the padded buffer is the parameter's storage (pp:1345-1374).
         this.data.set(group[0]!, ledger.alloc(z.paddedBytes(group[0]!), 'parameters'));
         parts.push({ params: group, flat: null });
-      } else parts.push({ params: group, flat: ledger.alloc(group.reduce((s, p) => s + z.paddedBytes(p), 0), 'communication') }); // _all_gather_dtype (pp:1301-1343)
+      } else
+        parts.push({
+          params: group,
+          flat: ledger.alloc(
+            group.reduce((s, p) => s + z.paddedBytes(p), 0),
+            'communication',
+          ),
+        }); // _all_gather_dtype (pp:1301-1343)
     }
     // The host partitions' copies exist while the gather's buffers are made; they go when it is launched.
     this.hostCopies(sorted, phase, label);

@@ -38,10 +38,20 @@ type DeepSpeedPlan = CommonPlan & DeepSpeedKnobs;
  */
 function checkDeepSpeed(plan: DeepSpeedPlan): void {
   if (plan.offload?.parameters === true && plan.zero !== undefined && plan.zero !== 3) {
-    fail('bad-option', 'DeepSpeed offloads parameters (offload_param) only under ZeRO-3; stages 1/2 ignore it (engine.py:2415)', { path: ['parallel', 'offload', 'parameters'], expected: 'zero: 3, or no parameter offload', received: `zero: ${plan.zero}` });
+    fail('bad-option', 'DeepSpeed offloads parameters (offload_param) only under ZeRO-3; stages 1/2 ignore it (engine.py:2415)', {
+      path: ['parallel', 'offload', 'parameters'],
+      expected: 'zero: 3, or no parameter offload',
+      received: `zero: ${plan.zero}`,
+    });
   }
-  if (plan.zero === undefined) fail('bad-option', "engine 'deepspeed' needs the ZeRO stage", { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: 'undefined' });
-  if (plan.zero === 0) fail('not-modelled', 'DeepSpeed without ZeRO (stage 0: FP16_Optimizer / BF16_Optimizer) is not modelled', { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: '0' });
+  if (plan.zero === undefined)
+    fail('bad-option', "engine 'deepspeed' needs the ZeRO stage", { path: ['parallel', 'zero'], expected: '1 | 2 | 3', received: 'undefined' });
+  if (plan.zero === 0)
+    fail('not-modelled', 'DeepSpeed without ZeRO (stage 0: FP16_Optimizer / BF16_Optimizer) is not modelled', {
+      path: ['parallel', 'zero'],
+      expected: '1 | 2 | 3',
+      received: '0',
+    });
 }
 
 /**
@@ -72,5 +82,12 @@ export const deepspeedEngine: EngineRecord<'deepspeed', DeepSpeedPlan> = {
   wholeTrace: true,
   sameOnEveryRank: (plan) => plan.zero === 3,
   planned: { byDefault: true, order: 3, zeroStages: [1, 2, 3] },
-  residency: (plan, env) => deepspeed(deepspeedSettings(plan.zero!, env.group, env.rank, { ...plan.deepspeed, offloadOptimizer: plan.offload?.optimizer === true, offloadParam: plan.offload?.parameters === true })),
+  residency: (plan, env) =>
+    deepspeed(
+      deepspeedSettings(plan.zero!, env.group, env.rank, {
+        ...plan.deepspeed,
+        offloadOptimizer: plan.offload?.optimizer === true,
+        offloadParam: plan.offload?.parameters === true,
+      }),
+    ),
 };

@@ -80,10 +80,20 @@ import { zero3 } from './zero3.js';
  */
 export function deepspeed(settings: DeepSpeedSettings): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
-    if (ctx.optimizer === null) fail('bad-option', 'DeepSpeed ZeRO partitions an optimizer: give one (engine.backward asserts an optimizer, eng:3219)', { path: ['optimizer'], expected: 'an optimizer', received: 'null' });
+    if (ctx.optimizer === null)
+      fail('bad-option', 'DeepSpeed ZeRO partitions an optimizer: give one (engine.backward asserts an optimizer, eng:3219)', {
+        path: ['optimizer'],
+        expected: 'an optimizer',
+        received: 'null',
+      });
     // ZeRO-Offload steps with DeepSpeedCPUAdam (Adam/AdamW, eng:2109-2110) or DeepSpeedCPULion (eng:2174-2175); a
     // client torch optimizer is refused unless zero_force_ds_cpu_optimizer is false (eng:2040-2043).
-    if (settings.offloadOptimizer && !CPU_OPTIMIZERS.includes(ctx.optimizer.name)) fail('not-modelled', `ZeRO-Offload steps on the host with DeepSpeedCPUAdam or DeepSpeedCPULion; ${ctx.optimizer.name} there is not modelled`, { path: ['optimizer'], expected: CPU_OPTIMIZERS.join(' | '), received: ctx.optimizer.name });
+    if (settings.offloadOptimizer && !CPU_OPTIMIZERS.includes(ctx.optimizer.name))
+      fail('not-modelled', `ZeRO-Offload steps on the host with DeepSpeedCPUAdam or DeepSpeedCPULion; ${ctx.optimizer.name} there is not modelled`, {
+        path: ['optimizer'],
+        expected: CPU_OPTIMIZERS.join(' | '),
+        received: ctx.optimizer.name,
+      });
     const common = commonOf(ctx);
     return settings.stage === 3 ? zero3(ctx, settings, common) : zero12(ctx, settings, common);
   };
@@ -96,15 +106,25 @@ function commonOf(ctx: RankContext): Common {
   const { ir, ledger, trainable } = ctx;
   const all = parameterOrder(ir);
   const order = all.filter(trainable);
-  if (order.length === 0) fail('not-modelled', 'DeepSpeed ZeRO needs trainable parameters (its param groups index their first tensor, s12:355)', { path: ['parallel', 'engine'] });
+  if (order.length === 0)
+    fail('not-modelled', 'DeepSpeed ZeRO needs trainable parameters (its param groups index their first tensor, s12:355)', { path: ['parallel', 'engine'] });
   const sizes = new Map<number, number>();
   for (const id of all) {
     const n = numelOf(ir.tensors[id]!.spec);
-    if (typeof n !== 'number') fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be partitioned', { path: ['parallel'], received: ir.tensors[id]!.key ?? String(id) });
+    if (typeof n !== 'number')
+      fail('symbolic-parameter', 'a parameter with a symbolic shape cannot be partitioned', {
+        path: ['parallel'],
+        received: ir.tensors[id]!.key ?? String(id),
+      });
     sizes.set(id, n);
   }
   const lp = ir.tensors[order[0]!]!.spec.dtype;
-  for (const id of order) if (ir.tensors[id]!.spec.dtype !== lp) fail('not-modelled', 'DeepSpeed ZeRO flattens one dtype per param group (s12:355, s12:437): trainable parameters of mixed dtypes are not modelled', { path: ['parallel', 'engine'], received: `${lp} and ${ir.tensors[id]!.spec.dtype}` });
+  for (const id of order)
+    if (ir.tensors[id]!.spec.dtype !== lp)
+      fail('not-modelled', 'DeepSpeed ZeRO flattens one dtype per param group (s12:355, s12:437): trainable parameters of mixed dtypes are not modelled', {
+        path: ['parallel', 'engine'],
+        received: `${lp} and ${ir.tensors[id]!.spec.dtype}`,
+      });
   // Which backward nodes run, as autograd.ts decides: the loss's gradient flows back through recorded ops.
   const { runs, reached } = backwardRuns(ir);
   const outputHooks = outputHooksOf(ir, runs, reached);
@@ -117,7 +137,24 @@ function commonOf(ctx: RankContext): Common {
   };
   const outputHook = (op: IROp, prefix: string) => engineOutputHook(ir, ledger, outputHooks, op, prefix);
   const flatOptimizer = (elements: number, label: string) => flatOptimizerOf(ctx, elements, label);
-  return { ir, ledger, order, all, n: (p) => sizes.get(p)!, lp, lpBytes: (e) => bytesOf(e, lp) as number, runs, reached, hooksAt: hooksAtOf(ir, runs, trainable), outputHooks, trainable, gradients, freeGrad, outputHook, flatOptimizer };
+  return {
+    ir,
+    ledger,
+    order,
+    all,
+    n: (p) => sizes.get(p)!,
+    lp,
+    lpBytes: (e) => bytesOf(e, lp) as number,
+    runs,
+    reached,
+    hooksAt: hooksAtOf(ir, runs, trainable),
+    outputHooks,
+    trainable,
+    gradients,
+    freeGrad,
+    outputHook,
+    flatOptimizer,
+  };
 }
 
 /** A leaf's AccumulateGrad runs once, with the summed gradient, after its last producer: the hook then. */

@@ -49,7 +49,12 @@ export const DEEPSPEED_DEFAULTS = Object.freeze({
 });
 
 /** The settings with DeepSpeed's defaults for every knob not given. */
-export function deepspeedSettings(stage: 0 | 1 | 2 | 3, shards: number, rank: number, knobs: Partial<Omit<DeepSpeedSettings, 'stage' | 'shards' | 'rank'>> = {}): DeepSpeedSettings {
+export function deepspeedSettings(
+  stage: 0 | 1 | 2 | 3,
+  shards: number,
+  rank: number,
+  knobs: Partial<Omit<DeepSpeedSettings, 'stage' | 'shards' | 'rank'>> = {},
+): DeepSpeedSettings {
   const set = Object.fromEntries(Object.entries(knobs).filter(([, v]) => v !== undefined));
   return { stage, shards, rank, ...DEEPSPEED_DEFAULTS, overlapComm: stage === 3, offloadOptimizer: false, offloadParam: false, ...set };
 }

@@ -146,7 +146,8 @@ class Zero12 {
     for (const p of op.op === 'linear' ? [...hooks].reverse() : hooks) {
       // process_gradients → setup_buckets: the IPG buffer(s) at the first hook after a release (s12:1758-1765, s12:2493-2514).
       if (this.ipg.length === 0) {
-        for (let k = 0; k < (this.settings.overlapComm ? 2 : 1); k += 1) this.ipg.push(this.c.ledger.alloc(this.c.lpBytes(this.settings.reduceBucketSize), 'communication'));
+        for (let k = 0; k < (this.settings.overlapComm ? 2 : 1); k += 1)
+          this.ipg.push(this.c.ledger.alloc(this.c.lpBytes(this.settings.reduceBucketSize), 'communication'));
         this.c.ledger.record('backward', `${label} (ZeRO IPG bucket)`);
       }
       // Stage 2 reduces in the hook; stage 1 only with overlap_comm at the boundary (s12:1762-1769).
@@ -332,7 +333,9 @@ class Zero12 {
   resident(): { parameters: number; gradients: number } {
     const { ir } = this.c;
     return {
-      parameters: this.c.lpBytes(this.layout.aligned) + this.c.all.filter((p) => !this.c.trainable(p)).reduce((s, p) => s + (ir.storages[ir.tensors[p]!.storage]!.bytes as number), 0),
+      parameters:
+        this.c.lpBytes(this.layout.aligned) +
+        this.c.all.filter((p) => !this.c.trainable(p)).reduce((s, p) => s + (ir.storages[ir.tensors[p]!.storage]!.bytes as number), 0),
       gradients: this.offload ? 0 : this.c.lpBytes(this.layout.gradPartition),
     };
   }

@@ -28,7 +28,8 @@ function partitionsOf(ir: IR, settings: DeepSpeedSettings, c: Common): Partition
   // _post_step's all-gather (s3:2570): per parameter a q·N buffer (pp:2024, pp:2112); at world 1 the
   // coalesced call is no gather at all (pp:2001-2003) but a lone parameter goes the sequential way (pp:1716-1717).
   // With offload_param the partition is on the host, so at world 1 the no-gather handle's .to(device) is a copy (pp:63-74).
-  const persistentBytes = (p: number) => (N > 1 ? paddedBytes(p) : persistentList.length === 1 || settings.offloadParam ? (bytesOf(c.n(p), dtypeOf(p)) as number) : 0);
+  const persistentBytes = (p: number) =>
+    N > 1 ? paddedBytes(p) : persistentList.length === 1 || settings.offloadParam ? (bytesOf(c.n(p), dtypeOf(p)) as number) : 0;
   const partitionBytes = (p: number) => bytesOf(q(p), dtypeOf(p)) as number;
   return { q, dtypeOf, paddedBytes, partitionBytes, byId, Q: c.order.reduce((s, p) => s + q(p), 0), persistent, persistentList, persistentBytes };
 }
@@ -189,10 +190,11 @@ class Zero3 {
     const temps: number[] = [];
     if (!(params.length === 1 && this.c.n(params[0]!) % N === 0)) {
       // Each gradient's rank chunk padded to ⌈n/N⌉ with an empty() tensor, then one cat of them all.
-      for (let r = 0; r < N; r += 1) for (const p of params) {
-        const chunk = Math.max(0, Math.min(q(p), this.c.n(p) - r * q(p)));
-        if (q(p) - chunk > 0) temps.push(ledger.alloc(lpBytes(q(p) - chunk), 'communication'));
-      }
+      for (let r = 0; r < N; r += 1)
+        for (const p of params) {
+          const chunk = Math.max(0, Math.min(q(p), this.c.n(p) - r * q(p)));
+          if (q(p) - chunk > 0) temps.push(ledger.alloc(lpBytes(q(p) - chunk), 'communication'));
+        }
       temps.push(ledger.alloc(lpBytes(params.reduce((s, p) => s + q(p) * N, 0)), 'communication'));
       ledger.record('backward', `${label} (ZeRO-3 reduce-scatter)`);
     }
