@@ -85,7 +85,9 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
       tasks.map(([, run]) => run),
       { ...timing, warmup },
     );
-    tasks.forEach(([task], i) => rows.push({ group: name, task, ms: ms[i]!, ratio: ms[i]! / ms[0]! }));
+    tasks.forEach(([task], i) => {
+      rows.push({ group: name, task, ms: ms[i]!, ratio: ms[i]! / ms[0]! });
+    });
   };
   // The seed first, in a process that has run nothing else: what a user estimating a CNN meets.
   const seedModel = lib.mobilenetV3Small({ numClasses: 3 });

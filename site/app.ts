@@ -158,8 +158,9 @@ function readForm(): State {
 
 function showFor(state: State): void {
   const kind = kindOf(state.model);
-  const toggle = (selector: string, visible: boolean) =>
-    document.querySelectorAll<HTMLElement>(selector).forEach((el) => el.classList.toggle('hidden', !visible));
+  const toggle = (selector: string, visible: boolean) => {
+    for (const el of document.querySelectorAll<HTMLElement>(selector)) el.classList.toggle('hidden', !visible);
+  };
   toggle('.cnn-only', kind === 'cnn');
   toggle('.llm-only', kind !== 'cnn');
   toggle('.config-only', kind === 'config');
@@ -353,9 +354,17 @@ form.addEventListener('submit', (e) => e.preventDefault());
 window.addEventListener('hashchange', load);
 $('share').addEventListener('click', () => {
   const status = $('shared');
-  navigator.clipboard?.writeText(location.href).then(
-    () => (status.textContent = 'Link copied.'),
-    () => (status.textContent = 'Copy the address bar: it holds this result.'),
-  ) ?? (status.textContent = 'Copy the address bar: it holds this result.');
+  const fallback = 'Copy the address bar: it holds this result.';
+  const copied = navigator.clipboard?.writeText(location.href);
+  if (copied === undefined) status.textContent = fallback;
+  else
+    copied.then(
+      () => {
+        status.textContent = 'Link copied.';
+      },
+      () => {
+        status.textContent = fallback;
+      },
+    );
 });
 load();

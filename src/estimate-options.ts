@@ -95,7 +95,7 @@ const symbolValues: Check = (value, path, issues) => {
       message: 'must be an object of symbol values',
       expected: '{ name: integer }',
       received: String(value),
-    }) as unknown as void;
+    }) as unknown as undefined;
   for (const [key, v] of Object.entries(value)) integer(1)(v, [...path, key], issues);
 };
 

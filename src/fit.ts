@@ -6,7 +6,6 @@ import { VramError, fail } from './errors.js';
 import { gpu as gpuByName, memoryBudget, type GpuFamily } from './gpus/catalog.js';
 import { runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
 import type { Layer } from './nn/types.js';
-import { bounds } from './sym/bounds.js';
 import { compile } from './sym/evaluate.js';
 import type { Dim, SymAtom } from './sym/expr.js';
 

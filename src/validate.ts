@@ -110,7 +110,9 @@ export function arrayOf(element: Check, limits: { readonly min?: number; readonl
         `${limits.min ?? 0} – ${limits.max ?? '∞'} elements`,
         value,
       );
-    value.forEach((item, i) => element(item, [...path, i], issues));
+    value.forEach((item, i) => {
+      element(item, [...path, i], issues);
+    });
   };
 }
 

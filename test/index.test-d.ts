@@ -18,7 +18,7 @@ import {
   summary,
   sym,
   tensor,
-  VramError,
+  type VramError,
   type Dim,
   type DType,
   type Estimate,

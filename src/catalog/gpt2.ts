@@ -118,7 +118,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       received: JSON.stringify(options.tensorParallel),
     });
   const rules = transformersRules(options.transformers, ['transformers']);
-  const impl = options.attention ?? rules.defaultAttention['gpt2'];
+  const impl = options.attention ?? rules.defaultAttention.gpt2;
   const cache = (options.useCache ?? true) ? rules.cache : false;
   const tied = shape.tied ?? true;
   const maskStyle = rules.mask.gpt2;

@@ -1,5 +1,5 @@
 import type { AttentionImpl } from '../nn/attention.js';
-import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
+import type { ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import type { ContextParallelOptions } from './context-parallel.js';
 import type { MoeOptions } from './experts.js';

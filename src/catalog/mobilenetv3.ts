@@ -126,7 +126,9 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
   }));
   const lastIn = configs[configs.length - 1]!.out;
   const features: Layer[] = [convNormActivation('0', configs[0]!.input, 3, { stride: 2, activation: 'hardswish' })];
-  configs.forEach((cfg, i) => features.push(invertedResidual(String(i + 1), cfg)));
+  configs.forEach((cfg, i) => {
+    features.push(invertedResidual(String(i + 1), cfg));
+  });
   features.push(convNormActivation(String(features.length), 6 * lastIn, 1, { activation: 'hardswish' }));
   return seq(
     { className: 'MobileNetV3', isSequential: false },

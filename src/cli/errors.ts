@@ -2,7 +2,7 @@
  * The command's errors: every one is a single line on stderr,
  * `vram-ts: <path>: <message> (expected <valid values>, got <received>)`.
  */
-import { VramError } from '../index.js';
+import type { VramError } from '../index.js';
 
 /** A usage or input error: exit code 2. */
 export class CliError extends Error {

@@ -21,7 +21,7 @@ export function hubCacheDir(env: HubEnv): string {
 /** A HubCache of JSON files under `dir`; a cache that cannot be written is only not kept. */
 export function diskCache(dir: string): HubCache {
   // Keys are <host>/<repo>/<encoded revision>/<file>; a port's ':' is no file name on Windows.
-  const pathOf = (key: string) => join(dir, ...key.replace(/:/g, '_').split('/')) + '.json';
+  const pathOf = (key: string) => `${join(dir, ...key.replace(/:/g, '_').split('/'))}.json`;
   return {
     get(key: string): HubCacheEntry | undefined {
       try {

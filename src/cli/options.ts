@@ -2,7 +2,7 @@
 import { DEFAULT_ENGINE, sym, type Dim, type EstimateOptions, type Layer } from '../index.js';
 import { imageSize, wholeNumber } from './args.js';
 import { usage } from './errors.js';
-import { DEFAULTS, SOLVES, type Values } from './flags.js';
+import { DEFAULTS, type SOLVES, type Values } from './flags.js';
 import { cnnCheckpoint, decoderLayers, type DecoderExtra, type ModelRef } from './model.js';
 import { choice, count } from './values.js';
 

@@ -5,7 +5,7 @@
  * Keeps no state of its own: a caller may pass a {@link HubCache} (the CLI's is on disk).
  */
 import { VramError, type VramIssue } from '../errors.js';
-import { fromHFConfig, type HFConfig, type HFConfigOptions } from '../catalog/hf.js';
+import { fromHFConfig, type HFConfigOptions } from '../catalog/hf.js';
 import { estimate } from '../estimate.js';
 import type { Layer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';

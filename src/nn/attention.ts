@@ -560,7 +560,7 @@ function attentionOutput(a: AttentionSetup, t: AttentionTrace, context: TensorRe
   const back = g.call(transposeOp, [context], { dim0: 1, dim1: 2 })[0]!;
   // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
   // step updated half the positions: load balancing, on every rank but the last.
-  const catOutput = cp !== undefined && cp.loadBalance && cp.rank < cp.size - 1;
+  const catOutput = cp?.loadBalance === true && cp.rank < cp.size - 1;
   const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyOp, [back], {})[0]!;
   if (a.locals === 'function') {
     // eager_attention_forward returns here: its repeated k/v go now.

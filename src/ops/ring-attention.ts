@@ -455,7 +455,7 @@ export interface ContextShardAttrs {
 export const contextShardOp: OpRule<ContextShardAttrs> = {
   name: 'context_parallel_shard',
   arity: 1,
-  apply([ids], attrs, ctx) {
+  apply([ids], attrs, _ctx) {
     const [b, s] = ids!.shape as [Dim, Dim];
     const pieces = (attrs.loadBalance ?? true) ? 2 * attrs.size : attrs.size;
     if (typeof s === 'number' && s % pieces !== 0) {

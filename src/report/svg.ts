@@ -29,7 +29,7 @@ const COLORS: Readonly<Record<Category, string>> = {
 /** The capacity line's colour. */
 const CAPACITY = '#d62728';
 
-const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const escapeXml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 /**
  * Text colour follows the embedding page (`currentColor`); opened on its own, the SVG follows
@@ -38,7 +38,7 @@ const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;
 const STYLE = '<style>svg:root{color-scheme:light dark;color:CanvasText}</style>';
 
 const open = (width: number, height: number, title: string) =>
-  `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12" fill="currentColor" role="img" aria-label="${escape(title)}">${STYLE}<title>${escape(title)}</title>`;
+  `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12" fill="currentColor" role="img" aria-label="${escapeXml(title)}">${STYLE}<title>${escapeXml(title)}</title>`;
 
 function concrete(value: unknown, what: string): number {
   if (typeof value !== 'number') fail('symbolic-input', `the ${what} chart needs concrete sizes`, { path: ['input'] });
@@ -140,7 +140,7 @@ export function breakdownSvg(result: Estimate, options?: string | ChartOptions):
     const value = concrete(result.peak.byCategory[c], 'breakdown');
     if (value === 0 || scale === 0) return '';
     const w = (value / scale) * barWidth;
-    const rect = `<rect class="segment" data-category="${c}" x="${x.toFixed(2)}" y="50" width="${w.toFixed(2)}" height="40" fill="${COLORS[c]}"><title>${c}: ${escape(formatBytes(value))}</title></rect>`;
+    const rect = `<rect class="segment" data-category="${c}" x="${x.toFixed(2)}" y="50" width="${w.toFixed(2)}" height="40" fill="${COLORS[c]}"><title>${c}: ${escapeXml(formatBytes(value))}</title></rect>`;
     x += w;
     return rect;
   }).join('');
@@ -148,11 +148,11 @@ export function breakdownSvg(result: Estimate, options?: string | ChartOptions):
   if (capacity !== undefined) {
     const cx = barX + (capacity / scale) * barWidth;
     const share = `${((total / capacity) * 100).toFixed(total < capacity / 100 ? 2 : 1)}% of ${formatBytes(capacity)}`;
-    mark = `<rect x="${barX}" y="50" width="${barWidth}" height="40" fill="none" stroke="currentColor" stroke-opacity="0.35"/><line class="capacity" x1="${cx.toFixed(2)}" x2="${cx.toFixed(2)}" y1="44" y2="96" stroke="${CAPACITY}" stroke-width="2"/><text x="${(barX + barWidth).toFixed(0)}" y="40" text-anchor="end" font-size="11">${escape(share)}</text>`;
+    mark = `<rect x="${barX}" y="50" width="${barWidth}" height="40" fill="none" stroke="currentColor" stroke-opacity="0.35"/><line class="capacity" x1="${cx.toFixed(2)}" x2="${cx.toFixed(2)}" y1="44" y2="96" stroke="${CAPACITY}" stroke-width="2"/><text x="${(barX + barWidth).toFixed(0)}" y="40" text-anchor="end" font-size="11">${escapeXml(share)}</text>`;
   }
   return [
     open(width, 170, title),
-    `<text x="${barX}" y="24" font-size="15">${escape(title)}: ${escape(formatBytes(total))} (${escape(result.peak.phase)})</text>`,
+    `<text x="${barX}" y="24" font-size="15">${escapeXml(title)}: ${escapeXml(formatBytes(total))} (${escapeXml(result.peak.phase)})</text>`,
     rects,
     mark,
     legend(
@@ -199,7 +199,7 @@ function phaseMarks(events: Estimate['timeline'], { left, top, bottom, plotWidth
     .map(({ phase, index }, k) => {
       const x = xAt(index);
       const end = k + 1 < starts.length ? xAt(starts[k + 1]!.index) : left + plotWidth;
-      const line = `<line class="phase-start" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.45" stroke-dasharray="2,3"><title>${escape(phase)}</title></line>`;
+      const line = `<line class="phase-start" x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.45" stroke-dasharray="2,3"><title>${escapeXml(phase)}</title></line>`;
       const w = textWidth(phase, 10);
       // Centre the label on its phase when there is room; otherwise start at the phase.
       let lx = end - x >= w + 4 ? (x + end) / 2 - w / 2 : x + 2;
@@ -207,7 +207,7 @@ function phaseMarks(events: Estimate['timeline'], { left, top, bottom, plotWidth
       const row = rowEnds.findIndex((r) => lx >= r + gap);
       if (row === -1) return line;
       rowEnds[row] = lx + w;
-      return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escape(phase)}</text>`;
+      return `${line}<text class="phase-label" x="${lx.toFixed(1)}" y="${bottom + 14 + row * 12}" font-size="10" data-width="${w.toFixed(1)}">${escapeXml(phase)}</text>`;
     })
     .join('');
 }
@@ -218,9 +218,9 @@ function capacityMark(capacity: number | undefined, capacityShown: boolean, peak
   const label = `GPU ${formatBytes(capacity)}`;
   if (capacityShown) {
     const y = yAt(capacity).toFixed(1);
-    return `<line class="capacity" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="${CAPACITY}" stroke-width="1.5" stroke-dasharray="6,3"><title>${escape(label)}</title></line><text x="${left + plotWidth}" y="${(yAt(capacity) - 4).toFixed(1)}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)}</text>`;
+    return `<line class="capacity" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="${CAPACITY}" stroke-width="1.5" stroke-dasharray="6,3"><title>${escapeXml(label)}</title></line><text x="${left + plotWidth}" y="${(yAt(capacity) - 4).toFixed(1)}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escapeXml(label)}</text>`;
   }
-  return `<text class="capacity" x="${left + plotWidth}" y="${top - 6}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escape(label)} (${escape(formatBytes(peak))} peak is ${((peak / capacity) * 100).toFixed(1)}%)</text>`;
+  return `<text class="capacity" x="${left + plotWidth}" y="${top - 6}" text-anchor="end" font-size="11" fill="${CAPACITY}">${escapeXml(label)} (${escapeXml(formatBytes(peak))} peak is ${((peak / capacity) * 100).toFixed(1)}%)</text>`;
 }
 
 /**
@@ -263,11 +263,14 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
   const yAt = (v: number) => bottom - (v / domain) * plotHeight;
   const plot: TimelinePlot = { left, top, bottom, plotWidth, xAt, yAt };
   const kept = decimate(live, Math.max(1, Math.floor(maxColumns)));
-  if (!kept.includes(peakIndex)) kept.push(peakIndex), kept.sort((a, b) => a - b);
+  if (!kept.includes(peakIndex)) {
+    kept.push(peakIndex);
+    kept.sort((a, b) => a - b);
+  }
   const axis = ticks.values
     .map((v, i) => {
       const y = yAt(v).toFixed(1);
-      return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escape(ticks.labels[i]!)}</text>`;
+      return `<line class="grid" x1="${left}" x2="${left + plotWidth}" y1="${y}" y2="${y}" stroke="currentColor" stroke-opacity="${i === 0 ? 0.8 : 0.12}"/><text class="tick" x="${left - 6}" y="${(yAt(v) + 3.5).toFixed(1)}" text-anchor="end" font-size="10">${escapeXml(ticks.labels[i]!)}</text>`;
     })
     .join('');
   const px = xAt(peakIndex);
@@ -276,14 +279,14 @@ export function timelineSvg(result: Estimate, options?: string | ChartOptions): 
   const height = bottom + 14 + 3 * 12 + 12 + 18 * 3;
   return [
     open(width, height, title),
-    `<text x="${left}" y="24" font-size="15">${escape(title)}</text>`,
+    `<text x="${left}" y="24" font-size="15">${escapeXml(title)}</text>`,
     axis,
     `<line x1="${left}" x2="${left}" y1="${top}" y2="${bottom}" stroke="currentColor" stroke-opacity="0.8"/>`,
     timelineAreas(events, kept, plot),
     phaseMarks(events, plot),
     capacityMark(capacity, capacityShown, peak, plot),
-    `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="currentColor" stroke-width="2"><title>${escape(peakText)}: ${escape(events[peakIndex]!.label)}</title></circle>`,
-    `<text x="${Math.min(Math.max(px + 8, left + 4), left + plotWidth - textWidth(peakText, 11)).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">${escape(peakText)}</text>`,
+    `<circle class="peak" cx="${px.toFixed(1)}" cy="${py.toFixed(1)}" r="5" fill="none" stroke="currentColor" stroke-width="2"><title>${escapeXml(peakText)}: ${escapeXml(events[peakIndex]!.label)}</title></circle>`,
+    `<text x="${Math.min(Math.max(px + 8, left + 4), left + plotWidth - textWidth(peakText, 11)).toFixed(1)}" y="${Math.max(py - 8, top + 10).toFixed(1)}" font-size="11">${escapeXml(peakText)}</text>`,
     legend(
       left,
       bottom + 14 + 3 * 12 + 8,

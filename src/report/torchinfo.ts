@@ -303,6 +303,7 @@ export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string 
     const atMax = row.depth === maxDepth;
     const prefix = row.depth === 0 ? '' : row.depth === 1 ? '├─' : `${'│    '.repeat(row.depth - 1)}└─`;
     const name = `${prefix}${row.className}${row.depth > 0 ? `: ${row.depth}-${row.depthIndex}` : ''}`;
+    // biome-ignore lint/suspicious/useIterableCallbackReturn: the switch covers every column (the compiler checks it).
     const cells = columns.map((column) => {
       switch (column) {
         case 'input_size':

@@ -49,7 +49,7 @@ export const DTYPE_BITS: Readonly<Record<DType, number>> = Object.freeze({
  * ```
  */
 export function isDType(name: unknown): name is DType {
-  return typeof name === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_BITS, name);
+  return typeof name === 'string' && Object.hasOwn(DTYPE_BITS, name);
 }
 
 /** Fails with a VramError naming the allowed dtypes unless `name` is one. */

@@ -1,9 +1,9 @@
 import { fail } from '../errors.js';
-import type { Layer, QuantizationPlan, TensorRef } from '../nn/types.js';
+import type { Layer, TensorRef } from '../nn/types.js';
 import { LIMITS } from '../limits.js';
 import { isExpr } from '../sym/expr.js';
-import { checkDType, type DType } from '../tensor/dtype.js';
-import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
+import { checkDType } from '../tensor/dtype.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import { checkDepth } from './depth.js';
 import type { IR, IRModule } from './ir.js';
 import type { TraceOptions } from './options.js';

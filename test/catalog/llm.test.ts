@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, evaluate, fromHFConfig, kvCache, korthikanti, LLMS, llm, sym, VramError, type Dim, type Expr } from '../../src/index.js';
+import { estimate, evaluate, fromHFConfig, kvCache, korthikanti, LLMS, llm, sym, type VramError, type Dim, type Expr } from '../../src/index.js';
 
 const num = (d: Dim) => d as number;
 

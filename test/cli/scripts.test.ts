@@ -145,7 +145,7 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['a flag followed by a flag', () => ['mobilenet_v3_small', '--batch', '--seq', '3'], ['--batch', 'needs a value']],
   ['a boolean with a value', () => ['mobilenet_v3_small', '--check=yes'], ['--check', 'takes no value']],
   // Files.
-  ['a config.json that is a directory', () => [join(tmp, 'a-directory') + '/'], ['a-directory', 'is a directory']],
+  ['a config.json that is a directory', () => [`${join(tmp, 'a-directory')}/`], ['a-directory', 'is a directory']],
   ['a missing config.json', () => [join(tmp, 'missing.json')], ['missing.json', 'cannot read', 'no such file']],
   ['a config.json that is not JSON', () => [file('broken.json', '{"model_type": ')], ['broken.json', 'not valid JSON']],
   ['a config.json that is an array', () => [file('array.json', '[]')], ['array.json', 'JSON object']],

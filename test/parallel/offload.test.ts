@@ -211,13 +211,11 @@ describe('what offloading cannot do is an error with its path', () => {
 
 /** The offload flags each engine accepts. */
 const plans = fc.oneof(
-  fc
-    .record({ engine: fc.constant('deepspeed' as const), zero: fc.constantFrom(1, 2, 3), parameters: fc.boolean() })
-    .map(({ zero, parameters }) => ({
-      engine: 'deepspeed' as const,
-      zero: zero as 1 | 2 | 3,
-      offload: { optimizer: true, parameters: zero === 3 && parameters },
-    })),
+  fc.record({ engine: fc.constant('deepspeed' as const), zero: fc.constantFrom(1, 2, 3), parameters: fc.boolean() }).map(({ zero, parameters }) => ({
+    engine: 'deepspeed' as const,
+    zero: zero as 1 | 2 | 3,
+    offload: { optimizer: true, parameters: zero === 3 && parameters },
+  })),
   fc
     .record({ engine: fc.constant('deepspeed' as const), parameters: fc.constant(true) })
     .map(() => ({ engine: 'deepspeed' as const, zero: 3 as const, offload: { optimizer: false, parameters: true } })),

@@ -33,7 +33,7 @@ export interface ExpertParallelRouterAttrs {
 export const expertParallelRouterOp: OpRule<ExpertParallelRouterAttrs> = {
   name: 'moe_ep_router',
   arity: 2,
-  apply([weights, indices], attrs, ctx) {
+  apply([weights, _indices], attrs, ctx) {
     positiveInt(attrs.localExperts, 'localExperts', ctx);
     const [tokens, k] = weights!.shape as [Dim, Dim];
     const ids = bytes([tokens, k], 'int64');

@@ -162,7 +162,10 @@ function preBackward(s: Fsdp2State, unit: Unit, label: string): void {
 /** A unit's post-backward counts for its own block, whichever op's hook runs it. */
 function inUnit(s: Fsdp2State, unit: Unit, after: number, run: () => void): void {
   const { ctx } = s;
-  if (ctx.unitOfOp === null) return run();
+  if (ctx.unitOfOp === null) {
+    run();
+    return;
+  }
   ctx.ledger.setUnit(ctx.unitOfOp(unit.firstOp));
   run();
   ctx.ledger.setUnit(after);

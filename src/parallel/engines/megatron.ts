@@ -201,7 +201,11 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
         if (distributed) ledger.alloc(paramBufferBytes, 'parameters');
         ledger.alloc(gradBufferBytes, 'gradients');
         if (masterBytes > 0) ledger.alloc(masterBytes, 'optimizer');
-        const grads = mainGradBytes > 0 ? [(mainGrads = ledger.alloc(mainGradBytes, 'gradients'))] : [];
+        const grads: number[] = [];
+        if (mainGradBytes > 0) {
+          mainGrads = ledger.alloc(mainGradBytes, 'gradients');
+          grads.push(mainGrads);
+        }
         return { grads, state: optimizer.allocateState() };
       },
       zeroGrad() {

@@ -132,7 +132,8 @@ function runAction(r: RunnerState, s: StepState, action: PipelineAction, k: numb
   const prefix = `stage ${action.stage} micro-batch ${action.micro + 1}: `;
   switch (action.kind) {
     case 'forward':
-      return forwardAction(r, s, action, prefix);
+      forwardAction(r, s, action, prefix);
+      return;
     case 'backward': {
       const pass = s.passes.get(key)!;
       s.passes.delete(key);
@@ -168,7 +169,9 @@ function runActions(r: RunnerState, step: StepRun): void {
     losses: [],
     lastBackward: run.actions.reduce((last, a, k) => (a.kind === 'backward' ? k : last), -1),
   };
-  run.actions.forEach((action, k) => runAction(r, s, action, k));
+  run.actions.forEach((action, k) => {
+    runAction(r, s, action, k);
+  });
   ledger.record('backward', 'pipeline: sends waited on');
   for (const block of s.losses) ledger.release(block);
   for (const chunk of run.chunks) {

@@ -227,7 +227,10 @@ class Zero12 {
 
   /** copy_grads_in_partition (s12:1650-1686): into grads_in_partition, or with cpu_offload to the host. */
   private copyInPartition(q: number, label: string): void {
-    if (this.offload) return this.copyToHost(q, label);
+    if (this.offload) {
+      this.copyToHost(q, label);
+      return;
+    }
     const { ledger } = this.c;
     if (this.gip === null) {
       this.gip = ledger.alloc(this.c.lpBytes(this.layout.gradPartition), 'gradients');

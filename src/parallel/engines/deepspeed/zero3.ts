@@ -260,7 +260,9 @@ class Zero3 {
       ledger.record('step', 'ZeRO-3 gradient norm (fp64 copy)');
       ledger.release(block);
     }
-    this.subGroups.forEach((group, k) => this.subGroupStep(group, k));
+    this.subGroups.forEach((group, k) => {
+      this.subGroupStep(group, k);
+    });
     this.postStep();
   }
 
