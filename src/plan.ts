@@ -84,6 +84,96 @@ function stagesOf(engine: Engine | 'single', only: 1 | 2 | 3 | undefined): reado
   return stages === undefined ? [null] : only !== undefined ? [only] : stages;
 }
 
+/** The options `plan` checks before searching, in the order it reports them. */
+function checkPlanOptions({ sample, globalBatch, gpus, pipelines = [1] }: PlanOptions): void {
+  pipelines.forEach((pp, i) => {
+    if (!Number.isSafeInteger(pp) || pp < 1)
+      fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
+  });
+  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1)
+    fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
+  if (!Number.isSafeInteger(gpus) || gpus < 1)
+    fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
+  sample.forEach((size, i) => {
+    if (!Number.isSafeInteger(size) || size < 1)
+      fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
+  });
+}
+
+/** The search's space: the options `plan`'s layout generators read, defaults filled in. */
+interface Space {
+  readonly model: Layer;
+  readonly sample: readonly number[];
+  readonly globalBatch: number;
+  readonly gpus: number;
+  readonly engines: readonly Engine[];
+  readonly onlyStage: 1 | 2 | 3 | undefined;
+  readonly pipelines: readonly number[];
+  readonly tensorParallel: PlanOptions['tensorParallel'];
+  readonly contextParallel: PlanOptions['contextParallel'];
+}
+
+/** One layout to try, before its micro-batch is searched: the model one rank runs, and how the ranks are laid out. */
+interface Candidate extends Pick<Layout, 'engine' | 'zero' | 'dp' | 'pp' | 'tp' | 'cp'> {
+  readonly model: Layer;
+}
+
+/** The sizes to try, once each, smallest first. */
+function sizesOf(sizes: readonly number[]): number[] {
+  return [...new Set(sizes)].sort((a, b) => a - b);
+}
+
+/** Data-parallel layouts, per pipeline size: every dp dividing the global batch, × engine × ZeRO stage. */
+function* dataParallelLayouts({ model, globalBatch, gpus, engines, onlyStage, pipelines }: Space): Generator<Candidate> {
+  for (const pp of sizesOf(pipelines)) {
+    for (let dp = 1; dp * pp <= gpus; dp += 1) {
+      // 1F1B needs pp micro-batches of at least one sample from each rank's share.
+      if (globalBatch % dp !== 0 || globalBatch / dp < pp) continue;
+      const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => engineNamed(e).pipeline === true) : engines;
+      for (const engine of dpEngines) {
+        for (const zero of stagesOf(engine, onlyStage)) yield { model, engine, zero, dp, pp, tp: 1, cp: 1 };
+      }
+    }
+  }
+}
+
+/** Tensor-parallel layouts: one replica of tp ranks, or dp replicas under the engine measured around them. */
+function* tensorParallelLayouts({ globalBatch, gpus, engines, tensorParallel }: Space): Generator<Candidate> {
+  for (const tp of sizesOf((tensorParallel?.sizes ?? []).filter((size) => size > 1 && size <= gpus))) {
+    const model = tensorParallel!.model(tp);
+    // The engine measured around tensor-parallel ranks (FSDP2, torchtitan's 2-D layout), if asked for.
+    const around = engines.find((e) => engineNamed(e).tensorParallel === true);
+    for (let dp = 1; dp * tp <= gpus; dp += 1) {
+      if (globalBatch % dp !== 0 || (dp > 1 && around === undefined)) continue;
+      yield { model, engine: dp === 1 ? 'single' : around!, zero: null, dp, pp: 1, tp, cp: 1 };
+    }
+  }
+}
+
+/**
+ * Context-parallel layouts (load-balanced: the sequence in 2 · cp pieces): dp replicas of cp
+ * ranks, the engine over all dp · cp of them, × engine × ZeRO stage.
+ */
+function* contextParallelLayouts({ sample, globalBatch, gpus, engines, onlyStage, contextParallel }: Space): Generator<Candidate> {
+  const seqLength = sample[0]!;
+  for (const cp of sizesOf((contextParallel?.sizes ?? []).filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0))) {
+    const model = contextParallel!.model(cp);
+    for (let dp = 1; dp * cp <= gpus; dp += 1) {
+      if (globalBatch % dp !== 0) continue;
+      for (const engine of engines) {
+        for (const zero of stagesOf(engine, onlyStage)) yield { model, engine, zero, dp, pp: 1, tp: 1, cp };
+      }
+    }
+  }
+}
+
+/** Every layout to try, in the search's order; lazily, so a TP or CP model is built only when the search reaches its size. */
+function* layoutsToTry(space: Space): Generator<Candidate> {
+  yield* dataParallelLayouts(space);
+  yield* tensorParallelLayouts(space);
+  yield* contextParallelLayouts(space);
+}
+
 /**
  * Which data-parallel layouts of a training job fit a GPU, and which needs the fewest GPUs: for
  * every data-parallel size that divides the global batch, engine (DeepSpeed: each ZeRO stage) and
@@ -102,6 +192,7 @@ function stagesOf(engine: Engine | 'single', only: 1 | 2 | 3 | undefined): reado
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
+  checkPlanOptions(options);
   const {
     sample,
     globalBatch,
@@ -115,106 +206,28 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     checkpoint,
     ...rest
   } = options;
-  pipelines.forEach((pp, i) => {
-    if (!Number.isSafeInteger(pp) || pp < 1)
-      fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
-  });
-  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1)
-    fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
-  if (!Number.isSafeInteger(gpus) || gpus < 1)
-    fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
-  sample.forEach((size, i) => {
-    if (!Number.isSafeInteger(size) || size < 1)
-      fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
-  });
   const budget = memoryBudget(gpu);
+  const space: Space = { model, sample, globalBatch, gpus, engines, onlyStage, pipelines, tensorParallel, contextParallel };
   const layouts: Layout[] = [];
   const choices = checkpoint === undefined ? [false] : [false, true];
-  for (const pp of [...new Set(pipelines)].sort((a, b) => a - b)) {
-    for (let dp = 1; dp * pp <= gpus; dp += 1) {
-      // 1F1B needs pp micro-batches of at least one sample from each rank's share.
-      if (globalBatch % dp !== 0 || globalBatch / dp < pp) continue;
-      const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => engineNamed(e).pipeline === true) : engines;
-      for (const engine of dpEngines) {
-        for (const zero of stagesOf(engine, onlyStage)) {
-          for (const checkpointing of choices)
-            layouts.push(
-              bestLayout(model, {
-                ...rest,
-                sample,
-                share: globalBatch / dp,
-                dp,
-                pp,
-                tp: 1,
-                cp: 1,
-                engine,
-                zero,
-                gpu,
-                budget,
-                ...(checkpointing ? { checkpoint: checkpoint! } : {}),
-              }),
-            );
-        }
-      }
-    }
-  }
-  for (const tp of [...new Set(tensorParallel?.sizes ?? [])].filter((size) => size > 1 && size <= gpus).sort((a, b) => a - b)) {
-    const tpModel = tensorParallel!.model(tp);
-    // The engine measured around tensor-parallel ranks (FSDP2, torchtitan's 2-D layout), if asked for.
-    const around = engines.find((e) => engineNamed(e).tensorParallel === true);
-    for (let dp = 1; dp * tp <= gpus; dp += 1) {
-      if (globalBatch % dp !== 0 || (dp > 1 && around === undefined)) continue;
-      const engine = dp === 1 ? 'single' : around!;
-      for (const checkpointing of choices)
-        layouts.push(
-          bestLayout(tpModel, {
-            ...rest,
-            sample,
-            share: globalBatch / dp,
-            dp,
-            pp: 1,
-            tp,
-            cp: 1,
-            engine,
-            zero: null,
-            gpu,
-            budget,
-            ...(checkpointing ? { checkpoint: checkpoint! } : {}),
-          }),
-        );
-    }
-  }
-  // Context parallelism (load-balanced: the sequence in 2 · cp pieces): dp replicas of cp ranks,
-  // the engine over all dp · cp of them.
-  const seqLength = sample[0]!;
-  for (const cp of [...new Set(contextParallel?.sizes ?? [])]
-    .filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0)
-    .sort((a, b) => a - b)) {
-    const cpModel = contextParallel!.model(cp);
-    for (let dp = 1; dp * cp <= gpus; dp += 1) {
-      if (globalBatch % dp !== 0) continue;
-      for (const engine of engines) {
-        for (const zero of stagesOf(engine, onlyStage)) {
-          for (const checkpointing of choices)
-            layouts.push(
-              bestLayout(cpModel, {
-                ...rest,
-                sample,
-                share: globalBatch / dp,
-                dp,
-                pp: 1,
-                tp: 1,
-                cp,
-                engine,
-                zero,
-                gpu,
-                budget,
-                ...(checkpointing ? { checkpoint: checkpoint! } : {}),
-              }),
-            );
-        }
-      }
-    }
+  for (const { model: rankModel, engine, zero, dp, pp, tp, cp } of layoutsToTry(space)) {
+    for (const checkpointing of choices)
+      layouts.push(
+        bestLayout(rankModel, {
+          ...rest,
+          sample,
+          share: globalBatch / dp,
+          dp,
+          pp,
+          tp,
+          cp,
+          engine,
+          zero,
+          gpu,
+          budget,
+          ...(checkpointing ? { checkpoint: checkpoint! } : {}),
+        }),
+      );
   }
   const fitting = layouts.filter((l) => l.fits).sort((a, b) => gpusOf(a) - gpusOf(b) || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
