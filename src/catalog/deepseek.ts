@@ -191,29 +191,8 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
     });
   const v3 = type === 'deepseek_v3';
   const r = new ConfigReader(config, DEFAULTS[type]);
-  const {
-    hidden,
-    heads,
-    layers,
-    experts,
-    k,
-    inner,
-    shared,
-    firstDense,
-    qLoraRank,
-    kvLoraRank,
-    qkNope,
-    qkRope,
-    vHead,
-    bias,
-    renorm,
-    intermediate,
-    vocab,
-    tied,
-    maxPositions,
-  } = deepseekFields(r, v3);
+  const f = deepseekFields(r, v3);
   const impl = expertsImpl(release, options.moe);
-  const moeLayers = Math.max(0, layers - firstDense);
   const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
   const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';
   const cache = (options.useCache ?? true) ? ('latent' as const) : false;
@@ -225,75 +204,104 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
       expected: 'eager | sdpa',
       received: attentionImpl,
     });
-  const latent = mlaCachePerToken({ kvLoraRank, qkRopeHeadDim: qkRope, qkNopeHeadDim: qkNope, vHeadDim: vHead, heads });
-  const mla: NonNullable<ModelMeta['mla']> = {
-    kvLoraRank,
-    qkRopeHeadDim: qkRope,
-    qkNopeHeadDim: qkNope,
-    vHeadDim: vHead,
-    qLoraRank,
-    latentPerToken: latent.latent,
-    hfCachePerToken: latent.latent,
-  };
+  const build: DeepseekBuild = { f, v3, prefix, activation, moeLayers: Math.max(0, f.layers - f.firstDense) };
+  const interleave = v3 ? r.value('rope_interleave') !== false : false;
   const shape: LlamaShape = {
     family: 'llama',
     classPrefix: prefix,
-    hidden,
-    intermediate,
-    layers,
-    heads,
+    hidden: f.hidden,
+    intermediate: f.intermediate,
+    layers: f.layers,
+    heads: f.heads,
     // The cache holds one latent "head" per layer; the rotary tables are qk_rope_head_dim wide.
     kvHeads: 1,
-    headDim: qkRope,
-    vocab,
-    tied,
+    headDim: f.qkRope,
+    vocab: f.vocab,
+    tied: f.tied,
     qkvBias: false,
     outBias: false,
     mlpBias: false,
     attentionDropout: 0,
-    maxPositions,
+    maxPositions: f.maxPositions,
     activation,
-    layerAttention: () =>
-      mlaAttention({
-        name: 'self_attn',
-        className: `${prefix}Attention`,
-        hidden,
-        heads,
-        qLoraRank,
-        kvLoraRank,
-        qkNopeHeadDim: qkNope,
-        qkRopeHeadDim: qkRope,
-        vHeadDim: vHead,
-        bias,
-        interleave: v3 ? r.value('rope_interleave') !== false : false,
-        complexRotary: !v3,
-        cache,
-        impl: attentionImpl,
-      }),
-    layerMlp: (i) => {
-      if (i < firstDense) return undefined;
-      return moeBlock({
-        name: 'mlp',
-        className: v3 ? 'DeepseekV3MoE' : 'DeepseekV2Moe',
-        expertsClassName: `${prefix}Experts`,
-        hidden,
-        experts,
-        k,
-        intermediate: inner,
-        impl,
-        score: v3 ? 'sigmoid' : 'softmax',
-        renorm: v3 ? renorm : false,
-        activation,
-        ...(shared > 0
-          ? { shared: { intermediate: inner * shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const }
-          : {}),
-        ...layerRouting(options.moe, i - firstDense, experts, moeLayers),
-      });
-    },
-    extraMeta: { family: type, moe: moeMeta(hidden, experts, k, inner, moeLayers, shared), mla },
+    layerAttention: () => deepseekAttention(build, { interleave, cache, impl: attentionImpl }),
+    layerMlp: (i) => deepseekMoe(build, i, impl, options.moe),
+    extraMeta: { family: type, moe: moeMeta(f.hidden, f.experts, f.k, f.inner, build.moeLayers, f.shared), mla: mlaMeta(f) },
   };
   const { moe: _moe, ...decoder } = options;
   void _moe;
   // The eager mask is built once by the model, as for Llama.
   return llamaFamily(shape, { ...decoder, attention: attentionImpl });
+}
+
+/** What every layer of one DeepSeek model is built from: its checked fields and the names of its classes. */
+interface DeepseekBuild {
+  readonly f: ReturnType<typeof deepseekFields>;
+  readonly v3: boolean;
+  /** `DeepseekV2` or `DeepseekV3`, the prefix of the modeling file's class names. */
+  readonly prefix: string;
+  readonly activation: string;
+  /** The layers from `first_k_dense_replace` on, whose MLP is a mixture of experts. */
+  readonly moeLayers: number;
+}
+
+/** The latent attention's sizes, as the model's meta reports them. */
+function mlaMeta(f: ReturnType<typeof deepseekFields>): NonNullable<ModelMeta['mla']> {
+  const latent = mlaCachePerToken({ kvLoraRank: f.kvLoraRank, qkRopeHeadDim: f.qkRope, qkNopeHeadDim: f.qkNope, vHeadDim: f.vHead, heads: f.heads });
+  return {
+    kvLoraRank: f.kvLoraRank,
+    qkRopeHeadDim: f.qkRope,
+    qkNopeHeadDim: f.qkNope,
+    vHeadDim: f.vHead,
+    qLoraRank: f.qLoraRank,
+    latentPerToken: latent.latent,
+    hfCachePerToken: latent.latent,
+  };
+}
+
+/** One layer's multi-head latent attention (V3 rotates interleaved pairs unless `rope_interleave` is false; V2 rotates as complex numbers). */
+function deepseekAttention(
+  b: DeepseekBuild,
+  run: { readonly interleave: boolean; readonly cache: 'latent' | false; readonly impl: 'eager' | 'sdpa' },
+): ModuleLayer {
+  const { f } = b;
+  return mlaAttention({
+    name: 'self_attn',
+    className: `${b.prefix}Attention`,
+    hidden: f.hidden,
+    heads: f.heads,
+    qLoraRank: f.qLoraRank,
+    kvLoraRank: f.kvLoraRank,
+    qkNopeHeadDim: f.qkNope,
+    qkRopeHeadDim: f.qkRope,
+    vHeadDim: f.vHead,
+    bias: f.bias,
+    interleave: run.interleave,
+    complexRotary: !b.v3,
+    cache: run.cache,
+    impl: run.impl,
+  });
+}
+
+/** Layer `i`'s mixture of experts, or undefined for the dense layers before `first_k_dense_replace`. */
+function deepseekMoe(b: DeepseekBuild, i: number, impl: ReturnType<typeof expertsImpl>, moe: DecoderOptions['moe']): ModuleLayer | undefined {
+  const { f, prefix } = b;
+  if (i < f.firstDense) return undefined;
+  return moeBlock({
+    name: 'mlp',
+    className: b.v3 ? 'DeepseekV3MoE' : 'DeepseekV2Moe',
+    expertsClassName: `${prefix}Experts`,
+    hidden: f.hidden,
+    experts: f.experts,
+    k: f.k,
+    intermediate: f.inner,
+    impl,
+    score: b.v3 ? 'sigmoid' : 'softmax',
+    renorm: b.v3 ? f.renorm : false,
+    activation: b.activation,
+    ...(f.shared > 0
+      ? { shared: { intermediate: f.inner * f.shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const }
+      : {}),
+    ...layerRouting(moe, i - f.firstDense, f.experts, b.moeLayers),
+  });
 }

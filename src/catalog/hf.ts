@@ -2,14 +2,15 @@ import { fail, VramError, type VramIssue } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
-import type { ModuleLayer, QuantizationPlan } from '../nn/types.js';
-import type { QuantScheme } from '../ops/quant.js';
+import type { ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
 import { deepseekFromHFConfig } from './deepseek.js';
 import { gpt2Model, type Gpt2Shape } from './gpt2.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { MOE_FAMILIES, moeFromHFConfig } from './moe.js';
+import { quantizationConfig } from './quantization-config.js';
+import { CAUSAL_LM, DEFAULTS, FAMILIES } from './hf-families.js';
 import { transformersRules, type HFRules } from './transformers.js';
 import type { TensorParallelOptions } from './tensor-parallel.js';
 
@@ -25,183 +26,8 @@ export interface HFConfigOptions extends DecoderOptions {
   readonly dtype?: DType;
 }
 
-const FAMILIES = ['llama', 'qwen2', 'mistral', 'gpt2', 'qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'] as const;
-
 /** The Llama variations (catalog/llama.ts builds them from the options of {@link LlamaShape}). */
 type Variant = 'qwen3' | 'gemma' | 'gemma2' | 'gemma3_text' | 'phi3';
-
-/** Values the config classes give fields a config.json leaves out (transformers 4.40 – 4.56, configuration_*.py). */
-const DEFAULTS: Readonly<Record<(typeof FAMILIES)[number], Readonly<Record<string, unknown>>>> = {
-  llama: {
-    vocab_size: 32000,
-    hidden_size: 4096,
-    intermediate_size: 11008,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: null,
-    hidden_act: 'silu',
-    max_position_embeddings: 2048,
-    use_cache: true,
-    tie_word_embeddings: false,
-    attention_bias: false,
-    attention_dropout: 0,
-    mlp_bias: false,
-    head_dim: null,
-  },
-  mistral: {
-    vocab_size: 32000,
-    hidden_size: 4096,
-    intermediate_size: 14336,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: 8,
-    hidden_act: 'silu',
-    max_position_embeddings: 4096 * 32,
-    use_cache: true,
-    tie_word_embeddings: false,
-    sliding_window: 4096,
-    attention_dropout: 0,
-    head_dim: null,
-  },
-  qwen2: {
-    vocab_size: 151936,
-    hidden_size: 4096,
-    intermediate_size: 22016,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: 32,
-    hidden_act: 'silu',
-    max_position_embeddings: 32768,
-    use_cache: true,
-    tie_word_embeddings: false,
-    use_sliding_window: false,
-    sliding_window: 4096,
-    max_window_layers: 28,
-    attention_dropout: 0,
-  },
-  // transformers 5.18 configuration_*.py (GemmaConfig's are 4.40.2's too; there hidden_activation None means gelu_pytorch_tanh).
-  qwen3: {
-    vocab_size: 151936,
-    hidden_size: 4096,
-    intermediate_size: 22016,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: 32,
-    head_dim: 128,
-    hidden_act: 'silu',
-    max_position_embeddings: 32768,
-    use_cache: true,
-    tie_word_embeddings: false,
-    attention_bias: false,
-    use_sliding_window: false,
-    sliding_window: 4096,
-    max_window_layers: 28,
-    layer_types: null,
-    attention_dropout: 0,
-  },
-  gemma: {
-    vocab_size: 256000,
-    hidden_size: 3072,
-    intermediate_size: 24576,
-    num_hidden_layers: 28,
-    num_attention_heads: 16,
-    num_key_value_heads: 16,
-    head_dim: 256,
-    hidden_act: 'gelu_pytorch_tanh',
-    hidden_activation: null,
-    max_position_embeddings: 8192,
-    use_cache: true,
-    tie_word_embeddings: true,
-    attention_bias: false,
-    attention_dropout: 0,
-  },
-  gemma2: {
-    vocab_size: 256000,
-    hidden_size: 2304,
-    intermediate_size: 9216,
-    num_hidden_layers: 26,
-    num_attention_heads: 8,
-    num_key_value_heads: 4,
-    head_dim: 256,
-    hidden_activation: 'gelu_pytorch_tanh',
-    max_position_embeddings: 8192,
-    use_cache: true,
-    tie_word_embeddings: true,
-    attention_bias: false,
-    attention_dropout: 0,
-    query_pre_attn_scalar: 256,
-    sliding_window: 4096,
-    layer_types: null,
-    final_logit_softcapping: 30.0,
-    attn_logit_softcapping: 50.0,
-  },
-  gemma3_text: {
-    vocab_size: 262208,
-    hidden_size: 2304,
-    intermediate_size: 9216,
-    num_hidden_layers: 26,
-    num_attention_heads: 8,
-    num_key_value_heads: 4,
-    head_dim: 256,
-    hidden_activation: 'gelu_pytorch_tanh',
-    max_position_embeddings: 131072,
-    use_cache: true,
-    tie_word_embeddings: true,
-    attention_bias: false,
-    attention_dropout: 0,
-    query_pre_attn_scalar: 256,
-    sliding_window: 4096,
-    sliding_window_pattern: 6,
-    layer_types: null,
-    final_logit_softcapping: null,
-    attn_logit_softcapping: null,
-    use_bidirectional_attention: false,
-  },
-  phi3: {
-    vocab_size: 32064,
-    hidden_size: 3072,
-    intermediate_size: 8192,
-    num_hidden_layers: 32,
-    num_attention_heads: 32,
-    num_key_value_heads: null,
-    head_dim: null,
-    resid_pdrop: 0,
-    attention_dropout: 0,
-    hidden_act: 'silu',
-    max_position_embeddings: 4096,
-    use_cache: true,
-    tie_word_embeddings: false,
-    sliding_window: null,
-    partial_rotary_factor: 1.0,
-  },
-  gpt2: {
-    vocab_size: 50257,
-    n_positions: 1024,
-    n_embd: 768,
-    n_layer: 12,
-    n_head: 12,
-    n_inner: null,
-    activation_function: 'gelu_new',
-    resid_pdrop: 0.1,
-    embd_pdrop: 0.1,
-    attn_pdrop: 0.1,
-    use_cache: true,
-    tie_word_embeddings: true,
-  },
-};
-
-/** The class transformers builds for each family's causal LM. */
-const CAUSAL_LM: Readonly<Record<(typeof FAMILIES)[number], string>> = {
-  llama: 'LlamaForCausalLM',
-  qwen2: 'Qwen2ForCausalLM',
-  mistral: 'MistralForCausalLM',
-  gpt2: 'GPT2LMHeadModel',
-  qwen3: 'Qwen3ForCausalLM',
-  gemma: 'GemmaForCausalLM',
-  gemma2: 'Gemma2ForCausalLM',
-  gemma3_text: 'Gemma3ForCausalLM',
-  phi3: 'Phi3ForCausalLM',
-};
 
 /**
  * Every `model_type` {@link fromHFConfig} reads (and `gemma3`, whose `text_config` it reads).
@@ -260,144 +86,6 @@ function architecture(config: HFConfig, family: (typeof FAMILIES)[number], issue
       expected: `[${JSON.stringify(CAUSAL_LM[family])}]`,
       received: JSON.stringify(classes),
     });
-  }
-}
-
-const QUANT_METHODS = ['bitsandbytes', 'gptq', 'awq', 'fp8', 'fbgemm_fp8'] as const;
-
-/** A list of module names from a quantization_config field, or the issue why not. */
-function names(value: unknown, path: readonly (string | number)[], issues: VramIssue[]): string[] {
-  if (value === undefined || value === null) return [];
-  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value as string[];
-  issues.push({ path, code: 'bad-config', message: 'must be a list of module names', expected: 'string[]', received: JSON.stringify(value) });
-  return [];
-}
-
-/**
- * A `quantization_config` as the quantizer of transformers applies it: which Linear layers
- * become which format, and the dtype everything else gets when the config names none.
- */
-function quantization(config: HFConfig, family: (typeof FAMILIES)[number], issues: VramIssue[]): { plan: QuantizationPlan; dtype: DType } | undefined {
-  const q = config.quantization_config;
-  if (q === undefined || q === null) return undefined;
-  const at = (...rest: (string | number)[]) => ['quantization_config', ...rest];
-  if (typeof q !== 'object' || Array.isArray(q)) {
-    issues.push({ path: at(), code: 'bad-config', message: 'quantization_config must be an object', received: JSON.stringify(q) });
-    return undefined;
-  }
-  const c = q as Record<string, unknown>;
-  const method = c.quant_method ?? (c.load_in_4bit === true || c.load_in_8bit === true ? 'bitsandbytes' : undefined);
-  const int = (field: string, allowed: readonly number[], fallback: number): number => {
-    const value = c[field] ?? fallback;
-    if (typeof value !== 'number' || !allowed.includes(value))
-      issues.push({
-        path: at(field),
-        code: 'bad-config',
-        message: `${field} is not one vram-ts models`,
-        expected: allowed.join(' | '),
-        received: JSON.stringify(value),
-      });
-    return typeof value === 'number' ? value : fallback;
-  };
-  const group = (fallback: number): number => {
-    const value = c.group_size ?? fallback;
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || (value < 1 && value !== -1))
-      issues.push({
-        path: at('group_size'),
-        code: 'bad-config',
-        message: 'group_size must be a positive integer or -1',
-        expected: 'integer >= 1 | -1',
-        received: JSON.stringify(value),
-      });
-    return typeof value === 'number' ? value : fallback;
-  };
-  const notConverted = ['lm_head', ...names(c.modules_to_not_convert, at('modules_to_not_convert'), issues)];
-  switch (method) {
-    case 'bitsandbytes': {
-      const four = c.load_in_4bit === true;
-      if (!four && c.load_in_8bit !== true)
-        issues.push({
-          path: at('load_in_4bit'),
-          code: 'bad-config',
-          message: 'bitsandbytes needs load_in_4bit or load_in_8bit',
-          expected: 'true',
-          received: JSON.stringify(c.load_in_4bit),
-        });
-      const quantType = c.bnb_4bit_quant_type ?? 'fp4';
-      if (quantType !== 'nf4' && quantType !== 'fp4')
-        issues.push({
-          path: at('bnb_4bit_quant_type'),
-          code: 'bad-config',
-          message: 'unknown 4-bit type',
-          expected: 'nf4 | fp4',
-          received: JSON.stringify(quantType),
-        });
-      const doubleQuant = c.bnb_4bit_use_double_quant ?? false;
-      if (typeof doubleQuant !== 'boolean')
-        issues.push({ path: at('bnb_4bit_use_double_quant'), code: 'bad-config', message: 'must be true or false', received: JSON.stringify(doubleQuant) });
-      // llm_int8_skip_modules replaces the automatic list (the output embedding), as transformers does.
-      const skip =
-        c.llm_int8_skip_modules === undefined || c.llm_int8_skip_modules === null
-          ? ['lm_head']
-          : names(c.llm_int8_skip_modules, at('llm_int8_skip_modules'), issues);
-      const scheme: QuantScheme = four
-        ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant: doubleQuant === true }
-        : { method: 'bnb-8bit' };
-      return { plan: { scheme, skip }, dtype: 'float16' };
-    }
-    case 'gptq': {
-      const bits = int('bits', [2, 3, 4, 8], 4) as 2 | 3 | 4 | 8;
-      // optimum converts the Linear layers of the repeated decoder blocks only.
-      return {
-        plan: {
-          scheme: { method: 'gptq', bits, groupSize: group(128), descAct: c.desc_act === true },
-          within: [family === 'gpt2' ? 'transformer.h' : 'model.layers'],
-          skip: [],
-        },
-        dtype: 'float16',
-      };
-    }
-    case 'awq': {
-      int('bits', [4], 4);
-      const version = typeof c.version === 'string' ? c.version.toLowerCase() : 'gemm';
-      if (version !== 'gemm' && version !== 'gemv')
-        issues.push({
-          path: at('version'),
-          code: 'bad-config',
-          message: 'AWQ version not modelled',
-          expected: 'gemm | gemv',
-          received: JSON.stringify(c.version),
-        });
-      return {
-        plan: { scheme: { method: 'awq', bits: 4, groupSize: group(128), version: version === 'gemv' ? 'gemv' : 'gemm' }, skip: notConverted },
-        dtype: 'float16',
-      };
-    }
-    case 'fp8': {
-      const block = c.weight_block_size ?? [128, 128];
-      const ok = Array.isArray(block) && block.length === 2 && block.every((b) => typeof b === 'number' && Number.isSafeInteger(b) && b >= 1);
-      if (!ok)
-        issues.push({
-          path: at('weight_block_size'),
-          code: 'bad-config',
-          message: 'weight_block_size must be two positive integers',
-          expected: '[n, k]',
-          received: JSON.stringify(block),
-        });
-      const [bn, bk] = ok ? (block as [number, number]) : [128, 128];
-      return { plan: { scheme: { method: 'fp8', block: [bn, bk] }, skip: notConverted }, dtype: 'float32' };
-    }
-    case 'fbgemm_fp8':
-      return { plan: { scheme: { method: 'fbgemm-fp8' }, skip: notConverted }, dtype: 'bfloat16' };
-    default:
-      issues.push({
-        path: at('quant_method'),
-        code: 'unsupported-quantization',
-        message: 'quantization method not modelled',
-        expected: QUANT_METHODS.join(' | '),
-        received: JSON.stringify(method),
-      });
-      return undefined;
   }
 }
 
@@ -514,7 +202,7 @@ function variantShape(family: Variant, r: ConfigReader, rules: HFRules): LlamaSh
     ...(family === 'gemma2' || family === 'gemma3_text' ? { sandwichNorms: true } : {}),
     ...(attnSoftcap !== undefined ? { attnSoftcap } : {}),
     ...(finalSoftcap !== undefined ? { finalSoftcap } : {}),
-    ...(windows !== undefined && windows.some((w) => w !== null) ? { layerWindows: windows } : {}),
+    ...(windows?.some((w) => w !== null) ? { layerWindows: windows } : {}),
     ...(family === 'phi3' ? { fused: true, rotaryDim, residDropout: r.probability('resid_pdrop'), ...(window !== null ? { slidingWindow: window } : {}) } : {}),
   };
 }
@@ -613,7 +301,7 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
   const rules = transformersRules(options.transformers, ['transformers']);
   const r = new ConfigReader(config, DEFAULTS[family]);
   architecture(config, family, r.issues);
-  const quantized = quantization(config, family, r.issues);
+  const quantized = quantizationConfig(config, family === 'gpt2' ? 'transformer.h' : 'model.layers', r.issues);
   // The quantizers' default dtype for what stays unquantized applies when the config names none.
   const dtype = options.dtype ?? r.dtype() ?? quantized?.dtype;
   const useCache = options.useCache ?? r.flag('use_cache');
