@@ -212,33 +212,11 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
   const v5 = Number(release.split('.')[0]) >= 5;
-  const {
-    hidden,
-    heads,
-    kvHeads,
-    headDim,
-    layers,
-    mixtral,
-    experts,
-    k,
-    inner,
-    sparseStep,
-    mlpOnly,
-    renorm,
-    sharedInner,
-    qwen3,
-    attentionBias,
-    qkvBias,
-    intermediate,
-    vocab,
-    tied,
-    maxPositions,
-    window,
-  } = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
-  const isMoe = (i: number): boolean => mixtral || (!mlpOnly.includes(i) && experts > 0 && (i + 1) % sparseStep === 0);
+  const f = moeFields(new ConfigReader(config, DEFAULTS[type]), type, release);
+  const isMoe = (i: number): boolean => f.mixtral || (!f.mlpOnly.includes(i) && f.experts > 0 && (i + 1) % f.sparseStep === 0);
   const moeIndex: number[] = [];
   let count = 0;
-  for (let i = 0; i < layers; i += 1) moeIndex.push(isMoe(i) ? count++ : -1);
+  for (let i = 0; i < f.layers; i += 1) moeIndex.push(isMoe(i) ? count++ : -1);
   const impl = expertsImpl(release, options.moe);
   const epOptions = options.expertParallel;
   if (epOptions !== undefined && !v5)
@@ -248,50 +226,50 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
       received: release,
     });
   const ep = epOptions === undefined ? {} : { expertParallel: { size: epOptions.size, rank: epOptions.rank ?? 0 } };
-  const prefix = mixtral ? 'Mixtral' : type === 'qwen2_moe' ? 'Qwen2Moe' : 'Qwen3Moe';
+  const prefix = f.mixtral ? 'Mixtral' : type === 'qwen2_moe' ? 'Qwen2Moe' : 'Qwen3Moe';
   const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';
   const shape: LlamaShape = {
-    family: mixtral ? 'mistral' : qwen3 ? 'qwen3' : 'qwen2',
-    ...(qwen3 ? { qkNorm: 'projection' as const } : {}),
+    family: f.mixtral ? 'mistral' : f.qwen3 ? 'qwen3' : 'qwen2',
+    ...(f.qwen3 ? { qkNorm: 'projection' as const } : {}),
     classPrefix: prefix,
-    hidden,
-    intermediate,
-    layers,
-    heads,
-    kvHeads,
-    headDim,
-    vocab,
-    tied,
-    qkvBias,
-    outBias: attentionBias,
+    hidden: f.hidden,
+    intermediate: f.intermediate,
+    layers: f.layers,
+    heads: f.heads,
+    kvHeads: f.kvHeads,
+    headDim: f.headDim,
+    vocab: f.vocab,
+    tied: f.tied,
+    qkvBias: f.qkvBias,
+    outBias: f.attentionBias,
     mlpBias: false,
     attentionDropout: typeof config.attention_dropout === 'number' ? config.attention_dropout : 0,
-    maxPositions,
+    maxPositions: f.maxPositions,
     activation,
-    ...(window !== null ? { slidingWindow: window } : {}),
+    ...(f.window !== null ? { slidingWindow: f.window } : {}),
     layerMlp: (i) => {
       if (moeIndex[i] === -1) return undefined;
-      const name = mixtral && !v5 ? 'block_sparse_moe' : 'mlp';
+      const name = f.mixtral && !v5 ? 'block_sparse_moe' : 'mlp';
       return moeBlock({
         name,
         className: `${prefix}SparseMoeBlock`,
         expertsClassName: `${prefix}Experts`,
-        expertClassName: mixtral ? 'MixtralBlockSparseTop2MLP' : `${prefix}MLP`,
+        expertClassName: f.mixtral ? 'MixtralBlockSparseTop2MLP' : `${prefix}MLP`,
         hitOnly: !release.startsWith('4.40.'),
-        hidden,
-        experts,
-        k,
-        intermediate: inner,
+        hidden: f.hidden,
+        experts: f.experts,
+        k: f.k,
+        intermediate: f.inner,
         impl,
-        renorm,
+        renorm: f.renorm,
         activation,
-        ...(mixtral ? { expertNames: ['w1', 'w3', 'w2'] as const } : {}),
-        ...(sharedInner > 0 ? { shared: { intermediate: sharedInner, name: 'shared_expert', className: `${prefix}MLP`, gated: true } } : {}),
-        ...layerRouting(options.moe, moeIndex[i]!, experts, count),
+        ...(f.mixtral ? { expertNames: ['w1', 'w3', 'w2'] as const } : {}),
+        ...(f.sharedInner > 0 ? { shared: { intermediate: f.sharedInner, name: 'shared_expert', className: `${prefix}MLP`, gated: true } } : {}),
+        ...layerRouting(options.moe, moeIndex[i]!, f.experts, count),
         ...ep,
       });
     },
-    extraMeta: { family: type, moe: moeMeta(hidden, experts, k, inner, count, sharedInner > 0 ? 1 : 0) },
+    extraMeta: { family: type, moe: moeMeta(f.hidden, f.experts, f.k, f.inner, count, f.sharedInner > 0 ? 1 : 0) },
   };
   const { moe: _moe, ...decoder } = options;
   void _moe;
