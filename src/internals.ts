@@ -82,6 +82,10 @@ export { HF_ACTIVATIONS } from './nn/hfActivation.js';
 
 // Engines and the memory model.
 export { ENGINES, type EngineEnv, type EngineRecord } from './parallel/engines/index.js';
+export type { DdpPlan } from './parallel/engines/ddp.js';
+export type { DeepSpeedPlan } from './parallel/engines/deepspeed/index.js';
+export type { Fsdp2Plan } from './parallel/engines/fsdp2.js';
+export type { MegatronPlan } from './parallel/engines/megatron.js';
 export type { EngineHooks, RankContext, Residency } from './memory/residency/types.js';
 export type { Check, Path } from './validate.js';
 export type { Ledger } from './memory/ledger.js';

@@ -90,7 +90,7 @@ export interface DecoderOptions {
   readonly dtype?: DType;
   /**
    * The Hugging Face transformers release whose modeling code to follow (`'4.40.2'`); default
-   * the newest release read ({@link DEFAULT_TRANSFORMERS}). See {@link TRANSFORMERS_RULES}.
+   * the newest release read ({@link DEFAULT_TRANSFORMERS}). See {@link vram-ts/internals!TRANSFORMERS_RULES}.
    */
   readonly transformers?: string;
   /**

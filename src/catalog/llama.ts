@@ -89,7 +89,7 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  * final RMSNorm, LM head, and in training the loss. Module names and parameters follow the
  * checkpoints; where releases differ (rotary placement and buffers, the mask, how long
  * attention weights live, the logits' upcast, the loss) `options.transformers` picks the
- * release's rules ({@link TRANSFORMERS_RULES}).
+ * release's rules ({@link vram-ts/internals!TRANSFORMERS_RULES}).
  *
  * @example
  * ```ts

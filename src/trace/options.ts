@@ -3,7 +3,7 @@ import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
 import type { TraceSettings } from './ir.js';
 
-/** How to trace: the settings of {@link IR} plus the input and which parameters train. */
+/** How to trace: the settings of {@link vram-ts!IR} plus the input and which parameters train. */
 export interface TraceOptions extends TraceSettings {
   readonly inputs: readonly TensorSpec[];
   /** Whether the inputs themselves need gradients (default false: data); per input, or for all. */

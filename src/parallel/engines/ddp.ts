@@ -21,7 +21,7 @@ export interface DdpKnobs extends GradientSyncKnob {
 }
 
 /** The plan DDP and ZeroRedundancyOptimizer reads: the common fields and its knobs. */
-type DdpPlan = CommonPlan & DdpKnobs;
+export type DdpPlan = CommonPlan & DdpKnobs;
 
 /** torch DistributedDataParallel's knobs that move memory. */
 export interface DdpSettings {

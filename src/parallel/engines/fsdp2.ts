@@ -22,7 +22,7 @@ export interface Fsdp2Knobs extends GradientSyncKnob {
 }
 
 /** The plan FSDP2 reads: the common fields and its knobs. */
-type Fsdp2Plan = CommonPlan & Fsdp2Knobs;
+export type Fsdp2Plan = CommonPlan & Fsdp2Knobs;
 
 /** torch FSDP2 (`fully_shard`) on one rank of a data-parallel mesh. */
 export interface Fsdp2Settings {

@@ -28,7 +28,7 @@ export interface MegatronKnobs {
 }
 
 /** The plan Megatron reads: the common fields and its knobs. */
-type MegatronPlan = CommonPlan & MegatronKnobs;
+export type MegatronPlan = CommonPlan & MegatronKnobs;
 
 /**
  * Megatron-core's data parallelism (`megatron.core.distributed.DistributedDataParallel` and the

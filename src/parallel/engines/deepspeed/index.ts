@@ -28,7 +28,7 @@ export interface DeepSpeedKnobs {
 }
 
 /** The plan DeepSpeed reads: the common fields and its knobs. */
-type DeepSpeedPlan = CommonPlan & DeepSpeedKnobs;
+export type DeepSpeedPlan = CommonPlan & DeepSpeedKnobs;
 
 /**
  * The plan under DeepSpeed: the ZeRO stage is required, stage 0 (FP16_Optimizer /
