@@ -161,33 +161,8 @@ export function megatronShard(buffer: MegatronBuffer, dp: number, rank: number):
  */
 export function megatron(settings: MegatronSettings): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
-    const { ir, ledger, plan } = ctx;
-    const entries = fullParameters(ctx);
-    const buffers = megatronBuffers(entries, settings);
-    const distributed = settings.distributedOptimizer;
-    const pieces = new Map<number, number>();
-    if (distributed) for (const b of buffers) for (const [id, n] of megatronShard(b, settings.dp, settings.rank)) pieces.set(id, n);
-    const dtypeOf = (id: number) => ir.tensors[id]!.spec.dtype;
-    // The parameters the inner optimizer steps, in float32: whole, or the rank's pieces.
-    const whole = new Map(entries.map((e) => [e.id, e.numel]));
-    const mainNumel = (id: number) => (distributed ? (pieces.get(id) ?? 0) : (whole.get(id) ?? 0));
-    // `_get_param_groups`: the default group first, then biases and 1-D parameters (no weight
-    // decay), each in registration order; the inner optimizer steps them group by group.
-    const noDecay = (id: number) => ir.tensors[id]!.spec.shape.length <= 1 || (ir.tensors[id]!.key ?? '').endsWith('.bias');
-    const trainableIds = new Set(plan.trainable);
-    const owned = parameterOrder(ir).filter((id) => trainableIds.has(id) && mainNumel(id) > 0);
-    const stepped = [...owned.filter((id) => !noDecay(id)), ...owned.filter(noDecay)];
-    const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : stepped, (id) => tensor([mainNumel(id)], 'float32'), true);
-    const mainBytes = (id: number) => bytesOf(mainNumel(id), 'float32') as number;
-    // fp32 master copies: of 16-bit parameters only (fp32 ones are stepped in place, or viewed).
-    const masterBytes = ctx.optimizer === null ? 0 : stepped.filter((id) => dtypeOf(id) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
-    // fp32 main gradients copied from a 16-bit gradient buffer at each step.
-    const mainGradBytes =
-      ctx.optimizer === null
-        ? 0
-        : stepped.filter((id) => (settings.gradReduceInFp32 ? 'float32' : dtypeOf(id)) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
-    const gradBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.gradDtype) as number), 0);
-    const paramBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.paramDtype) as number), 0);
+    const { ir, ledger } = ctx;
+    const { distributed, dtypeOf, optimizer, masterBytes, mainGradBytes, gradBufferBytes, paramBufferBytes } = megatronLayout(ctx, settings);
     const { trainable } = ctx;
     const pending: number[] = [];
     let mainGrads: number | null = null;
@@ -246,6 +221,38 @@ export function megatron(settings: MegatronSettings): (ctx: RankContext) => Engi
       }),
     };
   };
+}
+
+/** What one rank's Megatron buffers and optimizer hold: the buffers, the stepped parameters, the fp32 copies' bytes. */
+function megatronLayout(ctx: RankContext, settings: MegatronSettings) {
+  const { ir, plan } = ctx;
+  const entries = fullParameters(ctx);
+  const buffers = megatronBuffers(entries, settings);
+  const distributed = settings.distributedOptimizer;
+  const pieces = new Map<number, number>();
+  if (distributed) for (const b of buffers) for (const [id, n] of megatronShard(b, settings.dp, settings.rank)) pieces.set(id, n);
+  const dtypeOf = (id: number) => ir.tensors[id]!.spec.dtype;
+  // The parameters the inner optimizer steps, in float32: whole, or the rank's pieces.
+  const whole = new Map(entries.map((e) => [e.id, e.numel]));
+  const mainNumel = (id: number) => (distributed ? (pieces.get(id) ?? 0) : (whole.get(id) ?? 0));
+  // `_get_param_groups`: the default group first, then biases and 1-D parameters (no weight
+  // decay), each in registration order; the inner optimizer steps them group by group.
+  const noDecay = (id: number) => ir.tensors[id]!.spec.shape.length <= 1 || (ir.tensors[id]!.key ?? '').endsWith('.bias');
+  const trainableIds = new Set(plan.trainable);
+  const owned = parameterOrder(ir).filter((id) => trainableIds.has(id) && mainNumel(id) > 0);
+  const stepped = [...owned.filter((id) => !noDecay(id)), ...owned.filter(noDecay)];
+  const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : stepped, (id) => tensor([mainNumel(id)], 'float32'), true);
+  const mainBytes = (id: number) => bytesOf(mainNumel(id), 'float32') as number;
+  // fp32 master copies: of 16-bit parameters only (fp32 ones are stepped in place, or viewed).
+  const masterBytes = ctx.optimizer === null ? 0 : stepped.filter((id) => dtypeOf(id) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
+  // fp32 main gradients copied from a 16-bit gradient buffer at each step.
+  const mainGradBytes =
+    ctx.optimizer === null
+      ? 0
+      : stepped.filter((id) => (settings.gradReduceInFp32 ? 'float32' : dtypeOf(id)) !== 'float32').reduce((s, id) => s + mainBytes(id), 0);
+  const gradBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.gradDtype) as number), 0);
+  const paramBufferBytes = buffers.reduce((s, b) => s + (bytesOf(b.numel, b.paramDtype) as number), 0);
+  return { distributed, dtypeOf, optimizer, masterBytes, mainGradBytes, gradBufferBytes, paramBufferBytes };
 }
 
 /** Bytes of the parameters that take no gradient (not in Megatron's buffers). */
