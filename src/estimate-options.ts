@@ -150,22 +150,6 @@ export const generationOptions = object({
   required: ['batch', 'prompt', 'generate'],
 });
 
-/** GrpoOptions. */
-export const grpoOptions = object({
-  fields: {
-    ...ESTIMATE_WITHOUT_INPUT,
-    prompts: integer(1),
-    group: integer(1),
-    prompt: integer(1),
-    completion: integer(1),
-    reference: boolean,
-    kvDtype: dtype,
-    microBatch: integer(1),
-  },
-  misplaced: MODEL_KEYS,
-  required: ['prompts', 'group', 'prompt', 'completion'],
-});
-
 /** KorthikantiOptions. */
 export const korthikantiOptions = object({
   fields: {

@@ -181,7 +181,13 @@ export {
 // LLM inference and RL.
 export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.js';
 export { generation, type GenerationEstimate, type GenerationOptions, type GenerationPhase } from './scenarios/generation.js';
-export { grpoStep, type GrpoEstimate, type GrpoOptions, type GrpoPhase } from './scenarios/grpo.js';
+
+// Trainers: transformers' Trainer, TRL's SFTTrainer and GRPOTrainer, from their own arguments.
+export { DEFAULT_TRL, TRL_RELEASES, resolveTrainerArgs, type LoraConfig, type ResolvedTrainerArgs, type TrainerArgs, type TrainerKind } from './trainers/args.js';
+export type { TrainerOptions, TrainerPhase, TrainerPhaseName, TrainerResident, TrainerStepEstimate } from './trainers/step.js';
+export { trainerStep, type TrainerStepOptions } from './trainers/trainer.js';
+export { sftStep, type SftStepOptions } from './trainers/sft.js';
+export { grpoStep, type GrpoStepEstimate, type GrpoStepOptions } from './trainers/grpo.js';
 export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
 
 // Reports and charts.

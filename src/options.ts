@@ -1,5 +1,5 @@
 import type { Check } from './validate.js';
-import { arrayOf, boolean, integer, number, object, oneOf, string } from './validate.js';
+import { anyOf, arrayOf, boolean, integer, number, object, oneOf, string } from './validate.js';
 import { isExpr } from './sym/expr.js';
 import { DTYPE_BITS } from './tensor/dtype.js';
 import { LIMITS } from './limits.js';
@@ -35,6 +35,20 @@ export const decoderOptions = object({
     contextParallel: object({ fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000), loadBalance: boolean }, required: ['size'] }),
     expertParallel: object({ fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000) }, required: ['size'] }),
     pipelineStage: object({ fields: { layers: arrayOf(integer(0, LIMITS.layers), { min: 2, max: 2 }) }, required: ['layers'] }),
+    // What the *ForCausalLM forward computes after the decoder (catalog/lm-head.ts): a trainer's loss or logits.
+    head: anyOf(
+      [
+        object({ fields: { kind: oneOf(['loss'], 'head'), autocast: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['logits'], 'head'), keep: integer(1), autocast: boolean }, required: ['kind'] }),
+        object({
+          fields: { kind: oneOf(['token-logps'], 'head'), keep: integer(1), entropy: boolean, loss: oneOf(['grpo', 'none']), beta: boolean, autocast: boolean },
+          required: ['kind', 'keep'],
+        }),
+        object({ fields: { kind: oneOf(['chunked-nll'], 'head'), chunk: integer(1), autocast: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['loss-metrics'], 'head'), autocast: boolean }, required: ['kind'] }),
+      ],
+      "a head: { kind: 'loss' | 'logits' | 'token-logps' | 'chunked-nll' | 'loss-metrics', … }",
+    ),
     // Mixture-of-experts decoders (catalog/moe.ts): experts_implementation, measured routing, capacity.
     moe: object({
       fields: {

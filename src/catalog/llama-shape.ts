@@ -1,5 +1,5 @@
 import type { AttentionImpl } from '../nn/attention.js';
-import type { ModelMeta, ModuleLayer } from '../nn/types.js';
+import type { LmHead, ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import type { ContextParallelOptions } from './context-parallel.js';
 import type { MoeOptions } from './experts.js';
@@ -132,4 +132,6 @@ export interface DecoderOptions {
   readonly pipelineStage?: { readonly layers: readonly [number, number] };
   /** Mixture-of-experts decoders only: see {@link MoeOptions} (catalog/moe.ts). */
   readonly moe?: MoeOptions;
+  /** What the forward computes after the decoder (default `{ kind: 'loss' }`): see {@link LmHead}. */
+  readonly head?: LmHead;
 }

@@ -11,9 +11,10 @@ import { module } from '../nn/module.js';
 import { opLayer } from '../nn/op.js';
 import { repeatedBlocks } from '../nn/repeated.js';
 import { rmsNorm } from '../nn/rmsNorm.js';
-import type { ContextParallelBuild, GraphBuilder, Layer, ModuleLayer, ModelMeta, TensorParallelBuild, TensorRef } from '../nn/types.js';
+import type { ContextParallelBuild, GraphBuilder, Layer, LmHead, ModuleLayer, ModelMeta, TensorParallelBuild, TensorRef } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import { causalLmLoss } from './lm-loss.js';
+import { checkHeadBuild, fp32, lossMetrics, trainerHead } from './lm-head.js';
 import { localDecoderSizes } from './tensor-parallel.js';
 import { contextParallelBuild } from './context-parallel.js';
 import { contextShardOp } from '../ops/ring-attention.js';
@@ -143,6 +144,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const layers: Layer[] = Array.from({ length: b.end - b.start }, (_, k) => decoderLayer(b, b.start + k));
   const model = decoderModel(b, layers);
   const body = causalLmBody(b, model);
+  if (options.head !== undefined) checkHeadBuild(options.head, b.tp !== undefined || b.cp !== undefined || stage !== undefined, shape.finalSoftcap !== undefined);
   return Object.freeze({
     kind: 'module',
     className: `${prefix}ForCausalLM`,
@@ -150,6 +152,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta: decoderMeta(b),
     body,
+    withHead: (head: LmHead) => llamaFamily(shape, { ...options, head }),
     // Layers of different windows differ in their inputs: traced whole.
     ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
       ? {
@@ -462,6 +465,8 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     g.hold(h);
     // ColwiseParallel on lm_head: the replicated input wrapped (or, sequence parallel, gathered).
     const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherOp, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyOp, [h], {})[0]!;
+    const head = b.options.head ?? { kind: 'loss' };
+    if (head.kind !== 'loss' && head.kind !== 'loss-metrics') return trainerHead(g, { vocab: shape.vocab, hidden: shape.hidden, tied: b.tied, lmHead }, head, h, ids!);
     // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
     let logits = last ? g.apply(lmHead, headInput) : headInput;
     if (shape.finalSoftcap !== undefined && last) {
@@ -478,9 +483,14 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     // The output returns the logits: they live through the loss.
     g.hold(logits);
     // A pipeline stage gets no labels: its loss function runs outside the model.
-    return g.gradEnabled && stage === undefined
-      ? causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss)
-      : logits;
+    if (!g.gradEnabled || stage !== undefined) return logits;
+    const loss = causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss);
+    // accelerate converts the returned logits to float32 (a transient the loop drops with the outputs);
+    // SFTTrainer's metrics then run on them outside the forward.
+    g.endForward();
+    const returned = fp32(g, logits, head.autocast);
+    if (head.kind === 'loss-metrics') lossMetrics(g, returned);
+    return loss;
   });
 }
 

@@ -352,6 +352,22 @@ class Pass implements MicroBatchPass {
     if (region !== undefined && region.firstOp === op.index) for (const id of region.inputs) this.releaseSaved(ir.tensors[id]!.storage);
   }
 
+  /**
+   * Autocast weight copies: MmBackward0 makes the 16-bit weight gradients, then lets go of its
+   * incoming gradient and its saved tensors (the 16-bit weight copy among them) before each
+   * ToCopyBackward0 makes the fp32 gradient (measured: torch 2.13 CPU, transformers 5.18 lm_head).
+   */
+  private castWeightGradients(op: IROp, incoming: (number | undefined)[], label: string): void {
+    const { ir, ledger } = this;
+    const copies = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
+    ledger.record('backward', `${label} (16-bit weight gradient)`);
+    this.releaseIncoming(op, incoming);
+    this.savedReleased = true;
+    this.releaseSavedOf(op);
+    this.residency.paramGrads(op, label);
+    for (const block of copies) ledger.release(block);
+  }
+
   private backwardKernel(op: IROp, incoming: (number | undefined)[], label: string): void {
     const { ir, ledger, residency, strided } = this;
     const backward = op.backward!;
@@ -359,7 +375,8 @@ class Pass implements MicroBatchPass {
     const stridedOut = backward.contiguousGradOutput && strided.size > 0 ? op.outputs.filter((id) => strided.has(id)) : NONE;
     if (stridedOut.length === 0 && resultsOnly(backward.steps)) {
       this.makeInputGrads(op, incoming);
-      residency.paramGrads(op, label);
+      if (op.paramCopies.length > 0) this.castWeightGradients(op, incoming, label);
+      else residency.paramGrads(op, label);
       return;
     }
     const steps: readonly KernelStep[] =

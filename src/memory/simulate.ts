@@ -247,6 +247,11 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
         if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
       }
     };
+    // Autocast's 16-bit weight copies (cached to the forward's end, or for this op only).
+    for (const id of op.extras) {
+      const storage = ir.tensors[id]!.storage;
+      if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
+    }
     if (resultsOnly(op.forwardSteps)) makeOutputs();
     else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs });
     ledger.record('forward', plan.labels[op.index]!);

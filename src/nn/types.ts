@@ -60,7 +60,46 @@ export interface ModuleLayer {
   readonly functionalChildren?: readonly string[];
   /** Identical blocks the model runs one after another (see {@link RepeatedBlocks}). */
   readonly repeated?: RepeatedBlocks;
+  /**
+   * A causal LM only: the same model whose forward ends as `head` says (what a trainer asks of
+   * it: logits of the last positions, per-token log-probabilities, a chunked loss).
+   */
+  readonly withHead?: (head: LmHead) => ModuleLayer;
 }
+
+/**
+ * What a causal LM's forward computes after the decoder's last hidden states:
+ * - `loss`: lm_head and the release's loss with `labels` in training, the logits otherwise (the default);
+ * - `logits`: lm_head on the last `keep` positions only (`logits_to_keep`; default all), no labels;
+ * - `token-logps`: TRL GRPOTrainer's `_get_per_token_logps_and_entropies`: logits of the last
+ *   `keep + 1` positions, the last dropped, divided by the temperature, selective_log_softmax
+ *   against the ids, the entropy without grad when `entropy`; in training with `loss: 'grpo'`
+ *   the policy loss over those log-probabilities (`beta`: with the KL term);
+ * - `chunked-nll`: TRL SFTTrainer's chunked cross entropy (`loss_type='chunked_nll'`): lm_head
+ *   and the loss in checkpointed chunks of `chunk` tokens (default 256);
+ * - `loss-metrics`: the release's loss, then SFTTrainer's no-grad entropy and accuracy on the
+ *   shifted logits (`loss_type='nll'`).
+ */
+export type LmHead = (
+  | { readonly kind: 'loss' }
+  | { readonly kind: 'logits'; readonly keep?: number }
+  | {
+      readonly kind: 'token-logps';
+      readonly keep: number;
+      readonly entropy?: boolean;
+      readonly loss?: 'grpo' | 'none';
+      readonly beta?: boolean;
+    }
+  | { readonly kind: 'chunked-nll'; readonly chunk?: number }
+  | { readonly kind: 'loss-metrics' }
+) & {
+  /**
+   * The forward runs under accelerate's mixed precision (torch.autocast, then
+   * `convert_outputs_to_fp32`): the kept hidden states are cast to 16 bits (a contiguous copy,
+   * so matmul's reshape copies nothing) and the 16-bit logits come back as float32 copies.
+   */
+  readonly autocast?: boolean;
+};
 
 /**
  * A model's identical blocks (decoder layers): `count` of them, keyed `${prefix}${i}`, and the
@@ -231,6 +270,12 @@ export interface GraphBuilder {
   readonly hold: (tensor: TensorRef, until?: 'module' | 'forward') => void;
   /** Keeps a tensor referenced up to the ops traced so far (a Python variable reassigned only now). */
   readonly touch: (tensor: TensorRef) => void;
+  /**
+   * The model's forward returns here and the ops after it are the caller's (a trainer's loss on
+   * the logits): what the forward held to its end (autocast's weight cache, locals held with
+   * `'forward'`) is let go, and the ops after it run outside autocast.
+   */
+  readonly endForward: () => void;
   /**
    * A condition the input must meet for the model to run: `value` >= 1. Concrete inputs that
    * break it are a VramError with `message`; symbolic ones carry it as a constraint.

@@ -129,6 +129,12 @@ function traceGraph(state: State, layer: GraphLayer, inputs: readonly TensorRef[
       touch: (t) => {
         state.holds.push({ storage: state.tensors[t.id]!.storage, until: state.ops.length - 1 });
       },
+      endForward: () => {
+        for (const storage of state.holdsToEnd) state.holds.push({ storage, until: state.ops.length - 1 });
+        state.holdsToEnd.clear();
+        state.autocastCopies.clear();
+        state.stage = 'loss';
+      },
       require: (value, message) => {
         if (typeof value === 'number' ? value < 1 : bounds(value).max < 1)
           fail('bad-input', message, { path: modulePath(state), expected: '>= 1', received: formatDim(value) });

@@ -100,8 +100,10 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   const params = ownedIds(state, result.params, 'param', reuse);
   const buffers = ownedIds(state, result.buffers, 'buffer', reuse);
   const extras: number[] = [];
-  // Autocast runs `lower` ops on 16-bit copies of their weights, cached until the forward ends.
-  const copies = policy === 'lower' && options.gradEnabled ? autocastCopies(state, params, castTo!, extras) : NO_COPIES;
+  // Autocast runs `lower` ops on 16-bit copies of their weights: a weight that requires grad is
+  // cast once and cached until the forward ends (also under no_grad); a frozen one is cast at
+  // every use, kept only if the op saves it.
+  const copies = policy === 'lower' ? autocastCopies(state, params, castTo!, extras, options.gradEnabled) : NO_COPIES;
   if (result.alias === 'inplace' && options.gradEnabled) checkInPlace(state, rule.name, inputTensors[0]!.storage);
   const paramsNeed = params !== NO_IDS && anyParamNeeds(state, params);
   const recorded = options.gradEnabled && (anyInputNeeds || paramsNeed);
@@ -173,19 +175,26 @@ function readInputs(state: State, inputs: readonly TensorRef[], tensors: IRTenso
   return anyInputNeeds;
 }
 
-/** The op's parameters → their autocast copies, made (and held to the forward's end) the first time a weight is cast. */
-function autocastCopies(state: State, params: ReadonlyMap<string, number>, castTo: DType, extras: number[]): ReadonlyMap<number, number> {
+/**
+ * The op's parameters → their autocast copies. autocast's cache (`cached_cast`) keeps the cast of
+ * a leaf that requires grad until the autocast region ends, under no_grad too; other weights
+ * (frozen, or every weight when nothing is recorded and the model is frozen) are cast afresh.
+ */
+function autocastCopies(state: State, params: ReadonlyMap<string, number>, castTo: DType, extras: number[], gradEnabled: boolean): ReadonlyMap<number, number> {
   const copies = new Map<number, number>();
   for (const id of params.values()) {
     const param = state.tensors[id]!;
     if (!isFloating(param.spec.dtype) || param.spec.dtype === castTo) continue;
-    let copy = state.autocastCopies.get(id);
+    const cached = gradEnabled || state.storages[param.storage]!.trainable;
+    let copy = cached ? state.autocastCopies.get(id) : undefined;
     if (copy === undefined) {
       const spec = tensor(param.spec.shape, castTo);
       const storage = newStorage(state, specBytes(spec), spec.dtype, 'activation');
       copy = newTensor(state, spec, storage, 'activation', state.ops.length, param.requiresGrad, undefined, undefined);
-      state.autocastCopies.set(id, copy);
-      state.holdsToEnd.add(storage);
+      if (cached) {
+        state.autocastCopies.set(id, copy);
+        state.holdsToEnd.add(storage);
+      }
       extras.push(copy);
     }
     copies.set(id, copy);

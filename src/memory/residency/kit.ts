@@ -64,8 +64,7 @@ export function wholeGradients(
   return {
     grads,
     paramGrads(op, label) {
-      // Autocast: the weight gradient comes out in 16 bits, then ToCopyBackward makes the fp32 one.
-      const copyGrads = op.paramCopies.length === 0 ? NONE : op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
+      // Autocast: the 16-bit weight gradients exist (autograd.ts made them); ToCopyBackward makes the fp32 one here.
       for (const param of op.params) {
         const storage = ir.tensors[param]!.storage;
         if (!ir.storages[storage]!.trainable) continue;
@@ -77,8 +76,7 @@ export function wholeGradients(
           inPlace.push(ledger.alloc(gradientBytes(ir, param), 'temporaries'));
         } else accumulations.push([param, existing, ledger.alloc(gradientBytes(ir, param), 'temporaries')]);
       }
-      if (copyGrads.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
-      for (const block of copyGrads) ledger.release(block);
+      if (op.paramCopies.length > 0) ledger.record('backward', `${label} (weight gradient cast)`);
     },
     afterBackward(_op, label) {
       for (const block of inPlace) ledger.release(block);

@@ -1,0 +1,115 @@
+/**
+ * TRL SFTTrainer's chunked cross entropy (`loss_type='chunked_nll'`, TRL 1.13 sft_trainer.py
+ * :101-230): the LM head and the loss over chunks of tokens, each chunk under non-reentrant
+ * activation checkpointing, so the full logits never exist.
+ */
+import type { Dim } from '../sym/expr.js';
+import { mul, sub } from '../sym/ops.js';
+import { DTYPE_BITS, type DType } from '../tensor/dtype.js';
+import { tensor } from '../tensor/spec.js';
+import type { KernelStep, OpRule } from './types.js';
+
+/** `min(a, k)` for a size that is a number, else k (a symbolic size is taken to be at least k). */
+function atMost(a: Dim, k: number): Dim {
+  return typeof a === 'number' ? Math.min(a, k) : k;
+}
+
+/** Attributes of {@link chunkedNllOp}. */
+export interface ChunkedNllAttrs {
+  readonly vocab: number;
+  /** Tokens per chunk (TRL's `_CHUNKED_LM_HEAD_CHUNK_SIZE`, 256). */
+  readonly chunk: number;
+  /** Parameter key of the tied input embedding. */
+  readonly tiedWeight?: string;
+  /** The matmul's dtype under autocast (bf16 mixed precision); default the hidden states'. */
+  readonly compute?: DType;
+}
+
+/**
+ * `_chunked_cross_entropy_loss(hidden [B, S, H], lm_head.weight, labels)`:
+ * - `hidden[..., :-1, :].reshape(-1, H)` (a copy unless the batch is 1) and the labels likewise;
+ *   the valid mask, `argsort` of it (int64 order), `hidden[order]` [N, H] and `labels[order]`
+ *   — the packed copies, kept as the checkpointed chunks' inputs (and `order` by IndexBackward0);
+ * - per chunk of c rows, without saving: `h @ w.t()` ([c, V] in the compute dtype, its `.float()`),
+ *   `log_softmax`, nll, argmax, and the entropy's `exp(log_p)` and `exp * log_p`;
+ * - backward, chunk by chunk from the last: the recomputed chunk keeps `log_p` and `exp`, then
+ *   nll's gradient and log_softmax's ([c, V] each), the matmul's [c, H] and [V, H] gradients (the
+ *   latter added into lm_head's `.grad`), and slice backward's zeros [N, H] per chunk added into
+ *   the packed hidden state's gradient; IndexBackward0 scatters it back to [N, H], then to [B, S, H].
+ */
+export const chunkedNllOp: OpRule<ChunkedNllAttrs> = {
+  name: 'chunked_nll',
+  arity: 2,
+  apply([hidden, ids], attrs, ctx) {
+    const [batch, seq, width] = hidden!.shape as [Dim, Dim, number];
+    const hiddenDtype = hidden!.dtype;
+    const h = (DTYPE_BITS[hiddenDtype] / 8);
+    const compute = attrs.compute ?? hiddenDtype;
+    const c16 = (DTYPE_BITS[compute] / 8);
+    const rows = mul(batch, sub(seq, 1));
+    const chunk = atMost(rows, attrs.chunk);
+    const V = attrs.vocab;
+    const strided = typeof batch !== 'number' || batch > 1;
+    const logits32 = mul(mul(chunk, V), 4);
+    const packed = mul(mul(rows, width), h);
+    const weight = tensor([V, width], ctx.paramDtype);
+    const castWeight = compute !== ctx.paramDtype ? mul(V * width, c16) : 0;
+    const castRows = compute !== hiddenDtype ? mul(mul(chunk, width), c16) : 0;
+    const lowLogits = compute !== 'float32' ? mul(mul(chunk, V), c16) : 0;
+    const forward: KernelStep[] = [];
+    if (strided) forward.push({ alloc: 'shifted', bytes: packed }, { alloc: 'shiftedLabels', bytes: mul(rows, 8) });
+    // The valid mask, its int8 copy and argsort's values; `order` and the packed copies are the saved extras.
+    forward.push({ alloc: 'valid', bytes: rows }, { alloc: 'mask8', bytes: rows }, { alloc: 'sortValues', bytes: rows });
+    forward.push({ free: 'sortValues' }, { free: 'mask8' }, { results: 'outputs' });
+    if (strided) forward.push({ free: 'shifted' }, { free: 'shiftedLabels' });
+    // One chunk's forward under checkpoint (nothing saved): the biggest moment is the entropy's product.
+    forward.push({ alloc: 'castRows', bytes: castRows }, { alloc: 'castWeight', bytes: castWeight }, { alloc: 'lowLogits', bytes: lowLogits });
+    forward.push({ free: 'castRows' }, { free: 'castWeight' }, { alloc: 'logits', bytes: logits32 }, { free: 'lowLogits' });
+    forward.push({ alloc: 'logp', bytes: logits32 }, { alloc: 'exp', bytes: logits32 }, { alloc: 'product', bytes: logits32 });
+    forward.push({ free: 'exp' }, { free: 'product' }, { free: 'logp' }, { free: 'logits' }, { free: 'valid' });
+    const backward: KernelStep[] = [
+      // Recompute: log_p and exp kept, the logits freed when the chunk function returns.
+      { alloc: 'castRows', bytes: castRows },
+      { alloc: 'castWeight', bytes: castWeight },
+      { alloc: 'lowLogits', bytes: lowLogits },
+      { alloc: 'logits', bytes: logits32 },
+      { alloc: 'logp', bytes: logits32 },
+      { alloc: 'exp', bytes: logits32 },
+      { free: 'logits' },
+      { free: 'lowLogits' },
+      { alloc: 'nllGrad', bytes: logits32 },
+      { alloc: 'logitsGrad', bytes: logits32 },
+      { free: 'nllGrad' },
+      { alloc: 'rowsGrad', bytes: mul(mul(chunk, width), h) },
+      { alloc: 'weightGrad', bytes: V * width * (DTYPE_BITS[ctx.paramDtype] / 8) },
+      { free: 'logitsGrad' },
+      { results: 'paramGrads' },
+      { free: 'weightGrad' },
+      { alloc: 'sliceGrad', bytes: packed },
+      { free: 'rowsGrad' },
+      { free: 'castRows' },
+      { free: 'castWeight' },
+      { free: 'logp' },
+      { free: 'exp' },
+      { alloc: 'packedGrad', bytes: packed },
+      { free: 'sliceGrad' },
+      { results: 'inputGrads' },
+      { free: 'packedGrad' },
+    ];
+    return {
+      outputs: [tensor([], 'float32')],
+      params: [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }],
+      saves: (needs) =>
+        needs.inputs[0] || needs.params
+          ? [
+              { extra: tensor([rows, width], hiddenDtype), label: 'packed hidden' },
+              { extra: tensor([rows], 'int64'), label: 'packed labels' },
+              { extra: tensor([rows], 'int64'), label: 'order' },
+            ]
+          : [],
+      macs: () => mul(mul(rows, width), V),
+      forwardSteps: forward,
+      backward: () => ({ inputGrads: ['new', 'none'], steps: backward }),
+    };
+  },
+};

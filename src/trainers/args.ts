@@ -1,0 +1,372 @@
+/**
+ * The trainers' own arguments (transformers' TrainingArguments, TRL's SFTConfig and GRPOConfig,
+ * PEFT's LoraConfig), checked against the fields of the release asked for and resolved with that
+ * release's defaults and `__post_init__` rules. A field vram-ts does not model is accepted only at
+ * its default: any other value is an error naming it, never a silently ignored setting.
+ */
+import { fail, type VramIssue as Issue, VramError } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
+import { didYouMean, show } from '../validate.js';
+import { FIELDS_TRL_1_13_0 } from './fields.js';
+
+/** The TRL releases whose trainers were read (with the transformers and PEFT releases they were read with). */
+export const TRL_RELEASES = deepFreeze(['1.13.0'] as const);
+
+/** The release vram-ts follows when none is asked for. */
+export const DEFAULT_TRL = '1.13.0';
+
+/** Which trainer: transformers' `Trainer`, TRL's `SFTTrainer` or `GRPOTrainer`. */
+export type TrainerKind = 'trainer' | 'sft' | 'grpo';
+
+/** A trainer's arguments by their dataclass names (`per_device_train_batch_size`, `beta`, …). */
+export type TrainerArgs = Readonly<Record<string, unknown>>;
+
+/** PEFT's `LoraConfig` fields (`r`, `lora_alpha`, `target_modules`, `lora_dropout`, …). */
+export type LoraConfig = Readonly<Record<string, unknown>>;
+
+const RELEASES: Readonly<Record<string, typeof FIELDS_TRL_1_13_0>> = { '1.13.0': FIELDS_TRL_1_13_0 };
+
+const CLASS_NAMES = { trainer: 'TrainingArguments', sft: 'SFTConfig', grpo: 'GRPOConfig' } as const;
+
+/** Fields that decide nothing on the GPU in a training step (schedules, logging, saving, hub, host-side data loading). */
+const NEUTRAL = new Set([
+  'output_dir',
+  'do_train',
+  'learning_rate',
+  'weight_decay',
+  'adam_beta1',
+  'adam_beta2',
+  'adam_epsilon',
+  'num_train_epochs',
+  'max_steps',
+  'lr_scheduler_type',
+  'lr_scheduler_kwargs',
+  'warmup_steps',
+  'log_level',
+  'log_level_replica',
+  'log_on_each_node',
+  'logging_first_step',
+  'logging_nan_inf_filter',
+  'logging_steps',
+  'logging_strategy',
+  'save_on_each_node',
+  'save_only_model',
+  'save_steps',
+  'save_strategy',
+  'save_total_limit',
+  'seed',
+  'data_seed',
+  'full_determinism',
+  'run_name',
+  'report_to',
+  'project',
+  'trackio_bucket_id',
+  'trackio_space_id',
+  'trackio_static_space_id',
+  'disable_tqdm',
+  'push_to_hub',
+  'hub_always_push',
+  'hub_model_id',
+  'hub_private_repo',
+  'hub_revision',
+  'hub_strategy',
+  'hub_token',
+  'dataloader_drop_last',
+  'dataloader_in_order',
+  'dataloader_multiprocessing_context',
+  'dataloader_num_workers',
+  'dataloader_persistent_workers',
+  'dataloader_pin_memory',
+  'dataloader_prefetch_factor',
+  'ignore_data_skip',
+  'resume_from_checkpoint',
+  'restore_callback_states_from_checkpoint',
+  'skip_memory_metrics',
+  'remove_unused_columns',
+  'use_cpu',
+  'tf32',
+  'train_sampling_strategy',
+  'include_num_input_tokens_seen',
+  'local_rank',
+  // TRL: text handling and the reward's arithmetic on per-sequence scalars.
+  'dataset_text_field',
+  'dataset_kwargs',
+  'dataset_num_proc',
+  'eos_token',
+  'pad_token',
+  'chat_template_path',
+  'chat_template_kwargs',
+  'shuffle_dataset',
+  'trust_remote_code',
+  'reward_weights',
+  'multi_objective_aggregation',
+  'scale_rewards',
+  'epsilon',
+  'epsilon_high',
+  'log_completions',
+  'log_multimodal',
+  'num_completions_to_print',
+  'log_unique_prompts',
+  'log_completions_hub_repo',
+  'disable_dropout',
+]);
+
+/** Fields each trainer models (their values change the estimate). */
+const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
+  trainer: new Set(['per_device_train_batch_size', 'gradient_accumulation_steps', 'gradient_checkpointing', 'gradient_checkpointing_kwargs', 'bf16', 'optim', 'max_grad_norm']),
+  sft: new Set([
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'gradient_checkpointing',
+    'gradient_checkpointing_kwargs',
+    'bf16',
+    'optim',
+    'max_grad_norm',
+    'loss_type',
+    'max_length',
+  ]),
+  grpo: new Set([
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'gradient_checkpointing',
+    'gradient_checkpointing_kwargs',
+    'bf16',
+    'optim',
+    'max_grad_norm',
+    'num_generations',
+    'max_completion_length',
+    'beta',
+    'temperature',
+    'num_iterations',
+    'steps_per_generation',
+    'generation_batch_size',
+    'loss_type',
+  ]),
+};
+
+/** `optim` values modelled, and the optimizer each one builds. */
+const OPTIMIZERS = ['adamw_torch_fused', 'adamw_torch', 'sgd'] as const;
+
+/** GRPO loss types whose tensors grpo-loss.ts counts (the clipped-ratio family). */
+const GRPO_LOSSES = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'luspo'] as const;
+
+/** The LoraConfig fields modelled; the others must stay at their defaults (lora_alpha and the init only scale values). */
+const LORA_MODELLED = new Set(['r', 'target_modules', 'lora_dropout']);
+const LORA_NEUTRAL = new Set(['lora_alpha', 'use_rslora', 'init_lora_weights', 'task_type', 'inference_mode', 'fan_in_fan_out', 'base_model_name_or_path', 'revision']);
+
+/** A trainer's arguments resolved: what the estimate reads. */
+export interface ResolvedTrainerArgs {
+  readonly trainer: TrainerKind;
+  readonly trl: string;
+  readonly transformers: string;
+  readonly batch: number;
+  readonly accumulation: number;
+  readonly checkpointing: boolean;
+  readonly bf16: boolean;
+  readonly optim: (typeof OPTIMIZERS)[number];
+  readonly maxGradNorm: number;
+  /** SFT: `loss_type` (`chunked_nll` by default) and `max_length`. */
+  readonly sftLoss?: 'nll' | 'chunked_nll';
+  readonly maxLength?: number | null;
+  /** GRPO. */
+  readonly grpo?: {
+    readonly numGenerations: number;
+    readonly maxCompletionLength: number;
+    readonly beta: number;
+    readonly temperature: number;
+    readonly numIterations: number;
+    readonly stepsPerGeneration: number;
+    readonly generationBatchSize: number;
+    readonly lossType: (typeof GRPO_LOSSES)[number];
+  };
+  /** PEFT LoRA, when a peft_config is given. */
+  readonly lora?: { readonly rank: number; readonly targets?: readonly string[] | 'all-linear'; readonly dropout: number };
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+type Path = readonly (string | number)[];
+
+function readFields(
+  given: Readonly<Record<string, unknown>>,
+  fields: Readonly<Record<string, unknown>>,
+  className: string,
+  release: string,
+  modelled: ReadonlySet<string>,
+  neutral: ReadonlySet<string>,
+  path: Path,
+  issues: Issue[],
+): Record<string, unknown> {
+  const names = Object.keys(fields);
+  const out: Record<string, unknown> = {};
+  for (const name of names) out[name] = fields[name];
+  for (const [name, value] of Object.entries(given)) {
+    if (!Object.hasOwn(fields, name)) {
+      const hint = didYouMean(name, names);
+      issues.push({
+        path: [...path, name],
+        code: 'unknown-field',
+        message: `not a field of ${className} in ${release}${hint !== undefined ? ` (did you mean '${hint}'?)` : ''}`,
+        received: show(value),
+      });
+      continue;
+    }
+    if (!modelled.has(name) && !neutral.has(name) && !sameValue(value, fields[name])) {
+      issues.push({
+        path: [...path, name],
+        code: 'not-modelled',
+        message: `${className}.${name} is not modelled: only its default is accepted`,
+        expected: show(fields[name]),
+        received: show(value),
+      });
+      continue;
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+function positiveInt(v: Record<string, unknown>, name: string, path: Path, issues: Issue[], allowNull = false): number | null {
+  const value = v[name];
+  if (allowNull && value === null) return null;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be a positive integer', expected: allowNull ? 'an integer ≥ 1 or null' : 'an integer ≥ 1', received: show(value) });
+    return 1;
+  }
+  return value;
+}
+
+function nonNegative(v: Record<string, unknown>, name: string, path: Path, issues: Issue[]): number {
+  const value = v[name] ?? 0;
+  if (typeof value !== 'number' || !(value >= 0)) {
+    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be a number ≥ 0', expected: 'a number ≥ 0', received: show(value) });
+    return 0;
+  }
+  return value;
+}
+
+function flag(v: Record<string, unknown>, name: string, path: Path, issues: Issue[]): boolean {
+  const value = v[name];
+  if (typeof value !== 'boolean') {
+    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be true or false', expected: 'a boolean', received: show(value) });
+    return false;
+  }
+  return value;
+}
+
+function choice<T extends string>(v: Record<string, unknown>, name: string, values: readonly T[], path: Path, issues: Issue[]): T {
+  const value = v[name];
+  if (typeof value !== 'string' || !values.includes(value as T)) {
+    issues.push({ path: [...path, name], code: 'not-modelled', message: `${name} ${show(value)} is not modelled`, expected: values.join(', '), received: show(value) });
+    return values[0]!;
+  }
+  return value as T;
+}
+
+function loraOf(config: LoraConfig, fields: Readonly<Record<string, unknown>>, release: string, path: Path, issues: Issue[]): ResolvedTrainerArgs['lora'] {
+  const v = readFields(config, fields, 'LoraConfig', `peft ${release}`, LORA_MODELLED, LORA_NEUTRAL, path, issues);
+  const rank = positiveInt(v, 'r', path, issues) ?? 8;
+  const dropout = nonNegative(v, 'lora_dropout', path, issues);
+  const raw = v.target_modules;
+  let targets: readonly string[] | 'all-linear' | undefined;
+  if (raw === null || raw === undefined) targets = undefined;
+  else if (raw === 'all-linear') targets = 'all-linear';
+  else if (typeof raw === 'string') targets = [raw];
+  else if (Array.isArray(raw) && raw.every((t) => typeof t === 'string')) targets = raw as string[];
+  else issues.push({ path: [...path, 'target_modules'], code: 'bad-option', message: 'must be a list of module names, a name or "all-linear"', received: show(raw) });
+  return { rank, dropout, ...(targets !== undefined ? { targets } : {}) };
+}
+
+/** The common TrainingArguments every trainer reads. */
+function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
+  const kwargs = v.gradient_checkpointing_kwargs;
+  if (kwargs !== null && kwargs !== undefined && !sameValue(kwargs, { use_reentrant: false }))
+    issues.push({
+      path: [...path, 'gradient_checkpointing_kwargs'],
+      code: 'not-modelled',
+      message: 'only non-reentrant checkpointing (the default) is modelled',
+      expected: 'null or {"use_reentrant": false}',
+      received: show(kwargs),
+    });
+  const fp16 = v.fp16 === true;
+  if (fp16) issues.push({ path: [...path, 'fp16'], code: 'not-modelled', message: 'fp16 mixed precision (autocast and GradScaler) is not modelled', expected: 'false', received: 'true' });
+  // TRL's configs: bf16 None means `not fp16` (trl/trainer/base_config.py __post_init__).
+  if (v.bf16 === null) v.bf16 = !fp16;
+  const maxGradNorm = v.max_grad_norm === null ? 0 : nonNegative(v, 'max_grad_norm', path, issues);
+  return {
+    batch: positiveInt(v, 'per_device_train_batch_size', path, issues) ?? 1,
+    accumulation: positiveInt(v, 'gradient_accumulation_steps', path, issues) ?? 1,
+    checkpointing: flag(v, 'gradient_checkpointing', path, issues),
+    bf16: flag(v, 'bf16', path, issues),
+    optim: choice(v, 'optim', OPTIMIZERS, path, issues),
+    maxGradNorm,
+  };
+}
+
+function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: number, path: Path, issues: Issue[]): NonNullable<ResolvedTrainerArgs['grpo']> {
+  const numGenerations = positiveInt(v, 'num_generations', path, issues) ?? 1;
+  const maxCompletionLength = positiveInt(v, 'max_completion_length', path, issues) ?? 1;
+  const numIterations = positiveInt(v, 'num_iterations', path, issues) ?? 1;
+  const beta = nonNegative(v, 'beta', path, issues);
+  const temperature = nonNegative(v, 'temperature', path, issues);
+  const lossType = choice(v, 'loss_type', GRPO_LOSSES, path, issues);
+  // grpo_config.py __post_init__ (one process): steps_per_generation and generation_batch_size from each other.
+  const spg = v.steps_per_generation;
+  const gbs = v.generation_batch_size;
+  let stepsPerGeneration = accumulation;
+  if (spg !== null && gbs !== null && spg !== undefined && gbs !== undefined)
+    issues.push({ path: [...path, 'generation_batch_size'], code: 'bad-option', message: "'generation_batch_size' and 'steps_per_generation' can not be both configured", received: show(gbs) });
+  else if (spg !== null && spg !== undefined) stepsPerGeneration = positiveInt(v, 'steps_per_generation', path, issues) ?? 1;
+  else if (gbs !== null && gbs !== undefined) {
+    const g = positiveInt(v, 'generation_batch_size', path, issues) ?? batch;
+    if (g % batch !== 0)
+      issues.push({ path: [...path, 'generation_batch_size'], code: 'bad-option', message: 'must be divisible by the global batch size', expected: `a multiple of ${batch}`, received: String(g) });
+    stepsPerGeneration = Math.max(1, Math.floor(g / batch));
+  }
+  const generationBatchSize = batch * stepsPerGeneration;
+  if (generationBatchSize % numGenerations !== 0)
+    issues.push({
+      path: [...path, 'num_generations'],
+      code: 'bad-option',
+      message: 'the generation batch (per_device_train_batch_size × steps_per_generation) must be a multiple of num_generations',
+      expected: `a divisor of ${generationBatchSize}`,
+      received: String(numGenerations),
+    });
+  if (numGenerations < 2) issues.push({ path: [...path, 'num_generations'], code: 'bad-option', message: 'GRPO needs at least 2 generations per prompt', expected: '≥ 2', received: String(numGenerations) });
+  return { numGenerations, maxCompletionLength, beta, temperature, numIterations, stepsPerGeneration, generationBatchSize, lossType };
+}
+
+/**
+ * Checks a trainer's arguments against the fields of `trl` (and the transformers and PEFT
+ * releases read with it) and resolves them with that release's defaults: every issue at once.
+ *
+ * @example
+ * ```ts
+ * import { resolveTrainerArgs } from 'vram-ts';
+ * const r = resolveTrainerArgs('grpo', { per_device_train_batch_size: 8 });
+ * console.log(r.grpo?.beta, r.grpo?.numGenerations, r.checkpointing); // 0 8 true
+ * ```
+ */
+export function resolveTrainerArgs(trainer: TrainerKind, args: TrainerArgs, options: { readonly trl?: string; readonly peft?: LoraConfig | null } = {}): ResolvedTrainerArgs {
+  const release = options.trl ?? DEFAULT_TRL;
+  const fields = RELEASES[release];
+  if (fields === undefined) return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(release) });
+  const className = CLASS_NAMES[trainer];
+  const path = [trainer === 'trainer' ? 'args' : 'config'];
+  const issues: Issue[] = [];
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) fail('bad-option', `${className} fields as an object`, { path, received: show(args) });
+  const releaseName = trainer === 'trainer' ? `transformers ${fields.transformers}` : `trl ${release}`;
+  const v = readFields(args, fields[className], className, releaseName, MODELLED[trainer], NEUTRAL, path, issues);
+  const common = commonArgs(v, path, issues);
+  let extra: Partial<ResolvedTrainerArgs> = {};
+  if (trainer === 'sft') {
+    // sft_config.py __post_init__: loss_type None → chunked_nll (nll with Liger).
+    const loss = v.loss_type === null ? 'chunked_nll' : choice(v, 'loss_type', ['nll', 'chunked_nll'] as const, path, issues);
+    extra = { sftLoss: loss, maxLength: v.max_length === null ? null : positiveInt(v, 'max_length', path, issues) };
+  } else if (trainer === 'grpo') extra = { grpo: grpoArgs(v, common.batch, common.accumulation, path, issues) };
+  const lora = options.peft === undefined || options.peft === null ? undefined : loraOf(options.peft, fields.LoraConfig, fields.peft, ['peft_config'], issues);
+  if (issues.length > 0) throw new VramError(issues);
+  return deepFreeze({ trainer, trl: release, transformers: fields.transformers, ...common, ...extra, ...(lora !== undefined ? { lora } : {}) });
+}

@@ -1,0 +1,152 @@
+/**
+ * TRL's GRPOTrainer step without vLLM (TRL 1.13 grpo_trainer.py), phase by phase: generation
+ * (`model.generate` under accelerate's autocast: the prefill with `logits_to_keep=1`, the decode
+ * steps growing the DynamicCache), the old-policy and reference log-probabilities (no-grad
+ * passes in chunks of `per_device_train_batch_size`), then per micro-batch the loss forward and
+ * backward, clipping, the optimizer and `zero_grad`.
+ */
+import type { Estimate, EstimateOptions } from '../estimate-types.js';
+import { blockBytes } from '../memory/ledger.js';
+import type { ModuleLayer } from '../nn/types.js';
+import type { Device } from '../ops/types.js';
+import { kvCache } from '../scenarios/kv-cache.js';
+import { fail } from '../errors.js';
+import { resolveTrainerArgs, type ResolvedTrainerArgs, type TrainerArgs } from './args.js';
+import { layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
+import { peakOf, residentOf, trainerPhases } from './trainer.js';
+
+/** Options of {@link grpoStep}. */
+export interface GrpoStepOptions extends TrainerOptions {
+  /** Prompt tokens (every prompt this long after the chat template: the left-padded prompt batch). */
+  readonly prompt: number;
+}
+
+/** A GRPO step: the generation step's phases (a step without generation runs only the loss phases). */
+export interface GrpoStepEstimate extends TrainerStepEstimate {
+  /** Completions generated at once (`per_device_train_batch_size × steps_per_generation`). */
+  readonly generationBatch: number;
+  /** Optimizer steps between two generations (`steps_per_generation × num_iterations` micro-steps). */
+  readonly generateEvery: number;
+  /** The KV cache at the last decode step. */
+  readonly kvCache: number;
+}
+
+function bytes(n: number, device: Device): number {
+  return blockBytes(n, device === 'cuda') as number;
+}
+
+/**
+ * What a generation leaves buffered (`_buffered_inputs`, split into `steps_per_generation`
+ * micro-batches): prompt and completion ids and masks (int64), the advantages, and the old-policy
+ * and reference log-probabilities when they were computed.
+ */
+export function bufferedBytes(r: ResolvedTrainerArgs, prompt: number, device: Device, oldLogps: boolean): number {
+  const g = r.grpo!;
+  const n = g.generationBatchSize;
+  const L = g.maxCompletionLength;
+  const parts = r.grpo!.stepsPerGeneration;
+  const per = (rows: number, width: number, size: number) => parts * bytes((rows / parts) * width * size, device);
+  let total = 2 * per(n, prompt, 8) + 2 * per(n, L, 8) + per(n, 1, 4) + parts * bytes(8, device);
+  if (oldLogps) total += per(n, L, 4);
+  if (g.beta !== 0) total += per(n, L, 4);
+  return total;
+}
+
+/** A no-grad forward's peak above its weights and input (what the pass adds to what is resident). */
+function forwardAbove(e: Estimate<number>): number {
+  return e.bytes.peak - (e.steps.inference!.baseline as number);
+}
+
+/**
+ * One GRPOTrainer step with generation, from GRPOConfig's own fields (`per_device_train_batch_size`,
+ * `gradient_accumulation_steps`, `num_generations`, `max_completion_length`, `beta` (default 0:
+ * no reference model), `temperature`, `num_iterations`, `steps_per_generation`, `loss_type`,
+ * `gradient_checkpointing` (default on), `bf16` (default on), `optim`, `max_grad_norm`) and
+ * PEFT's LoraConfig as `options.peft` (the reference is then the model with its adapters
+ * disabled). `options.prompt` is the prompt length.
+ *
+ * @example
+ * ```ts
+ * import { grpoStep, llm } from 'vram-ts';
+ * const g = grpoStep(llm('qwen2.5-0.5b'), { per_device_train_batch_size: 8, max_completion_length: 1024 }, { prompt: 256 });
+ * console.log(g.phases.map((p) => p.name).join(' ')); // prefill decode forward backward clip optimizer zero_grad
+ * ```
+ */
+export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoStepOptions): GrpoStepEstimate {
+  const r = resolveTrainerArgs('grpo', config, options);
+  const g = r.grpo!;
+  const device = options.device ?? 'cuda';
+  const prompt = options.prompt;
+  if (!Number.isSafeInteger(prompt) || prompt < 1) fail('bad-option', 'prompt tokens', { path: ['options', 'prompt'], expected: 'an integer ≥ 1', received: String(prompt) });
+  const L = g.maxCompletionLength;
+  const length = prompt + L;
+  const layers = layersOf(model);
+  const train = stepOptions(r, [r.batch, length], device, r.accumulation, layers);
+  const { microBatches: _m, optimizer: _o, checkpoint: _c, timeline: _t, ...common } = train;
+  const inference = (m: ModuleLayer, input: readonly [number, number], extra: Partial<EstimateOptions> = {}) =>
+    runStep(m, { ...common, ...extra, input, mode: 'inference', timeline: false });
+
+  const generateEvery = g.stepsPerGeneration * g.numIterations;
+  const oldLogps = r.accumulation % generateEvery !== 0;
+  // The loss step: per-token log-probabilities of the completion, entropy, the clipped loss.
+  const lossModel = withHead(model, { kind: 'token-logps', keep: L, entropy: true, loss: 'grpo', beta: g.beta !== 0, autocast: r.bf16 }, 'grpoStep');
+  const e = runStep(lossModel, train);
+  const buffered = bufferedBytes(r, prompt, device, oldLogps);
+  // compute_loss: torch.cat of prompt and completion ids (the model's input) and of the masks.
+  const extra = buffered + bytes(r.batch * length * 8, device);
+  const { phases: lossPhases, between: lossBetween } = trainerPhases(e, r, extra, device);
+  const between = lossBetween - bytes(r.batch * length * 8, device);
+  const weights = e.bytes.parameters + e.bytes.buffers;
+  const reference = g.beta !== 0 && r.lora === undefined ? weights : 0;
+
+  // Generation: the rollout batch of G sequences, the old buffered inputs still referenced.
+  const G = g.generationBatchSize;
+  const prefillModel = withHead(model, { kind: 'logits', keep: 1, autocast: r.bf16 }, 'grpoStep');
+  const prefill = inference(prefillModel, [G, prompt]);
+  const decode = inference(prefillModel, [G, 1]);
+  // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), the values in bf16.
+  const cacheOf = (seq: number) =>
+    r.bf16 ? (kvCache(model, { batch: G, seq, dtype: 'float32' }) + kvCache(model, { batch: G, seq, dtype: 'bfloat16' })) / 2 : kvCache(model, { batch: G, seq, dtype: 'float32' });
+  const cacheEnd = cacheOf(length - 1);
+  const growing = cacheOf(length - 2) / layers;
+  const V = model.meta!.vocab;
+  // generate's per-step tensors: the fp32 copy of the last logits, the processed scores, the probabilities; the growing ids and mask.
+  const sampling = 3 * bytes(G * V * 4, device) + 2 * bytes(G * length * 8, device);
+  const generationBase = between + reference;
+  const phases: TrainerPhase[] = [
+    {
+      name: 'prefill',
+      start: generationBase,
+      peak: generationBase + forwardAbove(prefill) + 2 * bytes(G * prompt * 8, device),
+      detail: `model.generate's first forward over ${G} × ${prompt} prompt tokens (logits_to_keep=1), the cache filled`,
+    },
+    {
+      name: 'decode',
+      start: generationBase,
+      peak: generationBase + cacheEnd + Math.max(growing, forwardAbove(decode)) + sampling,
+      detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
+    },
+  ];
+  const logpsModel = withHead(model, { kind: 'token-logps', keep: L, autocast: r.bf16 }, 'grpoStep');
+  const pass = (name: 'old_logps' | 'ref_logps', detail: string, adapters: boolean) => {
+    const { lora: _lora, ...base } = common;
+    const est = adapters ? inference(logpsModel, [r.batch, length]) : runStep(logpsModel, { ...base, input: [r.batch, length], mode: 'inference', timeline: false });
+    const results = bytes(G * L * 4, device);
+    phases.push({ name, start: generationBase, peak: generationBase + forwardAbove(est) + results + bytes(G * length * 8, device) * 2, detail });
+  };
+  if (oldLogps) pass('old_logps', `the policy's no-grad log-probabilities of the ${G} completions, ${r.batch} at a time`, true);
+  if (g.beta !== 0) pass('ref_logps', `the reference's no-grad log-probabilities${r.lora !== undefined ? ' (adapters disabled)' : ''}, ${r.batch} at a time`, false);
+  phases.push(...lossPhases.map((p) => ({ ...p, start: p.start + reference, peak: p.peak + reference })));
+  return {
+    trainer: 'grpo',
+    args: r,
+    params: e.params,
+    resident: residentOf(e, buffered, reference),
+    phases,
+    ...peakOf(phases),
+    between: between + reference,
+    generationBatch: G,
+    generateEvery,
+    kvCache: cacheEnd,
+  };
+}
