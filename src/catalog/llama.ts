@@ -480,13 +480,15 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     const parallelLoss = tp?.lossParallel === true;
     const upcast = fam.logitsUpcast;
     if (upcast === 'always' || (upcast === 'labels' && g.gradEnabled)) logits = g.call(castOp, [logits], { dtype: 'float32' })[0]!;
-    // The output returns the logits: they live through the loss.
-    g.hold(logits);
+    // The output returns the logits: they live through the loss (SFTTrainer's metrics run after
+    // the forward returned, on accelerate's float32 copy: the logits themselves end with the loss).
+    if (head.kind !== 'loss-metrics') g.hold(logits);
     // A pipeline stage gets no labels: its loss function runs outside the model.
     if (!g.gradEnabled || stage !== undefined) return logits;
     const loss = causalLmLoss(g, logits, ids!, parallelLoss ? local.vocab : shape.vocab, fam.loss, upcast === 'loss', parallelLoss);
     // accelerate converts the returned logits to float32 (a transient the loop drops with the outputs);
     // SFTTrainer's metrics then run on them outside the forward.
+    if (head.kind === 'loss-metrics') g.touch(logits);
     g.endForward();
     const returned = fp32(g, logits, head.autocast);
     if (head.kind === 'loss-metrics') lossMetrics(g, returned);
@@ -509,6 +511,7 @@ function decoderMeta(b: DecoderBuild): ModelMeta {
     intermediate: shape.intermediate,
     gatedMlp: true,
     tied: shape.tied,
+    attention: b.impl,
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
     ...(windows !== undefined ? { layerWindows: windows } : {}),
     ...(tp !== undefined ? { tensorParallel: tp } : {}),

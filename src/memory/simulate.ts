@@ -254,7 +254,8 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
     }
     if (resultsOnly(op.forwardSteps)) makeOutputs();
     else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs });
-    ledger.record('forward', plan.labels[op.index]!);
+    // Ops after the model's forward returned (a trainer's loss on the logits) are the `loss` phase.
+    ledger.record(op.stage === 'loss' ? 'loss' : 'forward', plan.labels[op.index]!);
     for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) {
       const storage = plan.dying[k]!;
       const block = storageBlock.get(storage);

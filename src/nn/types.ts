@@ -150,6 +150,8 @@ export interface ModelMeta {
   readonly gatedMlp: boolean;
   /** Whether the LM head shares the token embedding's weight. */
   readonly tied: boolean;
+  /** The attention implementation the model was built with (eager, sdpa, flash), where the builder records it. */
+  readonly attention?: 'eager' | 'sdpa' | 'flash';
   /** Mistral's sliding window: the KV cache keeps at most this many positions. */
   readonly slidingWindow?: number;
   /**

@@ -141,6 +141,8 @@ const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
     'steps_per_generation',
     'generation_batch_size',
     'loss_type',
+    'generation_kwargs',
+    'model_init_kwargs',
   ]),
 };
 
@@ -178,6 +180,8 @@ export interface ResolvedTrainerArgs {
     readonly stepsPerGeneration: number;
     readonly generationBatchSize: number;
     readonly lossType: (typeof GRPO_LOSSES)[number];
+    /** generation_kwargs' `min_new_tokens` (its logits processors suppress EOS until then), or 0. */
+    readonly minNewTokens: number;
   };
   /** PEFT LoRA, when a peft_config is given. */
   readonly lora?: { readonly rank: number; readonly targets?: readonly string[] | 'all-linear'; readonly dropout: number };
@@ -305,6 +309,42 @@ function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
   };
 }
 
+/** GRPOConfig.generation_kwargs: only `min_new_tokens` is modelled (two logits processors per decode step). */
+function generationKwargs(v: Record<string, unknown>, path: Path, issues: Issue[]): number {
+  const kwargs = v.generation_kwargs;
+  if (kwargs === null || kwargs === undefined) return 0;
+  if (typeof kwargs !== 'object' || Array.isArray(kwargs)) {
+    issues.push({ path: [...path, 'generation_kwargs'], code: 'bad-option', message: 'must be a mapping', received: show(kwargs) });
+    return 0;
+  }
+  let min = 0;
+  for (const [key, value] of Object.entries(kwargs)) {
+    if (key === 'min_new_tokens' && typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) min = value;
+    else issues.push({ path: [...path, 'generation_kwargs', key], code: 'not-modelled', message: `generation_kwargs.${key} is not modelled (min_new_tokens is)`, received: show(value) });
+  }
+  return min;
+}
+
+/** GRPOConfig.model_init_kwargs (how TRL loads the reference model): float32 weights and any attention are modelled. */
+function modelInitKwargs(v: Record<string, unknown>, path: Path, issues: Issue[]): void {
+  const kwargs = v.model_init_kwargs;
+  if (kwargs === null || kwargs === undefined) return;
+  if (typeof kwargs !== 'object' || Array.isArray(kwargs)) {
+    issues.push({ path: [...path, 'model_init_kwargs'], code: 'bad-option', message: 'must be a mapping', received: show(kwargs) });
+    return;
+  }
+  for (const [key, value] of Object.entries(kwargs)) {
+    const ok = (key === 'dtype' || key === 'torch_dtype') ? value === 'float32' || value === 'auto' : key === 'attn_implementation';
+    if (!ok)
+      issues.push({
+        path: [...path, 'model_init_kwargs', key],
+        code: 'not-modelled',
+        message: `model_init_kwargs.${key} = ${show(value)} is not modelled (the reference is the policy's architecture in float32)`,
+        received: show(value),
+      });
+  }
+}
+
 function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: number, path: Path, issues: Issue[]): NonNullable<ResolvedTrainerArgs['grpo']> {
   const numGenerations = positiveInt(v, 'num_generations', path, issues) ?? 1;
   const maxCompletionLength = positiveInt(v, 'max_completion_length', path, issues) ?? 1;
@@ -335,7 +375,7 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
       received: String(numGenerations),
     });
   if (numGenerations < 2) issues.push({ path: [...path, 'num_generations'], code: 'bad-option', message: 'GRPO needs at least 2 generations per prompt', expected: '≥ 2', received: String(numGenerations) });
-  return { numGenerations, maxCompletionLength, beta, temperature, numIterations, stepsPerGeneration, generationBatchSize, lossType };
+  return { numGenerations, maxCompletionLength, beta, temperature, numIterations, stepsPerGeneration, generationBatchSize, lossType, minNewTokens: generationKwargs(v, path, issues) };
 }
 
 /**

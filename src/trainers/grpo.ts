@@ -52,6 +52,48 @@ export function bufferedBytes(r: ResolvedTrainerArgs, prompt: number, device: De
   return total;
 }
 
+/** The highest live bytes of a no-grad forward up to its logits' return (the forward and the first op after it), above its baseline. */
+function forwardWindow(e: Estimate<number>): number {
+  let peak = 0;
+  for (const t of e.timeline) {
+    if (t.phase === 'forward') peak = Math.max(peak, t.live as number);
+    else if (t.phase === 'loss') {
+      peak = Math.max(peak, t.live as number);
+      break;
+    }
+  }
+  return peak - (e.steps.inference!.baseline as number);
+}
+
+/**
+ * Eager (and masked sdpa) attention with fewer key/value heads than query heads: `repeat_kv`
+ * copies one layer's cached keys and values to every head for the decode step's attention
+ * ([G, heads, T, head_dim] each; keys float32 after rotary, values in the autocast dtype).
+ */
+export function repeatedKv(model: ModuleLayer, G: number, positions: number, amp: boolean, device: Device): number {
+  const m = model.meta!;
+  if (m.kvHeads >= m.heads || m.attention === 'flash') return 0;
+  const n = G * m.heads * positions * m.headDim;
+  return bytes(n * 4, device) + bytes(n * (amp ? 2 : 4), device);
+}
+
+/**
+ * What sampling one token holds (transformers 5.18 generation/utils.py `_sample`, logits_process.py),
+ * in float32 [G, V] tensors S: `next_token_logits` (a copy of the last position's logits), the
+ * processed scores (new tensors when a processor or the temperature's division runs), the
+ * softmax's probabilities — the previous step's still bound while the next forward runs (`held`).
+ * With min_new_tokens, two processors each make `arange(V)` (int64), its `isin` mask, a clone of
+ * the scores and `torch.where`; the peak (`sampling`) is at the second one: the previous scores and
+ * probabilities, the forward's logits, the new copy, both `where` results and the second clone.
+ */
+export function samplingBytes(G: number, V: number, g: NonNullable<ResolvedTrainerArgs['grpo']>, device: Device): { held: number; sampling: number } {
+  const S = bytes(G * V * 4, device);
+  const processed = g.minNewTokens > 0 || g.temperature !== 1;
+  const held = S + (processed ? S : 0) + S;
+  if (g.minNewTokens > 0) return { held, sampling: 7 * S + bytes(V * 8, device) + bytes(V, device) };
+  return { held, sampling: g.temperature !== 1 ? 5 * S : 4 * S };
+}
+
 /** A no-grad forward's peak above its weights and input (what the pass adds to what is resident). */
 function forwardAbove(e: Estimate<number>): number {
   return e.bytes.peak - (e.steps.inference!.baseline as number);
@@ -84,7 +126,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const train = stepOptions(r, [r.batch, length], device, r.accumulation, layers);
   const { microBatches: _m, optimizer: _o, checkpoint: _c, timeline: _t, ...common } = train;
   const inference = (m: ModuleLayer, input: readonly [number, number], extra: Partial<EstimateOptions> = {}) =>
-    runStep(m, { ...common, ...extra, input, mode: 'inference', timeline: false });
+    runStep(m, { ...common, ...extra, input, mode: 'inference', timeline: true });
 
   const generateEvery = g.stepsPerGeneration * g.numIterations;
   const oldLogps = r.accumulation % generateEvery !== 0;
@@ -94,24 +136,27 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const buffered = bufferedBytes(r, prompt, device, oldLogps);
   // compute_loss: torch.cat of prompt and completion ids (the model's input) and of the masks.
   const extra = buffered + bytes(r.batch * length * 8, device);
-  const { phases: lossPhases, between: lossBetween } = trainerPhases(e, r, extra, device);
-  const between = lossBetween - bytes(r.batch * length * 8, device);
+  const { phases: lossPhases, between } = trainerPhases(e, r, extra, device, buffered);
   const weights = e.bytes.parameters + e.bytes.buffers;
   const reference = g.beta !== 0 && r.lora === undefined ? weights : 0;
 
   // Generation: the rollout batch of G sequences, the old buffered inputs still referenced.
   const G = g.generationBatchSize;
-  const prefillModel = withHead(model, { kind: 'logits', keep: 1, autocast: r.bf16 }, 'grpoStep');
-  const prefill = inference(prefillModel, [G, prompt]);
-  const decode = inference(prefillModel, [G, 1]);
+  // A PeftModel's generate calls the base model's forward, which accelerate did not wrap in autocast: float32.
+  const amp = r.bf16 && r.lora === undefined;
+  const prefillModel = withHead(model, { kind: 'logits', keep: 1, autocast: amp }, 'grpoStep');
+  const precision = { precision: amp ? 'amp-bf16' : 'fp32' } as const;
+  const prefill = inference(prefillModel, [G, prompt], precision);
+  const decode = inference(prefillModel, [G, 1], precision);
   // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), the values in bf16.
   const cacheOf = (seq: number) =>
-    r.bf16 ? (kvCache(model, { batch: G, seq, dtype: 'float32' }) + kvCache(model, { batch: G, seq, dtype: 'bfloat16' })) / 2 : kvCache(model, { batch: G, seq, dtype: 'float32' });
+    amp ? (kvCache(model, { batch: G, seq, dtype: 'float32' }) + kvCache(model, { batch: G, seq, dtype: 'bfloat16' })) / 2 : kvCache(model, { batch: G, seq, dtype: 'float32' });
   const cacheEnd = cacheOf(length - 1);
   const growing = cacheOf(length - 2) / layers;
   const V = model.meta!.vocab;
-  // generate's per-step tensors: the fp32 copy of the last logits, the processed scores, the probabilities; the growing ids and mask.
-  const sampling = 3 * bytes(G * V * 4, device) + 2 * bytes(G * length * 8, device);
+  const repeated = repeatedKv(model, G, length - 1, amp, device);
+  const sampling = samplingBytes(G, V, g, device);
+  const ids = 2 * bytes(G * length * 8, device);
   const generationBase = between + reference;
   const phases: TrainerPhase[] = [
     {
@@ -123,16 +168,22 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     {
       name: 'decode',
       start: generationBase,
-      peak: generationBase + cacheEnd + Math.max(growing, forwardAbove(decode)) + sampling,
+      peak: generationBase + cacheEnd + ids + Math.max(sampling.held + Math.max(growing, forwardAbove(decode), repeated), sampling.sampling),
       detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
     },
   ];
   const logpsModel = withHead(model, { kind: 'token-logps', keep: L, autocast: r.bf16 }, 'grpoStep');
   const pass = (name: 'old_logps' | 'ref_logps', detail: string, adapters: boolean) => {
     const { lora: _lora, ...base } = common;
-    const est = adapters ? inference(logpsModel, [r.batch, length]) : runStep(logpsModel, { ...base, input: [r.batch, length], mode: 'inference', timeline: false });
+    // The reference: PEFT's model with its adapters disabled (every weight frozen: autocast casts them afresh), or a second model.
+    const reference = r.lora !== undefined ? { freeze: ['model', 'lm_head'] } : {};
+    const est = adapters ? inference(logpsModel, [r.batch, length]) : runStep(logpsModel, { ...base, ...reference, input: [r.batch, length], mode: 'inference', timeline: true });
     const results = bytes(G * L * 4, device);
-    phases.push({ name, start: generationBase, peak: generationBase + forwardAbove(est) + results + bytes(G * length * 8, device) * 2, detail });
+    // From the second chunk on, the previous chunk's `outputs.logits` and `logits / temperature` stay
+    // bound through the next forward, until its logits come back and the names are rebound.
+    const previous = G > r.batch ? bytes(r.batch * (L + 1) * V * 4, device) + bytes(r.batch * L * V * 4, device) : 0;
+    const above = Math.max(forwardAbove(est), previous + forwardWindow(est));
+    phases.push({ name, start: generationBase, peak: generationBase + above + results + bytes(G * length * 8, device) * 2, detail });
   };
   if (oldLogps) pass('old_logps', `the policy's no-grad log-probabilities of the ${G} completions, ${r.batch} at a time`, true);
   if (g.beta !== 0) pass('ref_logps', `the reference's no-grad log-probabilities${r.lora !== undefined ? ' (adapters disabled)' : ''}, ${r.batch} at a time`, false);

@@ -43,8 +43,12 @@ export function gradientTensors(e: Estimate<number>): number {
   return e.ir.storages.filter((s) => s.role === 'param' && s.trainable).length;
 }
 
-/** The Trainer's phases from the step's estimate: forward+loss, backward, clip, optimizer, zero_grad at the end. */
-export function trainerPhases(e: Estimate<number>, r: ResolvedTrainerArgs, extra: number, device: Device): { phases: TrainerPhase[]; between: number } {
+/**
+ * The Trainer's phases from the step's estimate: forward+loss, backward, clip, optimizer,
+ * zero_grad at the end. `extra`: the trainer's tensors through the step (its batches);
+ * `persistent`: those of them kept between steps.
+ */
+export function trainerPhases(e: Estimate<number>, r: ResolvedTrainerArgs, extra: number, device: Device, persistent = 0): { phases: TrainerPhase[]; between: number } {
   const totals = phaseTotals(e.timeline);
   const get = (p: Parameters<typeof totals.get>[0]) => totals.get(p) ?? fail('internal', `no ${p} phase in the step`);
   const zero = get('zero_grad');
@@ -53,13 +57,20 @@ export function trainerPhases(e: Estimate<number>, r: ResolvedTrainerArgs, extra
   const backward = get('backward');
   const step = get('step');
   const after = totals.get('end') ?? step;
-  const between = zero.end + extra;
-  const clip = r.maxGradNorm > 0 ? clipBytes(gradientTensors(e), device) : 0;
+  // The step's batches go with the step; what the trainer keeps across steps (`persistent`) stays.
+  const between = zero.end + persistent;
+  // Without clipping the Trainer still takes the norm for its logs (trainer.py `_get_grad_norm`).
+  const clip = clipBytes(gradientTensors(e), device);
   const phases: TrainerPhase[] = [
-    { name: 'forward', start: between, peak: Math.max(forward.peak, loss?.peak ?? 0) + extra, detail: 'compute_loss: the forward and the loss' },
+    { name: 'forward', start: zero.end + extra, peak: Math.max(forward.peak, loss?.peak ?? 0) + extra, detail: 'compute_loss: the forward and the loss' },
     { name: 'backward', start: (loss ?? forward).end + extra, peak: backward.peak + extra, detail: 'accelerator.backward' },
   ];
-  if (r.maxGradNorm > 0) phases.push({ name: 'clip', start: backward.end + extra, peak: backward.end + extra + clip, detail: 'clip_grad_norm_ (foreach norms)' });
+  phases.push({
+    name: 'clip',
+    start: backward.end + extra,
+    peak: backward.end + extra + clip,
+    detail: r.maxGradNorm > 0 ? 'clip_grad_norm_ (foreach norms)' : 'the gradient norm for the logs (max_grad_norm 0: no clipping)',
+  });
   phases.push(
     { name: 'optimizer', start: backward.end + extra, peak: step.peak + extra, detail: 'optimizer.step' },
     { name: 'zero_grad', start: after.end + extra, peak: after.end + extra, detail: 'model.zero_grad() at the end of the step' },
