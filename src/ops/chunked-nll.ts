@@ -14,6 +14,66 @@ function atMost(a: Dim, k: number): Dim {
   return typeof a === 'number' ? Math.min(a, k) : k;
 }
 
+/** How many chunks the rows make (a symbolic size: taken to be more than one). */
+function chunksOf(rows: Dim, chunk: number): number {
+  return typeof rows === 'number' ? Math.ceil(rows / chunk) : 2;
+}
+
+/**
+ * Backward of the chunked loss, at its largest chunk (the first, which backward reaches last):
+ * the chunk recomputed whole — logits, log_softmax, and the entropy's `exp` and product, all
+ * four at once — then only `log_p` kept; nll's and log_softmax's gradients; the matmul's [c, H]
+ * and [V, H] gradients (16-bit first under autocast, then ToCopyBackward's float32). The weight
+ * gradients of the chunks meet in TBackward0's buffer: the earlier chunks' sum is alive, and the
+ * last is added out of place (three [V, H] at once) before lm_head's `.grad` takes the sum.
+ * Measured: torch 2.13 CPU, TRL 1.13 (sft_qwen3_h64_v12800_chunked_nogc_fp32's trace).
+ */
+function chunkBackward(b: {
+  readonly castRows: Dim;
+  readonly castWeight: Dim;
+  readonly lowLogits: Dim;
+  readonly logits32: Dim;
+  readonly rowsGrad: Dim;
+  readonly weightBytes: number;
+  readonly weight16: Dim;
+  readonly packed: Dim;
+  readonly many: boolean;
+}): KernelStep[] {
+  const steps: KernelStep[] = [];
+  if (b.many) steps.push({ alloc: 'earlier weight gradients', bytes: b.weightBytes });
+  steps.push(
+    { alloc: 'castRows', bytes: b.castRows },
+    { alloc: 'castWeight', bytes: b.castWeight },
+    { alloc: 'lowLogits', bytes: b.lowLogits },
+    // `.float()`: the 16-bit logits go as soon as the float32 copy exists.
+    { alloc: 'logits', bytes: b.logits32 },
+    { free: 'lowLogits' },
+    { alloc: 'logp', bytes: b.logits32 },
+    { alloc: 'exp', bytes: b.logits32 },
+    { alloc: 'product', bytes: b.logits32 },
+    { free: 'product' },
+    { free: 'exp' },
+    { free: 'logits' },
+    { alloc: 'nllGrad', bytes: b.logits32 },
+    { alloc: 'logitsGrad', bytes: b.logits32 },
+    { free: 'logp' },
+    { free: 'nllGrad' },
+    { alloc: 'logitsGrad16', bytes: b.lowLogits },
+    { free: 'logitsGrad' },
+    { alloc: 'rowsGrad', bytes: b.rowsGrad },
+    { alloc: 'weightGrad16', bytes: b.weight16 },
+    { free: 'logitsGrad16' },
+    { free: 'castRows' },
+    { free: 'castWeight' },
+    { alloc: 'weightGrad', bytes: b.weightBytes },
+    { free: 'weightGrad16' },
+    { results: 'paramGrads' },
+  );
+  if (b.many) steps.push({ free: 'earlier weight gradients' });
+  steps.push({ free: 'weightGrad' }, { alloc: 'sliceGrad', bytes: b.packed }, { free: 'rowsGrad' }, { alloc: 'packedGrad', bytes: b.packed }, { free: 'sliceGrad' }, { results: 'inputGrads' }, { free: 'packedGrad' });
+  return steps;
+}
+
 /** Attributes of {@link chunkedNllOp}. */
 export interface ChunkedNllAttrs {
   readonly vocab: number;
@@ -67,35 +127,20 @@ export const chunkedNllOp: OpRule<ChunkedNllAttrs> = {
     forward.push({ free: 'castRows' }, { free: 'castWeight' }, { alloc: 'logits', bytes: logits32 }, { free: 'lowLogits' });
     forward.push({ alloc: 'logp', bytes: logits32 }, { alloc: 'exp', bytes: logits32 }, { alloc: 'product', bytes: logits32 });
     forward.push({ free: 'exp' }, { free: 'product' }, { free: 'logp' }, { free: 'logits' }, { free: 'valid' });
-    const backward: KernelStep[] = [
-      // Recompute: log_p and exp kept, the logits freed when the chunk function returns.
-      { alloc: 'castRows', bytes: castRows },
-      { alloc: 'castWeight', bytes: castWeight },
-      { alloc: 'lowLogits', bytes: lowLogits },
-      { alloc: 'logits', bytes: logits32 },
-      { alloc: 'logp', bytes: logits32 },
-      { alloc: 'exp', bytes: logits32 },
-      { free: 'logits' },
-      { free: 'lowLogits' },
-      { alloc: 'nllGrad', bytes: logits32 },
-      { alloc: 'logitsGrad', bytes: logits32 },
-      { free: 'nllGrad' },
-      { alloc: 'rowsGrad', bytes: mul(mul(chunk, width), h) },
-      { alloc: 'weightGrad', bytes: V * width * (DTYPE_BITS[ctx.paramDtype] / 8) },
-      { free: 'logitsGrad' },
-      { results: 'paramGrads' },
-      { free: 'weightGrad' },
-      { alloc: 'sliceGrad', bytes: packed },
-      { free: 'rowsGrad' },
-      { free: 'castRows' },
-      { free: 'castWeight' },
-      { free: 'logp' },
-      { free: 'exp' },
-      { alloc: 'packedGrad', bytes: packed },
-      { free: 'sliceGrad' },
-      { results: 'inputGrads' },
-      { free: 'packedGrad' },
-    ];
+    const weightBytes = V * width * (DTYPE_BITS[ctx.paramDtype] / 8);
+    const backward = (weights: boolean) =>
+      chunkBackward({
+        castRows,
+        castWeight,
+        lowLogits,
+        logits32,
+        rowsGrad: mul(mul(chunk, width), h),
+        // A frozen lm_head (LoRA) gets no weight gradient.
+        weightBytes: weights ? weightBytes : 0,
+        weight16: weights && compute !== ctx.paramDtype ? mul(V * width, c16) : 0,
+        packed,
+        many: weights && chunksOf(rows, attrs.chunk) > 1,
+      });
     return {
       outputs: [tensor([], 'float32')],
       params: [attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight }],
@@ -109,7 +154,7 @@ export const chunkedNllOp: OpRule<ChunkedNllAttrs> = {
           : [],
       macs: () => mul(mul(rows, width), V),
       forwardSteps: forward,
-      backward: () => ({ inputGrads: ['new', 'none'], steps: backward }),
+      backward: (needs) => ({ inputGrads: ['new', 'none'], steps: backward(needs.params) }),
     };
   },
 };
