@@ -38,14 +38,14 @@ export const decoderOptions = object({
     // What the *ForCausalLM forward computes after the decoder (catalog/lm-head.ts): a trainer's loss or logits.
     head: anyOf(
       [
-        object({ fields: { kind: oneOf(['loss'], 'head'), autocast: boolean }, required: ['kind'] }),
-        object({ fields: { kind: oneOf(['logits'], 'head'), keep: integer(1), autocast: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['loss'], 'head'), autocast: boolean, useCache: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['logits'], 'head'), keep: integer(1), autocast: boolean, useCache: boolean }, required: ['kind'] }),
         object({
-          fields: { kind: oneOf(['token-logps'], 'head'), keep: integer(1), entropy: boolean, loss: oneOf(['grpo', 'none']), beta: boolean, autocast: boolean },
+          fields: { kind: oneOf(['token-logps'], 'head'), keep: integer(1), entropy: boolean, loss: oneOf(['grpo', 'none']), beta: boolean, autocast: boolean, useCache: boolean },
           required: ['kind', 'keep'],
         }),
-        object({ fields: { kind: oneOf(['chunked-nll'], 'head'), chunk: integer(1), autocast: boolean }, required: ['kind'] }),
-        object({ fields: { kind: oneOf(['loss-metrics'], 'head'), autocast: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['chunked-nll'], 'head'), chunk: integer(1), autocast: boolean, useCache: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['loss-metrics'], 'head'), autocast: boolean, useCache: boolean }, required: ['kind'] }),
       ],
       "a head: { kind: 'loss' | 'logits' | 'token-logps' | 'chunked-nll' | 'loss-metrics', … }",
     ),

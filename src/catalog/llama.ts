@@ -152,7 +152,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
     meta: decoderMeta(b),
     body,
-    withHead: (head: LmHead) => llamaFamily(shape, { ...options, head }),
+    withHead: (head: LmHead) => llamaFamily(shape, { ...options, head, ...(head.useCache !== undefined ? { useCache: head.useCache } : {}) }),
     // Layers of different windows differ in their inputs: traced whole.
     ...(stage === undefined && shape.layerMlp === undefined && (windows === undefined || windows.every((w) => w === windows[0]))
       ? {

@@ -99,6 +99,8 @@ export type LmHead = (
    * so matmul's reshape copies nothing) and the 16-bit logits come back as float32 copies.
    */
   readonly autocast?: boolean;
+  /** The forward's `use_cache` when the trainer passes one (TRL's log-prob passes: False). */
+  readonly useCache?: boolean;
 };
 
 /**

@@ -103,7 +103,7 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   // Autocast runs `lower` ops on 16-bit copies of their weights: a weight that requires grad is
   // cast once and cached until the forward ends (also under no_grad); a frozen one is cast at
   // every use, kept only if the op saves it.
-  const copies = policy === 'lower' ? autocastCopies(state, params, castTo!, extras, options.gradEnabled) : NO_COPIES;
+  const copies = policy === 'lower' ? autocastCopies(state, params, castTo!, extras) : NO_COPIES;
   if (result.alias === 'inplace' && options.gradEnabled) checkInPlace(state, rule.name, inputTensors[0]!.storage);
   const paramsNeed = params !== NO_IDS && anyParamNeeds(state, params);
   const recorded = options.gradEnabled && (anyInputNeeds || paramsNeed);
@@ -177,15 +177,16 @@ function readInputs(state: State, inputs: readonly TensorRef[], tensors: IRTenso
 
 /**
  * The op's parameters → their autocast copies. autocast's cache (`cached_cast`) keeps the cast of
- * a leaf that requires grad until the autocast region ends, under no_grad too; other weights
- * (frozen, or every weight when nothing is recorded and the model is frozen) are cast afresh.
+ * a leaf that requires grad until the autocast region ends, under no_grad too; a frozen weight is
+ * cast afresh at every use.
  */
-function autocastCopies(state: State, params: ReadonlyMap<string, number>, castTo: DType, extras: number[], gradEnabled: boolean): ReadonlyMap<number, number> {
+function autocastCopies(state: State, params: ReadonlyMap<string, number>, castTo: DType, extras: number[]): ReadonlyMap<number, number> {
   const copies = new Map<number, number>();
   for (const id of params.values()) {
     const param = state.tensors[id]!;
     if (!isFloating(param.spec.dtype) || param.spec.dtype === castTo) continue;
-    const cached = gradEnabled || state.storages[param.storage]!.trainable;
+    // cached_cast: only a leaf that requires grad (a frozen LoRA base weight is cast at every use, kept only where saved).
+    const cached = state.storages[param.storage]!.trainable;
     let copy = cached ? state.autocastCopies.get(id) : undefined;
     if (copy === undefined) {
       const spec = tensor(param.spec.shape, castTo);

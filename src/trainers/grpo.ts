@@ -131,7 +131,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const generateEvery = g.stepsPerGeneration * g.numIterations;
   const oldLogps = r.accumulation % generateEvery !== 0;
   // The loss step: per-token log-probabilities of the completion, entropy, the clipped loss.
-  const lossModel = withHead(model, { kind: 'token-logps', keep: L, entropy: true, loss: 'grpo', beta: g.beta !== 0, autocast: r.bf16 }, 'grpoStep');
+  const lossModel = withHead(model, { kind: 'token-logps', keep: L, entropy: true, loss: 'grpo', beta: g.beta !== 0, autocast: r.bf16, useCache: false }, 'grpoStep');
   const e = runStep(lossModel, train);
   const buffered = bufferedBytes(r, prompt, device, oldLogps);
   // compute_loss: torch.cat of prompt and completion ids (the model's input) and of the masks.
@@ -152,7 +152,8 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const cacheOf = (seq: number) =>
     amp ? (kvCache(model, { batch: G, seq, dtype: 'float32' }) + kvCache(model, { batch: G, seq, dtype: 'bfloat16' })) / 2 : kvCache(model, { batch: G, seq, dtype: 'float32' });
   const cacheEnd = cacheOf(length - 1);
-  const growing = cacheOf(length - 2) / layers;
+  // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
+  const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
   const V = model.meta!.vocab;
   const repeated = repeatedKv(model, G, length - 1, amp, device);
   const sampling = samplingBytes(G, V, g, device);
@@ -172,7 +173,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
       detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
     },
   ];
-  const logpsModel = withHead(model, { kind: 'token-logps', keep: L, autocast: r.bf16 }, 'grpoStep');
+  const logpsModel = withHead(model, { kind: 'token-logps', keep: L, autocast: r.bf16, useCache: false }, 'grpoStep');
   const pass = (name: 'old_logps' | 'ref_logps', detail: string, adapters: boolean) => {
     const { lora: _lora, ...base } = common;
     // The reference: PEFT's model with its adapters disabled (every weight frozen: autocast casts them afresh), or a second model.

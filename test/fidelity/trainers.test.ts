@@ -1,0 +1,56 @@
+/**
+ * The trainers users run — transformers 5.18's Trainer, TRL 1.13's SFTTrainer and GRPOTrainer
+ * (PEFT 0.21, accelerate 1.15) — measured on PyTorch 2.13 CPU by tools/oracle/trainers_cpu.py,
+ * against trainerStep / sftStep / grpoStep given the same arguments. Every phase the oracle
+ * marks (generation's prefill and decode, the old-policy and reference log-probabilities, the
+ * loss forward and backward, clipping, the optimizer, zero_grad) and the step's peak within 3%;
+ * parameters and optimizer state exact. The holdout set (test/fixtures/trainers-holdout) was
+ * measured once and compared without changing anything.
+ */
+import { describe, expect, it } from 'vitest';
+import { VramError } from '../../src/index.js';
+import { compareTrainerFixture, estimateTrainerFixture, loadTrainerFixtures, type TrainerFixture } from '../helpers/trainers-oracle.js';
+import { existsSync } from 'node:fs';
+
+const TOLERANCE = 0.03;
+
+function check(fixture: TrainerFixture): void {
+  const t = estimateTrainerFixture(fixture);
+  expect(t.params.total).toBe(fixture.params.total);
+  expect(t.params.trainable).toBe(fixture.params.trainable);
+  expect(t.resident.optimizer).toBe(fixture.optimizerStateBytes);
+  for (const row of compareTrainerFixture(fixture, t)) {
+    expect(Number.isNaN(row.measured), `${row.figure}: a phase the oracle did not measure`).toBe(false);
+    expect(Number.isNaN(row.estimated), `${row.figure}: a measured phase we do not estimate`).toBe(false);
+    expect(Math.abs(row.error), `${row.figure}: ${row.estimated} vs ${row.measured}`).toBeLessThanOrEqual(TOLERANCE);
+  }
+}
+
+/** Cases whose arguments vram-ts refuses (a setting it does not model): the refusal names the field. */
+const REFUSED: Readonly<Record<string, string>> = {
+  sft_qwen2_h64_v3200_lora_bias_all_nll_fp32: 'peft_config.bias',
+};
+
+describe('real trainers on torch 2.13 CPU (development cases)', () => {
+  for (const fixture of loadTrainerFixtures()) {
+    const refused = REFUSED[fixture.id];
+    if (refused !== undefined) {
+      it(`${fixture.id}: refused, naming ${refused}`, () => {
+        try {
+          estimateTrainerFixture(fixture);
+          expect.unreachable('estimated');
+        } catch (error) {
+          expect(error).toBeInstanceOf(VramError);
+          expect((error as VramError).issues.map((i) => i.path.join('.'))).toContain(refused);
+        }
+      });
+      continue;
+    }
+    it(fixture.id, () => check(fixture));
+  }
+});
+
+const holdout = new URL('../fixtures/trainers-holdout/', import.meta.url);
+describe.runIf(existsSync(holdout))('real trainers on torch 2.13 CPU (holdout cases, never used in development)', () => {
+  for (const fixture of existsSync(holdout) ? loadTrainerFixtures('trainers-holdout') : []) it(fixture.id, () => check(fixture));
+});
