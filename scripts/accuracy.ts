@@ -26,6 +26,7 @@ import {
   loadFsdpTpFixtures,
   loadTpCpFixtures,
 } from '../test/helpers/two-d-oracle.js';
+import { trainersSection } from './accuracy-trainers.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import {
   MIRROR_RELEASE,
@@ -603,6 +604,10 @@ ${twoDSection}
 ## One rank of Megatron-core's data parallelism
 
 ${megatronSection}
+
+## Training steps as the trainers run them: Trainer, SFTTrainer, GRPOTrainer
+
+${trainersSection()}
 
 ## Pending
 

@@ -45,9 +45,10 @@ export const decoderOptions = object({
           required: ['kind', 'keep'],
         }),
         object({ fields: { kind: oneOf(['chunked-nll'], 'head'), chunk: integer(1), autocast: boolean, useCache: boolean }, required: ['kind'] }),
+        object({ fields: { kind: oneOf(['liger-flce'], 'head'), autocast: boolean, useCache: boolean }, required: ['kind'] }),
         object({ fields: { kind: oneOf(['loss-metrics'], 'head'), autocast: boolean, useCache: boolean }, required: ['kind'] }),
       ],
-      "a head: { kind: 'loss' | 'logits' | 'token-logps' | 'chunked-nll' | 'loss-metrics', … }",
+      "a head: { kind: 'loss' | 'logits' | 'token-logps' | 'chunked-nll' | 'liger-flce' | 'loss-metrics', … }",
     ),
     // Mixture-of-experts decoders (catalog/moe.ts): experts_implementation, measured routing, capacity.
     moe: object({

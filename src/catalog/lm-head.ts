@@ -9,6 +9,7 @@ import { linear } from '../nn/linear.js';
 import { opLayer } from '../nn/op.js';
 import type { GraphBuilder, LmHead, TensorRef } from '../nn/types.js';
 import { chunkedNllOp } from '../ops/chunked-nll.js';
+import { fusedLinearCrossEntropyOp } from '../ops/fused-linear-cross-entropy.js';
 import { grpoLossOp } from '../ops/grpo-loss.js';
 import { detachOp, entropyOp, selectiveLogSoftmaxOp } from '../ops/log-probs.js';
 import { castOp } from '../ops/cast.js';
@@ -74,6 +75,13 @@ export function trainerHead(g: GraphBuilder, m: HeadModel, head: Exclude<LmHead,
     }
     case 'token-logps':
       return tokenLogps(g, m, head, h, ids);
+    case 'liger-flce':
+      if (!g.gradEnabled) return g.apply(m.lmHead, h);
+      return g.apply(
+        opLayer(fusedLinearCrossEntropyOp, 'Linear', { vocab: m.vocab, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}), ...(compute !== undefined ? { compute } : {}) }, { name: 'lm_head' }),
+        h,
+        ids,
+      );
     case 'chunked-nll':
       if (!g.gradEnabled) return g.apply(m.lmHead, h);
       return g.apply(

@@ -77,6 +77,7 @@ export interface ModuleLayer {
  *   the policy loss over those log-probabilities (`beta`: with the KL term);
  * - `chunked-nll`: TRL SFTTrainer's chunked cross entropy (`loss_type='chunked_nll'`): lm_head
  *   and the loss in checkpointed chunks of `chunk` tokens (default 256);
+ * - `liger-flce`: Liger's fused linear cross-entropy (`use_liger_kernel`; read from its source, not measured);
  * - `loss-metrics`: the release's loss, then SFTTrainer's no-grad entropy and accuracy on the
  *   shifted logits (`loss_type='nll'`).
  */
@@ -91,6 +92,7 @@ export type LmHead = (
       readonly beta?: boolean;
     }
   | { readonly kind: 'chunked-nll'; readonly chunk?: number }
+  | { readonly kind: 'liger-flce' }
   | { readonly kind: 'loss-metrics' }
 ) & {
   /**

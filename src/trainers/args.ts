@@ -113,7 +113,16 @@ const NEUTRAL = new Set([
 
 /** Fields each trainer models (their values change the estimate). */
 const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
-  trainer: new Set(['per_device_train_batch_size', 'gradient_accumulation_steps', 'gradient_checkpointing', 'gradient_checkpointing_kwargs', 'bf16', 'optim', 'max_grad_norm']),
+  trainer: new Set([
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'gradient_checkpointing',
+    'gradient_checkpointing_kwargs',
+    'bf16',
+    'optim',
+    'max_grad_norm',
+    'use_liger_kernel',
+  ]),
   sft: new Set([
     'per_device_train_batch_size',
     'gradient_accumulation_steps',
@@ -124,6 +133,7 @@ const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
     'max_grad_norm',
     'loss_type',
     'max_length',
+    'use_liger_kernel',
   ]),
   grpo: new Set([
     'per_device_train_batch_size',
@@ -167,6 +177,8 @@ export interface ResolvedTrainerArgs {
   readonly bf16: boolean;
   readonly optim: (typeof OPTIMIZERS)[number];
   readonly maxGradNorm: number;
+  /** `use_liger_kernel`: Liger's fused linear cross-entropy in the forward (read from its source, not measured). */
+  readonly liger: boolean;
   /** SFT: `loss_type` (`chunked_nll` by default) and `max_length`. */
   readonly sftLoss?: 'nll' | 'chunked_nll';
   readonly maxLength?: number | null;
@@ -306,6 +318,7 @@ function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
     bf16: flag(v, 'bf16', path, issues),
     optim: choice(v, 'optim', OPTIMIZERS, path, issues),
     maxGradNorm,
+    liger: v.use_liger_kernel === true,
   };
 }
 
@@ -402,8 +415,10 @@ export function resolveTrainerArgs(trainer: TrainerKind, args: TrainerArgs, opti
   const common = commonArgs(v, path, issues);
   let extra: Partial<ResolvedTrainerArgs> = {};
   if (trainer === 'sft') {
-    // sft_config.py __post_init__: loss_type None → chunked_nll (nll with Liger).
-    const loss = v.loss_type === null ? 'chunked_nll' : choice(v, 'loss_type', ['nll', 'chunked_nll'] as const, path, issues);
+    // sft_config.py __post_init__: loss_type None → chunked_nll (nll with Liger, which refuses chunked_nll).
+    const loss = v.loss_type === null ? (common.liger ? 'nll' : 'chunked_nll') : choice(v, 'loss_type', ['nll', 'chunked_nll'] as const, path, issues);
+    if (common.liger && loss === 'chunked_nll')
+      issues.push({ path: [...path, 'loss_type'], code: 'bad-option', message: "SFTTrainer refuses loss_type='chunked_nll' with use_liger_kernel", expected: "'nll'", received: "'chunked_nll'" });
     extra = { sftLoss: loss, maxLength: v.max_length === null ? null : positiveInt(v, 'max_length', path, issues) };
   } else if (trainer === 'grpo') extra = { grpo: grpoArgs(v, common.batch, common.accumulation, path, issues) };
   const lora = options.peft === undefined || options.peft === null ? undefined : loraOf(options.peft, fields.LoraConfig, fields.peft, ['peft_config'], issues);

@@ -68,13 +68,12 @@ function forwardWindow(e: Estimate<number>): number {
 /**
  * Eager (and masked sdpa) attention with fewer key/value heads than query heads: `repeat_kv`
  * copies one layer's cached keys and values to every head for the decode step's attention
- * ([G, heads, T, head_dim] each; keys float32 after rotary, values in the autocast dtype).
+ * ([G, heads, T, head_dim] each, float32 as the cache is).
  */
-export function repeatedKv(model: ModuleLayer, G: number, positions: number, amp: boolean, device: Device): number {
+export function repeatedKv(model: ModuleLayer, G: number, positions: number, device: Device): number {
   const m = model.meta!;
   if (m.kvHeads >= m.heads || m.attention === 'flash') return 0;
-  const n = G * m.heads * positions * m.headDim;
-  return bytes(n * 4, device) + bytes(n * (amp ? 2 : 4), device);
+  return 2 * bytes(G * m.heads * positions * m.headDim * 4, device);
 }
 
 /**
@@ -148,14 +147,13 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const precision = { precision: amp ? 'amp-bf16' : 'fp32' } as const;
   const prefill = inference(prefillModel, [G, prompt], precision);
   const decode = inference(prefillModel, [G, 1], precision);
-  // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), the values in bf16.
-  const cacheOf = (seq: number) =>
-    amp ? (kvCache(model, { batch: G, seq, dtype: 'float32' }) + kvCache(model, { batch: G, seq, dtype: 'bfloat16' })) / 2 : kvCache(model, { batch: G, seq, dtype: 'float32' });
-  const cacheEnd = cacheOf(length - 1);
+  // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), and
+  // DynamicLayer makes the value cache in the keys' dtype (cache_utils.py:124-147): float32 throughout.
+  const cacheEnd = kvCache(model, { batch: G, seq: length - 1, dtype: 'float32' });
   // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
   const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
   const V = model.meta!.vocab;
-  const repeated = repeatedKv(model, G, length - 1, amp, device);
+  const repeated = repeatedKv(model, G, length - 1, device);
   const sampling = samplingBytes(G, V, g, device);
   const ids = 2 * bytes(G * length * 8, device);
   const generationBase = between + reference;

@@ -7,7 +7,7 @@
 import type { ModuleLayer } from '../nn/types.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type TrainerArgs } from './args.js';
-import { layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerStepEstimate } from './step.js';
+import { checkLiger, layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerStepEstimate } from './step.js';
 import { peakOf, residentOf, trainerBatchBytes, trainerPhases } from './trainer.js';
 
 /** Options of {@link sftStep}. */
@@ -38,7 +38,13 @@ export function sftStep(model: ModuleLayer, config: TrainerArgs, options: SftSte
     fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(given) });
   const sequence = given === undefined ? max : max === undefined ? given : Math.min(given, max);
   if (sequence === undefined) return fail('bad-option', 'max_length is null: give the tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2' });
-  const head = r.sftLoss === 'chunked_nll' ? ({ kind: 'chunked-nll', chunk: 256, autocast: r.bf16 } as const) : ({ kind: 'loss-metrics', autocast: r.bf16 } as const);
+  checkLiger(r, device);
+  // With Liger the loss is its fused linear cross-entropy and no logits come back (no metrics on them).
+  const head = r.liger
+    ? ({ kind: 'liger-flce', autocast: r.bf16 } as const)
+    : r.sftLoss === 'chunked_nll'
+      ? ({ kind: 'chunked-nll', chunk: 256, autocast: r.bf16 } as const)
+      : ({ kind: 'loss-metrics', autocast: r.bf16 } as const);
   const e = runStep(withHead(model, head, 'sftStep'), stepOptions(r, [r.batch, sequence], device, r.accumulation, layersOf(model)));
   const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
   const { phases, between } = trainerPhases(e, r, extra, device);

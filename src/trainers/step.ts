@@ -84,6 +84,12 @@ export function stepOptions(r: ResolvedTrainerArgs, input: readonly [number, num
   };
 }
 
+/** Liger's kernels need Triton on a GPU: a CPU step with them is not something PyTorch runs. */
+export function checkLiger(r: ResolvedTrainerArgs, device: Device): void {
+  if (r.liger && device !== 'cuda')
+    fail('bad-option', "use_liger_kernel runs Triton kernels: only on device 'cuda'", { path: ['options', 'device'], expected: "'cuda'", received: JSON.stringify(device) });
+}
+
 /** The decoder layers of a causal LM (its meta). */
 export function layersOf(model: ModuleLayer): number {
   return model.meta?.layers ?? fail('not-modelled', 'a trainer step needs a decoder catalog model (its meta names the layers)', { path: ['model'], received: model.className });

@@ -9,7 +9,7 @@ import type { ModuleLayer } from '../nn/types.js';
 import type { Device } from '../ops/types.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type ResolvedTrainerArgs, type TrainerArgs } from './args.js';
-import { layersOf, phaseTotals, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
+import { checkLiger, layersOf, phaseTotals, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
 import type { Estimate } from '../estimate-types.js';
 
 /** Options of {@link trainerStep}. */
@@ -20,13 +20,14 @@ export interface TrainerStepOptions extends TrainerOptions {
 
 /**
  * The bytes the Trainer's batches hold beyond the input ids the model reads: every micro-batch
- * of the step is fetched before the first forward (`get_batch_samples`), each with input_ids,
- * attention_mask and labels (int64 [B, S]), and `num_items_in_batch` (an int64 scalar).
+ * of the step is fetched before the first forward (`get_batch_samples`), and accelerate's loader
+ * has read one more ahead (accelerate data_loader.py:584-600), each with input_ids,
+ * attention_mask and labels (int64 [B, S]); `num_items_in_batch` (int64 scalars).
  */
 export function trainerBatchBytes(batch: number, sequence: number, accumulation: number, device: Device): number {
   const rounded = device === 'cuda';
   const ids = blockBytes(batch * sequence * 8, rounded) as number;
-  return (3 * accumulation - 1) * ids + (blockBytes(8, rounded) as number);
+  return (3 * (accumulation + 1) - 1) * ids + 2 * (blockBytes(8, rounded) as number);
 }
 
 /**
@@ -109,7 +110,9 @@ export function trainerStep(model: ModuleLayer, args: TrainerArgs, options: Trai
   const device = options.device ?? 'cuda';
   const sequence = options.sequence;
   if (!Number.isSafeInteger(sequence) || sequence < 2) fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(sequence) });
-  const headed = r.bf16 ? withHead(model, { kind: 'loss', autocast: true }, 'trainerStep') : model;
+  checkLiger(r, device);
+  // use_liger_kernel: transformers patches the forward with Liger's fused linear cross-entropy (no logits in training).
+  const headed = r.liger ? withHead(model, { kind: 'liger-flce', autocast: r.bf16 }, 'trainerStep') : r.bf16 ? withHead(model, { kind: 'loss', autocast: true }, 'trainerStep') : model;
   const e = runStep(headed, stepOptions(r, [r.batch, sequence], device, r.accumulation, layersOf(model)));
   const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
   const { phases, between } = trainerPhases(e, r, extra, device);

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { VramError, fromHFConfig, grpoStep, sftStep, trainerStep, type TrainerStepEstimate } from '../../src/index.js';
+
+const tiny = (vocab: number, tied: boolean) =>
+  fromHFConfig(
+    { model_type: 'qwen2', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: vocab, tie_word_embeddings: tied },
+    { attention: 'eager', transformers: '5.18.0' },
+  );
+
+function laws(t: TrainerStepEstimate): void {
+  expect(t.peak).toBe(Math.max(...t.phases.map((p) => p.peak)));
+  expect(t.phases.find((p) => p.name === t.peakPhase)?.peak).toBe(t.peak);
+  for (const p of t.phases) {
+    expect(p.peak, p.name).toBeGreaterThanOrEqual(p.start);
+    expect(p.start, p.name).toBeGreaterThanOrEqual(t.between);
+  }
+  // Between steps: weights, buffers, optimizer state (and GRPO's buffered rollout), never gradients.
+  expect(t.between).toBeGreaterThanOrEqual(t.resident.parameters + t.resident.buffers + t.resident.optimizer);
+}
+
+const grpoConfig = fc.record({
+  per_device_train_batch_size: fc.constantFrom(2, 4),
+  num_generations: fc.constant(2),
+  max_completion_length: fc.integer({ min: 2, max: 12 }),
+  beta: fc.constantFrom(0, 0.04),
+  temperature: fc.constantFrom(1, 0.7),
+  num_iterations: fc.constantFrom(1, 2),
+  bf16: fc.boolean(),
+  gradient_checkpointing: fc.boolean(),
+});
+
+describe('trainer steps: the accounting laws', () => {
+  it('property: every GRPO step keeps the laws; the reference model adds its weights to every phase', () => {
+    fc.assert(
+      fc.property(grpoConfig, fc.integer({ min: 1, max: 8 }), fc.constantFrom(320, 1280), fc.boolean(), (config, prompt, vocab, tied) => {
+        const model = tiny(vocab, tied);
+        const g = grpoStep(model, config, { prompt, device: 'cpu' });
+        laws(g);
+        expect(g.generationBatch).toBe(config.per_device_train_batch_size);
+        if (config.beta !== 0) {
+          const without = grpoStep(model, { ...config, beta: 0 }, { prompt, device: 'cpu' });
+          expect(g.resident.reference).toBe(g.resident.parameters + g.resident.buffers);
+          // …and its log-probabilities, [G, L] float32, buffered with the rollout.
+          const buffered = g.generationBatch * config.max_completion_length * 4;
+          for (const name of ['prefill', 'decode', 'clip', 'optimizer'] as const)
+            expect(g.phases.find((p) => p.name === name)!.peak - without.phases.find((p) => p.name === name)!.peak).toBe(g.resident.reference + buffered);
+          expect(g.phases.some((p) => p.name === 'ref_logps')).toBe(true);
+        } else expect(g.phases.some((p) => p.name === 'ref_logps')).toBe(false);
+        expect(g.phases.some((p) => p.name === 'old_logps')).toBe(config.num_iterations > 1);
+      }),
+      { numRuns: 12 },
+    );
+  });
+
+  it('property: a longer completion never lowers a GRPO phase', () => {
+    fc.assert(
+      fc.property(grpoConfig, fc.integer({ min: 1, max: 6 }), (config, more) => {
+        const model = tiny(640, true);
+        const a = grpoStep(model, config, { prompt: 4, device: 'cpu' });
+        const b = grpoStep(model, { ...config, max_completion_length: config.max_completion_length + more }, { prompt: 4, device: 'cpu' });
+        for (const p of a.phases) expect(b.phases.find((q) => q.name === p.name)!.peak, p.name).toBeGreaterThanOrEqual(p.peak);
+      }),
+      { numRuns: 8 },
+    );
+  });
+
+  it('property: Trainer and SFT steps keep the laws; gradients exist only inside the step', () => {
+    fc.assert(
+      fc.property(
+        fc.record({ per_device_train_batch_size: fc.integer({ min: 1, max: 3 }), gradient_accumulation_steps: fc.integer({ min: 1, max: 3 }), bf16: fc.boolean(), gradient_checkpointing: fc.boolean() }),
+        fc.integer({ min: 4, max: 40 }),
+        fc.constantFrom('nll', 'chunked_nll'),
+        (args, sequence, loss) => {
+          const model = tiny(640, false);
+          const t = trainerStep(model, args, { sequence, device: 'cpu' });
+          laws(t);
+          const s = sftStep(model, { ...args, loss_type: loss }, { sequence, device: 'cpu' });
+          laws(s);
+          // The step holds the gradients from backward to zero_grad: the optimizer's start has them all.
+          const optimizer = t.phases.find((p) => p.name === 'optimizer')!;
+          expect(optimizer.start - t.between).toBeGreaterThanOrEqual(t.resident.gradients);
+        },
+      ),
+      { numRuns: 10 },
+    );
+  });
+
+  it('a model that cannot change its head is refused by name', () => {
+    const gpt2 = fromHFConfig({ model_type: 'gpt2', n_embd: 32, n_layer: 1, n_head: 2, vocab_size: 256, n_positions: 64 });
+    expect(() => grpoStep(gpt2, {}, { prompt: 8 })).toThrow(VramError);
+  });
+});
