@@ -28,7 +28,7 @@ export function loraTarget(state: State, layer: OpLayer<unknown>, name: string):
 
 /**
  * PEFT's lora.Linear: `base_layer(x) + lora_B(lora_A(dropout(x))) * scaling`, the input cast
- * to the adapters' dtype first (a copy lora_A keeps when it differs).
+ * to the adapters' dtype first, before the dropout (a copy lora_A keeps when it differs).
  */
 export function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonly TensorRef[], name: string): TensorRef[] {
   const plan = state.options.lora!;
@@ -47,9 +47,10 @@ export function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonl
   );
   let x = first(inputs, module.path);
   const adapterDtype = plan.adapterDtype ?? state.options.paramDtype;
+  // peft 0.21 lora/layer.py Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then dropout.
+  if (x.dtype !== adapterDtype) x = runOp(state, castOp, { dtype: adapterDtype }, [x])[0]!;
   if ((plan.dropout ?? 0) > 0)
     x = first(adapterLayer(state, opLayer(dropoutOp, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x]), module.path);
-  if (x.dtype !== adapterDtype) x = runOp(state, castOp, { dtype: adapterDtype }, [x])[0]!;
   const previous = state.adapterDtype;
   state.adapterDtype = adapterDtype;
   const a = first(adapterLayer(state, opLayer(linearOp, 'Linear', { out: plan.rank, bias: false }, { name: 'lora_A.default' }), [x]), module.path);
