@@ -41,7 +41,15 @@ export const decoderOptions = object({
         object({ fields: { kind: oneOf(['loss'], 'head'), autocast: boolean, useCache: boolean }, required: ['kind'] }),
         object({ fields: { kind: oneOf(['logits'], 'head'), keep: integer(1), autocast: boolean, useCache: boolean }, required: ['kind'] }),
         object({
-          fields: { kind: oneOf(['token-logps'], 'head'), keep: integer(1), entropy: boolean, loss: oneOf(['grpo', 'none']), beta: boolean, autocast: boolean, useCache: boolean },
+          fields: {
+            kind: oneOf(['token-logps'], 'head'),
+            keep: integer(1),
+            entropy: boolean,
+            loss: oneOf(['grpo', 'none']),
+            beta: boolean,
+            autocast: boolean,
+            useCache: boolean,
+          },
           required: ['kind', 'keep'],
         }),
         object({ fields: { kind: oneOf(['chunked-nll'], 'head'), chunk: integer(1), autocast: boolean, useCache: boolean }, required: ['kind'] }),

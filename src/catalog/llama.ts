@@ -144,7 +144,8 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
   const layers: Layer[] = Array.from({ length: b.end - b.start }, (_, k) => decoderLayer(b, b.start + k));
   const model = decoderModel(b, layers);
   const body = causalLmBody(b, model);
-  if (options.head !== undefined) checkHeadBuild(options.head, b.tp !== undefined || b.cp !== undefined || stage !== undefined, shape.finalSoftcap !== undefined);
+  if (options.head !== undefined)
+    checkHeadBuild(options.head, b.tp !== undefined || b.cp !== undefined || stage !== undefined, shape.finalSoftcap !== undefined);
   return Object.freeze({
     kind: 'module',
     className: `${prefix}ForCausalLM`,
@@ -466,7 +467,8 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     // ColwiseParallel on lm_head: the replicated input wrapped (or, sequence parallel, gathered).
     const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherOp, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyOp, [h], {})[0]!;
     const head = b.options.head ?? { kind: 'loss' };
-    if (head.kind !== 'loss' && head.kind !== 'loss-metrics') return trainerHead(g, { vocab: shape.vocab, hidden: shape.hidden, tied: b.tied, lmHead }, head, h, ids!);
+    if (head.kind !== 'loss' && head.kind !== 'loss-metrics')
+      return trainerHead(g, { vocab: shape.vocab, hidden: shape.hidden, tied: b.tied, lmHead }, head, h, ids!);
     // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
     let logits = last ? g.apply(lmHead, headInput) : headInput;
     if (shape.finalSoftcap !== undefined && last) {

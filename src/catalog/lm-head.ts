@@ -5,7 +5,7 @@
  * TRL SFTTrainer's chunked cross entropy, or the loss followed by SFTTrainer's metrics.
  */
 import { fail } from '../errors.js';
-import { linear } from '../nn/linear.js';
+import type { linear } from '../nn/linear.js';
 import { opLayer } from '../nn/op.js';
 import type { GraphBuilder, LmHead, TensorRef } from '../nn/types.js';
 import { chunkedNllOp } from '../ops/chunked-nll.js';
@@ -78,14 +78,29 @@ export function trainerHead(g: GraphBuilder, m: HeadModel, head: Exclude<LmHead,
     case 'liger-flce':
       if (!g.gradEnabled) return g.apply(m.lmHead, h);
       return g.apply(
-        opLayer(fusedLinearCrossEntropyOp, 'Linear', { vocab: m.vocab, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}), ...(compute !== undefined ? { compute } : {}) }, { name: 'lm_head' }),
+        opLayer(
+          fusedLinearCrossEntropyOp,
+          'Linear',
+          { vocab: m.vocab, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}), ...(compute !== undefined ? { compute } : {}) },
+          { name: 'lm_head' },
+        ),
         h,
         ids,
       );
     case 'chunked-nll':
       if (!g.gradEnabled) return g.apply(m.lmHead, h);
       return g.apply(
-        opLayer(chunkedNllOp, 'Linear', { vocab: m.vocab, chunk: head.chunk ?? 256, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}), ...(compute !== undefined ? { compute } : {}) }, { name: 'lm_head' }),
+        opLayer(
+          chunkedNllOp,
+          'Linear',
+          {
+            vocab: m.vocab,
+            chunk: head.chunk ?? 256,
+            ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}),
+            ...(compute !== undefined ? { compute } : {}),
+          },
+          { name: 'lm_head' },
+        ),
         h,
         ids,
       );

@@ -70,7 +70,15 @@ function chunkBackward(b: {
     { results: 'paramGrads' },
   );
   if (b.many) steps.push({ free: 'earlier weight gradients' });
-  steps.push({ free: 'weightGrad' }, { alloc: 'sliceGrad', bytes: b.packed }, { free: 'rowsGrad' }, { alloc: 'packedGrad', bytes: b.packed }, { free: 'sliceGrad' }, { results: 'inputGrads' }, { free: 'packedGrad' });
+  steps.push(
+    { free: 'weightGrad' },
+    { alloc: 'sliceGrad', bytes: b.packed },
+    { free: 'rowsGrad' },
+    { alloc: 'packedGrad', bytes: b.packed },
+    { free: 'sliceGrad' },
+    { results: 'inputGrads' },
+    { free: 'packedGrad' },
+  );
   return steps;
 }
 
@@ -100,12 +108,12 @@ export interface ChunkedNllAttrs {
 export const chunkedNllOp: OpRule<ChunkedNllAttrs> = {
   name: 'chunked_nll',
   arity: 2,
-  apply([hidden, ids], attrs, ctx) {
+  apply([hidden], attrs, ctx) {
     const [batch, seq, width] = hidden!.shape as [Dim, Dim, number];
     const hiddenDtype = hidden!.dtype;
-    const h = (DTYPE_BITS[hiddenDtype] / 8);
+    const h = DTYPE_BITS[hiddenDtype] / 8;
     const compute = attrs.compute ?? hiddenDtype;
-    const c16 = (DTYPE_BITS[compute] / 8);
+    const c16 = DTYPE_BITS[compute] / 8;
     const rows = mul(batch, sub(seq, 1));
     const chunk = atMost(rows, attrs.chunk);
     const V = attrs.vocab;

@@ -27,7 +27,7 @@ export const grpoLossOp: OpRule<GrpoLossAttrs> = {
   name: 'grpo_loss',
   arity: 1,
   apply([logps], attrs) {
-    const token = mul(mul(logps!.shape[0]!, logps!.shape[1] ?? 1), (DTYPE_BITS[logps!.dtype] / 8));
+    const token = mul(mul(logps!.shape[0]!, logps!.shape[1] ?? 1), DTYPE_BITS[logps!.dtype] / 8);
     const locals = attrs.beta ? 12 : 7;
     const saved = attrs.beta ? 5 : 3;
     const steps: KernelStep[] = [];

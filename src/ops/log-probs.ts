@@ -51,9 +51,12 @@ export const selectiveLogSoftmaxOp: OpRule<Record<string, never>> = {
   apply([logits, index], _attrs, ctx) {
     // The 16-bit branch (a log_softmax per row) is another kernel sequence: not modelled.
     if (logits!.dtype !== 'float32' && logits!.dtype !== 'float64')
-      fail('not-modelled', "selective_log_softmax of 16-bit logits (TRL's row-by-row log_softmax branch) is not modelled", { path: ctx.path, received: logits!.dtype });
+      fail('not-modelled', "selective_log_softmax of 16-bit logits (TRL's row-by-row log_softmax branch) is not modelled", {
+        path: ctx.path,
+        received: logits!.dtype,
+      });
     const { batch, positions, classes } = rowsOf(logits!);
-    const f = (DTYPE_BITS[logits!.dtype] / 8);
+    const f = DTYPE_BITS[logits!.dtype] / 8;
     const rowTensor = mul(mul(positions, classes), f);
     const small = mul(positions, f);
     const pairs = mul(mul(batch, positions), f);
@@ -103,7 +106,7 @@ export const entropyOp: OpRule<EntropyAttrs> = {
   arity: 1,
   apply([logits], attrs) {
     const { rows, classes } = rowsOf(logits!);
-    const f = (DTYPE_BITS[logits!.dtype] / 8);
+    const f = DTYPE_BITS[logits!.dtype] / 8;
     const chunk = attrs.chunk ?? 128;
     const chunkRows = atMost(rows, chunk);
     const chunkBytes = mul(mul(chunkRows, classes), f);

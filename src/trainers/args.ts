@@ -164,7 +164,16 @@ const GRPO_LOSSES = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'luspo'] as const;
 
 /** The LoraConfig fields modelled; the others must stay at their defaults (lora_alpha and the init only scale values). */
 const LORA_MODELLED = new Set(['r', 'target_modules', 'lora_dropout']);
-const LORA_NEUTRAL = new Set(['lora_alpha', 'use_rslora', 'init_lora_weights', 'task_type', 'inference_mode', 'fan_in_fan_out', 'base_model_name_or_path', 'revision']);
+const LORA_NEUTRAL = new Set([
+  'lora_alpha',
+  'use_rslora',
+  'init_lora_weights',
+  'task_type',
+  'inference_mode',
+  'fan_in_fan_out',
+  'base_model_name_or_path',
+  'revision',
+]);
 
 /** A trainer's arguments resolved: what the estimate reads. */
 export interface ResolvedTrainerArgs {
@@ -248,7 +257,13 @@ function positiveInt(v: Record<string, unknown>, name: string, path: Path, issue
   const value = v[name];
   if (allowNull && value === null) return null;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be a positive integer', expected: allowNull ? 'an integer ≥ 1 or null' : 'an integer ≥ 1', received: show(value) });
+    issues.push({
+      path: [...path, name],
+      code: 'bad-option',
+      message: 'must be a positive integer',
+      expected: allowNull ? 'an integer ≥ 1 or null' : 'an integer ≥ 1',
+      received: show(value),
+    });
     return 1;
   }
   return value;
@@ -275,7 +290,13 @@ function flag(v: Record<string, unknown>, name: string, path: Path, issues: Issu
 function choice<T extends string>(v: Record<string, unknown>, name: string, values: readonly T[], path: Path, issues: Issue[]): T {
   const value = v[name];
   if (typeof value !== 'string' || !values.includes(value as T)) {
-    issues.push({ path: [...path, name], code: 'not-modelled', message: `${name} ${show(value)} is not modelled`, expected: values.join(', '), received: show(value) });
+    issues.push({
+      path: [...path, name],
+      code: 'not-modelled',
+      message: `${name} ${show(value)} is not modelled`,
+      expected: values.join(', '),
+      received: show(value),
+    });
     return values[0]!;
   }
   return value as T;
@@ -291,7 +312,13 @@ function loraOf(config: LoraConfig, fields: Readonly<Record<string, unknown>>, r
   else if (raw === 'all-linear') targets = 'all-linear';
   else if (typeof raw === 'string') targets = [raw];
   else if (Array.isArray(raw) && raw.every((t) => typeof t === 'string')) targets = raw as string[];
-  else issues.push({ path: [...path, 'target_modules'], code: 'bad-option', message: 'must be a list of module names, a name or "all-linear"', received: show(raw) });
+  else
+    issues.push({
+      path: [...path, 'target_modules'],
+      code: 'bad-option',
+      message: 'must be a list of module names, a name or "all-linear"',
+      received: show(raw),
+    });
   return { rank, dropout, ...(targets !== undefined ? { targets } : {}) };
 }
 
@@ -307,7 +334,14 @@ function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
       received: show(kwargs),
     });
   const fp16 = v.fp16 === true;
-  if (fp16) issues.push({ path: [...path, 'fp16'], code: 'not-modelled', message: 'fp16 mixed precision (autocast and GradScaler) is not modelled', expected: 'false', received: 'true' });
+  if (fp16)
+    issues.push({
+      path: [...path, 'fp16'],
+      code: 'not-modelled',
+      message: 'fp16 mixed precision (autocast and GradScaler) is not modelled',
+      expected: 'false',
+      received: 'true',
+    });
   // TRL's configs: bf16 None means `not fp16` (trl/trainer/base_config.py __post_init__).
   if (v.bf16 === null) v.bf16 = !fp16;
   const maxGradNorm = v.max_grad_norm === null ? 0 : nonNegative(v, 'max_grad_norm', path, issues);
@@ -333,7 +367,13 @@ function generationKwargs(v: Record<string, unknown>, path: Path, issues: Issue[
   let min = 0;
   for (const [key, value] of Object.entries(kwargs)) {
     if (key === 'min_new_tokens' && typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) min = value;
-    else issues.push({ path: [...path, 'generation_kwargs', key], code: 'not-modelled', message: `generation_kwargs.${key} is not modelled (min_new_tokens is)`, received: show(value) });
+    else
+      issues.push({
+        path: [...path, 'generation_kwargs', key],
+        code: 'not-modelled',
+        message: `generation_kwargs.${key} is not modelled (min_new_tokens is)`,
+        received: show(value),
+      });
   }
   return min;
 }
@@ -347,7 +387,7 @@ function modelInitKwargs(v: Record<string, unknown>, path: Path, issues: Issue[]
     return;
   }
   for (const [key, value] of Object.entries(kwargs)) {
-    const ok = (key === 'dtype' || key === 'torch_dtype') ? value === 'float32' || value === 'auto' : key === 'attn_implementation';
+    const ok = key === 'dtype' || key === 'torch_dtype' ? value === 'float32' || value === 'auto' : key === 'attn_implementation';
     if (!ok)
       issues.push({
         path: [...path, 'model_init_kwargs', key],
@@ -370,12 +410,23 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
   const gbs = v.generation_batch_size;
   let stepsPerGeneration = accumulation;
   if (spg !== null && gbs !== null && spg !== undefined && gbs !== undefined)
-    issues.push({ path: [...path, 'generation_batch_size'], code: 'bad-option', message: "'generation_batch_size' and 'steps_per_generation' can not be both configured", received: show(gbs) });
+    issues.push({
+      path: [...path, 'generation_batch_size'],
+      code: 'bad-option',
+      message: "'generation_batch_size' and 'steps_per_generation' can not be both configured",
+      received: show(gbs),
+    });
   else if (spg !== null && spg !== undefined) stepsPerGeneration = positiveInt(v, 'steps_per_generation', path, issues) ?? 1;
   else if (gbs !== null && gbs !== undefined) {
     const g = positiveInt(v, 'generation_batch_size', path, issues) ?? batch;
     if (g % batch !== 0)
-      issues.push({ path: [...path, 'generation_batch_size'], code: 'bad-option', message: 'must be divisible by the global batch size', expected: `a multiple of ${batch}`, received: String(g) });
+      issues.push({
+        path: [...path, 'generation_batch_size'],
+        code: 'bad-option',
+        message: 'must be divisible by the global batch size',
+        expected: `a multiple of ${batch}`,
+        received: String(g),
+      });
     stepsPerGeneration = Math.max(1, Math.floor(g / batch));
   }
   const generationBatchSize = batch * stepsPerGeneration;
@@ -387,8 +438,25 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
       expected: `a divisor of ${generationBatchSize}`,
       received: String(numGenerations),
     });
-  if (numGenerations < 2) issues.push({ path: [...path, 'num_generations'], code: 'bad-option', message: 'GRPO needs at least 2 generations per prompt', expected: '≥ 2', received: String(numGenerations) });
-  return { numGenerations, maxCompletionLength, beta, temperature, numIterations, stepsPerGeneration, generationBatchSize, lossType, minNewTokens: generationKwargs(v, path, issues) };
+  if (numGenerations < 2)
+    issues.push({
+      path: [...path, 'num_generations'],
+      code: 'bad-option',
+      message: 'GRPO needs at least 2 generations per prompt',
+      expected: '≥ 2',
+      received: String(numGenerations),
+    });
+  return {
+    numGenerations,
+    maxCompletionLength,
+    beta,
+    temperature,
+    numIterations,
+    stepsPerGeneration,
+    generationBatchSize,
+    lossType,
+    minNewTokens: generationKwargs(v, path, issues),
+  };
 }
 
 /**
@@ -402,10 +470,19 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
  * console.log(r.grpo?.beta, r.grpo?.numGenerations, r.checkpointing); // 0 8 true
  * ```
  */
-export function resolveTrainerArgs(trainer: TrainerKind, args: TrainerArgs, options: { readonly trl?: string; readonly peft?: LoraConfig | null } = {}): ResolvedTrainerArgs {
+export function resolveTrainerArgs(
+  trainer: TrainerKind,
+  args: TrainerArgs,
+  options: { readonly trl?: string; readonly peft?: LoraConfig | null } = {},
+): ResolvedTrainerArgs {
   const release = options.trl ?? DEFAULT_TRL;
   const fields = RELEASES[release];
-  if (fields === undefined) return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(release) });
+  if (fields === undefined)
+    return fail('unsupported-release', 'TRL release whose trainers were not read', {
+      path: ['trl'],
+      expected: TRL_RELEASES.join(', '),
+      received: show(release),
+    });
   const className = CLASS_NAMES[trainer];
   const path = [trainer === 'trainer' ? 'args' : 'config'];
   const issues: Issue[] = [];
@@ -418,9 +495,18 @@ export function resolveTrainerArgs(trainer: TrainerKind, args: TrainerArgs, opti
     // sft_config.py __post_init__: loss_type None → chunked_nll (nll with Liger, which refuses chunked_nll).
     const loss = v.loss_type === null ? (common.liger ? 'nll' : 'chunked_nll') : choice(v, 'loss_type', ['nll', 'chunked_nll'] as const, path, issues);
     if (common.liger && loss === 'chunked_nll')
-      issues.push({ path: [...path, 'loss_type'], code: 'bad-option', message: "SFTTrainer refuses loss_type='chunked_nll' with use_liger_kernel", expected: "'nll'", received: "'chunked_nll'" });
+      issues.push({
+        path: [...path, 'loss_type'],
+        code: 'bad-option',
+        message: "SFTTrainer refuses loss_type='chunked_nll' with use_liger_kernel",
+        expected: "'nll'",
+        received: "'chunked_nll'",
+      });
     extra = { sftLoss: loss, maxLength: v.max_length === null ? null : positiveInt(v, 'max_length', path, issues) };
-  } else if (trainer === 'grpo') extra = { grpo: grpoArgs(v, common.batch, common.accumulation, path, issues) };
+  } else if (trainer === 'grpo') {
+    extra = { grpo: grpoArgs(v, common.batch, common.accumulation, path, issues) };
+    modelInitKwargs(v, path, issues);
+  }
   const lora = options.peft === undefined || options.peft === null ? undefined : loraOf(options.peft, fields.LoraConfig, fields.peft, ['peft_config'], issues);
   if (issues.length > 0) throw new VramError(issues);
   return deepFreeze({ trainer, trl: release, transformers: fields.transformers, ...common, ...extra, ...(lora !== undefined ? { lora } : {}) });

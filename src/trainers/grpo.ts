@@ -118,7 +118,8 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const g = r.grpo!;
   const device = options.device ?? 'cuda';
   const prompt = options.prompt;
-  if (!Number.isSafeInteger(prompt) || prompt < 1) fail('bad-option', 'prompt tokens', { path: ['options', 'prompt'], expected: 'an integer ≥ 1', received: String(prompt) });
+  if (!Number.isSafeInteger(prompt) || prompt < 1)
+    fail('bad-option', 'prompt tokens', { path: ['options', 'prompt'], expected: 'an integer ≥ 1', received: String(prompt) });
   const L = g.maxCompletionLength;
   const length = prompt + L;
   const layers = layersOf(model);
@@ -130,7 +131,11 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const generateEvery = g.stepsPerGeneration * g.numIterations;
   const oldLogps = r.accumulation % generateEvery !== 0;
   // The loss step: per-token log-probabilities of the completion, entropy, the clipped loss.
-  const lossModel = withHead(model, { kind: 'token-logps', keep: L, entropy: true, loss: 'grpo', beta: g.beta !== 0, autocast: r.bf16, useCache: false }, 'grpoStep');
+  const lossModel = withHead(
+    model,
+    { kind: 'token-logps', keep: L, entropy: true, loss: 'grpo', beta: g.beta !== 0, autocast: r.bf16, useCache: false },
+    'grpoStep',
+  );
   const e = runStep(lossModel, train);
   const buffered = bufferedBytes(r, prompt, device, oldLogps);
   // compute_loss: torch.cat of prompt and completion ids (the model's input) and of the masks.
@@ -176,7 +181,9 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     const { lora: _lora, ...base } = common;
     // The reference: PEFT's model with its adapters disabled (every weight frozen: autocast casts them afresh), or a second model.
     const reference = r.lora !== undefined ? { freeze: ['model', 'lm_head'] } : {};
-    const est = adapters ? inference(logpsModel, [r.batch, length]) : runStep(logpsModel, { ...base, ...reference, input: [r.batch, length], mode: 'inference', timeline: true });
+    const est = adapters
+      ? inference(logpsModel, [r.batch, length])
+      : runStep(logpsModel, { ...base, ...reference, input: [r.batch, length], mode: 'inference', timeline: true });
     const results = bytes(G * L * 4, device);
     // From the second chunk on, the previous chunk's `outputs.logits` and `logits / temperature` stay
     // bound through the next forward, until its logits come back and the names are rebound.
@@ -185,7 +192,8 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     phases.push({ name, start: generationBase, peak: generationBase + above + results + bytes(G * length * 8, device) * 2, detail });
   };
   if (oldLogps) pass('old_logps', `the policy's no-grad log-probabilities of the ${G} completions, ${r.batch} at a time`, true);
-  if (g.beta !== 0) pass('ref_logps', `the reference's no-grad log-probabilities${r.lora !== undefined ? ' (adapters disabled)' : ''}, ${r.batch} at a time`, false);
+  if (g.beta !== 0)
+    pass('ref_logps', `the reference's no-grad log-probabilities${r.lora !== undefined ? ' (adapters disabled)' : ''}, ${r.batch} at a time`, false);
   phases.push(...lossPhases.map((p) => ({ ...p, start: p.start + reference, peak: p.peak + reference })));
   return {
     trainer: 'grpo',

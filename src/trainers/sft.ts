@@ -37,7 +37,8 @@ export function sftStep(model: ModuleLayer, config: TrainerArgs, options: SftSte
   if (given !== undefined && (!Number.isSafeInteger(given) || given < 2))
     fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(given) });
   const sequence = given === undefined ? max : max === undefined ? given : Math.min(given, max);
-  if (sequence === undefined) return fail('bad-option', 'max_length is null: give the tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2' });
+  if (sequence === undefined)
+    return fail('bad-option', 'max_length is null: give the tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2' });
   checkLiger(r, device);
   // With Liger the loss is its fused linear cross-entropy and no logits come back (no metrics on them).
   const head = r.liger

@@ -80,19 +80,28 @@ export function stepOptions(r: ResolvedTrainerArgs, input: readonly [number, num
     timeline: true,
     // transformers' gradient_checkpointing_enable: every decoder layer one non-reentrant checkpoint.
     ...(r.checkpointing ? { checkpoint: { modules: Array.from({ length: layers }, (_, i) => `model.layers.${i}`) } } : {}),
-    ...(r.lora !== undefined ? { lora: { rank: r.lora.rank, dropout: r.lora.dropout, ...(r.lora.targets !== undefined ? { targets: r.lora.targets } : {}) } } : {}),
+    ...(r.lora !== undefined
+      ? { lora: { rank: r.lora.rank, dropout: r.lora.dropout, ...(r.lora.targets !== undefined ? { targets: r.lora.targets } : {}) } }
+      : {}),
   };
 }
 
 /** Liger's kernels need Triton on a GPU: a CPU step with them is not something PyTorch runs. */
 export function checkLiger(r: ResolvedTrainerArgs, device: Device): void {
   if (r.liger && device !== 'cuda')
-    fail('bad-option', "use_liger_kernel runs Triton kernels: only on device 'cuda'", { path: ['options', 'device'], expected: "'cuda'", received: JSON.stringify(device) });
+    fail('bad-option', "use_liger_kernel runs Triton kernels: only on device 'cuda'", {
+      path: ['options', 'device'],
+      expected: "'cuda'",
+      received: JSON.stringify(device),
+    });
 }
 
 /** The decoder layers of a causal LM (its meta). */
 export function layersOf(model: ModuleLayer): number {
-  return model.meta?.layers ?? fail('not-modelled', 'a trainer step needs a decoder catalog model (its meta names the layers)', { path: ['model'], received: model.className });
+  return (
+    model.meta?.layers ??
+    fail('not-modelled', 'a trainer step needs a decoder catalog model (its meta names the layers)', { path: ['model'], received: model.className })
+  );
 }
 
 /** The model with another head; a model that cannot be re-headed is an error. */

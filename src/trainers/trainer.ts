@@ -49,7 +49,13 @@ export function gradientTensors(e: Estimate<number>): number {
  * zero_grad at the end. `extra`: the trainer's tensors through the step (its batches);
  * `persistent`: those of them kept between steps.
  */
-export function trainerPhases(e: Estimate<number>, r: ResolvedTrainerArgs, extra: number, device: Device, persistent = 0): { phases: TrainerPhase[]; between: number } {
+export function trainerPhases(
+  e: Estimate<number>,
+  r: ResolvedTrainerArgs,
+  extra: number,
+  device: Device,
+  persistent = 0,
+): { phases: TrainerPhase[]; between: number } {
   const totals = phaseTotals(e.timeline);
   const get = (p: Parameters<typeof totals.get>[0]) => totals.get(p) ?? fail('internal', `no ${p} phase in the step`);
   const zero = get('zero_grad');
@@ -109,10 +115,15 @@ export function trainerStep(model: ModuleLayer, args: TrainerArgs, options: Trai
   const r = resolveTrainerArgs('trainer', args, options);
   const device = options.device ?? 'cuda';
   const sequence = options.sequence;
-  if (!Number.isSafeInteger(sequence) || sequence < 2) fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(sequence) });
+  if (!Number.isSafeInteger(sequence) || sequence < 2)
+    fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(sequence) });
   checkLiger(r, device);
   // use_liger_kernel: transformers patches the forward with Liger's fused linear cross-entropy (no logits in training).
-  const headed = r.liger ? withHead(model, { kind: 'liger-flce', autocast: r.bf16 }, 'trainerStep') : r.bf16 ? withHead(model, { kind: 'loss', autocast: true }, 'trainerStep') : model;
+  const headed = r.liger
+    ? withHead(model, { kind: 'liger-flce', autocast: r.bf16 }, 'trainerStep')
+    : r.bf16
+      ? withHead(model, { kind: 'loss', autocast: true }, 'trainerStep')
+      : model;
   const e = runStep(headed, stepOptions(r, [r.batch, sequence], device, r.accumulation, layersOf(model)));
   const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
   const { phases, between } = trainerPhases(e, r, extra, device);

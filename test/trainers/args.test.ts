@@ -40,14 +40,16 @@ describe('resolveTrainerArgs: the release read and its defaults', () => {
   });
 
   it('derives steps_per_generation and generation_batch_size from each other', () => {
-    expect(resolveTrainerArgs('grpo', { per_device_train_batch_size: 4, gradient_accumulation_steps: 4, num_generations: 4 }).grpo?.generationBatchSize).toBe(16);
+    expect(resolveTrainerArgs('grpo', { per_device_train_batch_size: 4, gradient_accumulation_steps: 4, num_generations: 4 }).grpo?.generationBatchSize).toBe(
+      16,
+    );
     expect(resolveTrainerArgs('grpo', { per_device_train_batch_size: 4, generation_batch_size: 12, num_generations: 4 }).grpo?.stepsPerGeneration).toBe(3);
     expect(issues(() => resolveTrainerArgs('grpo', { per_device_train_batch_size: 4, generation_batch_size: 12, steps_per_generation: 3 }))[0]?.path).toBe(
       'config.generation_batch_size',
     );
   });
 
-  it("SFTConfig: chunked_nll by default, TrainingArguments: no checkpointing, fp32", () => {
+  it('SFTConfig: chunked_nll by default, TrainingArguments: no checkpointing, fp32', () => {
     const s = resolveTrainerArgs('sft', {});
     expect([s.sftLoss, s.checkpointing, s.bf16, s.maxLength]).toEqual(['chunked_nll', true, true, 1024]);
     const t = resolveTrainerArgs('trainer', {});
@@ -76,7 +78,9 @@ describe('resolveTrainerArgs: nothing is ignored', () => {
   });
 
   it('every issue at once, and PEFT fields by their own names', () => {
-    const found = issues(() => resolveTrainerArgs('grpo', { beta: -1, optim: 'lion', num_generations: 3 }, { peft: { r: 0, use_dora: true } })).map((i) => i.path);
+    const found = issues(() => resolveTrainerArgs('grpo', { beta: -1, optim: 'lion', num_generations: 3 }, { peft: { r: 0, use_dora: true } })).map(
+      (i) => i.path,
+    );
     expect(found).toEqual(expect.arrayContaining(['config.beta', 'config.optim', 'config.num_generations', 'peft_config.r', 'peft_config.use_dora']));
   });
 
@@ -106,5 +110,23 @@ describe('resolveTrainerArgs: nothing is ignored', () => {
       }),
       { numRuns: 80 },
     );
+  });
+});
+
+describe('resolveTrainerArgs: GRPO reference loading and generation kwargs', () => {
+  it('model_init_kwargs: float32 or auto weights are modelled, another dtype is refused by name', () => {
+    expect(() => resolveTrainerArgs('grpo', { model_init_kwargs: { dtype: 'float32', attn_implementation: 'eager' } })).not.toThrow();
+    expect(issues(() => resolveTrainerArgs('grpo', { model_init_kwargs: { dtype: 'bfloat16' } }))[0]).toMatchObject({
+      path: 'config.model_init_kwargs.dtype',
+      code: 'not-modelled',
+    });
+  });
+  it('generation_kwargs: min_new_tokens is read', () => {
+    expect(resolveTrainerArgs('grpo', { generation_kwargs: { min_new_tokens: 16 } }).grpo?.minNewTokens).toBe(16);
+  });
+  it('Liger: nll by default, chunked_nll refused as SFTTrainer does; GRPO with Liger is not modelled', () => {
+    expect(resolveTrainerArgs('sft', { use_liger_kernel: true }).sftLoss).toBe('nll');
+    expect(issues(() => resolveTrainerArgs('sft', { use_liger_kernel: true, loss_type: 'chunked_nll' }))[0]?.path).toBe('config.loss_type');
+    expect(issues(() => resolveTrainerArgs('grpo', { use_liger_kernel: true }))[0]).toMatchObject({ path: 'config.use_liger_kernel', code: 'not-modelled' });
   });
 });

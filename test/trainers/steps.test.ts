@@ -4,7 +4,16 @@ import { VramError, fromHFConfig, grpoStep, sftStep, trainerStep, type TrainerSt
 
 const tiny = (vocab: number, tied: boolean) =>
   fromHFConfig(
-    { model_type: 'qwen2', hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: vocab, tie_word_embeddings: tied },
+    {
+      model_type: 'qwen2',
+      hidden_size: 32,
+      intermediate_size: 64,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      vocab_size: vocab,
+      tie_word_embeddings: tied,
+    },
     { attention: 'eager', transformers: '5.18.0' },
   );
 
@@ -68,7 +77,12 @@ describe('trainer steps: the accounting laws', () => {
   it('property: Trainer and SFT steps keep the laws; gradients exist only inside the step', () => {
     fc.assert(
       fc.property(
-        fc.record({ per_device_train_batch_size: fc.integer({ min: 1, max: 3 }), gradient_accumulation_steps: fc.integer({ min: 1, max: 3 }), bf16: fc.boolean(), gradient_checkpointing: fc.boolean() }),
+        fc.record({
+          per_device_train_batch_size: fc.integer({ min: 1, max: 3 }),
+          gradient_accumulation_steps: fc.integer({ min: 1, max: 3 }),
+          bf16: fc.boolean(),
+          gradient_checkpointing: fc.boolean(),
+        }),
         fc.integer({ min: 4, max: 40 }),
         fc.constantFrom('nll', 'chunked_nll'),
         (args, sequence, loss) => {

@@ -41,8 +41,6 @@ export function updateOf(spec: OptimizerSpec, param: TensorSpec, framework: Fram
   return update;
 }
 
-const NONE: readonly number[] = [];
-
 /**
  * Parameter gradients as autograd makes them on one device: a new `.grad` the first time; for a
  * second gradient of the same parameter in the same backward (tied or shared weights)
