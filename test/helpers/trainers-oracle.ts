@@ -55,7 +55,8 @@ export function estimateTrainerFixture(f: TrainerFixture): TrainerStepEstimate {
   const config = { ...f.case.args, ...f.harness.args };
   const options = { device: 'cpu' as const, peft: f.case.lora };
   if (f.case.trainer === 'trainer') return trainerStep(model, config, { ...options, sequence: f.case.data.sequence! });
-  if (f.case.trainer === 'sft') return sftStep(model, config, { ...options, ...(f.case.data.sequence !== undefined ? { sequence: f.case.data.sequence } : {}) });
+  if (f.case.trainer === 'sft')
+    return sftStep(model, config, { ...options, ...(f.case.data.sequence !== undefined ? { sequence: f.case.data.sequence } : {}) });
   return grpoStep(model, config, { ...options, prompt: f.case.data.prompt! });
 }
 
@@ -67,7 +68,14 @@ export function compareTrainerFixture(f: TrainerFixture, t: TrainerStepEstimate 
   const step = f.case.trainer === 'grpo' ? [...f.steps].reverse().find((s) => s.generated)! : f.steps[f.steps.length - 1]!;
   const measured = new Map<string, number>();
   for (const p of step.phases) if (!NESTING.has(p.name)) measured.set(p.name, Math.max(measured.get(p.name) ?? 0, p.peak));
-  const row = (figure: string, m: number, e: number): TrainerComparison => ({ id: f.id, trainer: f.case.trainer, figure, measured: m, estimated: e, error: e / m - 1 });
+  const row = (figure: string, m: number, e: number): TrainerComparison => ({
+    id: f.id,
+    trainer: f.case.trainer,
+    figure,
+    measured: m,
+    estimated: e,
+    error: e / m - 1,
+  });
   const rows = [row('step peak', step.peak, t.peak), row('between steps', f.between, t.between)];
   for (const [name, peak] of measured) {
     const ours = t.phases.find((p) => p.name === name);
