@@ -47,6 +47,7 @@ describe('imports', () => {
       'parallel',
       'estimate',
       'scenarios',
+      'trainers',
       'report',
       'index',
       'cli',

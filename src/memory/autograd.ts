@@ -255,6 +255,13 @@ class Pass implements MicroBatchPass {
           recomputedSavers.set(storage, (recomputedSavers.get(storage) ?? 0) + 1);
         }
     }
+    // What the forward kept longer than its last reader (a module's arguments until it returns, held
+    // locals) lives as long in the rerun, up to the region's end.
+    const { lastUse } = this.plan;
+    for (const [storage, last] of inRegionLastUse) {
+      const held = Math.min(lastUse[storage]!, endOp - 1);
+      if (held > last) inRegionLastUse.set(storage, held);
+    }
     return inRegionLastUse;
   }
 
@@ -270,6 +277,9 @@ class Pass implements MicroBatchPass {
         }
       },
     });
+    // The rerun's live total after each op: its intermediates die inside the region, so a peak of the
+    // recomputation is seen only here (measured: a LoRA MLP's float32 dropout path under checkpoint).
+    ledger.record('backward', label);
     for (const [storage, last] of inRegionLastUse) {
       if (last !== k || (this.recomputedSavers.get(storage) ?? 0) > 0) continue;
       const block = recomputed.get(storage);

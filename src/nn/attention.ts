@@ -456,8 +456,10 @@ function keysValues(a: AttentionSetup, t: AttentionTrace, qkv: Qkv): KeysValues 
   let { k, v } = qkv;
   if (cache === 'copy') {
     // DynamicLayer: torch.cat([empty, key_states]) — the cache's copies are what attention reads.
+    // Both empties are made in the keys' dtype (cache_utils.py lazy_initialization): under autocast
+    // the keys are float32 after rotary, so the values' cat promotes them to float32 too.
     k = g.call(copyOp, [k], {})[0]!;
-    v = g.call(copyOp, [v], {})[0]!;
+    v = v.dtype === k.dtype ? g.call(copyOp, [v], {})[0]! : g.call(castOp, [v], { dtype: k.dtype })[0]!;
   }
   if (cache === 'alias' || cache === 'copy') {
     g.hold(k, 'forward');

@@ -73,7 +73,10 @@ function forwardWindow(e: Estimate<number>): number {
 export function repeatedKv(model: ModuleLayer, G: number, positions: number, device: Device): number {
   const m = model.meta!;
   if (m.kvHeads >= m.heads || m.attention === 'flash') return 0;
-  return 2 * bytes(G * m.heads * positions * m.headDim * 4, device);
+  // One key/value head: the reshape of the expanded view is a view still, and matmul copies the keys,
+  // then the values; more: repeat_kv's reshape copies both, alive together.
+  const one = bytes(G * m.heads * positions * m.headDim * 4, device);
+  return m.kvHeads === 1 ? one : 2 * one;
 }
 
 /**

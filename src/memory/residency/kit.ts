@@ -46,7 +46,9 @@ export function updateOf(spec: OptimizerSpec, param: TensorSpec, framework: Fram
  * second gradient of the same parameter in the same backward (tied or shared weights)
  * `.grad + new` out of place after the node let go of its inputs, a third tensor before the two
  * are freed (measured on PyTorch 1.13 CPU with real transformers 4.40.2 traces, and on 2.11
- * CUDA traces of tied embeddings); for the gradient of a later micro-batch, AccumulateGrad's
+ * CUDA traces of tied embeddings) — but in place when the first was autocast's float32 cast of
+ * a 16-bit weight gradient (a fresh tensor InputBuffer can add into: torch 2.13 CPU, a tied
+ * lm_head under bf16 autocast); for the gradient of a later micro-batch, AccumulateGrad's
  * `.grad += new` in place, the new one freed with the node (measured on 1.13 CPU, DDP no_sync).
  * Shared by every engine that keeps whole `.grad` tensors; `endBackward` marks a micro-batch done.
  */
@@ -59,6 +61,8 @@ export function wholeGradients(
   const earlier = new Set<number>();
   const accumulations: [number, number, number][] = [];
   const inPlace: number[] = [];
+  // Gradients this backward made as ToCopyBackward's float32 cast (an autocast weight copy's).
+  const cast = new Set<number>();
   return {
     grads,
     paramGrads(op, label) {
@@ -70,7 +74,8 @@ export function wholeGradients(
         if (existing === undefined) {
           grads.set(param, ledger.alloc(gradientBytes(ir, param), 'gradients'));
           earlier.delete(param);
-        } else if (earlier.has(param)) {
+          if (op.paramCopies.length > 0) cast.add(param);
+        } else if (earlier.has(param) || cast.has(param)) {
           inPlace.push(ledger.alloc(gradientBytes(ir, param), 'temporaries'));
         } else accumulations.push([param, existing, ledger.alloc(gradientBytes(ir, param), 'temporaries')]);
       }
@@ -90,6 +95,7 @@ export function wholeGradients(
     },
     endBackward() {
       for (const param of grads.keys()) earlier.add(param);
+      cast.clear();
     },
   };
 }
