@@ -183,7 +183,17 @@ export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.
 export { generation, type GenerationEstimate, type GenerationOptions, type GenerationPhase } from './scenarios/generation.js';
 
 // Trainers: transformers' Trainer, TRL's SFTTrainer and GRPOTrainer, from their own arguments.
-export { DEFAULT_TRL, TRL_RELEASES, resolveTrainerArgs, type LoraConfig, type ResolvedTrainerArgs, type TrainerArgs, type TrainerKind } from './trainers/args.js';
+export {
+  DEFAULT_TRL,
+  TRL_RELEASES,
+  resolveTrainerArgs,
+  trainerFields,
+  type LoraConfig,
+  type ResolvedTrainerArgs,
+  type TrainerArgs,
+  type TrainerFields,
+  type TrainerKind,
+} from './trainers/args.js';
 export type { TrainerOptions, TrainerPhase, TrainerPhaseName, TrainerResident, TrainerStepEstimate } from './trainers/step.js';
 export { trainerStep, type TrainerStepOptions } from './trainers/trainer.js';
 export { sftStep, type SftStepOptions } from './trainers/sft.js';
