@@ -39,6 +39,27 @@ function optionLine(label: string, text: string): string {
 /** The value's name in help by the field flag's kind. */
 const FIELD_META = { boolean: 'true|false', number: 'N', string: 'S', list: 'A,B', any: 'V' } as const;
 
+/** What each modelled field does to the step, for its help line (`grpo.` / `sft.` where the trainers differ). */
+const FIELD_NOTES: Readonly<Record<string, string>> = {
+  per_device_train_batch_size: 'sequences per micro-batch',
+  gradient_accumulation_steps: 'micro-batches per optimizer step',
+  gradient_checkpointing: 'every decoder layer one non-reentrant checkpoint',
+  gradient_checkpointing_kwargs: 'only {"use_reentrant": false} is modelled',
+  bf16: 'autocast to bfloat16 over float32 weights',
+  optim: 'adamw_torch_fused, adamw_torch or sgd',
+  max_grad_norm: 'clip_grad_norm_ when above 0',
+  'grpo.loss_type': 'grpo, bnpo, dr_grpo, dapo or luspo',
+  'sft.loss_type': 'chunked_nll (no full logits) or nll',
+  max_length: 'the most tokens per example',
+  num_generations: 'completions per prompt',
+  max_completion_length: 'tokens generated per completion',
+  beta: 'the KL coefficient: above 0 a reference model is loaded',
+  temperature: 'sampling temperature',
+  num_iterations: 'optimization passes over each generation',
+  steps_per_generation: 'micro-batches per generation',
+  generation_batch_size: 'completions generated at once',
+};
+
 /** The option lines of the fields a trainer models, with the defaults the library resolves (resolveTrainerArgs with no fields). */
 function modelledFields(trainer: TrainerKind): string {
   const resolved = resolveTrainerArgs(trainer, {});
@@ -48,7 +69,9 @@ function modelledFields(trainer: TrainerKind): string {
     .map((field) => {
       const spec = FIELD_FLAGS[kebab(field)]!;
       const value = RESOLVED[field]?.(resolved) ?? fields.defaults[field];
-      return optionLine(`--${kebab(field)} ${FIELD_META[spec.kind]}`, `(default ${JSON.stringify(value).replace(/^"|"$/g, '')})`);
+      const note = FIELD_NOTES[`${trainer}.${field}`] ?? FIELD_NOTES[field];
+      const shown = `(default ${JSON.stringify(value).replace(/^"|"$/g, '')})`;
+      return optionLine(`--${kebab(field)} ${FIELD_META[spec.kind]}`, note !== undefined ? `${note} ${shown}` : shown);
     })
     .join('\n');
 }

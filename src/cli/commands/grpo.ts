@@ -16,7 +16,7 @@ function runGrpo(ref: ModelRef, values: Values): Outcome {
   const a = g.args.grpo!;
   const title = `GRPOTrainer step of ${ref.name} (TRL ${g.args.trl}): ${a.numGenerations} completions of up to ${a.maxCompletionLength} tokens per prompt of ${prompt}`;
   const notes = [
-    `Generation batch: ${g.generationBatch} sequences (per_device_train_batch_size × steps_per_generation), generated every ${g.generateEvery} micro-steps`,
+    `Generation batch: ${g.generationBatch} sequences (per_device_train_batch_size × steps_per_generation), one generation every ${g.generateEvery} micro-batch step${g.generateEvery === 1 ? '' : 's'}`,
     `KV cache at the last decode step: ${formatBytes(g.kvCache)}`,
   ];
   return trainerOutcome(values, format, title, g, notes);
