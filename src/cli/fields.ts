@@ -16,7 +16,7 @@ export interface FieldFlagSpec {
   readonly field: string;
   readonly scope: readonly ('grpo' | 'sft')[];
   readonly kind: FieldKind;
-  /** Whether some class's default is null (the value may be `null` / `none`). */
+  /** Whether some class's default is null (a string field then takes `null` / `none` as None too). */
   readonly nullable: boolean;
 }
 
@@ -67,7 +67,9 @@ export function fieldFlags(taken: ReadonlySet<string>): Readonly<Record<string, 
 /** A value after its flag as the field's kind reads it; a bad one is a CliError naming the flag. */
 export function readField(spec: FieldFlagSpec, text: string): unknown {
   const flag = `--${kebab(spec.field)}`;
-  if (spec.nullable && /^(?:null|none|None)$/.test(text)) return null;
+  // A number or a boolean is never spelt null: there `null` is the Python None (`int | None` fields); a string field takes it only where its default is null.
+  const nullable = spec.nullable || spec.kind === 'number' || spec.kind === 'boolean';
+  if (nullable && /^(?:null|none|None)$/.test(text)) return null;
   if ((spec.kind === 'boolean' || spec.kind === 'any') && /^(?:true|false|True|False)$/.test(text)) return text.toLowerCase() === 'true';
   if ((spec.kind === 'any' || spec.kind === 'list') && /^[[{]/.test(text)) return jsonOf(text, flag);
   const n = numberOf(text);
@@ -76,7 +78,7 @@ export function readField(spec: FieldFlagSpec, text: string): unknown {
   if (spec.kind === 'list') return text === '' ? [] : text.split(',');
   const expected = spec.kind === 'boolean' ? 'true or false' : 'a number (8, 0.04, 1e-6)';
   return usage(flag, `${spec.field} is ${spec.kind === 'boolean' ? 'true or false' : 'a number'}`, {
-    expected: spec.nullable ? `${expected} or null` : expected,
+    expected: `${expected} or null`,
     received: JSON.stringify(text),
   });
 }

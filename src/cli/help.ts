@@ -221,8 +221,9 @@ Examples
 function fieldsText(trainer: 'grpo' | 'sft', file: string): string {
   const { className } = trainerFields(trainer);
   return `Every field of ${className} (TRL's dataclass, the release of --trl) is a flag: --<field> with _
-written -, e.g. --per-device-train-batch-size 8; booleans also as --<field> and --no-<field>; a
-field whose default is null takes null or none. --config ${file} gives them as a file (JSON
+written -, e.g. --per-device-train-batch-size 8; booleans also as --<field> and --no-<field>;
+null or none is Python's None (for a string field only where its default is None); lists are
+A,B or JSON, mappings JSON. --config ${file} gives them as a file (JSON
 or YAML, one mapping); flags override it. A field vram-ts does not model is accepted only at its
 default (logging, saving and schedule fields at any value); an unknown field is an error.
 

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/main.js';
+import { readField } from '../../src/cli/fields.js';
 import { FIELD_FLAGS } from '../../src/cli/flags.js';
 import { grpoStep, llm, sftStep, trainerFields } from '../../src/index.js';
 
@@ -57,6 +58,28 @@ describe('the field flags', () => {
     expect(FIELD_FLAGS['max-length']).toMatchObject({ scope: ['sft'] });
     expect(FIELD_FLAGS.bf16).toMatchObject({ kind: 'boolean', nullable: true, scope: ['grpo', 'sft'] });
     expect(FIELD_FLAGS['loss-type']).toMatchObject({ kind: 'string', nullable: true });
+  });
+
+  it('read by the type of their defaults', () => {
+    const read = (flag: string, text: string) => readField(FIELD_FLAGS[flag]!, text);
+    expect(read('beta', '1e-2')).toBe(0.01);
+    expect(read('max-length', 'none')).toBeNull();
+    expect(read('loss-type', 'null')).toBeNull();
+    expect(read('report-to', 'none')).toBe('none');
+    expect(read('bf16', 'True')).toBe(true);
+    expect(read('include-for-metrics', 'inputs,loss')).toEqual(['inputs', 'loss']);
+    expect(read('gradient-checkpointing-kwargs', '{"use_reentrant": false}')).toEqual({ use_reentrant: false });
+    expect(read('generation-batch-size', '16')).toBe(16);
+    expect(() => read('beta', '0x10')).toThrow(expect.objectContaining({ path: '--beta', message: 'beta is a number' }));
+    expect(() => read('gradient-checkpointing', 'yes')).toThrow(/true or false/);
+    expect(() => read('gradient-checkpointing-kwargs', '{bad')).toThrow(/not valid JSON/);
+  });
+
+  it('max_length none: the tokens come from --sequence', () => {
+    const r = cli('sft', 'qwen2.5-0.5b', '--max-length', 'none', '--sequence', '100', '--format', 'json');
+    expect(r.err).toBe('');
+    expect(peakOf(r)).toBe(sftStep(model, { max_length: null }, { sequence: 100 }).peak);
+    expect(cli('sft', 'qwen2.5-0.5b', '--max-length', 'none').err).toMatch(/^vram-ts: --sequence: max_length is null/);
   });
 
   it('grpo: the flags give the config fields (the same peak as grpoStep with them)', () => {
