@@ -24,15 +24,23 @@ function fail(file: string, n: number, message: string): never {
   return usage(`${file}:${n}`, message);
 }
 
-/** The line without its comment (a `#` at the start or after a space, outside quotes), right-trimmed. */
+/** Whether a scalar starts after `before` (a quote there opens a quoted string; elsewhere it is part of a plain one). */
+function startsScalar(before: string, inFlow: boolean): boolean {
+  return /^\s*(?:-\s+)*$/.test(before) || /:\s+$/.test(before) || (inFlow && /[[{,]\s*$/.test(before));
+}
+
+/** The line without its comment (a `#` at the start or after a space, outside quoted strings), right-trimmed. */
 export function stripComment(line: string): string {
-  let quote: '"' | "'" | undefined;
+  let quote: string | undefined;
+  let flow = 0;
   for (let i = 0; i < line.length; i++) {
     const c = line[i]!;
     if ((quote === '"' && c === '\\') || (quote === "'" && c === "'" && line[i + 1] === "'")) i++;
-    else if (quote !== undefined && c === quote) quote = undefined;
-    else if (quote === undefined && (c === '"' || c === "'") && (i === 0 || /[\s[{,:]/.test(line[i - 1]!))) quote = c;
-    else if (quote === undefined && c === '#' && (i === 0 || /\s/.test(line[i - 1]!))) return line.slice(0, i).trimEnd();
+    else if (quote !== undefined) quote = c === quote ? undefined : quote;
+    else if (c === '"' || c === "'") quote = startsScalar(line.slice(0, i), flow > 0) ? c : undefined;
+    else if ((c === '[' || c === '{') && (flow > 0 || startsScalar(line.slice(0, i), false))) flow++;
+    else if ((c === ']' || c === '}') && flow > 0) flow--;
+    else if (c === '#' && (i === 0 || /\s/.test(line[i - 1]!))) return line.slice(0, i).trimEnd();
   }
   return line.trimEnd();
 }
@@ -139,7 +147,7 @@ function flowItems(inner: string, file: string, n: number): string[] {
     const c = inner[i];
     if (quote === '"' && c === '\\') i++;
     else if (quote !== undefined && c === quote) quote = undefined;
-    else if (quote === undefined && (c === '"' || c === "'")) quote = c;
+    else if (quote === undefined && (c === '"' || c === "'") && inner.slice(start, i).trim() === '') quote = c;
     else if (quote === undefined && (c === ',' || c === undefined)) {
       const item = inner.slice(start, i).trim();
       if (item === '' && !(c === undefined && items.length === 0)) fail(file, n, 'an empty item in a flow collection');

@@ -124,12 +124,14 @@ const scalarArb = fc.oneof(
   fc.boolean(),
   fc.constant(null),
   fc.string({ maxLength: 12 }),
+  fc.string({ unit: 'binary', maxLength: 6 }),
   fc.constantFrom('adamw_torch_fused', 'q_proj', 'runs/grpo', 'http://host:8000/v1', '1.13.0', 'none', 'yes', 'on', '012', '~', '- a', 'a: b', '#x', "it's"),
 );
 
-/** A value written as YAML: bare where it reads back as itself, else JSON-quoted (JSON's escapes are YAML's). */
-function yamlScalar(value: unknown): string {
+/** A value written as YAML: bare where it reads back as itself (unless `quoteAll`), else JSON-quoted (JSON's escapes are YAML's). */
+function yamlScalar(value: unknown, quoteAll = false): string {
   if (typeof value !== 'string') return String(value);
+  if (quoteAll) return JSON.stringify(value);
   try {
     if (parseYaml(`k: ${value}`, 'probe.yaml').k === value) return value;
   } catch {
@@ -142,11 +144,11 @@ function yamlScalar(value: unknown): string {
 const listArb = fc.array(scalarArb, { maxLength: 4 });
 const mappingArb = fc.dictionary(fc.stringMatching(/^[a-z_][a-z0-9_]{0,15}$/), fc.oneof(scalarArb, listArb, listArb), { maxKeys: 8 });
 
-function writeYaml(mapping: Readonly<Record<string, unknown>>, block: boolean): string {
+function writeYaml(mapping: Readonly<Record<string, unknown>>, block: boolean, quoteAll: boolean): string {
   return Object.entries(mapping)
     .map(([key, value]) => {
-      if (!Array.isArray(value)) return `${key}: ${yamlScalar(value)}  # ${key}\n`;
-      if (block && value.length > 0) return `${key}:\n${value.map((v) => `  - ${yamlScalar(v)}\n`).join('')}\n`;
+      if (!Array.isArray(value)) return `${key}: ${yamlScalar(value, quoteAll)}  # ${key}\n`;
+      if (block && value.length > 0) return `${key}:\n${value.map((v) => `  - ${yamlScalar(v, quoteAll)}\n`).join('')}\n`;
       return `${key}: [${value.map((v) => (typeof v === 'string' ? JSON.stringify(v) : String(v))).join(', ')}]\n`;
     })
     .join('');
@@ -155,10 +157,10 @@ function writeYaml(mapping: Readonly<Record<string, unknown>>, block: boolean): 
 describe('round trip', () => {
   it('generated mappings of scalars and lists, written as YAML, read back as they were', () => {
     fc.assert(
-      fc.property(mappingArb, fc.boolean(), (mapping, block) => {
-        expect(parseYaml(writeYaml(mapping, block), 'generated.yaml')).toEqual(mapping);
+      fc.property(mappingArb, fc.boolean(), fc.boolean(), (mapping, block, quoteAll) => {
+        expect(parseYaml(writeYaml(mapping, block, quoteAll), 'generated.yaml')).toEqual(mapping);
       }),
-      { numRuns: 300 },
+      { numRuns: Number(process.env.YAML_RUNS ?? 300) },
     );
   });
 });
