@@ -187,9 +187,11 @@ export {
   DEFAULT_TRL,
   TRL_RELEASES,
   resolveTrainerArgs,
+  trainerFields,
   type LoraConfig,
   type ResolvedTrainerArgs,
   type TrainerArgs,
+  type TrainerFields,
   type TrainerKind,
 } from './trainers/args.js';
 export type { TrainerOptions, TrainerPhase, TrainerPhaseName, TrainerResident, TrainerStepEstimate } from './trainers/step.js';

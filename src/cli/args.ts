@@ -16,6 +16,22 @@ export function wholeNumber(value: string, flag: string, min: number, max: numbe
   return n;
 }
 
+/** A number as JSON writes one (`8`, `0.04`, `1e-6`, `-1`): no `+`, no leading zeros, no hex, no spaces. */
+const NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?$/;
+
+/** The number `text` writes (as JSON would), or undefined when it is not one. */
+export function numberOf(text: string): number | undefined {
+  const n = NUMBER.test(text) ? Number(text) : Number.NaN;
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** A number ≥ 0 written as JSON writes one; the error names the flag. */
+export function decimal(value: string, flag: string): number {
+  const n = numberOf(value);
+  if (n === undefined || n < 0) usage(flag, 'must be a number ≥ 0', { expected: 'e.g. 16, 0.05, 1e-2', received: JSON.stringify(value) });
+  return n!;
+}
+
 /** The largest image side (and channel count) the command accepts. */
 export const MAX_IMAGE_DIM = 1_000_000;
 

@@ -5,13 +5,16 @@
  * help text are made from this table (readers and checks: ./values.ts; help: ./help.ts), so a
  * new flag is one entry here.
  */
-import { gpuBudget, imageSize, transformersRelease } from './args.js';
+import { decimal, gpuBudget, imageSize, transformersRelease } from './args.js';
+import { fieldFlags, type FieldFlagSpec } from './fields.js';
 import {
   DEFAULT_ENGINE,
   DEFAULT_TRANSFORMERS,
   ENGINE_NAMES,
   GPUS,
   TRANSFORMERS_RANGES,
+  TRL_RELEASES,
+  DEFAULT_TRL,
   type AttentionImpl,
   type Device,
   type DType,
@@ -23,10 +26,10 @@ import {
 } from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
-export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'korthikanti' | 'safetensors';
+export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'sft' | 'korthikanti' | 'safetensors';
 
 /** Every command, in the order of the usage text. */
-export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'korthikanti', 'safetensors'];
+export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'sft', 'korthikanti', 'safetensors'];
 
 /**
  * A list naming every member of the library's union `U` (the compiler refuses a list that misses
@@ -57,8 +60,8 @@ export const SCHEDULES = every<PipelineSchedule>()(['1f1b', 'gpipe', 'interleave
 export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
 /** --format of an estimate. */
 export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
-/** --format of grpo. */
-export const GRPO_FORMATS = ['table', 'json'] as const;
+/** --format of grpo and sft. */
+export const TRAINER_FORMATS = ['table', 'json'] as const;
 /** --format of plan. */
 export const PLAN_FORMATS = ['table', 'json'] as const;
 /** --chart: which chart --svg writes. */
@@ -77,7 +80,7 @@ export const DEFAULTS = {
   framework: 'torch-2',
   format: 'table',
   solve: 'batch',
-  grpo: { group: 8, prompt: 512, completion: 1024, prompts: 1 },
+  prompt: 512,
   korthikanti: { seq: 2048, batch: 1, hidden: 1024, heads: 16 },
 } as const;
 
@@ -107,13 +110,17 @@ interface FlagSpec {
   readonly help?: HelpLine | Partial<Record<Command | 'default', HelpLine>>;
 }
 
-const MODEL_COMMANDS = ['estimate', 'fit', 'plan', 'grpo'] as const satisfies readonly Command[];
+const ESTIMATES = ['estimate', 'fit', 'plan'] as const satisfies readonly Command[];
+const TRAINERS = ['grpo', 'sft'] as const satisfies readonly Command[];
+const MODEL_COMMANDS = [...ESTIMATES, ...TRAINERS] as const satisfies readonly Command[];
 const k = DEFAULTS.korthikanti;
-const g = DEFAULTS.grpo;
 const releases = TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' and ');
 const gpuHelp = (what: string): HelpLine => `${what}: a size (24GB, 80GiB; GB is read as GiB) or\n${GPUS.map((gpu) => gpu.name).join(', ')}`;
 const STEP_CHART = 'it charts the step of one estimate';
 const GRPO_STEP = 'a GRPO step always generates, scores and trains';
+const SFT_STEP = 'an SFT step always trains';
+/** Why grpo and sft refuse an estimate's flag: the trainer's own field says it. */
+const asField = (field: string, what = 'field') => ({ grpo: `grpo takes GRPOConfig's ${field} ${what}`, sft: `sft takes SFTConfig's ${field} ${what}` });
 const LAYER_ONLY = 'it compares two counts of one layer and fits nothing';
 
 /** Every flag, in the order the did-you-mean hints and the model-kind checks see them. */
@@ -123,7 +130,7 @@ export const FLAGS = {
     read: imageSize,
     scope: ['estimate', 'fit', 'plan'],
     only: { kind: 'cnn', hint: ': use --seq' },
-    why: { grpo: 'grpo needs an LLM' },
+    why: { grpo: 'grpo needs an LLM', sft: 'sft needs an LLM' },
     meta: 'CxHxW',
     help: {
       default: `image size for CNNs (default ${DEFAULTS.input})`,
@@ -134,7 +141,7 @@ export const FLAGS = {
     type: 'string',
     max: 1_000_000_000,
     scope: ['estimate', 'fit', 'compat', 'korthikanti'],
-    why: { plan: 'a plan splits --global-batch over ranks and micro-batches', grpo: 'a GRPO step is sized by --prompts, --group and --micro-batch' },
+    why: { plan: 'a plan splits --global-batch over ranks and micro-batches', ...asField('--per-device-train-batch-size') },
     meta: 'N',
     help: {
       default: `batch size (default ${DEFAULTS.batch})`,
@@ -148,7 +155,7 @@ export const FLAGS = {
     max: 1_000_000_000,
     scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'],
     only: { kind: 'llm', hint: ': use --input' },
-    why: { grpo: 'a GRPO step is --prompt plus --completion tokens long' },
+    why: { grpo: 'a GRPO step is --prompt plus --max-completion-length tokens long', sft: "sft takes --sequence (at most SFTConfig's --max-length)" },
     meta: 'N',
     help: {
       default: `sequence length for LLMs (default ${DEFAULTS.seq})`,
@@ -162,21 +169,22 @@ export const FLAGS = {
     max: 1_000_000_000,
     scope: ['estimate', 'fit', 'plan'],
     only: { kind: 'cnn', says: 'applies to the CNN catalog' },
-    why: { grpo: 'grpo needs an LLM' },
+    why: { grpo: 'grpo needs an LLM', sft: 'sft needs an LLM' },
     meta: 'N',
     help: `classifier outputs for the CNN catalog (default ${DEFAULTS.classes})`,
   },
   train: {
     type: 'boolean',
     scope: ['estimate', 'fit'],
-    why: { grpo: GRPO_STEP },
+    why: { grpo: GRPO_STEP, sft: SFT_STEP },
     label: '--train | --infer',
     help: 'a training step (the default) or an inference forward',
   },
-  infer: { type: 'boolean', scope: ['estimate', 'fit'], why: { grpo: GRPO_STEP } },
+  infer: { type: 'boolean', scope: ['estimate', 'fit'], why: { grpo: GRPO_STEP, sft: SFT_STEP } },
   optimizer: {
     type: 'string',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: asField('--optim'),
     values: OPTIMIZERS,
     meta: 'NAME',
     help: {
@@ -186,7 +194,8 @@ export const FLAGS = {
   },
   precision: {
     type: 'string',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: asField('--bf16'),
     values: PRECISIONS,
     meta: 'P',
     help: {
@@ -196,7 +205,8 @@ export const FLAGS = {
   },
   checkpointing: {
     type: 'boolean',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: asField('--gradient-checkpointing'),
     help: {
       default: 'activation checkpointing of every block (decoder layers, CNN feature blocks);\ntraining only',
       plan: 'also try activation checkpointing of every block',
@@ -216,7 +226,8 @@ export const FLAGS = {
   device: { type: 'string', scope: MODEL_COMMANDS, values: DEVICES, meta: 'D', help: `${DEVICES.join(' or ')} (default ${DEFAULTS.device})` },
   framework: {
     type: 'string',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: { grpo: 'the trainers follow torch 2', sft: 'the trainers follow torch 2' },
     values: FRAMEWORKS,
     meta: 'F',
     help: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`,
@@ -238,25 +249,32 @@ export const FLAGS = {
     values: DTYPES,
     only: { kind: 'llm' },
     meta: 'D',
-    help: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too`,
+    help: {
+      default: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too`,
+      grpo: `parameter dtype of the LLM: ${DTYPES.join(', ')} (default: the config's torch_dtype)`,
+      sft: `parameter dtype of the LLM: ${DTYPES.join(', ')} (default: the config's torch_dtype)`,
+    },
   },
   'no-cache': {
     type: 'boolean',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: asField('--use-cache'),
     only: { kind: 'llm' },
     help: "forward with use_cache=False (LLMs; default: the config's use_cache, true)",
   },
   'lora-rank': {
     type: 'string',
     max: 1_000_000,
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: { grpo: "grpo takes PEFT's LoraConfig: --lora-r", sft: "sft takes PEFT's LoraConfig: --lora-r" },
     only: { kind: 'llm', hint: ' (adapters on the attention projections)' },
     meta: 'R',
     help: "LoRA adapters of rank R on PEFT's default targets\n(q_proj, v_proj; GPT-2: c_attn); LLMs only",
   },
   qlora: {
     type: 'boolean',
-    scope: MODEL_COMMANDS,
+    scope: ESTIMATES,
+    why: { grpo: 'a 4-bit base is not modelled for the trainers', sft: 'a 4-bit base is not modelled for the trainers' },
     only: { kind: 'llm', hint: ' (adapters on the attention projections)' },
     help: 'with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it',
   },
@@ -272,6 +290,7 @@ export const FLAGS = {
       fit: gpuHelp('the GPU to fit (required)'),
       plan: gpuHelp('the GPU of every rank (required)'),
       grpo: gpuHelp('says whether the step fits (default: none)'),
+      sft: gpuHelp('says whether the step fits (default: none)'),
     },
   },
   check: {
@@ -282,20 +301,21 @@ export const FLAGS = {
   },
   format: {
     type: 'string',
-    scope: ['estimate', 'plan', 'grpo'],
-    values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: GRPO_FORMATS },
+    scope: ['estimate', 'plan', 'grpo', 'sft'],
+    values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: TRAINER_FORMATS, sft: TRAINER_FORMATS },
     why: { fit: 'fit prints one number' },
     meta: 'F',
     help: {
       estimate: `${FORMATS.join(', ')} (default ${DEFAULTS.format});\njson carries the fit verdict and the KV cache as fields`,
       plan: `${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})`,
-      grpo: `${GRPO_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
+      grpo: `${TRAINER_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
+      sft: `${TRAINER_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
     },
   },
   svg: {
     type: 'string',
     scope: ['estimate'],
-    why: { fit: STEP_CHART, grpo: STEP_CHART, plan: STEP_CHART },
+    why: { fit: STEP_CHART, grpo: STEP_CHART, sft: STEP_CHART, plan: STEP_CHART },
     meta: 'FILE',
     help: "write a chart (SVG) of the step to FILE (with --gpu: the card's memory drawn)",
   },
@@ -308,16 +328,62 @@ export const FLAGS = {
     help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
   },
   safetensors: { type: 'string', scope: ['safetensors'] },
-  group: { type: 'string', max: 1_000_000, scope: ['grpo'], meta: 'G', help: `completions per prompt (default ${g.group})` },
-  prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'P', help: `prompt tokens (default ${g.prompt})` },
-  completion: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'L', help: `completion tokens (default ${g.completion})` },
-  prompts: { type: 'string', max: 1_000_000, scope: ['grpo'], meta: 'N', help: `prompts per step (default ${g.prompts})` },
-  'micro-batch': {
+  prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'P', help: `prompt tokens of every prompt (default ${DEFAULTS.prompt})` },
+  sequence: {
     type: 'string',
     max: 1_000_000_000,
-    scope: ['grpo'],
-    meta: 'M',
-    help: 'sequences per training and reference forward, at most prompts × group\n(default: all of them)',
+    scope: ['sft'],
+    meta: 'S',
+    help: 'tokens per example (default: --max-length; longer examples are truncated to it)',
+  },
+  config: {
+    type: 'string',
+    scope: TRAINERS,
+    meta: 'FILE',
+    help: {
+      grpo: 'GRPOConfig fields from a JSON or YAML file (a flat mapping, as a\ngrpo_config.yaml holds them); the flags override its values',
+      sft: 'SFTConfig fields from a JSON or YAML file (a flat mapping, as an\nsft_config.yaml holds them); the flags override its values',
+    },
+  },
+  'peft-config': {
+    type: 'string',
+    scope: TRAINERS,
+    meta: 'FILE',
+    help: "PEFT's LoraConfig fields from a JSON or YAML file (LoRA adapters);\nthe --lora-* flags override its values",
+  },
+  'lora-r': {
+    type: 'string',
+    max: 1_000_000,
+    scope: TRAINERS,
+    meta: 'R',
+    help: "LoRA adapters of rank R (LoraConfig's r; PEFT's default 8 with any --lora-*)",
+  },
+  'lora-alpha': {
+    type: 'string',
+    read: (v: string) => decimal(v, '--lora-alpha'),
+    scope: TRAINERS,
+    meta: 'A',
+    help: "LoraConfig's lora_alpha (scales values only)",
+  },
+  'lora-dropout': {
+    type: 'string',
+    read: (v: string) => decimal(v, '--lora-dropout'),
+    scope: TRAINERS,
+    meta: 'P',
+    help: "LoraConfig's lora_dropout (a mask per adapted layer when > 0)",
+  },
+  'lora-target-modules': {
+    type: 'string',
+    scope: TRAINERS,
+    meta: 'M,M|all-linear',
+    help: "LoraConfig's target_modules (PEFT's default: q_proj, v_proj)",
+  },
+  trl: {
+    type: 'string',
+    scope: TRAINERS,
+    values: TRL_RELEASES,
+    meta: 'X.Y.Z',
+    help: `the TRL release whose trainer and defaults to follow (default ${DEFAULT_TRL})`,
   },
   hidden: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'H', help: `hidden size h (default ${k.hidden})` },
   heads: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'A', help: `attention heads a, a divisor of h (default ${k.heads})` },
@@ -445,18 +511,40 @@ export const FLAGS = {
 
 export type Flag = keyof typeof FLAGS;
 
-/** What node's parser read: a string or a boolean by the flag's type. */
-export type Values = { [F in Flag]?: (typeof FLAGS)[F]['type'] extends 'string' ? string : boolean };
+/**
+ * The generated group: every field of GRPOConfig and SFTConfig as `--<field, _ → ->` (./fields.ts),
+ * a string for node's parser, read by the type of the field's default. A name the table above
+ * already has (`--fsdp`) stays the command's flag: that field is a --config key only.
+ */
+export const FIELD_FLAGS: Readonly<Record<string, FieldFlagSpec>> = fieldFlags(new Set(Object.keys(FLAGS)));
 
-/** Which commands take each flag; any other use is an error. */
+/** What node's parser read: a string or a boolean by the flag's type; the field flags' strings by their names. */
+export type Values = { [F in Flag]?: (typeof FLAGS)[F]['type'] extends 'string' ? string : boolean } & {
+  readonly [field: string]: string | boolean | undefined;
+};
+
+/** Which commands take each flag of the table above; any other use is an error (the field flags: {@link scopeOf}). */
 export const SCOPE = Object.fromEntries(Object.entries(FLAGS).map(([flag, spec]) => [flag, spec.scope])) as { readonly [F in Flag]: readonly Command[] };
 
-/** node:util parseArgs' options. */
-export const OPTIONS = Object.fromEntries(
-  Object.entries(FLAGS).map(([flag, spec]) => [flag, { type: spec.type, ...('short' in spec ? { short: spec.short } : {}) }]),
-) as { readonly [F in Flag]: { readonly type: (typeof FLAGS)[F]['type']; readonly short?: string } };
+/** node:util parseArgs' options: the table's flags and the field flags. */
+export const OPTIONS = {
+  ...Object.fromEntries(Object.keys(FIELD_FLAGS).map((flag) => [flag, { type: 'string' as const }])),
+  ...Object.fromEntries(Object.entries(FLAGS).map(([flag, spec]) => [flag, { type: spec.type, ...('short' in spec ? { short: spec.short } : {}) }])),
+} as { readonly [F in Flag]: { readonly type: (typeof FLAGS)[F]['type']; readonly short?: string } } & Readonly<
+  Record<string, { readonly type: 'string' | 'boolean' }>
+>;
 
-/** The table entry of a flag, as the generic checks read it. */
-export function specOf(flag: Flag): FlagSpec {
-  return FLAGS[flag];
+/** The table entry of a flag, as the generic checks read it; a field flag's entry is made from its field. */
+export function specOf(flag: string): FlagSpec {
+  const spec: FlagSpec | undefined = (FLAGS as Readonly<Record<string, FlagSpec>>)[flag];
+  if (spec !== undefined) return spec;
+  const field = FIELD_FLAGS[flag];
+  if (field === undefined) throw new Error(`no flag --${flag}`);
+  const only = (c: 'grpo' | 'sft') => `a field of ${c === 'grpo' ? 'SFTConfig, not of GRPOConfig' : 'GRPOConfig, not of SFTConfig'}`;
+  return { type: 'string', scope: field.scope, why: { grpo: only('grpo'), sft: only('sft') } };
+}
+
+/** The commands that take a flag (of the table or a field flag). */
+export function scopeOf(flag: string): readonly Command[] {
+  return specOf(flag).scope;
 }

@@ -2,9 +2,11 @@
  * The command's help texts: the prose is written here, every option line is made from the flag
  * table (./flags.ts), and test/cli checks that passing a shown default changes nothing.
  */
-import { LLMS, VISION_MODELS } from '../index.js';
-import { FLAGS, SCOPE, specOf, type Command, type Flag, type HelpLine } from './flags.js';
+import { LLMS, VISION_MODELS, resolveTrainerArgs, trainerFields, type TrainerKind } from '../index.js';
+import { FIELD_FLAGS, FLAGS, SCOPE, specOf, type Command, type Flag, type HelpLine } from './flags.js';
+import { kebab } from './fields.js';
 import { CNNS } from './model.js';
+import { RESOLVED } from './trainer.js';
 
 const models = `${CNNS.join(', ')}, ${LLMS.map((e) => e.id).join(', ')}; torchvision models: ${VISION_MODELS.filter((v) => !(CNNS as readonly string[]).includes(v)).join(', ')}`;
 
@@ -26,9 +28,52 @@ function helpLine(flag: Flag, command: Command): string | undefined {
         : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
   if (line === undefined) return undefined;
   const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
-  const label = spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`;
-  // Option text starts in column 26; a label as wide as the column keeps two spaces.
+  return optionLine(spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`, text);
+}
+
+/** One option line: the label, then the text from column 26 (a label as wide as the column keeps two spaces). */
+function optionLine(label: string, text: string): string {
   return `  ${label.length < 23 ? label.padEnd(23) : `${label}  `}${text.replace(/\n/g, `\n${' '.repeat(25)}`)}`;
+}
+
+/** The value's name in help by the field flag's kind. */
+const FIELD_META = { boolean: 'true|false', number: 'N', string: 'S', list: 'A,B', any: 'V' } as const;
+
+/** What each modelled field does to the step, for its help line (`grpo.` / `sft.` where the trainers differ). */
+const FIELD_NOTES: Readonly<Record<string, string>> = {
+  per_device_train_batch_size: 'sequences per micro-batch',
+  gradient_accumulation_steps: 'micro-batches per optimizer step',
+  gradient_checkpointing: 'every decoder layer one non-reentrant checkpoint',
+  gradient_checkpointing_kwargs: 'only {"use_reentrant": false} is modelled',
+  bf16: 'autocast to bfloat16 over float32 weights',
+  optim: 'adamw_torch_fused, adamw_torch or sgd',
+  max_grad_norm: 'clip_grad_norm_ when above 0',
+  'grpo.loss_type': 'grpo, bnpo, dr_grpo, dapo or luspo',
+  'sft.loss_type': 'chunked_nll (no full logits) or nll',
+  max_length: 'the most tokens per example',
+  num_generations: 'completions per prompt',
+  max_completion_length: 'tokens generated per completion',
+  beta: 'the KL coefficient: above 0 a reference model is loaded',
+  temperature: 'sampling temperature',
+  num_iterations: 'optimization passes over each generation',
+  steps_per_generation: 'micro-batches per generation',
+  generation_batch_size: 'completions generated at once',
+};
+
+/** The option lines of the fields a trainer models, with the defaults the library resolves (resolveTrainerArgs with no fields). */
+function modelledFields(trainer: TrainerKind): string {
+  const resolved = resolveTrainerArgs(trainer, {});
+  const fields = trainerFields(trainer);
+  return fields.modelled
+    .filter((field) => FIELD_FLAGS[kebab(field)] !== undefined)
+    .map((field) => {
+      const spec = FIELD_FLAGS[kebab(field)]!;
+      const value = RESOLVED[field]?.(resolved) ?? fields.defaults[field];
+      const note = FIELD_NOTES[`${trainer}.${field}`] ?? FIELD_NOTES[field];
+      const shown = `(default ${JSON.stringify(value).replace(/^"|"$/g, '')})`;
+      return optionLine(`--${kebab(field)} ${FIELD_META[spec.kind]}`, note !== undefined ? `${note} ${shown}` : shown);
+    })
+    .join('\n');
 }
 
 /** Groups of flags that several helps list together, in this order. */
@@ -86,13 +131,15 @@ Usage
   vram-ts compat zero-paper|deepspeed|megatron <model> [--gpus N]
                                         a published formula next to vram-ts's rank, and why
                                         they differ
-  vram-ts grpo <model> [--group G] [--prompt P] [--completion L] [options]
-                                        a GRPO step: generation, reference scoring, training
+  vram-ts grpo <model> [--prompt P] [--config grpo_config.yaml] [--<GRPOConfig field> V …]
+                                        a GRPOTrainer step: generation, log-probabilities, training
+  vram-ts sft <model> [--sequence S] [--config sft_config.yaml] [--<SFTConfig field> V …]
+                                        an SFTTrainer step: forward and loss, backward, optimizer
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
-  vram-ts fit|plan|compat|grpo|korthikanti --help
+  vram-ts fit|plan|compat|grpo|sft|korthikanti --help
                                         the options of each command
 
 ${MODEL}
@@ -107,7 +154,8 @@ Examples
   vram-ts qwen2.5-0.5b --seq 4096 --batch 8 --precision bf16 --gpu A800-80GB
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --train --solve seq --precision bf16
   vram-ts fit qwen2.5-0.5b --gpu A800-80GB --solve seq --precision bf16 --gpus 8 --fsdp
-  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --attention sdpa --micro-batch 1
+  vram-ts grpo qwen2.5-0.5b --num-generations 8 --max-completion-length 4096 --prompt 256 --gpu A800-80GB
+  vram-ts sft qwen2.5-0.5b --config sft_config.yaml --per-device-train-batch-size 4 --max-length 2048
   vram-ts ./config.json --infer --seq 8192 --format json
   vram-ts --safetensors model.safetensors
 `;
@@ -169,19 +217,74 @@ Examples
   vram-ts compat megatron llama-3-8b --gpus 8 --tp 2 --seq 4096
 `;
 
+/** The part of grpo's and sft's help about their config class's fields. */
+function fieldsText(trainer: 'grpo' | 'sft', file: string): string {
+  const { className } = trainerFields(trainer);
+  return `Every field of ${className} (TRL's dataclass, the release of --trl) is a flag: --<field> with _
+written -, e.g. --per-device-train-batch-size 8; booleans also as --<field> and --no-<field>;
+null or none is Python's None (for a string field only where its default is None); lists are
+A,B or JSON, mappings JSON. --config ${file} gives them as a file (JSON
+or YAML, one mapping); flags override it. A field vram-ts does not model is accepted only at its
+default (logging, saving and schedule fields at any value); an unknown field is an error.
+
+Fields that change the estimate (with the defaults the trainer resolves)
+${modelledFields(trainer)}`;
+}
+
+const TRAINER_OPTIONS: readonly Flag[] = [
+  'config',
+  'peft-config',
+  'lora-r',
+  'lora-alpha',
+  'lora-dropout',
+  'lora-target-modules',
+  'trl',
+  'device',
+  'attention',
+  'transformers',
+  'dtype',
+  'revision',
+  'gpu',
+  'check',
+  'format',
+];
+
 export const GRPO_HELP = `vram-ts grpo <model> [options]
 
-A GRPO step on one GPU (TRL's GRPOTrainer without vLLM): generate --group completions per
-prompt with a KV cache, score them with a frozen reference model, then train on them.
-<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')} or a config.json path.
+One step of TRL's GRPOTrainer on one GPU without vLLM, phase by phase: model.generate (the
+prefill and the last decode step with its KV cache), the old-policy and reference
+log-probabilities when they are computed, then the loss forward, backward, clipping, the
+optimizer and zero_grad.
+<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')}, a config.json path or a Hub id.
 
 Options
-${options('grpo', ['group', 'prompt', 'completion', 'prompts', 'micro-batch', ...TRAINING, ...LLM, ...RUNTIME, 'gpu', 'check', 'format'])}
+${options('grpo', ['prompt', ...TRAINER_OPTIONS])}
+
+${fieldsText('grpo', 'grpo_config.yaml')}
 
 ${EXIT}
 
-Example
-  vram-ts grpo qwen2.5-0.5b --group 8 --prompt 512 --completion 4096 --precision bf16 --micro-batch 1 --gpu A800-80GB
+Examples
+  vram-ts grpo qwen2.5-0.5b --num-generations 8 --max-completion-length 4096 --prompt 256 --gpu A800-80GB
+  vram-ts grpo qwen2.5-0.5b --config grpo_config.yaml --beta 0.04 --lora-r 16 --lora-target-modules all-linear
+`;
+
+export const SFT_HELP = `vram-ts sft <model> [options]
+
+One step of TRL's SFTTrainer on one GPU, phase by phase: compute_loss (the forward and the loss:
+chunked_nll never holds the full logits), backward, clipping, the optimizer and zero_grad.
+<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')}, a config.json path or a Hub id.
+
+Options
+${options('sft', ['sequence', ...TRAINER_OPTIONS])}
+
+${fieldsText('sft', 'sft_config.yaml')}
+
+${EXIT}
+
+Examples
+  vram-ts sft qwen2.5-0.5b --per-device-train-batch-size 4 --max-length 2048 --gpu RTX-4090
+  vram-ts sft qwen2.5-0.5b --config sft_config.yaml --no-gradient-checkpointing --loss-type nll
 `;
 
 export const KORTHIKANTI_HELP = `vram-ts korthikanti [options]

@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { nearest } from './args.js';
 import { COMMAND_SPECS, SUBCOMMANDS } from './commands/index.js';
 import { CliError, oneLine } from './errors.js';
-import { OPTIONS, type Command, type Values } from './flags.js';
+import { FIELD_FLAGS, OPTIONS, type Command, type Values } from './flags.js';
+import { normalizeBooleans } from './fields.js';
 
 /** The flags' values, the positional arguments and the command they name. */
 export interface Parsed {
@@ -50,7 +51,10 @@ function commandOf(positionals: readonly string[], values: Values): Command {
 export function parse(argv: readonly string[]): Parsed {
   let parsed: { values: Values; positionals: string[] };
   try {
-    parsed = parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS }) as { values: Values; positionals: string[] };
+    parsed = parseArgs({ args: normalizeBooleans(argv, FIELD_FLAGS), allowPositionals: true, strict: true, options: OPTIONS }) as {
+      values: Values;
+      positionals: string[];
+    };
   } catch (error) {
     throw parseError(error, argv) ?? error;
   }

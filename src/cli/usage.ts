@@ -5,7 +5,7 @@
 import { nearest } from './args.js';
 import { COMMAND_SPECS, SUBCOMMANDS, type CommandSpec } from './commands/index.js';
 import { usage } from './errors.js';
-import { SCOPE, specOf, type Command, type Flag, type Values } from './flags.js';
+import { scopeOf, specOf, type Command, type Values } from './flags.js';
 import { MODEL_NAMES } from './model.js';
 
 function listAnd(items: readonly string[]): string {
@@ -15,10 +15,10 @@ function listAnd(items: readonly string[]): string {
 /** Refuses every flag the command does not take, saying which commands take it (and why not this one). */
 function checkScope(command: Command, values: Values): void {
   const named = (c: Command) => COMMAND_SPECS[c].named;
-  for (const flag of Object.keys(values) as Flag[]) {
-    if (values[flag] === undefined || SCOPE[flag].includes(command)) continue;
+  for (const flag of Object.keys(values)) {
+    if (values[flag] === undefined || scopeOf(flag).includes(command)) continue;
     const why = specOf(flag).why?.[command];
-    const where = listAnd(SCOPE[flag].map(named));
+    const where = listAnd(scopeOf(flag).map(named));
     if (command === 'safetensors') usage(`--${flag}`, '--safetensors FILE takes no other option');
     if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${named(command)}`);
     usage(`--${flag}`, `applies to ${where} only, not to ${named(command)}${why !== undefined ? `: ${why}` : ''}`);

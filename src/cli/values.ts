@@ -54,7 +54,7 @@ export function checkValues(values: Values): void {
 
 /** Model-kind rules: LLM flags on a CNN, CNN flags on an LLM. */
 export function checkKind(command: Command, kind: 'cnn' | 'llm', name: string, values: Values): void {
-  if (kind === 'cnn' && command === 'grpo') usage('model', `grpo needs an LLM; ${name} is a CNN`);
+  if (kind === 'cnn' && (command === 'grpo' || command === 'sft')) usage('model', `${command} needs an LLM; ${name} is a CNN`);
   for (const flag of Object.keys(FLAGS) as Flag[]) {
     const only = specOf(flag).only;
     if (only === undefined || only.kind === kind || values[flag] === undefined) continue;

@@ -208,6 +208,38 @@ export interface ResolvedTrainerArgs {
   readonly lora?: { readonly rank: number; readonly targets?: readonly string[] | 'all-linear'; readonly dropout: number };
 }
 
+/** A trainer's config class in one TRL release: every field with its default, and how vram-ts reads each. */
+export interface TrainerFields {
+  /** `TrainingArguments`, `SFTConfig` or `GRPOConfig`. */
+  readonly className: string;
+  /** Every field of the dataclass and its default (as the release's dataclass declares it). */
+  readonly defaults: Readonly<Record<string, unknown>>;
+  /** The fields whose values change the estimate. */
+  readonly modelled: readonly string[];
+  /** The fields accepted with any value because they decide nothing on the GPU (logging, saving, schedules). */
+  readonly neutral: readonly string[];
+}
+
+/**
+ * The fields of a trainer's config class in `trl` (default {@link DEFAULT_TRL}) as
+ * {@link resolveTrainerArgs} reads them: a field neither modelled nor neutral is accepted only at its default.
+ *
+ * @example
+ * ```ts
+ * import { trainerFields } from 'vram-ts';
+ * const f = trainerFields('grpo');
+ * console.log(f.className, f.defaults.num_generations, f.modelled.includes('beta')); // GRPOConfig 8 true
+ * ```
+ */
+export function trainerFields(trainer: TrainerKind, trl: string = DEFAULT_TRL): TrainerFields {
+  const fields = RELEASES[trl];
+  if (fields === undefined) return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(trl) });
+  const className = CLASS_NAMES[trainer];
+  const defaults: Readonly<Record<string, unknown>> = fields[className];
+  const names = Object.keys(defaults);
+  return deepFreeze({ className, defaults: { ...defaults }, modelled: names.filter((n) => MODELLED[trainer].has(n)), neutral: names.filter((n) => NEUTRAL.has(n)) });
+}
+
 function sameValue(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }

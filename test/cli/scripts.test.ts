@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { editDistance, nearest, wholeNumber } from '../../src/cli/args.js';
 import { CliError } from '../../src/cli/errors.js';
-import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP } from '../../src/cli/help.js';
+import { FIELD_FLAGS } from '../../src/cli/flags.js';
+import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP, SFT_HELP } from '../../src/cli/help.js';
 import { SCOPE, run, stdoutFailure, type Command, type Flag } from '../../src/cli/main.js';
 import { GPUS } from '../../src/index.js';
 
@@ -65,12 +66,12 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['--seq past the limit', () => ['gpt2', '--seq', '2000000000'], ['--seq', '1,000,000,000']],
   ['--classes 3.5', () => ['mobilenet_v3_small', '--classes', '3.5'], ['--classes', '"3.5"']],
   ['--lora-rank 0', () => ['gpt2', '--lora-rank', '0'], ['--lora-rank', 'out of range']],
-  ['--group 1e2', () => ['grpo', 'gpt2', '--group', '1e2'], ['--group', '"1e2"']],
-  ['--prompt -', () => ['grpo', 'gpt2', '--prompt=-5'], ['--prompt', '"-5"']],
-  ['--completion 0', () => ['grpo', 'gpt2', '--completion', '0'], ['--completion']],
-  ['--prompts x', () => ['grpo', 'gpt2', '--prompts', 'x'], ['--prompts']],
-  ['--micro-batch 0', () => ['grpo', 'gpt2', '--micro-batch', '0'], ['--micro-batch']],
-  ['--micro-batch larger than the step', () => ['grpo', 'gpt2', '--micro-batch', '9'], ['--micro-batch', 'at most prompts × group = 8']],
+  ['--num-generations 1e2', () => ['grpo', 'qwen2.5-0.5b', '--num-generations', '1e2'], ['--num-generations', 'multiple of num_generations']],
+  ['--prompt -', () => ['grpo', 'qwen2.5-0.5b', '--prompt=-5'], ['--prompt', '"-5"']],
+  ['--max-completion-length 0', () => ['grpo', 'qwen2.5-0.5b', '--max-completion-length', '0'], ['--max-completion-length', 'positive integer']],
+  ['--per-device-train-batch-size x', () => ['grpo', 'qwen2.5-0.5b', '--per-device-train-batch-size', 'x'], ['--per-device-train-batch-size', '"x"']],
+  ['--sequence 0', () => ['sft', 'qwen2.5-0.5b', '--sequence', '0'], ['--sequence', 'out of range']],
+  ['--num-generations not dividing the batch', () => ['grpo', 'qwen2.5-0.5b', '--num-generations', '3'], ['--num-generations', 'a divisor of 8']],
   ['--hidden 0x400', () => ['korthikanti', '--hidden', '0x400'], ['--hidden']],
   ['--heads 0', () => ['korthikanti', '--heads', '0'], ['--heads']],
   ['--heads not dividing --hidden', () => ['korthikanti', '--hidden', '100', '--heads', '3'], ['--heads', 'divide']],
@@ -93,11 +94,18 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['--no-cache on a CNN', () => ['mobilenet_v3_small', '--no-cache'], ['--no-cache', 'applies to LLMs']],
   ['--attention on a CNN', () => ['mobilenet_v3_small', '--attention', 'sdpa'], ['--attention', 'applies to LLMs']],
   ['--lora-rank on a CNN', () => ['mobilenet_v3_small', '--lora-rank', '8'], ['--lora-rank', 'applies to LLMs']],
-  ['--group outside grpo', () => ['gpt2', '--group', '8'], ['--group', 'grpo']],
-  ['--micro-batch in fit', () => ['fit', 'gpt2', '--gpu', 'H100', '--micro-batch', '2'], ['--micro-batch', 'grpo', 'not to fit']],
+  ['--num-generations outside grpo', () => ['gpt2', '--num-generations', '8'], ['--num-generations', 'grpo']],
+  ['--prompt in fit', () => ['fit', 'gpt2', '--gpu', 'H100', '--prompt', '2'], ['--prompt', 'grpo', 'not to fit']],
+  ['--max-length in grpo', () => ['grpo', 'qwen2.5-0.5b', '--max-length', '8'], ['--max-length', 'sft only', 'SFTConfig']],
+  ['--optimizer in sft', () => ['sft', 'qwen2.5-0.5b', '--optimizer', 'adam'], ['--optimizer', "SFTConfig's --optim"]],
+  [
+    'an unknown --config field',
+    () => ['grpo', 'qwen2.5-0.5b', '--config', file('cli-style.json', '{"dataset_name": "x"}')],
+    ['cli-style.json: dataset_name', 'not a field of GRPOConfig'],
+  ],
   ['--hidden outside korthikanti', () => ['gpt2', '--hidden', '768'], ['--hidden', 'korthikanti']],
   ['--heads in grpo', () => ['grpo', 'gpt2', '--heads', '12'], ['--heads', 'korthikanti']],
-  ['--batch in grpo', () => ['grpo', 'gpt2', '--batch', '2'], ['--batch', '--prompts', '--group']],
+  ['--batch in grpo', () => ['grpo', 'gpt2', '--batch', '2'], ['--batch', '--per-device-train-batch-size']],
   ['--infer in grpo', () => ['grpo', 'gpt2', '--infer'], ['--infer', 'grpo']],
   ['--gpu in korthikanti', () => ['korthikanti', '--gpu', 'H100'], ['--gpu', 'korthikanti']],
   ['--format in fit', () => ['fit', 'gpt2', '--gpu', 'H100', '--format', 'json'], ['--format', 'one number']],
@@ -253,7 +261,8 @@ describe('stdout holds exactly the asked format', () => {
     ['gpt2', '--seq', '32', '--infer', '--format', 'json'],
     ['gpt2', '--seq', '32', '--infer', '--no-cache', '--format', 'json', '--gpu', 'H100', '--check'],
     ['llama-3-8b', '--infer', '--batch', '32', '--seq', '8192', '--precision', 'bf16', '--gpu', 'H100', '--check', '--format', 'json'],
-    ['grpo', 'gpt2', '--group', '2', '--prompt', '8', '--completion', '8', '--format', 'json', '--gpu', 'H100', '--check'],
+    ['grpo', 'qwen2.5-0.5b', '--num-generations', '2', '--prompt', '8', '--max-completion-length', '8', '--format', 'json', '--gpu', 'H100', '--check'],
+    ['sft', 'qwen2.5-0.5b', '--sequence', '16', '--format', 'json', '--gpu', 'H100', '--check'],
   ];
   it.each(jsonCases.map((args) => ({ args, name: args.join(' ') })))('json parses: $name', ({ args }) => {
     const r = cli(...args);
@@ -347,7 +356,7 @@ describe('exit 1 means "does not fit", and only with --check', () => {
   });
 
   it('grpo exits 1 only with --check', () => {
-    const args = ['grpo', 'gpt2', '--group', '2', '--prompt', '8', '--completion', '8', '--gpu', '1GB'];
+    const args = ['grpo', 'qwen2.5-0.5b', '--num-generations', '2', '--prompt', '8', '--max-completion-length', '8', '--gpu', '1GB'];
     expect(cli(...args).code).toBe(0);
     expect(cli(...args).out).toContain('Does not fit 1GB');
     expect(cli(...args, '--check').code).toBe(1);
@@ -379,6 +388,7 @@ describe('help', () => {
     plan: PLAN_HELP,
     compat: COMPAT_HELP,
     grpo: GRPO_HELP,
+    sft: SFT_HELP,
     korthikanti: KORTHIKANTI_HELP,
   };
 
@@ -387,6 +397,7 @@ describe('help', () => {
     expect(cli('fit', '--help').out).toBe(FIT_HELP);
     expect(cli('fit', 'gpt2', '-h').out).toBe(FIT_HELP);
     expect(cli('grpo', '--help').out).toBe(GRPO_HELP);
+    expect(cli('sft', '--help').out).toBe(SFT_HELP);
     expect(cli('plan', '--help').out).toBe(PLAN_HELP);
     expect(cli('compat', '--help').out).toBe(COMPAT_HELP);
     expect(cli('korthikanti', '--help').out).toBe(KORTHIKANTI_HELP);
@@ -397,7 +408,10 @@ describe('help', () => {
     for (const [command, text] of Object.entries(helps) as [Command, string][]) {
       const listed = new Set([...text.matchAll(/^\s+(?:-h, )?(--[\w-]+)(?: \| (--[\w-]+))?/gm)].flatMap((m) => [m[1]!, ...(m[2] !== undefined ? [m[2]] : [])]));
       const takes = (Object.keys(SCOPE) as Flag[]).filter((f) => SCOPE[f].includes(command) && f !== 'safetensors').map((f) => `--${f}`);
-      expect([...listed].sort(), command).toEqual(takes.sort());
+      // grpo and sft list the trainer fields they model too (every field is a flag: the help says so).
+      const fields = [...listed].filter((f) => FIELD_FLAGS[f.slice(2)]?.scope.includes(command as 'grpo' | 'sft'));
+      if (command === 'grpo' || command === 'sft') expect(fields.length, command).toBeGreaterThan(5);
+      expect([...listed].sort(), command).toEqual([...takes, ...fields].sort());
     }
     expect(HELP).toContain('--safetensors FILE');
   });
@@ -413,6 +427,7 @@ describe('help', () => {
       },
       // GPT-2 reads at most 1024 positions: the default prompt + completion (1536) needs another model.
       grpo: { cnn: undefined, llm: ['grpo', 'qwen2.5-0.5b'] },
+      sft: { cnn: undefined, llm: ['sft', 'qwen2.5-0.5b'] },
       korthikanti: { cnn: ['korthikanti'], llm: undefined },
     };
     const cnnOnly = new Set(['--input', '--classes']);

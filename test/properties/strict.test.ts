@@ -146,7 +146,7 @@ describe('random calls: exact non-negative integers or a VramError, never a sile
         if (!valid(a) || !valid(b) || !(valid(c) || c === 0)) expect(gen).toBe('vram');
         const k = outcome(() => korthikanti({ seq: a as number, batch: b as number, hidden: 64, heads: 4 }));
         if (!valid(a) || !valid(b)) expect(k).toBe('vram');
-        const g = outcome(() => grpoStep(model, { prompts: 1, group: a as number, prompt: b as number, completion: 4 }));
+        const g = outcome(() => grpoStep(model, { per_device_train_batch_size: a, num_generations: 2, max_completion_length: 4 }, { prompt: b as number }));
         if (!valid(a) || !valid(b)) expect(g).toBe('vram');
       }),
       { numRuns: 150, seed },
@@ -221,7 +221,12 @@ describe('each failure the issue found', () => {
     expect(codes(() => kvCache(llm('gpt2'), { batch: 1.5, seq: 8 }))).toEqual(['batch:bad-option']);
     expect(codes(() => kvCache(llm('gpt2'), { batch: '8', seq: 8 } as never))).toEqual(['batch:bad-option']);
     expect(codes(() => generation(llm('gpt2'), { batch: 1, prompt: 8, generate: -5 }))).toEqual(['generate:bad-option']);
-    expect(codes(() => grpoStep(llm('gpt2'), { prompts: -1, group: 2, prompt: 8, completion: 8 }))).toEqual(['prompts:bad-option']);
+    // steps_per_generation 8: the generation batch (1 × 8, the bad batch read as 1) stays a multiple of num_generations.
+    expect(codes(() => grpoStep(llm('gpt2'), { per_device_train_batch_size: -1, steps_per_generation: 8 }, { prompt: 8 }))).toEqual([
+      'config.per_device_train_batch_size:bad-option',
+    ]);
+    expect(codes(() => grpoStep(llm('gpt2'), { num_generation: 8 }, { prompt: 8 }))).toEqual(['config.num_generation:unknown-field']);
+    expect(() => grpoStep(llm('gpt2'), { num_generation: 8 }, { prompt: 8 })).toThrow(/did you mean 'num_generations'/);
     expect(codes(() => korthikanti({ seq: -1, batch: 1, hidden: 64, heads: 4 }))).toEqual(['seq:bad-option']);
     expect(codes(() => fits(model, { input, gpu: '24GB', runtime: { context: -5 } }))).toEqual(['runtime.context:bad-option']);
     expect(codes(() => fits(model, { input, gpu: '24GB', runtime: { cublas: '1big' } } as never))).toEqual(['runtime.cublas:bad-option']);

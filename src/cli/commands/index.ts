@@ -8,6 +8,7 @@ import { grpoCommand } from './grpo.js';
 import { korthikantiCommand } from './korthikanti.js';
 import { planCommand } from './plan.js';
 import { safetensorsCommand } from './safetensors.js';
+import { sftCommand } from './sft.js';
 
 export type { CommandSpec, ModelCommand, Outcome, PlainCommand } from './command.js';
 
@@ -18,6 +19,7 @@ export const COMMAND_SPECS: { readonly [C in Command]: CommandSpec<C> } = {
   plan: planCommand,
   compat: compatCommand,
   grpo: grpoCommand,
+  sft: sftCommand,
   korthikanti: korthikantiCommand,
   safetensors: safetensorsCommand,
 };

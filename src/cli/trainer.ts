@@ -1,0 +1,156 @@
+/**
+ * What grpo and sft share: the trainer's config from --config and the field flags (the flags
+ * over the file), PEFT's LoraConfig from --peft-config and the --lora-* flags, the library's
+ * errors named by where the value came from (the flag, or the file and its key), and the
+ * phase table or JSON of the step.
+ */
+import { formatBytes, VramError, type ModuleLayer, type ResolvedTrainerArgs, type TrainerOptions, type TrainerStepEstimate, type VramIssue } from '../index.js';
+import { gpuBudget } from './args.js';
+import { readConfigFile } from './config-file.js';
+import { CliError, usage } from './errors.js';
+import { FIELD_FLAGS, specOf, type Values } from './flags.js';
+import { kebab, readField } from './fields.js';
+import { buildModel, type ModelRef } from './model.js';
+import { choice, count } from './values.js';
+import type { Outcome } from './commands/command.js';
+
+/** A trainer's arguments as the command line gave them, and where each field came from (for errors). */
+export interface TrainerInput {
+  readonly config: Readonly<Record<string, unknown>>;
+  readonly options: TrainerOptions;
+  /** `config` and `peft_config` fields → the flag or `file: key` that set them. */
+  readonly origins: ReadonlyMap<string, string>;
+}
+
+/** A file's mapping, each key's origin recorded as `file: key` under `prefix`. */
+function fromFile(file: string | undefined, prefix: string, origins: Map<string, string>): Record<string, unknown> {
+  if (file === undefined) return {};
+  const mapping = readConfigFile(file);
+  for (const key of Object.keys(mapping)) origins.set(`${prefix}.${key}`, `${file}: ${key}`);
+  return { ...mapping };
+}
+
+/** --config's fields with the command's field flags over them. */
+function configOf(values: Values, command: 'grpo' | 'sft', origins: Map<string, string>): Record<string, unknown> {
+  const config = fromFile(values.config, 'config', origins);
+  for (const [flag, spec] of Object.entries(FIELD_FLAGS)) {
+    const text = values[flag];
+    if (typeof text !== 'string' || !spec.scope.includes(command)) continue;
+    config[spec.field] = readField(spec, text);
+    origins.set(`config.${spec.field}`, `--${flag}`);
+  }
+  return config;
+}
+
+/** --peft-config's LoraConfig with the --lora-* flags over it; undefined when neither is given. */
+function peftOf(values: Values, origins: Map<string, string>): Record<string, unknown> | undefined {
+  const peft = fromFile(values['peft-config'], 'peft_config', origins);
+  const set = (field: string, flag: string, value: unknown) => {
+    peft[field] = value;
+    origins.set(`peft_config.${field}`, flag);
+  };
+  if (values['lora-r'] !== undefined) set('r', '--lora-r', count(values, 'lora-r', 8));
+  if (values['lora-alpha'] !== undefined) set('lora_alpha', '--lora-alpha', specOf('lora-alpha').read!(values['lora-alpha']));
+  if (values['lora-dropout'] !== undefined) set('lora_dropout', '--lora-dropout', specOf('lora-dropout').read!(values['lora-dropout']));
+  const targets = values['lora-target-modules'];
+  if (targets !== undefined) set('target_modules', '--lora-target-modules', targets === 'all-linear' ? targets : targets.split(',').map((t) => t.trim()));
+  return values['peft-config'] === undefined && Object.keys(peft).length === 0 ? undefined : peft;
+}
+
+/** The trainer's config, options (release, device, PEFT) and the origins of its fields, from the command line. */
+export function trainerInput(values: Values, command: 'grpo' | 'sft'): TrainerInput {
+  const origins = new Map<string, string>();
+  const config = configOf(values, command, origins);
+  const peft = peftOf(values, origins);
+  const trl = choice(values, 'trl');
+  const device = choice(values, 'device');
+  const options: TrainerOptions = {
+    ...(trl !== undefined ? { trl } : {}),
+    ...(device !== undefined ? { device } : {}),
+    ...(peft !== undefined ? { peft } : {}),
+  };
+  return { config, options, origins };
+}
+
+/** The path a library issue names, in the command's words: the flag or `file: key` that gave the value. */
+function issuePath(issue: VramIssue, origins: ReadonlyMap<string, string>): string {
+  const [head, field] = issue.path;
+  const key = issue.path.join('.');
+  const origin = origins.get(key);
+  if (origin !== undefined) return origin;
+  if (head === 'options' && typeof field === 'string') return `--${field}`;
+  if (head === 'trl') return '--trl';
+  if (head === 'config' && typeof field === 'string' && FIELD_FLAGS[kebab(field)] !== undefined) return `--${kebab(field)}`;
+  return key;
+}
+
+/** Runs the library's step; its VramError becomes one line naming the flag or the file's key. */
+export function withOrigins<T>(input: TrainerInput, step: () => T): T {
+  try {
+    return step();
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    const issue = error.issues[0]!;
+    throw new CliError(issuePath(issue, input.origins), issue.message, { expected: issue.expected, received: issue.received, more: error.issues.length - 1 });
+  }
+}
+
+/** The model of a trainer command: a causal LM built as the other model commands build it. */
+export function trainerModel(ref: ModelRef, values: Values): ModuleLayer {
+  const model = buildModel(ref, values);
+  if (model.kind !== 'module') usage('model', `${ref.name} is not a causal LM`);
+  return model as ModuleLayer;
+}
+
+/** The field values the resolved arguments hold (the defaults help shows): a modelled field's resolved value. */
+export const RESOLVED: Readonly<Record<string, (r: ResolvedTrainerArgs) => unknown>> = {
+  per_device_train_batch_size: (r) => r.batch,
+  gradient_accumulation_steps: (r) => r.accumulation,
+  gradient_checkpointing: (r) => r.checkpointing,
+  bf16: (r) => r.bf16,
+  optim: (r) => r.optim,
+  max_grad_norm: (r) => r.maxGradNorm,
+  loss_type: (r) => r.grpo?.lossType ?? r.sftLoss,
+  max_length: (r) => r.maxLength,
+  num_generations: (r) => r.grpo?.numGenerations,
+  max_completion_length: (r) => r.grpo?.maxCompletionLength,
+  beta: (r) => r.grpo?.beta,
+  temperature: (r) => r.grpo?.temperature,
+  num_iterations: (r) => r.grpo?.numIterations,
+  steps_per_generation: (r) => r.grpo?.stepsPerGeneration,
+  generation_batch_size: (r) => r.grpo?.generationBatchSize,
+};
+
+const cell = (bytes: number) => formatBytes(bytes).padStart(11);
+
+/** The phase table: each phase's live bytes as it begins and at its peak, and what it holds. */
+function phaseTable(e: TrainerStepEstimate): string {
+  const rows = e.phases.map((p) => `  ${p.name.padEnd(10)} ${cell(p.start)} ${cell(p.peak)}  ${p.detail}\n`);
+  return `  ${'phase'.padEnd(10)} ${'start'.padStart(11)} ${'peak'.padStart(11)}  what runs and is resident\n${rows.join('')}`;
+}
+
+/** What stays allocated through the step, in one line. */
+function residentLine(e: TrainerStepEstimate): string {
+  const r = e.resident;
+  const parts = Object.entries(r).map(([name, bytes]) => `${name} ${formatBytes(bytes)}`);
+  return `Resident: ${parts.join(', ')}\n`;
+}
+
+/**
+ * The command's output: the table (title, phases, the peak and its phase, bytes between steps,
+ * `notes`, the fit verdict) or the estimate as JSON (with `fit` when --gpu is given); exit 1
+ * with --check when it does not fit.
+ */
+export function trainerOutcome(values: Values, format: 'table' | 'json', title: string, e: TrainerStepEstimate, notes: readonly string[]): Outcome {
+  const budget = values.gpu !== undefined ? gpuBudget(values.gpu) : undefined;
+  const fits = budget !== undefined ? e.peak <= budget : undefined;
+  const code = values.check && fits === false ? 1 : 0;
+  if (format === 'json') {
+    const fit = budget !== undefined ? { fit: { gpu: values.gpu, fits, needed: e.peak, budget, headroom: budget - e.peak } } : {};
+    return { stdout: `${JSON.stringify({ ...e, ...fit }, null, 2)}\n`, code };
+  }
+  let text = `${title}\n${phaseTable(e)}  ${'peak'.padEnd(10)} ${' '.repeat(11)} ${cell(e.peak)}  in ${e.peakPhase}\n`;
+  text += `Between steps: ${formatBytes(e.between)}\n${notes.map((n) => `${n}\n`).join('')}${residentLine(e)}`;
+  if (budget !== undefined) text += `${fits ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}).\n`;
+  return { stdout: text, code };
+}
