@@ -5,7 +5,7 @@
  */
 import type * as Lib from '../src/index.js';
 
-type Library = Pick<typeof Lib, 'estimate' | 'fromHFConfig' | 'llm' | 'maxFitting' | 'mobilenetV3Small' | 'sym'>;
+type Library = Pick<typeof Lib, 'estimate' | 'fromHFConfig' | 'grpoStep' | 'llm' | 'maxFitting' | 'mobilenetV3Small' | 'sym'>;
 
 /** Llama-3.1-405B's config.json (the fields that shape memory), at any depth. */
 const LLAMA_405B = {
@@ -125,6 +125,17 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
     ['estimate: Llama-3.1-405B 1×8192 bf16 training step', () => read(lib.estimate(big, train405))],
     ['maxFitting: batch of Llama-3.1-405B at 8192 on 8 TiB', () => lib.maxFitting(big, 'B', { input: [B, 8192], precision: 'bf16', gpu: '8192GB' })],
   ]);
+  // A GRPOTrainer step (issue 20): generation, the log-prob passes and the loss, against the one
+  // training-step estimate it contains (the same loss step: 8 × 4352 tokens, autocast, checkpointing).
+  const grpoConfig = { num_generations: 8, max_completion_length: 4096 };
+  const checkpoint = { modules: Array.from({ length: 24 }, (_, i) => `model.layers.${i}`) };
+  group('grpo', [
+    [
+      'estimate: Qwen2.5-0.5B 8×4352 training step (amp-bf16, checkpointing)',
+      () => read(lib.estimate(qwen, { input: [8, 4352], precision: 'amp-bf16', checkpoint, optimizer: { name: 'adamw', impl: 'fused' } })),
+    ],
+    ['grpoStep: Qwen2.5-0.5B, 8 generations of 4096 after 256 prompt tokens, every phase', () => lib.grpoStep(qwen, grpoConfig, { prompt: 256 }).peak],
+  ]);
   const last = (name: string) => rows.filter((r) => r.group === name).at(-1)!;
   return {
     rows,
@@ -132,6 +143,7 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
       { name: `${last('depth').task.split(',')[1]!.trim()} / 1 layer`, ratio: last('depth').ratio, limit: 3 },
       { name: '[B, S] symbolic / concrete', ratio: last('symbols').ratio, limit: 3 },
       { name: 'maxFitting / one estimate', ratio: last('maxFitting').ratio, limit: 3 },
+      { name: 'grpoStep / one training-step estimate', ratio: last('grpo').ratio, limit: 5 },
     ],
   };
 }

@@ -33,7 +33,14 @@ function summary(label: string, rows: readonly TrainerComparison[]): string[] {
     const errors = list.map((r) => Math.abs(r.error));
     const max = Math.max(...errors);
     const mean = errors.reduce((a, b) => a + b, 0) / errors.length;
-    return `| ${label} | ${key} | ${list.length} | ${(mean * 100).toFixed(2)}% | ${(max * 100).toFixed(2)}% | ${max <= 0.03 ? 'yes' : 'no'} |`;
+    return `| ${label} | ${key} | ${list.length} | ${(mean * 100).toFixed(2)}% | ${(max * 100).toFixed(2)}% | ${
+      max <= 0.03
+        ? 'yes'
+        : `no (${list
+            .filter((r) => Math.abs(r.error) > 0.03)
+            .map((r) => r.id)
+            .join(', ')})`
+    } |`;
   });
 }
 
@@ -50,6 +57,7 @@ export function trainersSection(): string {
     { label: 'holdout 1 (seed 2013)', folder: 'trainers-holdout' },
     { label: 'holdout 2 (seed 2014)', folder: 'trainers-holdout2' },
     { label: 'holdout 3 (seed 2015)', folder: 'trainers-holdout3' },
+    { label: 'holdout 4 (seed 2016)', folder: 'trainers-holdout4' },
   ].filter((s) => existsSync(new URL(`../test/fixtures/${s.folder}/`, import.meta.url)));
   const results = sets.map((s) => ({ ...s, ...rowsOf(s.folder) }));
   const refused = results.flatMap((r) => r.refused);
@@ -60,8 +68,10 @@ every phase from the profiler's memory events (tools/oracle/TRAINERS.md). vram-t
 the arguments the trainer got (the case's and the harness's, \`device: 'cpu'\`). The step compared is
 a steady one (GRPO: the last step that generated). A phase of several micro-steps is compared at its
 highest. Holdout sets were drawn at random (tools/oracle/trainers_holdout.py), measured once and
-compared blind: the first set's comparison (13 of 16 cases within 3%) found four rules, the second's
-(23 of 24) one more; the third was compared only after the last change.
+compared blind before anything was changed for them: the first set (13 of 16 cases within 3% on
+every figure) found four rules, the second (23 of 24) one, the third (21 of 24) four more; the fourth
+(23 of 24) was measured after the last change and compared once. Two cases stay outside 3% (marked
+below: a LoRA MLP with lora_dropout under checkpointing, backward −6.9%; a LoRA GRPO decode, −3.8%).
 
 | set | trainer \\| figure | rows | mean error | max error | all within 3% |
 | --- | --- | ---: | ---: | ---: | --- |

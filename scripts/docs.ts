@@ -13,7 +13,14 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { run } from '../src/cli/main.js';
 
-export const DOCS = ['README.md', 'docs/guides/why-training-needs-more-memory.md', 'docs/guides/vision.md', 'docs/guides/llm.md', 'docs/guides/moe.md', 'docs/guides/rl.md'];
+export const DOCS = [
+  'README.md',
+  'docs/guides/why-training-needs-more-memory.md',
+  'docs/guides/vision.md',
+  'docs/guides/llm.md',
+  'docs/guides/moe.md',
+  'docs/guides/rl.md',
+];
 
 const BLOCK = /<!-- run: vram-ts ([^\n]*?) -->\n```text\n[\s\S]*?```/g;
 

@@ -233,11 +233,17 @@ export interface TrainerFields {
  */
 export function trainerFields(trainer: TrainerKind, trl: string = DEFAULT_TRL): TrainerFields {
   const fields = RELEASES[trl];
-  if (fields === undefined) return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(trl) });
+  if (fields === undefined)
+    return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(trl) });
   const className = CLASS_NAMES[trainer];
   const defaults: Readonly<Record<string, unknown>> = fields[className];
   const names = Object.keys(defaults);
-  return deepFreeze({ className, defaults: { ...defaults }, modelled: names.filter((n) => MODELLED[trainer].has(n)), neutral: names.filter((n) => NEUTRAL.has(n)) });
+  return deepFreeze({
+    className,
+    defaults: { ...defaults },
+    modelled: names.filter((n) => MODELLED[trainer].has(n)),
+    neutral: names.filter((n) => NEUTRAL.has(n)),
+  });
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
