@@ -41,7 +41,10 @@ async function gzipped(exports: string): Promise<number> {
 
 const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv2d, bn, linear, relu, hardswish, residual, branch, module');
 // The CLI on top of the library: dist/cli.js imports dist/index.js, so this is its own code only.
-const CLI_BUDGET = 24 * 1024;
+// 24 KB until issue 20 added the grpo/sft commands from the trainers' fields, the flags generated
+// from them and a strict YAML reader for --config (27.7 KB then): a second copy of the library would
+// add ~60 KB, which this budget still catches.
+const CLI_BUDGET = 30 * 1024;
 const cliBuild = await build({
   entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname],
   bundle: false,
