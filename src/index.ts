@@ -29,6 +29,7 @@ export type {
   GraphLayer,
   Layer,
   LayerOptions,
+  LmHead,
   Merge,
   ModelMeta,
   ModuleLayer,
