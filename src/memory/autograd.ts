@@ -349,7 +349,9 @@ class Pass implements MicroBatchPass {
     if (incoming.every((g) => g === undefined)) return;
     if (this.opUnit !== null) ledger.setUnit(this.opUnit[i]!);
     residency.beforeBackward(op, this.micro);
-    if (op.region !== null && !this.rerun.has(op.region)) this.recompute(op.region);
+    // Non-reentrant checkpoint reruns the region when a node first unpacks a saved tensor: nodes that
+    // saved nothing (an add, a product with a number) run before it (measured: a LoRA MLP's output).
+    if (op.region !== null && !this.rerun.has(op.region) && op.saved.length > 0) this.recompute(op.region);
     const label = this.labelOf(op);
     this.backwardKernel(op, incoming, label);
     ledger.record('backward', label);
@@ -369,7 +371,8 @@ class Pass implements MicroBatchPass {
    */
   private castWeightGradients(op: IROp, incoming: (number | undefined)[], label: string): void {
     const { ir, ledger } = this;
-    const copies = op.paramCopies.map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
+    // Only a weight that requires grad gets one (a frozen LoRA base weight's copy gets none).
+    const copies = op.paramCopies.filter((id) => ir.tensors[id]!.requiresGrad).map((id) => ledger.alloc(tensorBytes(ir, id), 'activationGrads'));
     ledger.record('backward', `${label} (16-bit weight gradient)`);
     this.releaseIncoming(op, incoming);
     this.savedReleased = true;

@@ -1,5 +1,5 @@
 import type { Dim } from '../sym/expr.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
 import { dimIndex } from './check.js';
 import type { OpRule } from './types.js';
@@ -9,12 +9,29 @@ export interface PowAttrs {
   readonly exponent: number;
 }
 
-/** `x.pow(e)`: saves x (PowBackward0.self). */
+/**
+ * `x.pow(e)`: saves x (PowBackward0.self). Backward is `grad * (e * x.pow(e - 1))` in one C++
+ * expression: `x.pow(e - 1)` and `e * …` live until the gradient is made (measured: torch 2.13
+ * CPU, RMSNorm's `pow(2)` under a trainer's backward).
+ */
 export const powOp: OpRule<PowAttrs> = {
   name: 'pow',
   arity: 1,
   apply([x]) {
-    return { outputs: [tensor(x!.shape, x!.dtype)], saves: (needs) => (needs.inputs[0] ? [{ input: 0 }] : []) };
+    const bytes = specBytes(x!);
+    return {
+      outputs: [tensor(x!.shape, x!.dtype)],
+      saves: (needs) => (needs.inputs[0] ? [{ input: 0 }] : []),
+      backward: () => ({
+        steps: [
+          { alloc: 'x.pow(e - 1)', bytes },
+          { alloc: 'e * x.pow(e - 1)', bytes },
+          { results: 'inputGrads' },
+          { free: 'x.pow(e - 1)' },
+          { free: 'e * x.pow(e - 1)' },
+        ],
+      }),
+    };
   },
 };
 

@@ -47,8 +47,12 @@ export function traceLora(state: State, layer: OpLayer<unknown>, inputs: readonl
   );
   let x = first(inputs, module.path);
   const adapterDtype = plan.adapterDtype ?? state.options.paramDtype;
-  // peft 0.21 lora/layer.py Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then dropout.
-  if (x.dtype !== adapterDtype) x = runOp(state, castOp, { dtype: adapterDtype }, [x])[0]!;
+  // peft 0.21 lora/layer.py Linear.forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)`, then
+  // dropout; the cast is the local `x` until forward returns (measured under a checkpoint's rerun).
+  if (x.dtype !== adapterDtype) {
+    x = runOp(state, castOp, { dtype: adapterDtype }, [x])[0]!;
+    module.held.push(state.tensors[x.id]!.storage);
+  }
   if ((plan.dropout ?? 0) > 0)
     x = first(adapterLayer(state, opLayer(dropoutOp, 'Dropout', { p: plan.dropout! }, { name: 'lora_dropout.default' }), [x]), module.path);
   const previous = state.adapterDtype;

@@ -66,17 +66,20 @@ function forwardWindow(e: Estimate<number>): number {
 }
 
 /**
- * Eager (and masked sdpa) attention with fewer key/value heads than query heads: `repeat_kv`
- * copies one layer's cached keys and values to every head for the decode step's attention
- * ([G, heads, T, head_dim] each, float32 as the cache is).
+ * The decode step's attention over the whole cache, which a one-token forward of the model alone
+ * does not see: with fewer key/value heads than query heads, `repeat_kv` copies one layer's cached
+ * keys and values to every head ([G, heads, T, head_dim] each, float32 as the cache is); eager
+ * attention then holds the scores [G, heads, 1, T] and their scaled copy (measured: torch 2.13 CPU).
  */
-export function repeatedKv(model: ModuleLayer, G: number, positions: number, device: Device): number {
+export function decodeAttention(model: ModuleLayer, G: number, positions: number, device: Device): number {
   const m = model.meta!;
-  if (m.kvHeads >= m.heads || m.attention === 'flash') return 0;
+  if (m.attention === 'flash') return 0;
+  const scores = m.attention === 'eager' ? 2 * bytes(G * m.heads * positions * 4, device) : 0;
+  if (m.kvHeads >= m.heads) return scores;
   // One key/value head: the reshape of the expanded view is a view still, and matmul copies the keys,
   // then the values; more: repeat_kv's reshape copies both, alive together.
   const one = bytes(G * m.heads * positions * m.headDim * 4, device);
-  return m.kvHeads === 1 ? one : 2 * one;
+  return (m.kvHeads === 1 ? one : 2 * one) + scores;
 }
 
 /**
@@ -161,7 +164,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
   const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
   const V = model.meta!.vocab;
-  const repeated = repeatedKv(model, G, length - 1, device);
+  const repeated = decodeAttention(model, G, length - 1, device);
   const sampling = samplingBytes(G, V, g, device);
   const ids = 2 * bytes(G * length * 8, device);
   const generationBase = between + reference;

@@ -37,14 +37,7 @@ export interface TrainerFixture {
  * in the issue): test/fidelity/trainers.test.ts holds each figure within its recorded miss, and
  * fails once it comes within 3%, so that a fix removes the entry.
  */
-export const KNOWN_MISSES: Readonly<Record<string, { readonly figure: string; readonly within: number; readonly why: string }>> = {
-  ho22_grpo_qwen2_h64_l3_v688_lora: {
-    figure: 'backward',
-    within: 0.07,
-    why: 'LoRA on the MLP with lora_dropout under gradient checkpointing: the rerun of the last layer holds ~0.2 MB more than we do',
-  },
-  ho04_grpo_qwen2_h96_l1_v992_lora: { figure: 'decode', within: 0.04, why: 'not investigated: found by the last blind holdout' },
-};
+export const KNOWN_MISSES: Readonly<Record<string, { readonly figure: string; readonly within: number; readonly why: string }>> = {};
 
 /** Windows the oracle records around others (not phases of their own). */
 const NESTING = new Set(['training_step', 'prepare_inputs', 'rollout', 'generate', 'score']);
