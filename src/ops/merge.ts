@@ -7,7 +7,7 @@ import { formatDim } from '../sym/format.js';
 import { isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import { dimIndex } from './check.js';
-import type { OpContext, OpRule, SavedRef } from './types.js';
+import type { KernelStep, OpContext, OpRule, SavedRef } from './types.js';
 
 /** Attributes of an elementwise merge (add or mul). */
 export interface ElementwiseAttrs {
@@ -42,6 +42,21 @@ export function promote(a: DType, b: DType): DType {
   return rank(a) >= rank(b) ? a : b;
 }
 
+/**
+ * PyTorch's CPU TensorIterator casts an input of another floating dtype to the common one in a
+ * temporary before the kernel (a bf16 operand beside a float32 one under autocast: measured, torch
+ * 2.13 CPU); CUDA's kernels cast as they load.
+ */
+function mixedInputSteps(a: TensorSpec, b: TensorSpec, dtype: DType, ctx: OpContext): { forwardSteps?: KernelStep[] } {
+  if (ctx.device !== 'cpu') return {};
+  const cast = [a, b].filter((x) => x.dtype !== dtype && isFloating(x.dtype));
+  if (cast.length === 0) return {};
+  const bytes = cast.map((x) => specBytes(tensor(x.shape, dtype)));
+  const steps: KernelStep[] = bytes.map((b, i) => ({ alloc: `input ${i} in ${dtype}`, bytes: b }));
+  steps.push({ results: 'outputs' }, ...bytes.map((_, i) => ({ free: `input ${i} in ${dtype}` })));
+  return { forwardSteps: steps };
+}
+
 /** add / sub: the gradient needs no saved tensor (it passes through, reduced where broadcast). */
 export const addOp: OpRule<ElementwiseAttrs> = {
   name: 'add',
@@ -53,7 +68,7 @@ export const addOp: OpRule<ElementwiseAttrs> = {
     const same = (x: TensorSpec) => x.dtype === dtype && x.shape.length === shape.length && x.shape.every((d, i) => dimKey(d) === dimKey(shape[i]!));
     return {
       outputs: [tensor(shape, dtype)],
-      ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
+      ...(attrs.inplace ? { alias: 'inplace' as const } : mixedInputSteps(a!, b!, dtype, ctx)),
       saves: () => [],
       backward: () => ({ inputGrads: [same(a!) ? 'alias' : 'new', same(b!) ? 'alias' : 'new'] }),
     };
@@ -82,7 +97,7 @@ export const mulOp: OpRule<ElementwiseAttrs> = {
             }),
           }
         : {}),
-      ...(attrs.inplace ? { alias: 'inplace' as const } : {}),
+      ...(attrs.inplace ? { alias: 'inplace' as const } : mixedInputSteps(a!, b!, dtype, ctx)),
       saves: (needs) => {
         const saved: SavedRef[] = [];
         if (needs.inputs[0]) saved.push({ input: 1 });

@@ -71,15 +71,25 @@ function forwardWindow(e: Estimate<number>): number {
  * keys and values to every head ([G, heads, T, head_dim] each, float32 as the cache is); eager
  * attention then holds the scores [G, heads, 1, T] and their scaled copy (measured: torch 2.13 CPU).
  */
-export function decodeAttention(model: ModuleLayer, G: number, positions: number, device: Device): number {
+export function decodeAttention(model: ModuleLayer, G: number, positions: number, amp: boolean, device: Device): number {
   const m = model.meta!;
   if (m.attention === 'flash') return 0;
   const scores = m.attention === 'eager' ? 2 * bytes(G * m.heads * positions * 4, device) : 0;
-  if (m.kvHeads >= m.heads) return scores;
+  // Under autocast the matmul casts its float32 operand (the repeated or cached keys, then values) to 16 bits.
+  const cast = (heads: number) => (amp ? bytes(G * heads * positions * m.headDim * 2, device) : 0);
+  if (m.kvHeads >= m.heads) return scores + cast(m.kvHeads);
   // One key/value head: the reshape of the expanded view is a view still, and matmul copies the keys,
   // then the values; more: repeat_kv's reshape copies both, alive together.
   const one = bytes(G * m.heads * positions * m.headDim * 4, device);
-  return (m.kvHeads === 1 ? one : 2 * one) + scores;
+  return (m.kvHeads === 1 ? one : 2 * one) + scores + cast(m.heads);
+}
+
+/** A one-token forward's highest live bytes inside attention (its `self_attn` ops), above its baseline: what the cache's attention runs beside. */
+function attentionAbove(e: Estimate<number>): number {
+  const base = e.steps.inference!.baseline as number;
+  let peak = base;
+  for (const t of e.timeline) if (t.phase === 'forward' && t.label.includes('.self_attn')) peak = Math.max(peak, t.live as number);
+  return peak - base;
 }
 
 /**
@@ -164,7 +174,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
   const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
   const V = model.meta!.vocab;
-  const repeated = decodeAttention(model, G, length - 1, device);
+  const attention = attentionAbove(decode) + decodeAttention(model, G, length - 1, amp, device);
   const sampling = samplingBytes(G, V, g, device);
   const ids = 2 * bytes(G * length * 8, device);
   const generationBase = between + reference;
@@ -178,7 +188,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     {
       name: 'decode',
       start: generationBase,
-      peak: generationBase + cacheEnd + ids + Math.max(sampling.held + Math.max(growing, forwardAbove(decode), repeated), sampling.sampling),
+      peak: generationBase + cacheEnd + ids + Math.max(sampling.held + Math.max(growing, forwardAbove(decode), attention), sampling.sampling),
       detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
     },
   ];

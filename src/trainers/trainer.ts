@@ -64,8 +64,9 @@ export function trainerPhases(
   const backward = get('backward');
   const step = get('step');
   const after = totals.get('end') ?? step;
-  // The step's batches go with the step; what the trainer keeps across steps (`persistent`) stays.
-  const between = zero.end + persistent;
+  // The step's batches go with the step (the model's input ids among them); what the trainer keeps
+  // across steps (`persistent`) stays.
+  const between = zero.end - e.bytes.input + persistent;
   // Without clipping the Trainer still takes the norm for its logs (trainer.py `_get_grad_norm`).
   const clip = clipBytes(gradientTensors(e), device);
   const phases: TrainerPhase[] = [
