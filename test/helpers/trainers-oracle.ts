@@ -37,7 +37,12 @@ export interface TrainerFixture {
  * in the issue): test/fidelity/trainers.test.ts holds each figure within its recorded miss, and
  * fails once it comes within 3%, so that a fix removes the entry.
  */
-export const KNOWN_MISSES: Readonly<Record<string, { readonly figure: string; readonly within: number; readonly why: string }>> = {};
+export const KNOWN_MISSES: Readonly<Record<string, { readonly figure: string; readonly within: number; readonly why: string }>> = {
+  // Holdout 5: a one-layer model of hidden 32 whose prefill peaks in the MLP, where CPU's bf16 gemm
+  // makes a 61 KB temporary inside aten::mm (a oneDNN workspace, not modelled; CUDA has none) and
+  // another ~50 KB is not accounted for.
+  ho22_grpo_llama_h32_l1_v904: { figure: 'prefill', within: 0.09, why: 'CPU bf16 gemm workspace in a tiny MLP, not modelled' },
+};
 
 /** Windows the oracle records around others (not phases of their own). */
 const NESTING = new Set(['training_step', 'prepare_inputs', 'rollout', 'generate', 'score']);
