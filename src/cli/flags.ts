@@ -506,6 +506,15 @@ export const FLAGS = {
     scope: ['estimate', 'fit'],
     help: 'sequence parallelism with --tp (norms and residuals hold S/N; needs a\nconcrete --seq, not fit --solve seq)',
   },
+  // grpo's flags before it took GRPOConfig's own fields (issue 20): refused with the field to use.
+  group: { type: 'string', scope: [], why: { grpo: 'the group is --num-generations (GRPOConfig.num_generations)' } },
+  completion: { type: 'string', scope: [], why: { grpo: 'the completion length is --max-completion-length' } },
+  prompts: {
+    type: 'string',
+    scope: [],
+    why: { grpo: 'the prompts of a rollout are --per-device-train-batch-size × --steps-per-generation / --num-generations' },
+  },
+  'micro-batch': { type: 'string', scope: [], why: { grpo: 'the micro-batch is --per-device-train-batch-size (with --gradient-accumulation-steps)' } },
   help: { type: 'boolean', short: 'h', scope: COMMANDS, label: '-h, --help', help: 'this help' },
 } as const satisfies Readonly<Record<string, FlagSpec>>;
 

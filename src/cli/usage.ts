@@ -21,6 +21,8 @@ function checkScope(command: Command, values: Values): void {
     const where = listAnd(scopeOf(flag).map(named));
     if (command === 'safetensors') usage(`--${flag}`, '--safetensors FILE takes no other option');
     if (flag === 'safetensors') usage('--safetensors', `works on its own (vram-ts --safetensors FILE), not with ${named(command)}`);
+    // A flag no command takes any more (grpo's before the trainers' fields) says what replaced it.
+    if (scopeOf(flag).length === 0) usage(`--${flag}`, `is no longer an option${why !== undefined ? `: ${why}` : ''}`);
     usage(`--${flag}`, `applies to ${where} only, not to ${named(command)}${why !== undefined ? `: ${why}` : ''}`);
   }
 }

@@ -215,3 +215,23 @@ describe('output', () => {
     expect(cli('sft', 'qwen2.5-0.5b', '--sequence', '64', '--gpu', '80GB', '--check').code).toBe(0);
   });
 });
+
+describe("grpo's flags before the trainers' fields", () => {
+  it('say which field replaced them', () => {
+    for (const [flag, field] of [
+      ['--group', '--num-generations'],
+      ['--completion', '--max-completion-length'],
+      ['--micro-batch', '--per-device-train-batch-size'],
+    ] as const) {
+      let err = '';
+      const code = run(
+        ['grpo', 'gpt2', flag, '2'],
+        () => undefined,
+        (t) => (err += t),
+      );
+      expect(code).toBe(2);
+      expect(err).toContain('is no longer an option');
+      expect(err).toContain(field);
+    }
+  });
+});
