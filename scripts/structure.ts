@@ -156,6 +156,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'parallel', paths: ['src/parallel/'] },
   { floor: 'estimate', paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
+  { floor: 'rollout', paths: ['src/rollout/'] },
   { floor: 'trainers', paths: ['src/trainers/'] },
   { floor: 'report', paths: ['src/report/', 'src/hub/'] },
   { floor: 'index', paths: ['src/index.ts', 'src/internals.ts'] },

@@ -47,6 +47,7 @@ describe('imports', () => {
       'parallel',
       'estimate',
       'scenarios',
+      'rollout',
       'trainers',
       'report',
       'index',

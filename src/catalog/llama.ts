@@ -514,6 +514,7 @@ function decoderMeta(b: DecoderBuild): ModelMeta {
     gatedMlp: true,
     tied: shape.tied,
     attention: b.impl,
+    ...(shape.maxPositions !== undefined ? { maxPositions: shape.maxPositions } : {}),
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),
     ...(windows !== undefined ? { layerWindows: windows } : {}),
     ...(tp !== undefined ? { tensorParallel: tp } : {}),

@@ -154,6 +154,8 @@ export interface ModelMeta {
   readonly gatedMlp: boolean;
   /** Whether the LM head shares the token embedding's weight. */
   readonly tied: boolean;
+  /** `max_position_embeddings`, where the config gives it. */
+  readonly maxPositions?: number;
   /** The attention implementation the model was built with (eager, sdpa, flash), where the builder records it. */
   readonly attention?: 'eager' | 'sdpa' | 'flash';
   /** Mistral's sliding window: the KV cache keeps at most this many positions. */

@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { VramError, llm, vllmEngine, vllmPageBytes } from '../../src/index.js';
+
+const GiB = 2 ** 30;
+const measured = { weightsBytes: 0.93 * GiB, activationPeakBytes: 1.4 * GiB, nonTorchBytes: 0.1 * GiB };
+const qwen = llm('qwen2.5-0.5b');
+
+function issue(f: () => unknown): string {
+  try {
+    f();
+  } catch (error) {
+    if (error instanceof VramError) return `${error.issues[0]!.path.join('.')}:${error.issues[0]!.code}`;
+    throw error;
+  }
+  throw new Error('no error');
+}
+
+describe("vLLM's KV pool at start-up (V1 rule)", () => {
+  it('the page: 2 × block × KV heads per rank × head size × dtype; heads replicated when fewer than TP ranks', () => {
+    const meta = llm('llama-3-8b').meta!; // 8 KV heads of 128
+    expect(vllmPageBytes(meta, { blockSize: 16, tensorParallelSize: 1, dtypeBytes: 2 })).toBe(2 * 16 * 8 * 128 * 2);
+    expect(vllmPageBytes(meta, { blockSize: 16, tensorParallelSize: 4, dtypeBytes: 2 })).toBe(2 * 16 * 2 * 128 * 2);
+    expect(vllmPageBytes(meta, { blockSize: 16, tensorParallelSize: 16, dtypeBytes: 1 })).toBe(2 * 16 * 1 * 128);
+  });
+
+  it('the budget is a fraction of the TOTAL memory, whatever the model; fp8 doubles the tokens', () => {
+    const a = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 0.9, measured });
+    expect(a.requested).toBe(Math.ceil(80 * GiB * 0.9));
+    expect(a.kvCache.bytes).toBeCloseTo(80 * GiB * 0.9 - 2.43 * GiB, -3);
+    const fp8 = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 0.9, kvCacheDtype: 'fp8', measured });
+    expect(Math.abs(fp8.kvCache.tokens - 2 * a.kvCache.tokens)).toBeLessThanOrEqual(2 * 16);
+    // The default utilization follows the release.
+    expect(vllmEngine(qwen, { totalBytes: 80 * GiB, measured, release: '0.8.0' }).requested).toBe(Math.ceil(80 * GiB * 0.9));
+    expect(vllmEngine(qwen, { totalBytes: 80 * GiB, measured }).requested).toBe(Math.ceil(80 * GiB * 0.92));
+  });
+
+  it("property: tokens are whole blocks, never more than the pool's bytes allow", () => {
+    fc.assert(
+      fc.property(fc.double({ min: 0.05, max: 1, noNaN: true }), fc.constantFrom(8, 16, 32), fc.constantFrom(1, 2), (util, blockSize, tp) => {
+        const e = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: util, blockSize, tensorParallelSize: tp, measured, maxModelLen: 1024 });
+        expect(e.kvCache.tokens % blockSize).toBe(0);
+        expect(e.kvCache.blocks * e.kvCache.pageBytes * 24).toBeLessThanOrEqual(Math.max(0, e.kvCache.bytes));
+        expect((e.kvCache.blocks + 1) * e.kvCache.pageBytes * 24).toBeGreaterThan(e.kvCache.bytes);
+      }),
+    );
+  });
+
+  it('says what vLLM says when it cannot start', () => {
+    const small = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 0.02, measured });
+    expect(small.starts).toBe(false);
+    expect(small.error).toContain('No available memory for the cache blocks');
+    const busy = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 0.9, freeBytes: 40 * GiB, measured });
+    expect(busy.error).toMatch(/^Free memory on device .* is less than desired GPU memory utilization/);
+    const long = vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 0.035, measured });
+    expect(long.starts).toBe(false);
+    expect(long.error).toContain("To serve at least one request with the models's max seq len (32768)");
+  });
+
+  it('bad combinations are errors with a path', () => {
+    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 1.2, measured }))).toBe('gpuMemoryUtilization:bad-option');
+    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, tensorParallelSize: 3, measured }))).toBe('tensorParallelSize:bad-option');
+    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, maxModelLen: 131072, measured }))).toBe('maxModelLen:bad-option');
+    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured: { ...measured, nonTorchBytes: -1 } }))).toBe('measured.nonTorchBytes:bad-option');
+    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured, release: '0.6.3' }))).toBe('release:unsupported-release');
+  });
+});
