@@ -184,7 +184,16 @@ export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.
 export { generation, type GenerationEstimate, type GenerationOptions, type GenerationPhase } from './scenarios/generation.js';
 
 // Rollout engines: vLLM's KV-cache pool at start-up.
-export { DEFAULT_VLLM, VLLM_RELEASES, vllmEngine, vllmPageBytes, type KvCacheDtype, type VllmEngine, type VllmMeasured, type VllmOptions } from './rollout/vllm.js';
+export {
+  DEFAULT_VLLM,
+  VLLM_RELEASES,
+  vllmEngine,
+  vllmPageBytes,
+  type KvCacheDtype,
+  type VllmEngine,
+  type VllmMeasured,
+  type VllmOptions,
+} from './rollout/vllm.js';
 
 // Trainers: transformers' Trainer, TRL's SFTTrainer and GRPOTrainer, from their own arguments.
 export {
