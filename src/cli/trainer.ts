@@ -78,6 +78,8 @@ function issuePath(issue: VramIssue, origins: ReadonlyMap<string, string>): stri
   const key = issue.path.join('.');
   const origin = origins.get(key);
   if (origin !== undefined) return origin;
+  // The GPU's total comes from --gpu.
+  if (head === 'options' && field === 'gpuTotalBytes') return '--gpu';
   if (head === 'options' && typeof field === 'string') return `--${field}`;
   if (head === 'trl') return '--trl';
   if (head === 'config' && typeof field === 'string' && FIELD_FLAGS[kebab(field)] !== undefined) return `--${kebab(field)}`;

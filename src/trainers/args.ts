@@ -109,6 +109,17 @@ const NEUTRAL = new Set([
   'log_unique_prompts',
   'log_completions_hub_repo',
   'disable_dropout',
+  // vLLM server mode: where the server is, not what this GPU holds.
+  'vllm_server_base_url',
+  'vllm_server_host',
+  'vllm_server_port',
+  'vllm_server_timeout',
+  'vllm_group_port',
+  // the importance-sampling ratio's clipping (per-sequence scalars)
+  'vllm_importance_sampling_mode',
+  'vllm_importance_sampling_clip_max',
+  'vllm_importance_sampling_clip_min',
+  'vllm_importance_sampling_cap',
 ]);
 
 /** Fields each trainer models (their values change the estimate). */
@@ -153,6 +164,11 @@ const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
     'loss_type',
     'generation_kwargs',
     'model_init_kwargs',
+    'use_vllm',
+    'vllm_mode',
+    'vllm_gpu_memory_utilization',
+    'vllm_importance_sampling_correction',
+    'vllm_max_model_length',
   ]),
 };
 
@@ -203,6 +219,13 @@ export interface ResolvedTrainerArgs {
     readonly lossType: (typeof GRPO_LOSSES)[number];
     /** generation_kwargs' `min_new_tokens` (its logits processors suppress EOS until then), or 0. */
     readonly minNewTokens: number;
+    /** `use_vllm`: generation by vLLM, on this GPU (`colocate`, its utilization of the GPU's total) or a server's. */
+    readonly vllm?: {
+      readonly mode: 'colocate' | 'server';
+      readonly gpuMemoryUtilization: number;
+      readonly importanceSampling: boolean;
+      readonly maxModelLength: number | null;
+    };
   };
   /** PEFT LoRA, when a peft_config is given. */
   readonly lora?: { readonly rank: number; readonly targets?: readonly string[] | 'all-linear'; readonly dropout: number };
@@ -394,6 +417,27 @@ function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
   };
 }
 
+/** GRPOConfig's vLLM fields (use_vllm=True): the mode, the colocated engine's utilization, importance sampling. */
+function vllmArgs(v: Record<string, unknown>, path: Path, issues: Issue[]): NonNullable<NonNullable<ResolvedTrainerArgs['grpo']>['vllm']> {
+  const mode = choice(v, 'vllm_mode', ['colocate', 'server'] as const, path, issues);
+  const util = v.vllm_gpu_memory_utilization;
+  if (typeof util !== 'number' || !(util > 0 && util <= 1))
+    issues.push({
+      path: [...path, 'vllm_gpu_memory_utilization'],
+      code: 'bad-option',
+      message: 'a fraction of the GPU',
+      expected: 'in (0, 1]',
+      received: show(util),
+    });
+  const max = v.vllm_max_model_length;
+  return {
+    mode,
+    gpuMemoryUtilization: typeof util === 'number' ? util : 0.3,
+    importanceSampling: flag(v, 'vllm_importance_sampling_correction', path, issues),
+    maxModelLength: max === null || max === undefined ? null : (positiveInt(v, 'vllm_max_model_length', path, issues) ?? null),
+  };
+}
+
 /** GRPOConfig.generation_kwargs: only `min_new_tokens` is modelled (two logits processors per decode step). */
 function generationKwargs(v: Record<string, unknown>, path: Path, issues: Issue[]): number {
   const kwargs = v.generation_kwargs;
@@ -494,6 +538,7 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
     generationBatchSize,
     lossType,
     minNewTokens: generationKwargs(v, path, issues),
+    ...(v.use_vllm === true ? { vllm: vllmArgs(v, path, issues) } : {}),
   };
 }
 

@@ -19,6 +19,8 @@ import { peakOf, residentOf, trainerPhases } from './trainer.js';
 export interface GrpoStepOptions extends TrainerOptions {
   /** Prompt tokens (every prompt this long after the chat template: the left-padded prompt batch). */
   readonly prompt: number;
+  /** With `use_vllm` in colocate mode: the GPU's total memory as vLLM reads it (`torch.cuda.mem_get_info()[1]`), in bytes. */
+  readonly gpuTotalBytes?: number;
 }
 
 /** A GRPO step: the generation step's phases (a step without generation runs only the loss phases). */
@@ -49,6 +51,8 @@ export function bufferedBytes(r: ResolvedTrainerArgs, prompt: number, device: De
   let total = 2 * per(n, prompt, 8) + 2 * per(n, L, 8) + per(n, 1, 4) + parts * bytes(8, device);
   if (oldLogps) total += per(n, L, 4);
   if (g.beta !== 0) total += per(n, L, 4);
+  // vLLM's sampling log-probabilities and the importance-sampling ratio (one per sequence in the default sequence modes).
+  if (g.vllm?.importanceSampling === true) total += per(n, L, 4) + per(n, 1, 4);
   return total;
 }
 
@@ -114,6 +118,65 @@ function forwardAbove(e: Estimate<number>): number {
   return e.bytes.peak - (e.steps.inference!.baseline as number);
 }
 
+/** model.generate's phases (use_vllm=False): the prefill, then the last decode step. */
+function generatePhases(c: {
+  readonly model: ModuleLayer;
+  readonly r: ResolvedTrainerArgs;
+  readonly G: number;
+  readonly V: number;
+  readonly prompt: number;
+  readonly length: number;
+  readonly layers: number;
+  readonly generationBase: number;
+  readonly inference: (m: ModuleLayer, input: readonly [number, number], extra?: Partial<EstimateOptions>) => Estimate<number>;
+  readonly device: Device;
+}): TrainerPhase[] {
+  const { model, r, G, V, prompt, length, layers, generationBase, inference, device } = c;
+  const g = r.grpo!;
+  // A PeftModel's generate calls the base model's forward, which accelerate did not wrap in autocast: float32.
+  const amp = r.bf16 && r.lora === undefined;
+  const prefillModel = withHead(model, { kind: 'logits', keep: 1, autocast: amp }, 'grpoStep');
+  const precision = { precision: amp ? 'amp-bf16' : 'fp32' } as const;
+  const prefill = inference(prefillModel, [G, prompt], precision);
+  const decode = inference(prefillModel, [G, 1], precision);
+  // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), and
+  // DynamicLayer makes the value cache in the keys' dtype (cache_utils.py:124-147): float32 throughout.
+  const cacheEnd = kvCache(model, { batch: G, seq: length - 1, dtype: 'float32' });
+  // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
+  const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
+  const attention = attentionAbove(decode) + decodeAttention(model, G, length - 1, amp, device);
+  const sampling = samplingBytes(G, V, g, device);
+  const ids = 2 * bytes(G * length * 8, device);
+  return [
+    {
+      name: 'prefill',
+      start: generationBase,
+      peak: generationBase + forwardAbove(prefill) + 2 * bytes(G * prompt * 8, device),
+      detail: `model.generate's first forward over ${G} × ${prompt} prompt tokens (logits_to_keep=1), the cache filled`,
+    },
+    {
+      name: 'decode',
+      start: generationBase,
+      peak: generationBase + cacheEnd + ids + Math.max(sampling.held + Math.max(growing, forwardAbove(decode), attention), sampling.sampling),
+      detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
+    },
+  ];
+}
+
+/**
+ * vLLM's own share of a GPU it is colocated on: `ceil(total × gpu_memory_utilization)` of the total
+ * memory as vLLM reads it (rollout/vllm.ts), whatever the model; the pool inside it is vllmEngine's.
+ */
+export function vllmEngineBytes(utilization: number, options: GrpoStepOptions): number {
+  const total = options.gpuTotalBytes;
+  if (total === undefined || !(total > 0))
+    fail('bad-option', "vLLM colocated sizes itself from the GPU's total memory: give options.gpuTotalBytes (torch.cuda.mem_get_info()[1])", {
+      path: ['options', 'gpuTotalBytes'],
+      received: String(total),
+    });
+  return Math.ceil(total * utilization);
+}
+
 /**
  * One GRPOTrainer step with generation, from GRPOConfig's own fields (`per_device_train_batch_size`,
  * `gradient_accumulation_steps`, `num_generations`, `max_completion_length`, `beta` (default 0:
@@ -145,7 +208,8 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     runStep(m, { ...common, ...extra, input, mode: 'inference', timeline: true });
 
   const generateEvery = g.stepsPerGeneration * g.numIterations;
-  const oldLogps = r.accumulation % generateEvery !== 0;
+  // With vLLM and its importance-sampling correction (the default) the old-policy pass always runs (grpo_trainer.py:2664).
+  const oldLogps = r.accumulation % generateEvery !== 0 || (g.vllm !== undefined && g.vllm.importanceSampling);
   // The loss step: per-token log-probabilities of the completion, entropy, the clipped loss.
   const lossModel = withHead(
     model,
@@ -160,38 +224,26 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   const weights = e.bytes.parameters + e.bytes.buffers;
   const reference = g.beta !== 0 && r.lora === undefined ? weights : 0;
 
-  // Generation: the rollout batch of G sequences, the old buffered inputs still referenced.
   const G = g.generationBatchSize;
-  // A PeftModel's generate calls the base model's forward, which accelerate did not wrap in autocast: float32.
-  const amp = r.bf16 && r.lora === undefined;
-  const prefillModel = withHead(model, { kind: 'logits', keep: 1, autocast: amp }, 'grpoStep');
-  const precision = { precision: amp ? 'amp-bf16' : 'fp32' } as const;
-  const prefill = inference(prefillModel, [G, prompt], precision);
-  const decode = inference(prefillModel, [G, 1], precision);
-  // Under autocast the keys come out of rotary in float32 (cos/sin are the hidden states' dtype), and
-  // DynamicLayer makes the value cache in the keys' dtype (cache_utils.py:124-147): float32 throughout.
-  const cacheEnd = kvCache(model, { batch: G, seq: length - 1, dtype: 'float32' });
-  // DynamicLayer.update: `keys = torch.cat([keys, new])`, then the values: one layer's old keys (the larger half) live beside the new ones.
-  const growing = kvCache(model, { batch: G, seq: length - 2, dtype: 'float32' }) / layers / 2;
   const V = model.meta!.vocab;
-  const attention = attentionAbove(decode) + decodeAttention(model, G, length - 1, amp, device);
-  const sampling = samplingBytes(G, V, g, device);
-  const ids = 2 * bytes(G * length * 8, device);
   const generationBase = between + reference;
-  const phases: TrainerPhase[] = [
-    {
-      name: 'prefill',
-      start: generationBase,
-      peak: generationBase + forwardAbove(prefill) + 2 * bytes(G * prompt * 8, device),
-      detail: `model.generate's first forward over ${G} × ${prompt} prompt tokens (logits_to_keep=1), the cache filled`,
-    },
-    {
-      name: 'decode',
-      start: generationBase,
-      peak: generationBase + cacheEnd + ids + Math.max(sampling.held + Math.max(growing, forwardAbove(decode), attention), sampling.sampling),
-      detail: `the last decode step: the DynamicCache of ${G} × ${length - 1} positions and one layer's keys and values grown by torch.cat`,
-    },
-  ];
+  // use_vllm: vLLM generates (colocate: on this GPU, its util × total held from start-up through the step, TRL
+  // without sleep mode; server: on another GPU); otherwise model.generate (prefill, decode).
+  const vllm = g.vllm;
+  const engine = vllm?.mode === 'colocate' ? vllmEngineBytes(vllm.gpuMemoryUtilization, options) : 0;
+  const phases: TrainerPhase[] =
+    vllm === undefined
+      ? generatePhases({ model, r, G, V, prompt, length, layers, generationBase, inference, device })
+      : vllm.mode === 'colocate'
+        ? [
+            {
+              name: 'rollout',
+              start: generationBase + engine,
+              peak: generationBase + engine + 2 * bytes(G * length * 8, device),
+              detail: `vLLM colocated: ceil(${vllm.gpuMemoryUtilization} × the GPU's ${(options.gpuTotalBytes! / 2 ** 30).toFixed(2)} GiB) held beside the trainer (weights, KV pool, activations, non-torch memory)`,
+            },
+          ]
+        : [];
   const logpsModel = withHead(model, { kind: 'token-logps', keep: L, autocast: r.bf16, useCache: false }, 'grpoStep');
   const pass = (name: 'old_logps' | 'ref_logps', detail: string, adapters: boolean) => {
     const { lora: _lora, ...base } = common;
@@ -205,22 +257,22 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     // bound through the next forward, until its logits come back and the names are rebound.
     const previous = G > r.batch ? bytes(r.batch * (L + 1) * V * 4, device) + bytes(r.batch * L * V * 4, device) : 0;
     const above = Math.max(forwardAbove(est), previous + forwardWindow(est));
-    phases.push({ name, start: generationBase, peak: generationBase + above + results + bytes(G * length * 8, device) * 2, detail });
+    phases.push({ name, start: generationBase + engine, peak: generationBase + engine + above + results + bytes(G * length * 8, device) * 2, detail });
   };
   if (oldLogps) pass('old_logps', `the policy's no-grad log-probabilities of the ${G} completions, ${r.batch} at a time`, true);
   if (g.beta !== 0)
     pass('ref_logps', `the reference's no-grad log-probabilities${r.lora !== undefined ? ' (adapters disabled)' : ''}, ${r.batch} at a time`, false);
-  phases.push(...lossPhases.map((p) => ({ ...p, start: p.start + reference, peak: p.peak + reference })));
+  phases.push(...lossPhases.map((p) => ({ ...p, start: p.start + reference + engine, peak: p.peak + reference + engine })));
   return {
     trainer: 'grpo',
     args: r,
     params: e.params,
-    resident: residentOf(e, buffered, reference),
+    resident: { ...residentOf(e, buffered, reference), rollout: engine },
     phases,
     ...peakOf(phases),
-    between: between + reference,
+    between: between + reference + engine,
     generationBatch: G,
     generateEvery,
-    kvCache: cacheEnd,
+    kvCache: vllm === undefined ? kvCache(model, { batch: G, seq: length - 1, dtype: 'float32' }) : 0,
   };
 }

@@ -13,7 +13,18 @@ import { fail } from '../errors.js';
 import type { ResolvedTrainerArgs } from './args.js';
 
 /** A phase of a trainer's step (names as the trainers' methods: see each trainer). */
-export type TrainerPhaseName = 'generate' | 'prefill' | 'decode' | 'old_logps' | 'ref_logps' | 'forward' | 'backward' | 'clip' | 'optimizer' | 'zero_grad';
+export type TrainerPhaseName =
+  | 'generate'
+  | 'prefill'
+  | 'decode'
+  | 'rollout'
+  | 'old_logps'
+  | 'ref_logps'
+  | 'forward'
+  | 'backward'
+  | 'clip'
+  | 'optimizer'
+  | 'zero_grad';
 
 /** One phase: the live bytes as it begins and at its highest point, and what is resident. */
 export interface TrainerPhase {
@@ -34,6 +45,8 @@ export interface TrainerResident {
   readonly reference: number;
   /** The batch tensors the trainer holds beyond what the model reads (attention mask, labels, generated completions). */
   readonly batch: number;
+  /** A rollout engine colocated on this GPU (GRPO with vLLM colocate): its whole share. */
+  readonly rollout?: number;
 }
 
 /** A trainer's step, phase by phase. */

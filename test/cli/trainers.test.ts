@@ -131,7 +131,8 @@ describe('the field flags', () => {
       /^vram-ts: --per-device-train-batch-size: must be a positive integer/,
     );
     expect(cli('grpo', 'qwen2.5-0.5b', '--beta', 'x').err).toContain('--beta');
-    expect(cli('grpo', 'qwen2.5-0.5b', '--use-vllm').err).toContain('GRPOConfig.use_vllm is not modelled');
+    expect(cli('grpo', 'qwen2.5-0.5b', '--vllm-enable-sleep-mode').err).toContain('GRPOConfig.vllm_enable_sleep_mode is not modelled');
+    expect(cli('grpo', 'qwen2.5-0.5b', '--use-vllm').err).toContain("--gpu: vLLM colocated sizes itself from the GPU's total memory");
     expect(cli('sft', 'qwen2.5-0.5b', '--optimizer', 'adam').err).toContain("SFTConfig's --optim");
   });
 });

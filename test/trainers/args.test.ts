@@ -70,8 +70,11 @@ describe('resolveTrainerArgs: nothing is ignored', () => {
   });
 
   it('a field that is not modelled is accepted only at its default', () => {
-    expect(() => resolveTrainerArgs('grpo', { use_vllm: false })).not.toThrow();
-    expect(issues(() => resolveTrainerArgs('grpo', { use_vllm: true }))[0]).toMatchObject({ path: 'config.use_vllm', code: 'not-modelled' });
+    expect(() => resolveTrainerArgs('grpo', { vllm_enable_sleep_mode: false })).not.toThrow();
+    expect(issues(() => resolveTrainerArgs('grpo', { vllm_enable_sleep_mode: true }))[0]).toMatchObject({
+      path: 'config.vllm_enable_sleep_mode',
+      code: 'not-modelled',
+    });
     expect(issues(() => resolveTrainerArgs('trainer', { torch_compile: true }))[0]).toMatchObject({ path: 'args.torch_compile', code: 'not-modelled' });
     expect(issues(() => resolveTrainerArgs('sft', { loss_type: 'dft' }))[0]).toMatchObject({ path: 'config.loss_type', code: 'not-modelled' });
     expect(issues(() => resolveTrainerArgs('grpo', { generation_kwargs: { top_k: 50 } }))[0]).toMatchObject({ path: 'config.generation_kwargs.top_k' });

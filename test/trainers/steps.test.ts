@@ -105,3 +105,36 @@ describe('trainer steps: the accounting laws', () => {
     expect(() => grpoStep(gpt2, {}, { prompt: 8 })).toThrow(VramError);
   });
 });
+
+describe('GRPO with vLLM (use_vllm)', () => {
+  const model = tiny(640, true);
+  const config = { per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 8 };
+  const total = 80 * 2 ** 30;
+
+  it("colocate: vLLM's ceil(util × total) sits beside every phase, and the old-policy pass runs (importance sampling)", () => {
+    const hf = grpoStep(model, config, { prompt: 8, device: 'cpu' });
+    const v = grpoStep(model, { ...config, use_vllm: true, vllm_gpu_memory_utilization: 0.3 }, { prompt: 8, device: 'cpu', gpuTotalBytes: total });
+    const engine = Math.ceil(total * 0.3);
+    expect(v.resident.rollout).toBe(engine);
+    expect(v.phases.map((p) => p.name)).toEqual(['rollout', 'old_logps', 'forward', 'backward', 'clip', 'optimizer', 'zero_grad']);
+    for (const name of ['forward', 'backward', 'optimizer'] as const) {
+      const extra = v.phases.find((p) => p.name === name)!.peak - hf.phases.find((p) => p.name === name)!.peak;
+      // The engine, plus the buffered sampling log-probabilities and ratios (a few hundred bytes).
+      expect(extra).toBeGreaterThanOrEqual(engine);
+      expect(extra).toBeLessThan(engine + 4096);
+    }
+    laws(v);
+  });
+
+  it('server: nothing of vLLM on this GPU; without the GPU total colocate is refused by name', () => {
+    const s = grpoStep(model, { ...config, use_vllm: true, vllm_mode: 'server' }, { prompt: 8, device: 'cpu' });
+    expect(s.phases.some((p) => p.name === 'rollout' || p.name === 'prefill')).toBe(false);
+    expect(s.resident.rollout).toBe(0);
+    try {
+      grpoStep(model, { ...config, use_vllm: true }, { prompt: 8, device: 'cpu' });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as VramError).issues[0]!.path).toEqual(['options', 'gpuTotalBytes']);
+    }
+  });
+});

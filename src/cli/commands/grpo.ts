@@ -5,6 +5,7 @@ import { GRPO_HELP } from '../help.js';
 import type { ModelRef } from '../model.js';
 import { trainerInput, trainerModel, trainerOutcome, withOrigins } from '../trainer.js';
 import { count, formatOf } from '../values.js';
+import { gpuBudget } from '../args.js';
 import type { ModelCommand, Outcome } from './command.js';
 
 function runGrpo(ref: ModelRef, values: Values): Outcome {
@@ -12,12 +13,18 @@ function runGrpo(ref: ModelRef, values: Values): Outcome {
   const input = trainerInput(values, 'grpo');
   const prompt = count(values, 'prompt', DEFAULTS.prompt);
   const model = trainerModel(ref, values);
-  const g = withOrigins(input, () => grpoStep(model, input.config, { ...input.options, prompt }));
+  // vLLM colocated sizes itself from the GPU's total: --gpu's memory (nvidia-smi's total; torch.cuda.mem_get_info can read ~1% less).
+  const gpuTotalBytes = values.gpu !== undefined ? gpuBudget(values.gpu) : undefined;
+  const g = withOrigins(input, () => grpoStep(model, input.config, { ...input.options, prompt, ...(gpuTotalBytes !== undefined ? { gpuTotalBytes } : {}) }));
   const a = g.args.grpo!;
   const title = `GRPOTrainer step of ${ref.name} (TRL ${g.args.trl}): ${a.numGenerations} completions of up to ${a.maxCompletionLength} tokens per prompt of ${prompt}`;
   const notes = [
     `Generation batch: ${g.generationBatch} sequences (per_device_train_batch_size × steps_per_generation), one generation every ${g.generateEvery} micro-batch step${g.generateEvery === 1 ? '' : 's'}`,
-    `KV cache at the last decode step: ${formatBytes(g.kvCache)}`,
+    a.vllm === undefined
+      ? `KV cache at the last decode step: ${formatBytes(g.kvCache)}`
+      : a.vllm.mode === 'colocate'
+        ? `vLLM colocated: ${formatBytes(g.resident.rollout ?? 0)} = ceil(${a.vllm.gpuMemoryUtilization} × ${values.gpu}'s total) from start-up through the step (no sleep mode)`
+        : 'vLLM server mode: generation on another GPU',
   ];
   return trainerOutcome(values, format, title, g, notes);
 }
