@@ -209,7 +209,7 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
 
   const generateEvery = g.stepsPerGeneration * g.numIterations;
   // With vLLM and its importance-sampling correction (the default) the old-policy pass always runs (grpo_trainer.py:2664).
-  const oldLogps = r.accumulation % generateEvery !== 0 || (g.vllm !== undefined && g.vllm.importanceSampling);
+  const oldLogps = r.accumulation % generateEvery !== 0 || g.vllm?.importanceSampling === true;
   // The loss step: per-token log-probabilities of the completion, entropy, the clipped loss.
   const lossModel = withHead(
     model,
