@@ -5,7 +5,7 @@
  */
 import type * as Lib from '../src/index.js';
 
-type Library = Pick<typeof Lib, 'estimate' | 'fromHFConfig' | 'grpoStep' | 'llm' | 'maxFitting' | 'mobilenetV3Small' | 'sym'>;
+type Library = Pick<typeof Lib, 'estimate' | 'fromHFConfig' | 'grpoStep' | 'llm' | 'maxFitting' | 'mobilenetV3Small' | 'sym' | 'vllmEngine'>;
 
 /** Llama-3.1-405B's config.json (the fields that shape memory), at any depth. */
 const LLAMA_405B = {
@@ -136,6 +136,12 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
     ],
     ['grpoStep: Qwen2.5-0.5B, 8 generations of 4096 after 256 prompt tokens, every phase', () => lib.grpoStep(qwen, grpoConfig, { prompt: 256 }).peak],
   ]);
+  // vLLM's start-up arithmetic (issue 21) against one inference estimate of the same model.
+  const measured = { weightsBytes: 0.93 * 2 ** 30, activationPeakBytes: 1.4 * 2 ** 30, nonTorchBytes: 0.1 * 2 ** 30 };
+  group('vllm', [
+    ['estimate: Qwen2.5-0.5B 8×4096 inference', () => read(lib.estimate(qwen, { input: [8, 4096], mode: 'inference' }))],
+    ['vllmEngine: Qwen2.5-0.5B on 80 GiB at 0.9', () => lib.vllmEngine(qwen, { totalBytes: 80 * 2 ** 30, gpuMemoryUtilization: 0.9, measured }).kvCache.tokens],
+  ]);
   const last = (name: string) => rows.filter((r) => r.group === name).at(-1)!;
   return {
     rows,
@@ -144,6 +150,7 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
       { name: '[B, S] symbolic / concrete', ratio: last('symbols').ratio, limit: 3 },
       { name: 'maxFitting / one estimate', ratio: last('maxFitting').ratio, limit: 3 },
       { name: 'grpoStep / one training-step estimate', ratio: last('grpo').ratio, limit: 5 },
+      { name: 'vllmEngine / one inference estimate', ratio: last('vllm').ratio, limit: 3 },
     ],
   };
 }
