@@ -74,7 +74,8 @@ compared blind before anything was changed for them, then used to find what was 
 (16 cases) had 13 within 3% on every figure, the second 23 of 24, the third 21 of 24, the fourth
 23 of 24, the fifth 20 of 24; the sixth, measured and compared once after the last change, 24 of 24.
 One case stays outside 3% (holdout 5's ho22_grpo_llama_h32_l1_v904, prefill: a hidden-32 model whose
-prefill peaks in the MLP, where CPU's bf16 gemm keeps a workspace vram-ts does not model).
+prefill peaks in the MLP, where the profiler shows a 62,464-byte temporary inside a bf16 \`aten::mm\` that
+vram-ts does not model, cause not identified, and ~50 KB more not accounted for).
 
 | set | trainer \\| figure | rows | mean error | max error | all within 3% |
 | --- | --- | ---: | ---: | ---: | --- |

@@ -41,6 +41,18 @@ import {
   type OracleFixture,
 } from '../test/helpers/oracle.js';
 
+/** One figure's row of a table: vram-ts beside PyTorch, error relative to PyTorch (0 where both are 0, Infinity where only PyTorch's is). */
+function comparisonRow(id: string, label: string) {
+  return (figure: string, pytorch: number, ours: number) => ({
+    id,
+    label,
+    figure,
+    pytorch,
+    ours,
+    error: pytorch === 0 ? (ours === 0 ? 0 : Infinity) : (ours - pytorch) / pytorch,
+  });
+}
+
 /** The text of docs/accuracy.md, from the committed fixtures. */
 export function renderAccuracy(): { text: string; summary: string[]; rows: number; pending: number } {
   const fixtures = loadFixtures();
@@ -262,14 +274,7 @@ offload split between GPU and host, DeepSpeed's compiled CPU Adam.`;
     const r = estimateTpFixture(fx);
     const measured = fx.train[fx.case.optimizer]!;
     const label = `TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
-    const row = (figure: string, pytorch: number, ours: number) => ({
-      id: fx.id,
-      label,
-      figure,
-      pytorch,
-      ours,
-      error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-    });
+    const row = comparisonRow(fx.id, label);
     return [
       row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
       row('gradients', measured.gradBytes, r.bytes.gradients),
@@ -302,14 +307,7 @@ modelled (a VramError).`;
       fx.case.cp === 1
         ? 'no CP (sdpa)'
         : `CP ${fx.case.cp} rank ${fx.case.rank}${fx.case.loadBalance === false ? ', no load balance' : ''}${fx.case.dtype === 'bfloat16' ? ', bf16' : ''}`;
-    const row = (figure: string, pytorch: number, ours: number) => ({
-      id: fx.id,
-      label,
-      figure,
-      pytorch,
-      ours,
-      error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-    });
+    const row = comparisonRow(fx.id, label);
     return [
       row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
       row('gradients', measured.gradBytes, r.bytes.gradients),
@@ -345,14 +343,7 @@ FSDP2 (the engine over dp × cp ranks) is measured below (two-dimensional layout
       const r = estimateEpFixture(fx);
       const measured = fx.train[fx.case.optimizer]!;
       const label = `${String(fx.case.config.model_type)} ${fx.case.experts}${fx.case.ep === 1 ? ', one device' : `, EP ${fx.case.ep} rank ${fx.case.rank}`}`;
-      const row = (figure: string, pytorch: number, ours: number) => ({
-        id: fx.id,
-        label,
-        figure,
-        pytorch,
-        ours,
-        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-      });
+      const row = comparisonRow(fx.id, label);
       // The eager loop's saved bytes come from a forward routed differently from the recorded one (see below).
       return [
         row('parameters (bytes)', measured.paramBytes, r.bytes.parameters),
@@ -386,14 +377,7 @@ the experts' owners), EP on CUDA with NCCL.`;
       const r = estimateFsdpTpFixture(fx);
       const m = fx.train[fx.case.optimizer]!;
       const label = `FSDP2 ${fx.case.dp} × TP ${fx.case.tp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}`;
-      const row = (figure: string, pytorch: number, ours: number) => ({
-        id: `fsdp2-tp/${fx.id}`,
-        label,
-        figure,
-        pytorch,
-        ours,
-        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-      });
+      const row = comparisonRow(`fsdp2-tp/${fx.id}`, label);
       return [
         row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
         row('gradients', m.gradBytes, r.bytes.gradients),
@@ -406,14 +390,7 @@ the experts' owners), EP on CUDA with NCCL.`;
       const r = estimateFsdpCpFixture(fx);
       const m = fx.train.sgd!;
       const label = `FSDP2 over ${fx.case.dp} × ${fx.case.cp}${fx.case.cp > 1 ? ` (CP ${fx.case.cp})` : ''}`;
-      const row = (figure: string, pytorch: number, ours: number) => ({
-        id: `fsdp2-cp/${fx.id}`,
-        label,
-        figure,
-        pytorch,
-        ours,
-        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-      });
+      const row = comparisonRow(`fsdp2-cp/${fx.id}`, label);
       return [
         row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
         row('gradients', m.gradBytes, r.bytes.gradients),
@@ -425,14 +402,7 @@ the experts' owners), EP on CUDA with NCCL.`;
       const r = estimateTpCpFixture(fx);
       const m = fx.train.sgd!;
       const label = `TP ${fx.case.tp} × CP ${fx.case.cp}${fx.case.sequenceParallel ? ' + SP' : ''}${fx.case.lossParallel ? ' + loss parallel' : ''}${fx.case.loadBalance ? '' : ', no load balance'}`;
-      const row = (figure: string, pytorch: number, ours: number) => ({
-        id: `tp-cp/${fx.id}`,
-        label,
-        figure,
-        pytorch,
-        ours,
-        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-      });
+      const row = comparisonRow(`tp-cp/${fx.id}`, label);
       return [
         row('parameters (bytes)', m.paramBytes, r.bytes.parameters),
         row('saved bytes', fx.savedBytes, r.bytes.activations),
@@ -466,15 +436,7 @@ as one measured triple (each pair is measured; the three compose in vram-ts), an
       const r = estimateMegatronRank(fx, m.rank);
       const c = fx.case;
       const label = `${c.useDistributedOptimizer ? 'distributed optimizer' : 'DDP'}, ${c.dtype}${c.gradReduceInFp32 ? ', fp32 grads' : ''}${c.overlapGradReduce ? `, buckets of ${c.bucketSize}` : ''}, ${c.world} ranks`;
-      const row = (figure: string, pytorch: number, ours: number) => ({
-        id: fx.id,
-        rank: m.rank,
-        label,
-        figure,
-        pytorch,
-        ours,
-        error: pytorch === 0 ? 0 : (ours - pytorch) / pytorch,
-      });
+      const row = (figure: string, pytorch: number, ours: number) => ({ ...comparisonRow(fx.id, label)(figure, pytorch, ours), rank: m.rank });
       return [
         row('parameters (bytes)', m.roles.paramBuffer + m.roles.moduleParams, r.bytes.parameters),
         row('gradient buffer', m.roles.gradBuffer, r.bytes.gradients),

@@ -467,8 +467,7 @@ function causalLmBody(b: DecoderBuild, model: Layer): Layer {
     // ColwiseParallel on lm_head: the replicated input wrapped (or, sequence parallel, gathered).
     const headInput = tp === undefined ? h : tp.sequenceParallel ? g.call(allGatherOp, [h], { dim: 1, size: tp.size })[0]! : g.call(tpCopyOp, [h], {})[0]!;
     const head = b.options.head ?? { kind: 'loss' };
-    if (head.kind !== 'loss' && head.kind !== 'loss-metrics')
-      return trainerHead(g, { vocab: shape.vocab, hidden: shape.hidden, tied: b.tied, lmHead }, head, h, ids!);
+    if (head.kind !== 'loss' && head.kind !== 'loss-metrics') return trainerHead(g, { vocab: shape.vocab, tied: b.tied, lmHead }, head, h, ids!);
     // Before the last pipeline stage lm_head is an Identity: the "logits" are the hidden states.
     let logits = last ? g.apply(lmHead, headInput) : headInput;
     if (shape.finalSoftcap !== undefined && last) {

@@ -8,6 +8,7 @@ import { fail } from '../errors.js';
 import type { linear } from '../nn/linear.js';
 import { opLayer } from '../nn/op.js';
 import type { GraphBuilder, LmHead, TensorRef } from '../nn/types.js';
+import type { OpRule } from '../ops/types.js';
 import { chunkedNllOp } from '../ops/chunked-nll.js';
 import { fusedLinearCrossEntropyOp } from '../ops/fused-linear-cross-entropy.js';
 import { grpoLossOp } from '../ops/grpo-loss.js';
@@ -22,7 +23,6 @@ import type { DType } from '../tensor/dtype.js';
 /** What the head needs to know of the model it ends. */
 export interface HeadModel {
   readonly vocab: number;
-  readonly hidden: number;
   readonly tied: boolean;
   /** The layer whose forward is the LM head (`lm_head`). */
   readonly lmHead: ReturnType<typeof linear>;
@@ -44,6 +44,23 @@ export function checkHeadBuild(head: LmHead, parallel: boolean, softcap: boolean
 /** accelerate's `convert_outputs_to_fp32`: 16-bit logits copied to float32 as the forward returns. */
 export function fp32(g: GraphBuilder, logits: TensorRef, convert: boolean | undefined): TensorRef {
   return convert === true && logits.dtype !== 'float32' ? g.call(castOp, [logits], { dtype: 'float32' })[0]! : logits;
+}
+
+/**
+ * A loss that reads lm_head's weight itself (the patched forward never calls lm_head): one op
+ * owning `lm_head.weight` (tied to the embedding where the model ties it); without grad, lm_head.
+ */
+function fusedLoss<A>(
+  g: GraphBuilder,
+  m: HeadModel,
+  h: TensorRef,
+  ids: TensorRef,
+  rule: OpRule<A & { readonly vocab: number; readonly tiedWeight?: string }>,
+  attrs: A,
+): TensorRef {
+  if (!g.gradEnabled) return g.apply(m.lmHead, h);
+  const own = { ...attrs, vocab: m.vocab, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}) };
+  return g.apply(opLayer(rule, 'Linear', own, { name: 'lm_head' }), h, ids);
 }
 
 /**
@@ -76,34 +93,9 @@ export function trainerHead(g: GraphBuilder, m: HeadModel, head: Exclude<LmHead,
     case 'token-logps':
       return tokenLogps(g, m, head, h, ids);
     case 'liger-flce':
-      if (!g.gradEnabled) return g.apply(m.lmHead, h);
-      return g.apply(
-        opLayer(
-          fusedLinearCrossEntropyOp,
-          'Linear',
-          { vocab: m.vocab, ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}), ...(compute !== undefined ? { compute } : {}) },
-          { name: 'lm_head' },
-        ),
-        h,
-        ids,
-      );
+      return fusedLoss(g, m, h, ids, fusedLinearCrossEntropyOp, compute === undefined ? {} : { compute });
     case 'chunked-nll':
-      if (!g.gradEnabled) return g.apply(m.lmHead, h);
-      return g.apply(
-        opLayer(
-          chunkedNllOp,
-          'Linear',
-          {
-            vocab: m.vocab,
-            chunk: head.chunk ?? 256,
-            ...(m.tied ? { tiedWeight: 'model.embed_tokens.weight' } : {}),
-            ...(compute !== undefined ? { compute } : {}),
-          },
-          { name: 'lm_head' },
-        ),
-        h,
-        ids,
-      );
+      return fusedLoss(g, m, h, ids, chunkedNllOp, { chunk: head.chunk ?? 256, ...(compute !== undefined ? { compute } : {}) });
   }
 }
 

@@ -61,7 +61,9 @@ export const selectiveLogSoftmaxOp: OpRule<Record<string, never>> = {
     const small = mul(positions, f);
     const pairs = mul(mul(batch, positions), f);
     const full = mul(rowTensor, batch);
-    const rows = typeof batch === 'number' ? batch : 1;
+    // One logsumexp per sequence: a loop that a symbolic batch cannot unroll.
+    if (typeof batch !== 'number') fail('not-modelled', 'selective_log_softmax loops over the sequences: it needs a concrete batch', { path: ctx.path });
+    const rows = batch;
     const forward: KernelStep[] = [{ alloc: 'gathered', bytes: pairs }];
     const backward: KernelStep[] = [];
     for (let r = 0; r < rows; r++) {

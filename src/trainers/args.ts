@@ -122,38 +122,23 @@ const NEUTRAL = new Set([
   'vllm_importance_sampling_cap',
 ]);
 
-/** Fields each trainer models (their values change the estimate). */
+/** The TrainingArguments every trainer models (their values change the estimate). */
+const TRAINING = [
+  'per_device_train_batch_size',
+  'gradient_accumulation_steps',
+  'gradient_checkpointing',
+  'gradient_checkpointing_kwargs',
+  'bf16',
+  'optim',
+  'max_grad_norm',
+] as const;
+
+/** Fields each trainer models. */
 const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
-  trainer: new Set([
-    'per_device_train_batch_size',
-    'gradient_accumulation_steps',
-    'gradient_checkpointing',
-    'gradient_checkpointing_kwargs',
-    'bf16',
-    'optim',
-    'max_grad_norm',
-    'use_liger_kernel',
-  ]),
-  sft: new Set([
-    'per_device_train_batch_size',
-    'gradient_accumulation_steps',
-    'gradient_checkpointing',
-    'gradient_checkpointing_kwargs',
-    'bf16',
-    'optim',
-    'max_grad_norm',
-    'loss_type',
-    'max_length',
-    'use_liger_kernel',
-  ]),
+  trainer: new Set([...TRAINING, 'use_liger_kernel']),
+  sft: new Set([...TRAINING, 'loss_type', 'max_length', 'use_liger_kernel']),
   grpo: new Set([
-    'per_device_train_batch_size',
-    'gradient_accumulation_steps',
-    'gradient_checkpointing',
-    'gradient_checkpointing_kwargs',
-    'bf16',
-    'optim',
-    'max_grad_norm',
+    ...TRAINING,
     'num_generations',
     'max_completion_length',
     'beta',

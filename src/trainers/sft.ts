@@ -8,7 +8,7 @@ import type { ModuleLayer } from '../nn/types.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type TrainerArgs } from './args.js';
 import { checkLiger, layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerStepEstimate } from './step.js';
-import { peakOf, residentOf, trainerBatchBytes, trainerPhases } from './trainer.js';
+import { trainerResult } from './trainer.js';
 
 /** Options of {@link sftStep}. */
 export interface SftStepOptions extends TrainerOptions {
@@ -47,7 +47,5 @@ export function sftStep(model: ModuleLayer, config: TrainerArgs, options: SftSte
       ? ({ kind: 'chunked-nll', chunk: 256, autocast: r.bf16 } as const)
       : ({ kind: 'loss-metrics', autocast: r.bf16 } as const);
   const e = runStep(withHead(model, head, 'sftStep'), stepOptions(r, [r.batch, sequence], device, r.accumulation, layersOf(model)));
-  const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
-  const { phases, between } = trainerPhases(e, r, extra, device);
-  return { trainer: 'sft', args: r, params: e.params, resident: residentOf(e, extra), phases, ...peakOf(phases), between };
+  return trainerResult('sft', r, e, sequence, device);
 }

@@ -91,6 +91,13 @@ export function residentOf(e: Estimate<number>, extra: number, reference = 0): T
   return { parameters: e.bytes.parameters, buffers: e.bytes.buffers, optimizer: e.bytes.optimizer, gradients: e.bytes.gradients, reference, batch: extra };
 }
 
+/** A Trainer-shaped step's result (the Trainer's, SFTTrainer's): its batches, phases, resident bytes and peak. */
+export function trainerResult(trainer: 'trainer' | 'sft', r: ResolvedTrainerArgs, e: Estimate<number>, sequence: number, device: Device): TrainerStepEstimate {
+  const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
+  const { phases, between } = trainerPhases(e, r, extra, device);
+  return { trainer, args: r, params: e.params, resident: residentOf(e, extra), phases, ...peakOf(phases), between };
+}
+
 /** The highest phase. */
 export function peakOf(phases: readonly TrainerPhase[]): Pick<TrainerStepEstimate, 'peak' | 'peakPhase'> {
   let best = phases[0]!;
@@ -126,7 +133,5 @@ export function trainerStep(model: ModuleLayer, args: TrainerArgs, options: Trai
       ? withHead(model, { kind: 'loss', autocast: true }, 'trainerStep')
       : model;
   const e = runStep(headed, stepOptions(r, [r.batch, sequence], device, r.accumulation, layersOf(model)));
-  const extra = trainerBatchBytes(r.batch, sequence, r.accumulation, device);
-  const { phases, between } = trainerPhases(e, r, extra, device);
-  return { trainer: 'trainer', args: r, params: e.params, resident: residentOf(e, extra), phases, ...peakOf(phases), between };
+  return trainerResult('trainer', r, e, sequence, device);
 }

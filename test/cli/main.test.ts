@@ -1,24 +1,10 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
-import { run } from '../../src/cli/main.js';
+import { describe, expect, it } from 'vitest';
 import { deepspeedZero2, estimate, formatBytes, llm, zeroPaper } from '../../src/index.js';
+import { cli, scratch } from '../helpers/cli.js';
 
-const tmp = join(fileURLToPath(new URL('../..', import.meta.url)), '.tmp', 'cli');
-mkdirSync(tmp, { recursive: true });
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-function cli(...args: string[]): { code: number; out: string; err: string } {
-  let out = '';
-  let err = '';
-  const code = run(
-    args,
-    (t) => (out += t),
-    (t) => (err += t),
-  );
-  return { code, out, err };
-}
+const tmp = scratch('cli').dir;
 
 describe('vram-ts command', () => {
   it("prints the seed's breakdown (the README's main job)", () => {

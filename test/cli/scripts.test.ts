@@ -6,37 +6,20 @@ import { tmpdir } from 'node:os';
  * not apply are refused.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { editDistance, nearest, wholeNumber } from '../../src/cli/args.js';
 import { CliError } from '../../src/cli/errors.js';
 import { FIELD_FLAGS } from '../../src/cli/flags.js';
 import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP, SFT_HELP } from '../../src/cli/help.js';
 import { SCOPE, run, stdoutFailure, type Command, type Flag } from '../../src/cli/main.js';
 import { GPUS } from '../../src/index.js';
+import { cli, scratch } from '../helpers/cli.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const tmp = join(root, '.tmp', 'cli-scripts');
-
-function cli(...args: string[]): { code: number; out: string; err: string } {
-  let out = '';
-  let err = '';
-  const code = run(
-    args,
-    (t) => (out += t),
-    (t) => (err += t),
-  );
-  return { code, out, err };
-}
-
-/** A file of the given bytes under tmp. */
-function file(name: string, bytes: Uint8Array | string): string {
-  const path = join(tmp, name);
-  writeFileSync(path, bytes);
-  return path;
-}
+const { dir: tmp, file } = scratch('cli-scripts');
 
 /** A safetensors file: the 8-byte length, then the header bytes, then `data` bytes. */
 function safetensors(name: string, header: Uint8Array | string, data = 0, length?: bigint): string {
@@ -48,7 +31,6 @@ function safetensors(name: string, header: Uint8Array | string, data = 0, length
 }
 
 mkdirSync(join(tmp, 'a-directory'), { recursive: true });
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 const gpuNames = GPUS.map((g) => g.name);
 

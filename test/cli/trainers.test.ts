@@ -1,37 +1,12 @@
-/**
- * `vram-ts grpo` and `vram-ts sft`: every field of the trainer's config class is a flag, a
- * --config file (JSON or YAML) gives the same fields, flags override the file, and the figures
- * are the library's (grpoStep / sftStep called with the same config).
- */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/main.js';
 import { readField } from '../../src/cli/fields.js';
 import { FIELD_FLAGS } from '../../src/cli/flags.js';
 import { grpoStep, llm, sftStep, trainerFields } from '../../src/index.js';
+import { cli, scratch } from '../helpers/cli.js';
 
-const tmp = join(fileURLToPath(new URL('../..', import.meta.url)), '.tmp', 'cli-trainers');
-mkdirSync(tmp, { recursive: true });
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-function cli(...args: string[]): { code: number; out: string; err: string } {
-  let out = '';
-  let err = '';
-  const code = run(
-    args,
-    (t) => (out += t),
-    (t) => (err += t),
-  );
-  return { code, out, err };
-}
-
-function file(name: string, text: string): string {
-  const path = join(tmp, name);
-  writeFileSync(path, text);
-  return path;
-}
+const { dir: tmp, file } = scratch('cli-trainers');
 
 const peakOf = (r: { out: string }) => (JSON.parse(r.out) as { peak: number }).peak;
 const model = llm('qwen2.5-0.5b');

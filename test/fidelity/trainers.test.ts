@@ -55,8 +55,7 @@ describe('real trainers on torch 2.13 CPU (development cases)', () => {
 });
 
 // Holdout sets: drawn at random (tools/oracle/trainers_holdout.py), measured once and compared blind.
-// Each then fixed rules (the first four, the second one, the third six, the fourth three, the fifth
-// three); the sixth (seed 2018) was compared after the last change.
+// Each was then used to find missing rules; the sixth (seed 2018) was compared once, after the last change.
 for (const [folder, label] of [
   ['trainers-holdout', 'holdout 1, seed 2013'],
   ['trainers-holdout2', 'holdout 2, seed 2014: one miss (PEFT casts before lora_dropout), then fixed'],

@@ -9,10 +9,11 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, fromHFConfig, linear, relu, seq, type Estimate, type Layer, type ModuleLayer } from '../../src/index.js';
+import { estimate, fromHFConfig, llm, linear, relu, seq, type Estimate, type Layer } from '../../src/index.js';
 import { flatLayout } from '../../src/parallel/engines/deepspeed/zero12.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
+import { smallLlama, whole } from '../helpers/repeated.js';
 
 type Stage = 1 | 2 | 3;
 const ds = (model: Layer, input: readonly number[], zero: Stage, dp: number, rank = 0, extra: object = {}, optimizer: 'adam' | 'sgd_momentum' = 'adam') =>
@@ -62,17 +63,7 @@ describe('DeepSpeed ZeRO model states, by hand', () => {
   });
 
   it('a bf16 Qwen2.5-0.5B on 8 ranks (494,032,768 parameters)', () => {
-    const model = fromHFConfig({
-      model_type: 'qwen2',
-      torch_dtype: 'bfloat16',
-      hidden_size: 896,
-      intermediate_size: 4864,
-      num_hidden_layers: 24,
-      num_attention_heads: 14,
-      num_key_value_heads: 2,
-      vocab_size: 151936,
-      tie_word_embeddings: true,
-    });
+    const model = llm('qwen2.5-0.5b');
     const z2 = ds(model, [1, 128], 2, 8, 0);
     const z2last = ds(model, [1, 128], 2, 8, 7);
     const z3 = ds(model, [1, 128], 3, 8, 0);
@@ -167,20 +158,10 @@ describe('DeepSpeed ZeRO laws', () => {
         fc.integer({ min: 2, max: 8 }),
         fc.integer({ min: 1, max: 2 }),
         (layers, zero, dp, microBatches) => {
-          const model = fromHFConfig({
-            model_type: 'llama',
-            hidden_size: 64,
-            intermediate_size: 160,
-            num_hidden_layers: layers,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            vocab_size: 300,
-            torch_dtype: 'bfloat16',
-          }) as ModuleLayer;
-          const { repeated: _repeated, ...whole } = model;
+          const model = smallLlama(layers);
           const options = { input: [2, 33], microBatches, timeline: false, parallel: { engine: 'deepspeed', dp, zero, rank: dp - 1 } } as const;
           const fast = estimate(model, options);
-          const full = estimate(whole as Layer, options);
+          const full = estimate(whole(model), options);
           expect(fast.bytes).toEqual(full.bytes);
           expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
         },

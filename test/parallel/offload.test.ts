@@ -24,6 +24,7 @@ import {
 } from '../../src/index.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
+import { smallLlama, whole } from '../helpers/repeated.js';
 
 type Options = Parameters<typeof estimate>[1];
 const run = (model: Layer, input: readonly number[], parallel: ParallelPlan, extra: Partial<Options> = {}) =>
@@ -231,21 +232,11 @@ describe('offloading laws', () => {
         fc.integer({ min: 1, max: 2 }),
         fc.constantFrom('every', 'last' as const),
         (layers, dp, microBatches, gradientSync) => {
-          const model = fromHFConfig({
-            model_type: 'llama',
-            hidden_size: 64,
-            intermediate_size: 160,
-            num_hidden_layers: layers,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            vocab_size: 300,
-            torch_dtype: 'bfloat16',
-          });
-          const { repeated: _repeated, ...whole } = model as Layer & { repeated?: unknown };
+          const model = smallLlama(layers);
           const units = Array.from({ length: layers }, (_, i) => `model.layers.${i}`);
           const parallel = { engine: 'fsdp2', dp, rank: dp - 1, gradientSync, units, offload: both } as const;
           const fast = run(model, [2, 33], parallel, { microBatches });
-          const full = run(whole as Layer, [2, 33], parallel, { microBatches });
+          const full = run(whole(model), [2, 33], parallel, { microBatches });
           expect([fast.bytes, fast.host]).toEqual([full.bytes, full.host]);
           expect([fast.peak.label, fast.peak.phase]).toEqual([full.peak.label, full.peak.phase]);
         },

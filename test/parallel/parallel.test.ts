@@ -8,9 +8,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, fromHFConfig, type Engine, type Estimate, type Layer, type ModuleLayer } from '../../src/index.js';
+import { estimate, fromHFConfig, llm, type Engine, type Estimate } from '../../src/index.js';
 import { seqFromSpecs } from '../helpers/layer-spec.js';
 import { randomModel } from '../helpers/random-models.js';
+import { smallLlama, whole } from '../helpers/repeated.js';
 
 const states = (r: Estimate<number>) => (r.bytes.parameters as number) + (r.bytes.gradients as number) + (r.bytes.optimizer as number);
 const engines: readonly Engine[] = ['ddp', 'zero-redundancy', 'fsdp2'];
@@ -79,11 +80,6 @@ describe('per-rank model states', () => {
   });
 });
 
-function whole(model: ModuleLayer): Layer {
-  const { repeated: _repeated, ...rest } = model;
-  return rest as Layer;
-}
-
 describe('per-rank estimates of decoders', () => {
   it('are the same traced with three layers as traced whole', () => {
     fc.assert(
@@ -94,16 +90,7 @@ describe('per-rank estimates of decoders', () => {
         fc.boolean(),
         fc.integer({ min: 1, max: 2 }),
         (layers, engine, dp, bucketView, microBatches) => {
-          const model = fromHFConfig({
-            model_type: 'llama',
-            hidden_size: 64,
-            intermediate_size: 160,
-            num_hidden_layers: layers,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            vocab_size: 300,
-            torch_dtype: 'bfloat16',
-          }) as ModuleLayer;
+          const model = smallLlama(layers);
           const units = Array.from({ length: layers }, (_, i) => `model.layers.${i}`);
           const options = { input: [2, 33], microBatches, parallel: { engine, dp, bucketView, units } } as const;
           const fast = estimate(model, options);
@@ -117,17 +104,7 @@ describe('per-rank estimates of decoders', () => {
   });
 
   it('FSDP2 on 8 GPUs: each rank keeps an eighth of a bf16 Qwen2.5-0.5B, padded', () => {
-    const model = fromHFConfig({
-      model_type: 'qwen2',
-      torch_dtype: 'bfloat16',
-      hidden_size: 896,
-      intermediate_size: 4864,
-      num_hidden_layers: 24,
-      num_attention_heads: 14,
-      num_key_value_heads: 2,
-      vocab_size: 151936,
-      tie_word_embeddings: true,
-    });
+    const model = llm('qwen2.5-0.5b');
     const one = estimate(model, { input: [1, 256] });
     const rank = estimate(model, { input: [1, 256], parallel: { engine: 'fsdp2', dp: 8 } });
     expect(rank.params.total).toBe(one.params.total);

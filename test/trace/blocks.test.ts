@@ -24,12 +24,7 @@ import {
 import { MARK } from '../../src/memory/ledger.js';
 import { stepPeakAt } from '../../src/estimate.js';
 import { programPeakAt } from '../../src/memory/program.js';
-
-/** The same model traced whole: no repetition declared. */
-function whole(model: ModuleLayer): Layer {
-  const { repeated: _repeated, ...rest } = model;
-  return rest as Layer;
-}
+import { whole } from '../helpers/repeated.js';
 
 const at = (d: Dim, env: Record<string, number>) => (typeof d === 'number' ? d : evaluate(d, env));
 

@@ -691,26 +691,13 @@ def run_case_child(case: dict, want_trace: bool, out_path: str, trace_path: Opti
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _walk(n, out):
-    out.append(n)
-    for c in n.children:
-        _walk(c, out)
-
-
 def profiler_events(prof) -> list:
-    """(kind, node) for allocations and marks of the profiler's event tree, in time order (oracle.py's reader)."""
-    nodes: list = []
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        _walk(root, nodes)
-    keep = []
-    for i, n in enumerate(nodes):
-        tag = str(n.tag)
-        if "Allocation" in tag:
-            keep.append((n.start_time_ns, i, "alloc", n))
-        elif n.name == MARK_OP:
-            keep.append((n.start_time_ns, i, "mark", n))
-    keep.sort(key=lambda e: (e[0], e[1]))
-    return [(k, n) for _t, _i, k, n in keep]
+    """(kind, node) for allocations and marks of the profiler's event tree, in time order: oracle.py's reader,
+    with this tool's mark."""
+    import oracle  # the script's own folder; imported only here, after profiling
+
+    oracle.MARK_OP = MARK_OP
+    return [(kind, n) for kind, _t, _i, n in oracle.profiler_events(prof)]
 
 
 def _op_names(n) -> Tuple[Optional[str], Optional[str]]:
