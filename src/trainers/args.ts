@@ -133,12 +133,20 @@ const TRAINING = [
   'max_grad_norm',
 ] as const;
 
+/**
+ * The TrainingArguments fields with a trainer's own: a call marked free of side effects, because
+ * bundlers keep a module-level spread (an iterator could run) and with it these tables in every bundle.
+ */
+/* @__NO_SIDE_EFFECTS__ */
+function modelledWith(...own: readonly string[]): ReadonlySet<string> {
+  return new Set([...TRAINING, ...own]);
+}
+
 /** Fields each trainer models. */
 const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
-  trainer: new Set([...TRAINING, 'use_liger_kernel']),
-  sft: new Set([...TRAINING, 'loss_type', 'max_length', 'use_liger_kernel']),
-  grpo: new Set([
-    ...TRAINING,
+  trainer: modelledWith('use_liger_kernel'),
+  sft: modelledWith('loss_type', 'max_length', 'use_liger_kernel'),
+  grpo: modelledWith(
     'num_generations',
     'max_completion_length',
     'beta',
@@ -154,7 +162,7 @@ const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
     'vllm_gpu_memory_utilization',
     'vllm_importance_sampling_correction',
     'vllm_max_model_length',
-  ]),
+  ),
 };
 
 /** `optim` values modelled, and the optimizer each one builds. */
