@@ -88,5 +88,5 @@ ${refused.length === 0 ? 'None.' : `| case | error |\n| --- | --- |\n${refused.j
 ${results.map((r) => `### ${r.label[0]!.toUpperCase()}${r.label.slice(1)}\n\n${table(r.rows)}`).join('\n\n')}
 
 Read, not measured: Liger's fused linear cross-entropy (\`use_liger_kernel\`: refused until measured),
-vLLM generation (issue 21), CUDA (the same rules; the device's 512-byte blocks and kernels differ).`;
+vLLM generation (its rules: the next section), CUDA (the same rules; the device's 512-byte blocks and kernels differ).`;
 }

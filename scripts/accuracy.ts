@@ -27,6 +27,7 @@ import {
   loadTpCpFixtures,
 } from '../test/helpers/two-d-oracle.js';
 import { trainersSection } from './accuracy-trainers.js';
+import { vllmSection } from './accuracy-vllm.js';
 import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, type DeepSpeedComparison } from '../test/helpers/deepspeed-oracle.js';
 import {
   MIRROR_RELEASE,
@@ -570,6 +571,10 @@ ${megatronSection}
 ## Training steps as the trainers run them: Trainer, SFTTrainer, GRPOTrainer
 
 ${trainersSection()}
+
+## vLLM's start-up against its published logs
+
+${vllmSection()}
 
 ## Pending
 

@@ -43,8 +43,9 @@ const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv
 // The CLI on top of the library: dist/cli.js imports dist/index.js, so this is its own code only.
 // 24 KB until issue 20 added the grpo/sft commands from the trainers' fields, the flags generated
 // from them and a strict YAML reader for --config (27.7 KB then): a second copy of the library would
-// add ~60 KB, which this budget still catches.
-const CLI_BUDGET = 30 * 1024;
+// add ~60 KB, which this budget still catches. Issue 21's vllm and rl commands (vLLM's engine flags, two
+// help texts, the engine and job tables) took it to 33.3 KB.
+const CLI_BUDGET = 35 * 1024;
 const cliBuild = await build({
   entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname],
   bundle: false,

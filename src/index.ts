@@ -193,7 +193,9 @@ export {
   type VllmEngine,
   type VllmMeasured,
   type VllmOptions,
+  type VllmSettings,
 } from './rollout/vllm.js';
+export { sglangEngine, type SglangEngine, type SglangOptions } from './rollout/sglang.js';
 
 // Trainers: transformers' Trainer, TRL's SFTTrainer and GRPOTrainer, from their own arguments.
 export {
@@ -211,6 +213,9 @@ export type { TrainerOptions, TrainerPhase, TrainerPhaseName, TrainerResident, T
 export { trainerStep, type TrainerStepOptions } from './trainers/trainer.js';
 export { sftStep, type SftStepOptions } from './trainers/sft.js';
 export { grpoStep, type GrpoStepEstimate, type GrpoStepOptions } from './trainers/grpo.js';
+
+// Whole RL jobs: a trainer and its rollout engine as TRL, verl and OpenRLHF place them.
+export { rlJob, type RlEngineTrainer, type RlFramework, type RlJob, type RlJobOptions, type RlPhase, type RlRollout, type RlTrlTrainer } from './jobs/rl.js';
 export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
 
 // Reports and charts.

@@ -99,3 +99,8 @@ export { cublasWorkspace } from './memory/runtime.js';
 // Report helpers.
 export { torchsummaryDecomposition, type TorchsummaryDecomposition } from './report/breakdown.js';
 export { safetensorsHeaderLength } from './report/safetensors.js';
+
+// Rollout engines' pieces: vLLM's weights and profiling run.
+export { offloadedBytes, vllmModelWeights, vllmWeights, type VllmWeights } from './rollout/vllm-weights.js';
+export { vllmProfilePeak, type VllmProfile, type VllmProfileInput } from './rollout/vllm-profile.js';
+export { trlEngine } from './trainers/grpo.js';

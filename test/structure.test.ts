@@ -49,6 +49,7 @@ describe('imports', () => {
       'scenarios',
       'rollout',
       'trainers',
+      'jobs',
       'report',
       'index',
       'cli',

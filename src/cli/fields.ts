@@ -14,7 +14,7 @@ export type FieldKind = 'boolean' | 'number' | 'string' | 'list' | 'any';
 /** One generated flag: the field it sets, the commands that take it, how its value reads. */
 export interface FieldFlagSpec {
   readonly field: string;
-  readonly scope: readonly ('grpo' | 'sft')[];
+  readonly scope: readonly ('grpo' | 'sft' | 'rl')[];
   readonly kind: FieldKind;
   /** Whether some class's default is null (a string field then takes `null` / `none` as None too). */
   readonly nullable: boolean;
@@ -59,7 +59,10 @@ export function fieldFlags(taken: ReadonlySet<string>): Readonly<Record<string, 
   const out: Record<string, FieldFlagSpec> = {};
   for (const [field, { scope, types }] of seen) {
     if (taken.has(kebab(field)) || scope.size === 0) continue;
-    out[kebab(field)] = { field, scope: [...scope].sort(), kind: kindOf(types), nullable: types.has('null') };
+    // rl --framework trl runs a GRPOTrainer: it takes GRPOConfig's fields too.
+    const commands: ('grpo' | 'sft' | 'rl')[] = [...scope].sort();
+    if (scope.has('grpo')) commands.push('rl');
+    out[kebab(field)] = { field, scope: commands, kind: kindOf(types), nullable: types.has('null') };
   }
   return out;
 }

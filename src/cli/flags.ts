@@ -6,6 +6,7 @@
  * new flag is one entry here.
  */
 import { decimal, gpuBudget, imageSize, transformersRelease } from './args.js';
+import { ENGINE_FLAGS, RL_FRAMEWORKS } from './engine-flags.js';
 import { fieldFlags, type FieldFlagSpec } from './fields.js';
 import {
   DEFAULT_ENGINE,
@@ -26,10 +27,10 @@ import {
 } from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
-export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'sft' | 'korthikanti' | 'safetensors';
+export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'sft' | 'vllm' | 'rl' | 'korthikanti' | 'safetensors';
 
 /** Every command, in the order of the usage text. */
-export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'sft', 'korthikanti', 'safetensors'];
+export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'sft', 'vllm', 'rl', 'korthikanti', 'safetensors'];
 
 /**
  * A list naming every member of the library's union `U` (the compiler refuses a list that misses
@@ -62,6 +63,8 @@ export const OFFLOADS = ['optimizer', 'parameters', 'all'] as const;
 export const FORMATS = ['table', 'json', 'markdown', 'torchsummary', 'torchinfo', 'explain', 'svg'] as const;
 /** --format of grpo and sft. */
 export const TRAINER_FORMATS = ['table', 'json'] as const;
+/** --format of vllm and rl. */
+export const ENGINE_FORMATS = ['table', 'json'] as const;
 /** --format of plan. */
 export const PLAN_FORMATS = ['table', 'json'] as const;
 /** --chart: which chart --svg writes. */
@@ -140,7 +143,7 @@ export const FLAGS = {
   batch: {
     type: 'string',
     max: 1_000_000_000,
-    scope: ['estimate', 'fit', 'compat', 'korthikanti'],
+    scope: ['estimate', 'fit', 'compat', 'korthikanti', 'rl'],
     why: { plan: 'a plan splits --global-batch over ranks and micro-batches', ...asField('--per-device-train-batch-size') },
     meta: 'N',
     help: {
@@ -153,7 +156,7 @@ export const FLAGS = {
   seq: {
     type: 'string',
     max: 1_000_000_000,
-    scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti'],
+    scope: ['estimate', 'fit', 'plan', 'compat', 'korthikanti', 'rl'],
     only: { kind: 'llm', hint: ': use --input' },
     why: { grpo: 'a GRPO step is --prompt plus --max-completion-length tokens long', sft: "sft takes --sequence (at most SFTConfig's --max-length)" },
     meta: 'N',
@@ -183,7 +186,7 @@ export const FLAGS = {
   infer: { type: 'boolean', scope: ['estimate', 'fit'], why: { grpo: GRPO_STEP, sft: SFT_STEP } },
   optimizer: {
     type: 'string',
-    scope: ESTIMATES,
+    scope: [...ESTIMATES, 'rl'],
     why: asField('--optim'),
     values: OPTIMIZERS,
     meta: 'NAME',
@@ -194,7 +197,7 @@ export const FLAGS = {
   },
   precision: {
     type: 'string',
-    scope: ESTIMATES,
+    scope: [...ESTIMATES, 'rl'],
     why: asField('--bf16'),
     values: PRECISIONS,
     meta: 'P',
@@ -205,7 +208,7 @@ export const FLAGS = {
   },
   checkpointing: {
     type: 'boolean',
-    scope: ESTIMATES,
+    scope: [...ESTIMATES, 'rl'],
     why: asField('--gradient-checkpointing'),
     help: {
       default: 'activation checkpointing of every block (decoder layers, CNN feature blocks);\ntraining only',
@@ -214,7 +217,7 @@ export const FLAGS = {
   },
   attention: {
     type: 'string',
-    scope: [...MODEL_COMMANDS, 'compat'],
+    scope: [...MODEL_COMMANDS, 'compat', 'rl'],
     values: ATTENTIONS,
     only: { kind: 'llm' },
     meta: 'A',
@@ -226,16 +229,19 @@ export const FLAGS = {
   device: { type: 'string', scope: MODEL_COMMANDS, values: DEVICES, meta: 'D', help: `${DEVICES.join(' or ')} (default ${DEFAULTS.device})` },
   framework: {
     type: 'string',
-    scope: ESTIMATES,
+    scope: [...ESTIMATES, 'rl'],
     why: { grpo: 'the trainers follow torch 2', sft: 'the trainers follow torch 2' },
-    values: FRAMEWORKS,
+    values: { estimate: FRAMEWORKS, fit: FRAMEWORKS, plan: FRAMEWORKS, rl: RL_FRAMEWORKS },
     meta: 'F',
-    help: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`,
+    help: {
+      default: `${FRAMEWORKS.join(' or ')} (default ${DEFAULTS.framework}): autograd rules where versions differ`,
+      rl: `${RL_FRAMEWORKS.join(', ')}: whose placement of trainer and engine (required)`,
+    },
   },
   transformers: {
     type: 'string',
     read: transformersRelease,
-    scope: [...MODEL_COMMANDS, 'compat'],
+    scope: [...MODEL_COMMANDS, 'compat', 'vllm', 'rl'],
     only: { kind: 'llm' },
     meta: 'X.Y.Z',
     help: {
@@ -245,7 +251,7 @@ export const FLAGS = {
   },
   dtype: {
     type: 'string',
-    scope: MODEL_COMMANDS,
+    scope: [...MODEL_COMMANDS, 'vllm', 'rl'],
     values: DTYPES,
     only: { kind: 'llm' },
     meta: 'D',
@@ -278,11 +284,16 @@ export const FLAGS = {
     only: { kind: 'llm', hint: ' (adapters on the attention projections)' },
     help: 'with --lora-rank: a 4-bit (NF4) base, as bitsandbytes loads it',
   },
-  revision: { type: 'string', scope: MODEL_COMMANDS, meta: 'R', help: 'branch, tag or commit of a Hub model (<org>/<name>); main when left out' },
+  revision: {
+    type: 'string',
+    scope: [...MODEL_COMMANDS, 'vllm', 'rl'],
+    meta: 'R',
+    help: 'branch, tag or commit of a Hub model (<org>/<name>); main when left out',
+  },
   gpu: {
     type: 'string',
     read: gpuBudget,
-    scope: MODEL_COMMANDS,
+    scope: [...MODEL_COMMANDS, 'vllm', 'rl'],
     why: { korthikanti: LAYER_ONLY },
     meta: 'NAME|SIZE',
     help: {
@@ -291,18 +302,20 @@ export const FLAGS = {
       plan: gpuHelp('the GPU of every rank (required)'),
       grpo: gpuHelp('says whether the step fits (default: none)'),
       sft: gpuHelp('says whether the step fits (default: none)'),
+      vllm: 'the GPU (required): a name whose torch-reported total is recorded, or that\ntotal as a size (torch.cuda.mem_get_info()[1], e.g. 79.15GiB)',
+      rl: "the trainer's GPU (required), as vllm --gpu takes it",
     },
   },
   check: {
     type: 'boolean',
-    scope: MODEL_COMMANDS,
+    scope: [...MODEL_COMMANDS, 'vllm', 'rl'],
     why: { korthikanti: LAYER_ONLY },
     help: { default: 'with --gpu: exit 1 when it does not fit', fit: 'exit 1 when nothing fits (the number is 0)', plan: 'exit 1 when no layout fits' },
   },
   format: {
     type: 'string',
-    scope: ['estimate', 'plan', 'grpo', 'sft'],
-    values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: TRAINER_FORMATS, sft: TRAINER_FORMATS },
+    scope: ['estimate', 'plan', 'grpo', 'sft', 'vllm', 'rl'],
+    values: { estimate: FORMATS, plan: PLAN_FORMATS, grpo: TRAINER_FORMATS, sft: TRAINER_FORMATS, vllm: ENGINE_FORMATS, rl: ENGINE_FORMATS },
     why: { fit: 'fit prints one number' },
     meta: 'F',
     help: {
@@ -310,6 +323,8 @@ export const FLAGS = {
       plan: `${PLAN_FORMATS.join(', ')} (default ${DEFAULTS.format})`,
       grpo: `${TRAINER_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
       sft: `${TRAINER_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
+      vllm: `${ENGINE_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
+      rl: `${ENGINE_FORMATS.join(' or ')} (default ${DEFAULTS.format})`,
     },
   },
   svg: {
@@ -328,7 +343,7 @@ export const FLAGS = {
     help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
   },
   safetensors: { type: 'string', scope: ['safetensors'] },
-  prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo'], meta: 'P', help: `prompt tokens of every prompt (default ${DEFAULTS.prompt})` },
+  prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo', 'rl'], meta: 'P', help: `prompt tokens of every prompt (default ${DEFAULTS.prompt})` },
   sequence: {
     type: 'string',
     max: 1_000_000_000,
@@ -338,49 +353,50 @@ export const FLAGS = {
   },
   config: {
     type: 'string',
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'FILE',
     help: {
       grpo: 'GRPOConfig fields from a JSON or YAML file (a flat mapping, as a\ngrpo_config.yaml holds them); the flags override its values',
       sft: 'SFTConfig fields from a JSON or YAML file (a flat mapping, as an\nsft_config.yaml holds them); the flags override its values',
+      rl: 'with --framework trl: GRPOConfig fields from a JSON or YAML file',
     },
   },
   'peft-config': {
     type: 'string',
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'FILE',
     help: "PEFT's LoraConfig fields from a JSON or YAML file (LoRA adapters);\nthe --lora-* flags override its values",
   },
   'lora-r': {
     type: 'string',
     max: 1_000_000,
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'R',
     help: "LoRA adapters of rank R (LoraConfig's r; PEFT's default 8 with any --lora-*)",
   },
   'lora-alpha': {
     type: 'string',
     read: (v: string) => decimal(v, '--lora-alpha'),
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'A',
     help: "LoraConfig's lora_alpha (scales values only)",
   },
   'lora-dropout': {
     type: 'string',
     read: (v: string) => decimal(v, '--lora-dropout'),
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'P',
     help: "LoraConfig's lora_dropout (a mask per adapted layer when > 0)",
   },
   'lora-target-modules': {
     type: 'string',
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     meta: 'M,M|all-linear',
     help: "LoraConfig's target_modules (PEFT's default: q_proj, v_proj)",
   },
   trl: {
     type: 'string',
-    scope: TRAINERS,
+    scope: [...TRAINERS, 'rl'],
     values: TRL_RELEASES,
     meta: 'X.Y.Z',
     help: `the TRL release whose trainer and defaults to follow (default ${DEFAULT_TRL})`,
@@ -390,17 +406,18 @@ export const FLAGS = {
   gpus: {
     type: 'string',
     max: 1_000_000,
-    scope: ['estimate', 'fit', 'plan', 'compat'],
+    scope: ['estimate', 'fit', 'plan', 'compat', 'rl'],
     meta: 'N',
     help: {
       default: 'one rank of N data-parallel GPUs (training; default 1: one GPU)',
       plan: 'the most GPUs to use (required)',
       compat: 'GPUs (per node for deepspeed; default 8)',
+      rl: "the trainer's data-parallel GPUs (default 1); verl's rollout spans\n--tensor-parallel-size of them",
     },
   },
   engine: {
     type: 'string',
-    scope: ['estimate', 'fit', 'plan'],
+    scope: ['estimate', 'fit', 'plan', 'rl'],
     values: ENGINES,
     meta: 'E',
     help: {
@@ -515,6 +532,7 @@ export const FLAGS = {
     why: { grpo: 'the prompts of a rollout are --per-device-train-batch-size × --steps-per-generation / --num-generations' },
   },
   'micro-batch': { type: 'string', scope: [], why: { grpo: 'the micro-batch is --per-device-train-batch-size (with --gradient-accumulation-steps)' } },
+  ...ENGINE_FLAGS,
   help: { type: 'boolean', short: 'h', scope: COMMANDS, label: '-h, --help', help: 'this help' },
 } as const satisfies Readonly<Record<string, FlagSpec>>;
 

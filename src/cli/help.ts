@@ -135,6 +135,12 @@ Usage
                                         a GRPOTrainer step: generation, log-probabilities, training
   vram-ts sft <model> [--sequence S] [--config sft_config.yaml] [--<SFTConfig field> V …]
                                         an SFTTrainer step: forward and loss, backward, optimizer
+  vram-ts vllm <model> --gpu <gpu> [--gpu-memory-utilization F] [--max-model-len N] [vLLM flags]
+                                        vLLM's start-up: its budget, weights, profiling peak,
+                                        KV pool (tokens) and concurrency; SGLang's pool beside it
+  vram-ts rl <model> --framework trl|verl|openrlhf --gpu <gpu> [options]
+                                        an RL step with its rollout engine on the GPU, phase by
+                                        phase, as the framework places them
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
@@ -299,4 +305,67 @@ ${options('korthikanti', ['seq', 'batch', 'hidden', 'heads'])}
 Exit codes
   0  done
   2  bad usage or input: one line on stderr, nothing on stdout
+`;
+
+const ENGINE: readonly Flag[] = [
+  'gpu-memory-utilization',
+  'max-model-len',
+  'max-num-seqs',
+  'max-num-batched-tokens',
+  'tensor-parallel-size',
+  'kv-cache-dtype',
+  'block-size',
+  'kv-cache-memory',
+  'enforce-eager',
+  'cpu-offload-gb',
+  'vllm-release',
+  'non-torch-memory',
+  'cuda-graph-memory',
+];
+
+export const VLLM_HELP = `vram-ts vllm <model> --gpu <gpu> [options]
+
+vLLM's engine at start-up on one GPU (V1, the release of --vllm-release): it takes
+ceil(total × --gpu-memory-utilization) of the GPU's TOTAL memory whatever the model, loads the
+weights (sharded as its parallel layers shard them), runs its profiling forward of
+--max-num-batched-tokens tokens and the sampler, and gives the rest to the KV cache: its tokens,
+blocks and the concurrency at --max-model-len, whether it starts (vLLM's own error when not) and
+the log lines it would print. Non-torch memory and v0.21's CUDA-graph estimate are measured by vLLM
+at start-up: give them (--non-torch-memory, --cuda-graph-memory) or they are not counted, and said so.
+<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')}, a config.json path or a Hub id.
+
+Options
+${options('vllm', ['gpu', ...ENGINE, 'entrypoint', 'weights-memory', 'activation-memory', 'mem-fraction-static', 'dtype', 'transformers', 'revision', 'check', 'format'])}
+
+${EXIT.replace('(with --check: it fits)', '(with --check: it starts)').replace('it does not fit the --gpu (only with --check)', 'it does not start (only with --check)')}
+
+Examples
+  vram-ts vllm qwen2.5-0.5b --gpu H100-80GB --gpu-memory-utilization 0.9 --max-model-len 32768
+  vram-ts vllm llama-3-8b --gpu 79.15GiB --tensor-parallel-size 2 --non-torch-memory 0.3GiB
+`;
+
+export const RL_HELP = `vram-ts rl <model> --framework trl|verl|openrlhf --gpu <gpu> [options]
+
+One RL step on one GPU of the trainer, phase by phase (weight sync, rollout, log-probabilities,
+update), with what the rollout engine (vLLM, the framework's defaults over vLLM's) holds in each
+phase under the framework's sleep / free / offload rules: the peak and the phase that sets it,
+whether it fits, the GPUs the job needs.
+  trl        TRL's GRPOTrainer with use_vllm (colocate: the engine in the trainer's process);
+             the trainer is GRPOConfig's fields (as vram-ts grpo takes them) and --prompt
+  verl       verl's hybrid engine (util 0.5, sleep level 2 after rollout, TP 2 by default);
+             the actor's update is --batch × --seq with --optimizer/--precision/--checkpointing
+             (--gpus N --engine fsdp2 for its shards), log-probabilities --log-prob-batch at a time
+  openrlhf   OpenRLHF (util 0.95; engines on GPUs of their own unless --colocate; --engines N)
+<model> is an LLM: ${LLMS.map((e) => e.id).join(', ')}, a config.json path or a Hub id.
+
+Options
+${options('rl', ['framework', 'gpu', 'gpus', 'sleep', 'colocate', 'engines', ...ENGINE, 'prompt', 'config', 'batch', 'seq', 'log-prob-batch', 'optimizer', 'precision', 'checkpointing', 'engine', 'param-offload', 'optimizer-offload', 'dtype', 'check', 'format'])}
+
+GRPOConfig's fields are flags with --framework trl (see vram-ts grpo --help).
+
+${EXIT}
+
+Examples
+  vram-ts rl qwen2.5-0.5b --framework trl --gpu H100-80GB --per-device-train-batch-size 8 --max-completion-length 4096 --prompt 256
+  vram-ts rl qwen2.5-0.5b --framework verl --gpu H100-80GB --gpus 2 --batch 1 --seq 4352 --log-prob-batch 8 --checkpointing
 `;

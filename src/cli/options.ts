@@ -1,8 +1,8 @@
 /** The library's EstimateOptions from the command's flags (the commands that estimate share them). */
 import { DEFAULT_ENGINE, sym, type Dim, type EstimateOptions, type Layer } from '../index.js';
-import { imageSize, wholeNumber } from './args.js';
+import { imageSize, oneOf, wholeNumber } from './args.js';
 import { usage } from './errors.js';
-import { DEFAULTS, type SOLVES, type Values } from './flags.js';
+import { DEFAULTS, FRAMEWORKS, type SOLVES, type Values } from './flags.js';
 import { cnnCheckpoint, decoderLayers, type DecoderExtra, type ModelRef } from './model.js';
 import { choice, count } from './values.js';
 
@@ -30,7 +30,7 @@ export function estimateOptions(values: Values, ref: ModelRef, model: Layer, sol
   const precision = choice(values, 'precision');
   const optimizer = choice(values, 'optimizer');
   const device = choice(values, 'device');
-  const framework = choice(values, 'framework');
+  const framework = values.framework === undefined ? undefined : oneOf(values.framework, '--framework', FRAMEWORKS);
   return {
     input,
     mode: values.infer ? 'inference' : 'train',

@@ -38,8 +38,8 @@ export function formatOf<C extends keyof (typeof FLAGS)['format']['values']>(
   return oneOf(values.format ?? fallback, '--format', FLAGS.format.values[command]);
 }
 
-/** The values checked before the model is built (they need none), in this order. */
-const UP_FRONT = ['optimizer', 'precision', 'device', 'framework', 'attention', 'dtype', 'transformers', 'gpu'] as const satisfies readonly Flag[];
+/** The values checked before the model is built (they need none), in this order (--framework's values are the command's: read where it is used). */
+const UP_FRONT = ['optimizer', 'precision', 'device', 'attention', 'dtype', 'transformers', 'gpu'] as const satisfies readonly Flag[];
 
 /** Values that need no model: enumerations, the release, the GPU. */
 export function checkValues(values: Values): void {

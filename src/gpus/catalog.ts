@@ -12,9 +12,20 @@ export interface GpuSpec {
   readonly family: GpuFamily;
   /** Other names people use for it. */
   readonly aliases: readonly string[];
+  /**
+   * The total PyTorch reports (`torch.cuda.mem_get_info()[1]`), where a published log gives it, with
+   * that log: vLLM prints it to 0.01 GiB ("total_gpu_memory"), so the bytes are that figure's.
+   */
+  readonly torchTotal?: { readonly bytes: number; readonly source: string };
 }
 
 const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+
+/** A total as a vLLM log printed it (GiB to two decimals). */
+function logged(gib: number, source: string): { readonly bytes: number; readonly source: string } {
+  return { bytes: Math.round(gib * GiB), source };
+}
 
 /**
  * Named GPUs. Memory is the total the driver reports (`nvidia-smi` MiB; for the MI300X,
@@ -26,15 +37,47 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
   { name: 'V100-16GB', memoryBytes: 16_160 * MiB, family: 'volta', aliases: ['v100', 'tesla-v100-16gb'] },
   { name: 'V100-32GB', memoryBytes: 32_510 * MiB, family: 'volta', aliases: ['tesla-v100-32gb'] },
   { name: 'T4', memoryBytes: 15_360 * MiB, family: 'turing', aliases: ['tesla-t4'] },
-  { name: 'A100-40GB', memoryBytes: 40_960 * MiB, family: 'ampere', aliases: ['a100-40', 'a100-sxm4-40gb', 'a100-pcie-40gb'] },
+  {
+    name: 'A100-40GB',
+    memoryBytes: 40_960 * MiB,
+    family: 'ampere',
+    aliases: ['a100-40', 'a100-sxm4-40gb', 'a100-pcie-40gb'],
+    torchTotal: logged(39.38, 'vLLM log, total_gpu_memory (39.38GiB): https://github.com/vllm-project/vllm/issues/16570'),
+  },
   { name: 'A100-80GB', memoryBytes: 81_920 * MiB, family: 'ampere', aliases: ['a100', 'a100-80', 'a100-sxm4-80gb'] },
   { name: 'A800-40GB', memoryBytes: 40_960 * MiB, family: 'ampere', aliases: ['a800-40'] },
   { name: 'A800-80GB', memoryBytes: 81_920 * MiB, family: 'ampere', aliases: ['a800', 'a800-80', 'a800-sxm4-80gb'] },
-  { name: 'RTX-3090', memoryBytes: 24_576 * MiB, family: 'ampere', aliases: ['3090', 'rtx3090', 'geforce-rtx-3090'] },
+  {
+    name: 'RTX-3090',
+    memoryBytes: 24_576 * MiB,
+    family: 'ampere',
+    aliases: ['3090', 'rtx3090', 'geforce-rtx-3090'],
+    torchTotal: logged(23.58, 'vLLM log, total_gpu_memory (23.58GiB): https://github.com/vllm-project/vllm/issues/10517'),
+  },
+  {
+    name: 'RTX-A6000',
+    memoryBytes: 49_140 * MiB,
+    family: 'ampere',
+    aliases: ['a6000', 'rtx-a6000', 'nvidia-rtx-a6000'],
+    torchTotal: logged(47.54, 'vLLM log, total_gpu_memory (47.54GiB): https://github.com/vllm-project/vllm/issues/10360'),
+  },
+  {
+    name: 'L40S',
+    memoryBytes: 46_068 * MiB,
+    family: 'ada',
+    aliases: ['l40s', 'nvidia-l40s'],
+    torchTotal: logged(44.42, 'vLLM log, total_gpu_memory (44.42GiB): https://github.com/vllm-project/vllm/issues/15815'),
+  },
   { name: 'L4', memoryBytes: 23_034 * MiB, family: 'ada', aliases: ['nvidia-l4'] },
   { name: 'RTX-4090', memoryBytes: 24_564 * MiB, family: 'ada', aliases: ['4090', 'rtx4090', 'geforce-rtx-4090'] },
   { name: 'RTX-4060', memoryBytes: 8_188 * MiB, family: 'ada', aliases: ['4060', 'rtx4060', 'geforce-rtx-4060'] },
-  { name: 'H100-80GB', memoryBytes: 81_559 * MiB, family: 'hopper', aliases: ['h100', 'h100-sxm', 'h100-80', 'h100-sxm5-80gb'] },
+  {
+    name: 'H100-80GB',
+    memoryBytes: 81_559 * MiB,
+    family: 'hopper',
+    aliases: ['h100', 'h100-sxm', 'h100-80', 'h100-sxm5-80gb'],
+    torchTotal: logged(79.22, 'vLLM log on H100-80G, total_gpu_memory (79.22GiB): https://github.com/vllm-project/vllm/pull/12126'),
+  },
   { name: 'H200-141GB', memoryBytes: 143_771 * MiB, family: 'hopper', aliases: ['h200', 'h200-sxm'] },
   { name: 'MI300X', memoryBytes: 196_592 * MiB, family: 'cdna3', aliases: ['mi300x', 'instinct-mi300x'] },
 ]);

@@ -162,6 +162,7 @@ const MODELLED: Readonly<Record<TrainerKind, ReadonlySet<string>>> = {
     'vllm_gpu_memory_utilization',
     'vllm_importance_sampling_correction',
     'vllm_max_model_length',
+    'vllm_enable_sleep_mode',
   ),
 };
 
@@ -218,6 +219,8 @@ export interface ResolvedTrainerArgs {
       readonly gpuMemoryUtilization: number;
       readonly importanceSampling: boolean;
       readonly maxModelLength: number | null;
+      /** `vllm_enable_sleep_mode`: the engine sleeps (level 2) outside generation. */
+      readonly sleepMode: boolean;
     };
   };
   /** PEFT LoRA, when a peft_config is given. */
@@ -428,6 +431,7 @@ function vllmArgs(v: Record<string, unknown>, path: Path, issues: Issue[]): NonN
     gpuMemoryUtilization: typeof util === 'number' ? util : 0.3,
     importanceSampling: flag(v, 'vllm_importance_sampling_correction', path, issues),
     maxModelLength: max === null || max === undefined ? null : (positiveInt(v, 'vllm_max_model_length', path, issues) ?? null),
+    sleepMode: flag(v, 'vllm_enable_sleep_mode', path, issues),
   };
 }
 

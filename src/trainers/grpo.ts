@@ -10,6 +10,7 @@ import { blockBytes } from '../memory/ledger.js';
 import type { ModuleLayer } from '../nn/types.js';
 import type { Device } from '../ops/types.js';
 import { kvCache } from '../scenarios/kv-cache.js';
+import { vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type ResolvedTrainerArgs, type TrainerArgs } from './args.js';
 import { layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
@@ -21,6 +22,8 @@ export interface GrpoStepOptions extends TrainerOptions {
   readonly prompt: number;
   /** With `use_vllm` in colocate mode: the GPU's total memory as vLLM reads it (`torch.cuda.mem_get_info()[1]`), in bytes. */
   readonly gpuTotalBytes?: number;
+  /** With `use_vllm` in colocate mode: the vLLM release and what it measured at start-up (vllmEngine's options). */
+  readonly vllm?: Pick<VllmOptions, 'release' | 'measured' | 'dtype'>;
 }
 
 /** A GRPO step: the generation step's phases (a step without generation runs only the loss phases). */
@@ -31,6 +34,8 @@ export interface GrpoStepEstimate extends TrainerStepEstimate {
   readonly generateEvery: number;
   /** The KV cache at the last decode step. */
   readonly kvCache: number;
+  /** The colocated vLLM engine TRL builds (use_vllm, colocate mode). */
+  readonly engine?: VllmEngine;
 }
 
 function bytes(n: number, device: Device): number {
@@ -164,17 +169,36 @@ function generatePhases(c: {
 }
 
 /**
- * vLLM's own share of a GPU it is colocated on: `ceil(total × gpu_memory_utilization)` of the total
- * memory as vLLM reads it (rollout/vllm.ts), whatever the model; the pool inside it is vllmEngine's.
+ * The engine TRL 1.13 builds in colocate mode (trl/generation/vllm_generation.py l.347-366,
+ * grpo_trainer.py l.1108-1111): `LLM(gpu_memory_utilization, max_model_len=vllm_max_model_length,
+ * max_num_seqs = per_device_train_batch_size × vllm_tensor_parallel_size × steps_per_generation,
+ * max_num_batched_tokens=4096, enable_sleep_mode)` in the trainer's process, on the GPU's total memory.
+ *
+ * @example
+ * ```ts
+ * import { llm, resolveTrainerArgs } from 'vram-ts';
+ * import { trlEngine } from 'vram-ts/internals';
+ * const r = resolveTrainerArgs('grpo', { use_vllm: true, per_device_train_batch_size: 8 });
+ * console.log(trlEngine(llm('qwen2.5-0.5b'), r, { prompt: 256, gpuTotalBytes: 80 * 2 ** 30 }).settings.maxNumSeqs); // 8
+ * ```
  */
-export function vllmEngineBytes(utilization: number, options: GrpoStepOptions): number {
+export function trlEngine(model: ModuleLayer, r: ResolvedTrainerArgs, options: GrpoStepOptions): VllmEngine {
+  const v = r.grpo!.vllm!;
   const total = options.gpuTotalBytes;
   if (total === undefined || !(total > 0))
     fail('bad-option', "vLLM colocated sizes itself from the GPU's total memory: give options.gpuTotalBytes (torch.cuda.mem_get_info()[1])", {
       path: ['options', 'gpuTotalBytes'],
       received: String(total),
     });
-  return Math.ceil(total * utilization);
+  return vllmEngine(model, {
+    totalBytes: total,
+    gpuMemoryUtilization: v.gpuMemoryUtilization,
+    ...(v.maxModelLength !== null ? { maxModelLen: v.maxModelLength } : {}),
+    maxNumSeqs: r.batch * r.grpo!.stepsPerGeneration,
+    maxNumBatchedTokens: 4096,
+    entrypoint: 'llm',
+    ...(options.vllm ?? {}),
+  });
 }
 
 /**
@@ -230,17 +254,27 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
   // use_vllm: vLLM generates (colocate: on this GPU, its util × total held from start-up through the step, TRL
   // without sleep mode; server: on another GPU); otherwise model.generate (prefill, decode).
   const vllm = g.vllm;
-  const engine = vllm?.mode === 'colocate' ? vllmEngineBytes(vllm.gpuMemoryUtilization, options) : 0;
+  const colocated = vllm?.mode === 'colocate' ? trlEngine(model, r, options) : undefined;
+  // Between generations the engine keeps its weights and KV tensors (or, asleep at level 2, only
+  // non-torch memory and graphs); its freed activations are this process's cached blocks, which the
+  // trainer reuses.
+  const engine = colocated === undefined ? 0 : vllm!.sleepMode ? colocated.resident.asleep : colocated.resident.idle;
   const phases: TrainerPhase[] =
     vllm === undefined
       ? generatePhases({ model, r, G, V, prompt, length, layers, generationBase, inference, device })
-      : vllm.mode === 'colocate'
+      : colocated !== undefined
         ? [
             {
+              name: 'weight_sync',
+              start: generationBase + engine + (vllm.sleepMode ? colocated.weights : 0),
+              peak: generationBase + engine + (vllm.sleepMode ? colocated.weights : 0),
+              detail: `the policy's weights copied into vLLM's (load_weights, one parameter at a time)${vllm.sleepMode ? "; sleep mode: wake_up(tags=['weights']) first" : ''}`,
+            },
+            {
               name: 'rollout',
-              start: generationBase + engine,
-              peak: generationBase + engine + 2 * bytes(G * length * 8, device),
-              detail: `vLLM colocated: ceil(${vllm.gpuMemoryUtilization} × the GPU's ${(options.gpuTotalBytes! / 2 ** 30).toFixed(2)} GiB) held beside the trainer (weights, KV pool, activations, non-torch memory)`,
+              start: generationBase + colocated.footprint,
+              peak: generationBase + colocated.footprint + 2 * bytes(G * length * 8, device),
+              detail: `vLLM colocated: ceil(${vllm.gpuMemoryUtilization} × the GPU's ${(colocated.totalBytes / 2 ** 30).toFixed(2)} GiB) while it generates (weights, KV pool, activations, non-torch memory)`,
             },
           ]
         : [];
@@ -274,5 +308,6 @@ export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoS
     generationBatch: G,
     generateEvery,
     kvCache: vllm === undefined ? kvCache(model, { batch: G, seq: length - 1, dtype: 'float32' }) : 0,
+    ...(colocated !== undefined ? { engine: colocated } : {}),
   };
 }

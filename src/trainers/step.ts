@@ -14,6 +14,7 @@ import type { ResolvedTrainerArgs } from './args.js';
 
 /** A phase of a trainer's step (names as the trainers' methods: see each trainer). */
 export type TrainerPhaseName =
+  | 'weight_sync'
   | 'generate'
   | 'prefill'
   | 'decode'

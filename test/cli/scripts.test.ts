@@ -13,7 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { editDistance, nearest, wholeNumber } from '../../src/cli/args.js';
 import { CliError } from '../../src/cli/errors.js';
 import { FIELD_FLAGS } from '../../src/cli/flags.js';
-import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP, SFT_HELP } from '../../src/cli/help.js';
+import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP, RL_HELP, SFT_HELP, VLLM_HELP } from '../../src/cli/help.js';
 import { SCOPE, run, stdoutFailure, type Command, type Flag } from '../../src/cli/main.js';
 import { GPUS } from '../../src/index.js';
 import { cli, scratch } from '../helpers/cli.js';
@@ -371,6 +371,8 @@ describe('help', () => {
     compat: COMPAT_HELP,
     grpo: GRPO_HELP,
     sft: SFT_HELP,
+    vllm: VLLM_HELP,
+    rl: RL_HELP,
     korthikanti: KORTHIKANTI_HELP,
   };
 
@@ -383,6 +385,8 @@ describe('help', () => {
     expect(cli('plan', '--help').out).toBe(PLAN_HELP);
     expect(cli('compat', '--help').out).toBe(COMPAT_HELP);
     expect(cli('korthikanti', '--help').out).toBe(KORTHIKANTI_HELP);
+    expect(cli('vllm', '--help').out).toBe(VLLM_HELP);
+    expect(cli('rl', '--help').out).toBe(RL_HELP);
     expect(cli('korthikanti', '--help').code).toBe(0);
   });
 
@@ -410,6 +414,8 @@ describe('help', () => {
       // GPT-2 reads at most 1024 positions: the default prompt + completion (1536) needs another model.
       grpo: { cnn: undefined, llm: ['grpo', 'qwen2.5-0.5b'] },
       sft: { cnn: undefined, llm: ['sft', 'qwen2.5-0.5b'] },
+      vllm: { cnn: undefined, llm: ['vllm', 'qwen2.5-0.5b', '--gpu', 'H100-80GB'] },
+      rl: { cnn: undefined, llm: ['rl', 'qwen2.5-0.5b', '--framework', 'verl', '--gpu', 'H100-80GB', '--gpus', '2'] },
       korthikanti: { cnn: ['korthikanti'], llm: undefined },
     };
     const cnnOnly = new Set(['--input', '--classes']);
@@ -425,6 +431,8 @@ describe('help', () => {
         if (flag === '--seq' && command === 'estimate') args = ['gpt2'];
         if (flag === '--seq' && command === 'compat') args = ['compat', 'zero-paper', 'gpt2'];
         if (flag === '--batch' && command === 'fit') args = ['fit', 'gpt2', '--gpu', '8GB', '--solve', 'seq'];
+        // rl's GRPOConfig inputs belong to --framework trl (and verl's default rollout spans 2 GPUs).
+        if (command === 'rl' && ['--prompt', '--config', '--gpus'].includes(flag)) args = ['rl', 'qwen2.5-0.5b', '--framework', 'trl', '--gpu', 'H100-80GB'];
         // A pipeline's flags need a pipeline (virtual stages: the interleaved schedule's).
         // --chart picks what --svg writes.
         if (flag === '--chart') args = [...args, '--svg', join(tmpdir(), `vram-ts-defaults-${process.pid}.svg`)];

@@ -29,9 +29,9 @@ describe('the field flags', () => {
     const names = new Set([...Object.keys(trainerFields('grpo').defaults), ...Object.keys(trainerFields('sft').defaults)]);
     const flags = new Set(Object.values(FIELD_FLAGS).map((s) => s.field));
     expect([...names].filter((n) => !flags.has(n))).toEqual(['fsdp']);
-    expect(FIELD_FLAGS['num-generations']).toMatchObject({ field: 'num_generations', scope: ['grpo'], kind: 'number' });
+    expect(FIELD_FLAGS['num-generations']).toMatchObject({ field: 'num_generations', scope: ['grpo', 'rl'], kind: 'number' });
     expect(FIELD_FLAGS['max-length']).toMatchObject({ scope: ['sft'] });
-    expect(FIELD_FLAGS.bf16).toMatchObject({ kind: 'boolean', nullable: true, scope: ['grpo', 'sft'] });
+    expect(FIELD_FLAGS.bf16).toMatchObject({ kind: 'boolean', nullable: true, scope: ['grpo', 'sft', 'rl'] });
     expect(FIELD_FLAGS['loss-type']).toMatchObject({ kind: 'string', nullable: true });
   });
 
@@ -106,7 +106,7 @@ describe('the field flags', () => {
       /^vram-ts: --per-device-train-batch-size: must be a positive integer/,
     );
     expect(cli('grpo', 'qwen2.5-0.5b', '--beta', 'x').err).toContain('--beta');
-    expect(cli('grpo', 'qwen2.5-0.5b', '--vllm-enable-sleep-mode').err).toContain('GRPOConfig.vllm_enable_sleep_mode is not modelled');
+    expect(cli('grpo', 'qwen2.5-0.5b', '--vllm-tensor-parallel-size', '2').err).toContain('GRPOConfig.vllm_tensor_parallel_size is not modelled');
     expect(cli('grpo', 'qwen2.5-0.5b', '--use-vllm').err).toContain("--gpu: vLLM colocated sizes itself from the GPU's total memory");
     expect(cli('sft', 'qwen2.5-0.5b', '--optimizer', 'adam').err).toContain("SFTConfig's --optim");
   });

@@ -5,7 +5,8 @@
  * interval that rounding allows.
  */
 import { describe, expect, it } from 'vitest';
-import { loadVllmLogs, modelOfLog, poolTokens } from '../helpers/vllm-logs.js';
+import { vllmEngine } from '../../src/index.js';
+import { WHOLE_BUDGET_LOGS, WHOLE_MODELS, loadVllmLogs, modelOfLog, poolTokens } from '../helpers/vllm-logs.js';
 
 const GiB = 2 ** 30;
 const logs = loadVllmLogs();
@@ -33,4 +34,24 @@ describe('published vLLM start-up logs', () => {
       expect(logged).toBeLessThanOrEqual(b);
     });
   }
+});
+
+describe('published vLLM logs: the whole budget from the model', () => {
+  const GiB2 = 2 ** 30;
+  // The logs whose every line of the budget is printed: the weights come from vram-ts's rule, the
+  // rest (what vLLM measured outside the model: the profiled peak, non-torch memory) from the log.
+  for (const id of WHOLE_BUDGET_LOGS)
+    it(`${id}: the KV pool within 3% of the log's`, () => {
+      const f = logs.find((l) => l.id === id)!.figures;
+      const { model, tp } = WHOLE_MODELS[id]!;
+      const e = vllmEngine(model(), {
+        totalBytes: f.totalGiB! * GiB2,
+        gpuMemoryUtilization: logs.find((l) => l.id === id)!.settings.gpuMemoryUtilization!,
+        tensorParallelSize: tp,
+        // PR #10511's memory_profiling arithmetic, which V1 reused (PR #19312): no graph estimate in the budget.
+        release: '0.8.0',
+        measured: { activationPeakBytes: f.activationPeakGiB! * GiB2, nonTorchBytes: f.nonTorchGiB! * GiB2, cudaGraphBytes: 0 },
+      });
+      expect(Math.abs(e.kvCache.bytes / GiB2 - f.availableKvGiB!) / f.availableKvGiB!).toBeLessThan(0.03);
+    });
 });

@@ -4,7 +4,7 @@
  * tokens are checked against the interval that rounding allows.
  */
 import { loadJsonFixtures } from './fixtures.js';
-import { vllmEngine, type ModuleLayer, type VllmEngine } from '../../src/index.js';
+import { LLMS, fromHFConfig, vllmEngine, type ModuleLayer, type VllmEngine } from '../../src/index.js';
 
 export interface VllmLogFixture {
   readonly id: string;
@@ -86,13 +86,60 @@ export function modelOfLog(f: VllmLogFixture): ModuleLayer | undefined {
 export function poolTokens(model: ModuleLayer, f: VllmLogFixture, bytes: number): VllmEngine['kvCache'] {
   const s = f.settings;
   const kvDtype = s.kvCacheDtype?.startsWith('fp8') === true ? 'fp8' : undefined;
+  // A budget of the whole (notional) device less weights chosen so that the pool is `bytes` (negative included).
   return vllmEngine(model, {
     totalBytes: 2 ** 40,
-    kvCacheMemoryBytes: bytes,
+    gpuMemoryUtilization: 1,
     maxModelLen: 1,
     ...(s.tensorParallelSize != null ? { tensorParallelSize: s.tensorParallelSize } : {}),
     ...(s.blockSize != null ? { blockSize: s.blockSize } : {}),
     ...(kvDtype !== undefined ? { kvCacheDtype: kvDtype } : {}),
-    measured: { weightsBytes: 0, activationPeakBytes: 0, nonTorchBytes: 0 },
+    measured: { weightsBytes: 2 ** 40 - bytes, activationPeakBytes: 0, nonTorchBytes: 0, cudaGraphBytes: 0 },
   }).kvCache;
 }
+
+const llama3 = LLMS.find((e) => e.id === 'llama-3-8b')!.config;
+
+/** meta-llama/Llama-3.1-8B's config.json: Llama-3-8B's shape, 131072 positions, llama3 rope scaling. */
+export const LLAMA_31_8B = {
+  ...llama3,
+  max_position_embeddings: 131072,
+  rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
+} as const;
+
+/** Qwen/Qwen2.5-32B-Instruct's config.json (the KV fields as the fixture's `config` records them). */
+export const QWEN_25_32B = {
+  model_type: 'qwen2',
+  torch_dtype: 'bfloat16',
+  hidden_size: 5120,
+  intermediate_size: 27648,
+  num_hidden_layers: 64,
+  num_attention_heads: 40,
+  num_key_value_heads: 8,
+  vocab_size: 152064,
+  tie_word_embeddings: false,
+  max_position_embeddings: 32768,
+  rope_theta: 1000000.0,
+  rms_norm_eps: 1e-6,
+} as const;
+
+/** The logs whose model vram-ts builds whole (its config.json), with the tensor-parallel size of the log. */
+export const WHOLE_MODELS: Readonly<Record<string, { readonly model: () => ModuleLayer; readonly tp: number }>> = {
+  'v0-llama3-8b-80gb-tp1-pr10511': { model: () => fromHFConfig(llama3), tp: 1 },
+  'v0-llama3-8b-80gb-tp2-pr10511': { model: () => fromHFConfig(llama3), tp: 2 },
+  'v0-llama31-8b-rtx3090-20k': { model: () => fromHFConfig(LLAMA_31_8B as never), tp: 1 },
+  'v0-llama31-8b-rtx3090-29k': { model: () => fromHFConfig(LLAMA_31_8B as never), tp: 1 },
+  'v0-llama31-8b-tp8-mlcommons': { model: () => fromHFConfig(LLAMA_31_8B as never), tp: 8 },
+  'v0-qwen25-32b-l40s-tp2': { model: () => fromHFConfig(QWEN_25_32B as never), tp: 2 },
+};
+
+/** The weights figure a log printed ("Loading model weights took" / "model weights take" / "Model loading took") and half its last digit. */
+export function loggedWeights(f: VllmLogFixture): { readonly gib: number; readonly half: number } | undefined {
+  const text = f.quoted.find((q) => /Loading model weights took|model weights take|Model loading took/.test(q));
+  const figure = text === undefined ? undefined : /(?:took|take)\s+([0-9.]+) ?G/.exec(text)?.[1];
+  if (figure === undefined) return undefined;
+  return { gib: Number(figure), half: 0.5 * 10 ** -(figure.split('.')[1]?.length ?? 0) };
+}
+
+/** The logs that print every line of the budget (total, utilization, weights, activation peak, non-torch, KV) for a model built whole. */
+export const WHOLE_BUDGET_LOGS = ['v0-llama3-8b-80gb-tp1-pr10511', 'v0-qwen25-32b-l40s-tp2'] as const;

@@ -65,3 +65,52 @@ describe("vLLM's KV pool at start-up (V1 rule)", () => {
     expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured, release: '0.6.3' }))).toBe('release:unsupported-release');
   });
 });
+
+describe('vllmEngine from the model and the GPU', () => {
+  it("a named GPU is torch's total as a vLLM log printed it; one without it recorded is an error, not nvidia-smi's size", () => {
+    const e = vllmEngine(qwen, { gpu: 'H100-80GB' });
+    expect(e.totalBytes).toBe(Math.round(79.22 * GiB));
+    expect(issue(() => vllmEngine(qwen, { gpu: 'A800-80GB' }))).toBe('gpu:not-modelled');
+    expect(issue(() => vllmEngine(qwen, {} as never))).toBe('totalBytes:missing-option');
+    expect(issue(() => vllmEngine(qwen, { gpu: 'H100-80GB', gpu_memory_utilization: 0.5 } as never))).toBe('gpu_memory_utilization:unknown-option');
+  });
+
+  it("vLLM's batch defaults: 8192 tokens and 1024 sequences for the server on ≥ 70 GiB, not an A100; 2048 and 256 otherwise", () => {
+    expect(vllmEngine(qwen, { gpu: 'H100-80GB' }).settings).toMatchObject({ maxNumBatchedTokens: 8192, maxNumSeqs: 1024 });
+    expect(vllmEngine(qwen, { gpu: 'H100-80GB', entrypoint: 'llm' }).settings).toMatchObject({ maxNumBatchedTokens: 16384, maxNumSeqs: 1024 });
+    expect(vllmEngine(qwen, { gpu: 'A100-40GB' }).settings).toMatchObject({ maxNumBatchedTokens: 2048, maxNumSeqs: 256 });
+    expect(vllmEngine(qwen, { gpu: 'RTX-3090', entrypoint: 'llm' }).settings).toMatchObject({ maxNumBatchedTokens: 8192, maxNumSeqs: 256 });
+  });
+
+  it('every figure names its rule or "measured"; what no rule derives is listed, not guessed', () => {
+    const derived = vllmEngine(qwen, { gpu: 'H100-80GB' });
+    expect(derived.sources.weights).toMatch(/^vllmWeights/);
+    expect(derived.sources.activationPeak).toMatch(/^vllmProfilePeak/);
+    expect(derived.assumed.map((a) => a.split(':')[0])).toEqual(['nonTorch', 'cudaGraphs']);
+    const given = vllmEngine(qwen, { gpu: 'H100-80GB', measured: { ...measured, cudaGraphBytes: GiB / 2 } });
+    expect(given.assumed).toEqual([]);
+    expect(given.sources.weights).toBe('measured');
+    expect(given.kvCache.bytes).toBe(given.requested - measured.weightsBytes - measured.activationPeakBytes - measured.nonTorchBytes - GiB / 2);
+    // Before v0.21 the graphs sit outside the budget: in the footprint, not subtracted from the pool.
+    const old = vllmEngine(qwen, { gpu: 'H100-80GB', release: '0.8.0', measured: { ...measured, cudaGraphBytes: GiB / 2 } });
+    expect(old.footprint).toBe(old.requested + GiB / 2);
+    expect(old.kvCache.bytes).toBe(old.requested - measured.weightsBytes - measured.activationPeakBytes - measured.nonTorchBytes);
+  });
+
+  it('cpu_offload_gb moves whole layers of weights off the GPU and the pool grows by them; --dtype float32 doubles the weights', () => {
+    const base = vllmEngine(qwen, { gpu: 'H100-80GB', maxNumSeqs: 1 });
+    const off = vllmEngine(qwen, { gpu: 'H100-80GB', maxNumSeqs: 1, cpuOffloadGb: 0.1 });
+    expect(off.cpuOffloaded).toBeGreaterThanOrEqual(0.1 * GiB);
+    expect(off.weights).toBe(base.weights - off.cpuOffloaded);
+    expect(off.kvCache.bytes).toBe(base.kvCache.bytes + off.cpuOffloaded);
+    expect(vllmEngine(qwen, { gpu: 'H100-80GB', dtype: 'float32' }).weights).toBe(2 * base.weights);
+  });
+
+  it('what stays between generations: awake, the weights and KV tensors; asleep, only non-torch memory and graphs', () => {
+    const e = vllmEngine(qwen, { gpu: 'H100-80GB', measured: { ...measured, cudaGraphBytes: GiB / 4 } });
+    expect(e.resident.idle).toBe(e.weights + e.kvCache.blocks * e.kvCache.pageBytes * 24 + e.nonTorch + e.cudaGraphs);
+    expect(e.resident.asleep).toBe(e.nonTorch + e.cudaGraphs);
+    expect(e.resident.cachedActivations).toBe(e.activationPeak);
+    expect(e.resident.idle).toBeLessThanOrEqual(e.footprint);
+  });
+});

@@ -70,9 +70,9 @@ describe('resolveTrainerArgs: nothing is ignored', () => {
   });
 
   it('a field that is not modelled is accepted only at its default', () => {
-    expect(() => resolveTrainerArgs('grpo', { vllm_enable_sleep_mode: false })).not.toThrow();
-    expect(issues(() => resolveTrainerArgs('grpo', { vllm_enable_sleep_mode: true }))[0]).toMatchObject({
-      path: 'config.vllm_enable_sleep_mode',
+    expect(() => resolveTrainerArgs('grpo', { vllm_tensor_parallel_size: 1 })).not.toThrow();
+    expect(issues(() => resolveTrainerArgs('grpo', { vllm_tensor_parallel_size: 2 }))[0]).toMatchObject({
+      path: 'config.vllm_tensor_parallel_size',
       code: 'not-modelled',
     });
     expect(issues(() => resolveTrainerArgs('trainer', { torch_compile: true }))[0]).toMatchObject({ path: 'args.torch_compile', code: 'not-modelled' });

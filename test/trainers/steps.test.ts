@@ -111,19 +111,39 @@ describe('GRPO with vLLM (use_vllm)', () => {
   const config = { per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 8 };
   const total = 80 * 2 ** 30;
 
-  it("colocate: vLLM's ceil(util × total) sits beside every phase, and the old-policy pass runs (importance sampling)", () => {
+  it("colocate: vLLM's ceil(util × total) while it generates, its weights and KV tensors beside every other phase; the old-policy pass runs (importance sampling)", () => {
     const hf = grpoStep(model, config, { prompt: 8, device: 'cpu' });
     const v = grpoStep(model, { ...config, use_vllm: true, vllm_gpu_memory_utilization: 0.3 }, { prompt: 8, device: 'cpu', gpuTotalBytes: total });
-    const engine = Math.ceil(total * 0.3);
-    expect(v.resident.rollout).toBe(engine);
-    expect(v.phases.map((p) => p.name)).toEqual(['rollout', 'old_logps', 'forward', 'backward', 'clip', 'optimizer', 'zero_grad']);
+    const e = v.engine!;
+    // TRL 1.13's LLM(...): max_num_seqs = per_device_train_batch_size × TP × steps_per_generation, 4096 batched tokens, the LLM class.
+    expect(e.settings).toMatchObject({ maxNumSeqs: 4, maxNumBatchedTokens: 4096, entrypoint: 'llm', gpuMemoryUtilization: 0.3 });
+    expect(e.footprint).toBe(Math.ceil(total * 0.3));
+    const idle = e.weights + e.kvCache.blocks * e.kvCache.pageBytes * model.meta!.layers;
+    expect(e.resident.idle).toBe(idle);
+    expect(v.resident.rollout).toBe(idle);
+    expect(v.phases.map((p) => p.name)).toEqual(['weight_sync', 'rollout', 'old_logps', 'forward', 'backward', 'clip', 'optimizer', 'zero_grad']);
+    expect(v.phases[1]!.start - v.phases[0]!.start).toBe(e.footprint - idle);
     for (const name of ['forward', 'backward', 'optimizer'] as const) {
       const extra = v.phases.find((p) => p.name === name)!.peak - hf.phases.find((p) => p.name === name)!.peak;
-      // The engine, plus the buffered sampling log-probabilities and ratios (a few hundred bytes).
-      expect(extra).toBeGreaterThanOrEqual(engine);
-      expect(extra).toBeLessThan(engine + 4096);
+      // The engine's weights and KV, plus the buffered sampling log-probabilities and ratios (a few hundred bytes).
+      expect(extra).toBeGreaterThanOrEqual(idle);
+      expect(extra).toBeLessThan(idle + 4096);
     }
     laws(v);
+  });
+
+  it('colocate with vllm_enable_sleep_mode: level 2 outside generation, the weights woken for the sync', () => {
+    const sleeping = grpoStep(
+      model,
+      { ...config, use_vllm: true, vllm_enable_sleep_mode: true },
+      { prompt: 8, device: 'cpu', gpuTotalBytes: total, vllm: { measured: { nonTorchBytes: 2 ** 28, cudaGraphBytes: 2 ** 27 } } },
+    );
+    const e = sleeping.engine!;
+    expect(e.resident.asleep).toBe(2 ** 28 + 2 ** 27);
+    expect(sleeping.resident.rollout).toBe(e.resident.asleep);
+    const [sync, rollout] = sleeping.phases;
+    expect(sync!.start - rollout!.start).toBe(e.resident.asleep + e.weights - e.footprint);
+    laws(sleeping);
   });
 
   it('server: nothing of vLLM on this GPU; without the GPU total colocate is refused by name', () => {

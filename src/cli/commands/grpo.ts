@@ -1,5 +1,5 @@
 /** `vram-ts grpo <model>`: one GRPOTrainer step from GRPOConfig's own fields (generation, the log-probabilities, training). */
-import { formatBytes, grpoStep } from '../lib.js';
+import { formatBytes, GPUS, grpoStep } from '../lib.js';
 import { DEFAULTS, type Values } from '../flags.js';
 import { GRPO_HELP } from '../help.js';
 import type { ModelRef } from '../model.js';
@@ -13,8 +13,10 @@ function runGrpo(ref: ModelRef, values: Values): Outcome {
   const input = trainerInput(values, 'grpo');
   const prompt = count(values, 'prompt', DEFAULTS.prompt);
   const model = trainerModel(ref, values);
-  // vLLM colocated sizes itself from the GPU's total: --gpu's memory (nvidia-smi's total; torch.cuda.mem_get_info can read ~1% less).
-  const gpuTotalBytes = values.gpu !== undefined ? gpuBudget(values.gpu) : undefined;
+  // vLLM colocated sizes itself from the GPU's total as torch reports it: the catalog's where recorded, else --gpu's size (nvidia-smi's total for a name, said in the note).
+  const torchTotal =
+    values.gpu !== undefined ? GPUS.find((g) => g.name === values.gpu || g.aliases.includes(values.gpu!.toLowerCase()))?.torchTotal : undefined;
+  const gpuTotalBytes = torchTotal?.bytes ?? (values.gpu !== undefined ? gpuBudget(values.gpu) : undefined);
   const g = withOrigins(input, () => grpoStep(model, input.config, { ...input.options, prompt, ...(gpuTotalBytes !== undefined ? { gpuTotalBytes } : {}) }));
   const a = g.args.grpo!;
   const title = `GRPOTrainer step of ${ref.name} (TRL ${g.args.trl}): ${a.numGenerations} completions of up to ${a.maxCompletionLength} tokens per prompt of ${prompt}`;
@@ -23,7 +25,7 @@ function runGrpo(ref: ModelRef, values: Values): Outcome {
     a.vllm === undefined
       ? `KV cache at the last decode step: ${formatBytes(g.kvCache)}`
       : a.vllm.mode === 'colocate'
-        ? `vLLM colocated: ${formatBytes(g.resident.rollout ?? 0)} = ceil(${a.vllm.gpuMemoryUtilization} × ${values.gpu}'s total) from start-up through the step (no sleep mode)`
+        ? `vLLM colocated: ceil(${a.vllm.gpuMemoryUtilization} × ${formatBytes(g.engine!.totalBytes)}${torchTotal !== undefined ? ", torch's total" : ", --gpu's size (a name's nvidia-smi total: torch's, which vLLM reads, can be ~1% less)"}) = ${formatBytes(g.engine!.footprint)} while it generates; ${formatBytes(g.resident.rollout ?? 0)} (${a.vllm.sleepMode ? 'asleep: non-torch memory and graphs' : 'its weights and KV tensors'}) through the rest of the step`
         : 'vLLM server mode: generation on another GPU',
   ];
   return trainerOutcome(values, format, title, g, notes);

@@ -7,8 +7,10 @@ import { fitCommand } from './fit.js';
 import { grpoCommand } from './grpo.js';
 import { korthikantiCommand } from './korthikanti.js';
 import { planCommand } from './plan.js';
+import { rlCommand } from './rl.js';
 import { safetensorsCommand } from './safetensors.js';
 import { sftCommand } from './sft.js';
+import { vllmCommand } from './vllm.js';
 
 export type { CommandSpec, ModelCommand, Outcome, PlainCommand } from './command.js';
 
@@ -20,6 +22,8 @@ export const COMMAND_SPECS: { readonly [C in Command]: CommandSpec<C> } = {
   compat: compatCommand,
   grpo: grpoCommand,
   sft: sftCommand,
+  vllm: vllmCommand,
+  rl: rlCommand,
   korthikanti: korthikantiCommand,
   safetensors: safetensorsCommand,
 };
