@@ -24,10 +24,10 @@ import { estimate } from '../estimate.js';
 import type { EstimateOptions } from '../estimate-types.js';
 import { gpu as gpuSpec } from '../gpus/catalog.js';
 import type { ModuleLayer } from '../nn/types.js';
-import { vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
+import { VLLM_ENGINE_FIELDS, vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
 import type { TrainerArgs } from '../trainers/args.js';
 import { grpoStep, type GrpoStepEstimate } from '../trainers/grpo.js';
-import { boolean, integer, number, object, oneOf, show, string, validate, anything } from '../validate.js';
+import { anything, boolean, integer, number, object, oneOf, show, string, validate } from '../validate.js';
 
 /** The RL frameworks whose placement rules are read. */
 export type RlFramework = 'trl' | 'verl' | 'openrlhf';
@@ -107,27 +107,7 @@ export interface RlJob {
   readonly trl?: GrpoStepEstimate;
 }
 
-const rolloutShape = object({
-  fields: {
-    gpuMemoryUtilization: number(Number.MIN_VALUE, 1),
-    maxModelLen: integer(1),
-    maxNumSeqs: integer(1),
-    maxNumBatchedTokens: integer(1),
-    entrypoint: oneOf(['serve', 'llm'], 'entrypoint'),
-    tensorParallelSize: integer(1),
-    dtype: oneOf(['auto', 'bfloat16', 'float16', 'float32'], 'dtype'),
-    kvCacheDtype: anything,
-    blockSize: integer(1),
-    kvCacheMemoryBytes: number(0),
-    enforceEager: boolean,
-    cpuOffloadGb: number(0),
-    release: string,
-    measured: anything,
-    sleep: boolean,
-    colocate: boolean,
-    engines: integer(1),
-  },
-});
+const rolloutShape = object({ fields: { ...VLLM_ENGINE_FIELDS, sleep: boolean, colocate: boolean, engines: integer(1) } });
 
 const shape = object({
   fields: {

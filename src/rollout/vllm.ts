@@ -182,27 +182,27 @@ const measuredShape = object({
   fields: { weightsBytes: number(0), activationPeakBytes: number(0), nonTorchBytes: number(0), cudaGraphBytes: number(0) },
 });
 
+/** vLLM's engine arguments' checks, shared with the RL job's `rollout` (jobs/rl.ts). */
+export const VLLM_ENGINE_FIELDS = {
+  gpuMemoryUtilization: number(Number.MIN_VALUE, 1),
+  maxModelLen: integer(1),
+  maxNumSeqs: integer(1),
+  maxNumBatchedTokens: integer(1),
+  entrypoint: oneOf(['serve', 'llm'], 'entrypoint'),
+  tensorParallelSize: integer(1),
+  dtype: oneOf(['auto', 'bfloat16', 'float16', 'float32'], 'dtype'),
+  kvCacheDtype: oneOf(['auto', 'bfloat16', 'float16', 'float32', 'fp8', 'fp8_e4m3', 'fp8_e5m2'], 'kv cache dtype'),
+  blockSize: integer(1),
+  kvCacheMemoryBytes: number(0),
+  enforceEager: boolean,
+  cpuOffloadGb: number(0),
+  release: string,
+  measured: measuredShape,
+};
+
 /** The options' schema: vLLM's engine arguments, strict keys and ranges. */
 const optionsShape = object({
-  fields: {
-    gpu: string,
-    totalBytes: number(1),
-    gpuMemoryUtilization: number(Number.MIN_VALUE, 1),
-    maxModelLen: integer(1),
-    maxNumSeqs: integer(1),
-    maxNumBatchedTokens: integer(1),
-    entrypoint: oneOf(['serve', 'llm'], 'entrypoint'),
-    tensorParallelSize: integer(1),
-    dtype: oneOf(['auto', 'bfloat16', 'float16', 'float32'], 'dtype'),
-    kvCacheDtype: oneOf(['auto', 'bfloat16', 'float16', 'float32', 'fp8', 'fp8_e4m3', 'fp8_e5m2'], 'kv cache dtype'),
-    blockSize: integer(1),
-    kvCacheMemoryBytes: number(0),
-    enforceEager: boolean,
-    cpuOffloadGb: number(0),
-    freeBytes: number(0),
-    release: string,
-    measured: measuredShape,
-  },
+  fields: { gpu: string, totalBytes: number(1), freeBytes: number(0), ...VLLM_ENGINE_FIELDS },
   misplaced: { gpu_memory_utilization: 'vLLM arguments are camelCase here: gpuMemoryUtilization', max_model_len: 'camelCase here: maxModelLen' },
 });
 

@@ -68,26 +68,12 @@ describe('vram-ts vllm', () => {
   });
 });
 
+/** The TRL job of both tests: a small GRPOConfig. */
+const TRL_FLAGS = ['--per-device-train-batch-size', '4', '--num-generations', '4', '--max-completion-length', '64', '--prompt', '32'];
+
 describe('vram-ts rl', () => {
   it('TRL: GRPOConfig fields, the engine TRL builds; the table is rlJob', () => {
-    const r = cli(
-      'rl',
-      'qwen2.5-0.5b',
-      '--framework',
-      'trl',
-      '--gpu',
-      'H100-80GB',
-      '--per-device-train-batch-size',
-      '4',
-      '--num-generations',
-      '4',
-      '--max-completion-length',
-      '64',
-      '--prompt',
-      '32',
-      '--format',
-      'json',
-    );
+    const r = cli('rl', 'qwen2.5-0.5b', '--framework', 'trl', '--gpu', 'H100-80GB', ...TRL_FLAGS, '--format', 'json');
     expect(r.err).toBe('');
     const j = rlJob(llm('qwen2.5-0.5b'), {
       framework: 'trl',

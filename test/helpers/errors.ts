@@ -10,3 +10,9 @@ export function errorOf(f: () => unknown): VramError {
   }
   throw new Error('no error');
 }
+
+/** The first issue of the VramError a call throws, as `path:code` (`tensorParallelSize:bad-option`). */
+export function issueOf(f: () => unknown): string {
+  const issue = errorOf(f).issues[0]!;
+  return `${issue.path.join('.')}:${issue.code}`;
+}

@@ -4,23 +4,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { VramError, estimate, grpoStep, llm, rlJob, type RlJob } from '../../src/index.js';
+import { issueOf } from '../helpers/errors.js';
+import { estimate, grpoStep, llm, rlJob, type RlJob } from '../../src/index.js';
 
 const GiB = 2 ** 30;
 const model = llm('qwen2.5-0.5b');
 const total = 80 * GiB;
 const trl = { config: { per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 64 }, prompt: 32 };
 const actor = { update: { input: [2, 96], optimizer: 'adam' as const }, logProbs: { input: [4, 96] } };
-
-function issue(f: () => unknown): string {
-  try {
-    f();
-  } catch (error) {
-    if (error instanceof VramError) return `${error.issues[0]!.path.join('.')}:${error.issues[0]!.code}`;
-    throw error;
-  }
-  throw new Error('no error');
-}
 
 /** The laws of every job: each phase is its trainer and engine; the peak is the highest phase (or the engine's own GPUs). */
 function laws(j: RlJob): void {
@@ -76,15 +67,17 @@ describe('rlJob', () => {
   });
 
   it('bad combinations are errors with a path', () => {
-    expect(issue(() => rlJob(model, { framework: 'trl', totalBytes: total, rollout: { maxNumSeqs: 4 }, trainer: trl }))).toBe('rollout.maxNumSeqs:bad-option');
-    expect(issue(() => rlJob(model, { framework: 'trl', totalBytes: total, rollout: { engines: 2 }, trainer: trl }))).toBe('rollout.engines:bad-option');
-    expect(issue(() => rlJob(model, { framework: 'verl', totalBytes: total, trainer: actor }))).toBe('gpus:bad-option');
-    expect(issue(() => rlJob(model, { framework: 'openrlhf', totalBytes: total, trainer: actor }))).toBe('rollout.engines:missing-option');
-    expect(issue(() => rlJob(model, { framework: 'openrlhf', totalBytes: total, rollout: { sleep: true, engines: 1 }, trainer: actor }))).toBe(
+    expect(issueOf(() => rlJob(model, { framework: 'trl', totalBytes: total, rollout: { maxNumSeqs: 4 }, trainer: trl }))).toBe(
+      'rollout.maxNumSeqs:bad-option',
+    );
+    expect(issueOf(() => rlJob(model, { framework: 'trl', totalBytes: total, rollout: { engines: 2 }, trainer: trl }))).toBe('rollout.engines:bad-option');
+    expect(issueOf(() => rlJob(model, { framework: 'verl', totalBytes: total, trainer: actor }))).toBe('gpus:bad-option');
+    expect(issueOf(() => rlJob(model, { framework: 'openrlhf', totalBytes: total, trainer: actor }))).toBe('rollout.engines:missing-option');
+    expect(issueOf(() => rlJob(model, { framework: 'openrlhf', totalBytes: total, rollout: { sleep: true, engines: 1 }, trainer: actor }))).toBe(
       'rollout.sleep:bad-option',
     );
-    expect(issue(() => rlJob(model, { framework: 'nemo' as never, totalBytes: total, trainer: actor }))).toBe('framework:bad-option');
-    expect(issue(() => rlJob(model, { framework: 'verl', gpus: 2, trainer: actor }))).toBe('totalBytes:missing-option');
+    expect(issueOf(() => rlJob(model, { framework: 'nemo' as never, totalBytes: total, trainer: actor }))).toBe('framework:bad-option');
+    expect(issueOf(() => rlJob(model, { framework: 'verl', gpus: 2, trainer: actor }))).toBe('totalBytes:missing-option');
   });
 
   it('property: a larger rollout utilization never lowers the rollout phase, and the job fits only if every phase does', () => {

@@ -1,20 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { VramError, llm, vllmEngine, vllmPageBytes } from '../../src/index.js';
+import { issueOf } from '../helpers/errors.js';
+import { llm, vllmEngine, vllmPageBytes } from '../../src/index.js';
 
 const GiB = 2 ** 30;
 const measured = { weightsBytes: 0.93 * GiB, activationPeakBytes: 1.4 * GiB, nonTorchBytes: 0.1 * GiB };
 const qwen = llm('qwen2.5-0.5b');
-
-function issue(f: () => unknown): string {
-  try {
-    f();
-  } catch (error) {
-    if (error instanceof VramError) return `${error.issues[0]!.path.join('.')}:${error.issues[0]!.code}`;
-    throw error;
-  }
-  throw new Error('no error');
-}
 
 describe("vLLM's KV pool at start-up (V1 rule)", () => {
   it('the page: 2 × block × KV heads per rank × head size × dtype; heads replicated when fewer than TP ranks', () => {
@@ -58,11 +49,11 @@ describe("vLLM's KV pool at start-up (V1 rule)", () => {
   });
 
   it('bad combinations are errors with a path', () => {
-    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 1.2, measured }))).toBe('gpuMemoryUtilization:bad-option');
-    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, tensorParallelSize: 3, measured }))).toBe('tensorParallelSize:bad-option');
-    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, maxModelLen: 131072, measured }))).toBe('maxModelLen:bad-option');
-    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured: { ...measured, nonTorchBytes: -1 } }))).toBe('measured.nonTorchBytes:bad-option');
-    expect(issue(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured, release: '0.6.3' }))).toBe('release:unsupported-release');
+    expect(issueOf(() => vllmEngine(qwen, { totalBytes: 80 * GiB, gpuMemoryUtilization: 1.2, measured }))).toBe('gpuMemoryUtilization:bad-option');
+    expect(issueOf(() => vllmEngine(qwen, { totalBytes: 80 * GiB, tensorParallelSize: 3, measured }))).toBe('tensorParallelSize:bad-option');
+    expect(issueOf(() => vllmEngine(qwen, { totalBytes: 80 * GiB, maxModelLen: 131072, measured }))).toBe('maxModelLen:bad-option');
+    expect(issueOf(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured: { ...measured, nonTorchBytes: -1 } }))).toBe('measured.nonTorchBytes:bad-option');
+    expect(issueOf(() => vllmEngine(qwen, { totalBytes: 80 * GiB, measured, release: '0.6.3' }))).toBe('release:unsupported-release');
   });
 });
 
@@ -70,9 +61,9 @@ describe('vllmEngine from the model and the GPU', () => {
   it("a named GPU is torch's total as a vLLM log printed it; one without it recorded is an error, not nvidia-smi's size", () => {
     const e = vllmEngine(qwen, { gpu: 'H100-80GB' });
     expect(e.totalBytes).toBe(Math.round(79.22 * GiB));
-    expect(issue(() => vllmEngine(qwen, { gpu: 'A800-80GB' }))).toBe('gpu:not-modelled');
-    expect(issue(() => vllmEngine(qwen, {} as never))).toBe('totalBytes:missing-option');
-    expect(issue(() => vllmEngine(qwen, { gpu: 'H100-80GB', gpu_memory_utilization: 0.5 } as never))).toBe('gpu_memory_utilization:unknown-option');
+    expect(issueOf(() => vllmEngine(qwen, { gpu: 'A800-80GB' }))).toBe('gpu:not-modelled');
+    expect(issueOf(() => vllmEngine(qwen, {} as never))).toBe('totalBytes:missing-option');
+    expect(issueOf(() => vllmEngine(qwen, { gpu: 'H100-80GB', gpu_memory_utilization: 0.5 } as never))).toBe('gpu_memory_utilization:unknown-option');
   });
 
   it("vLLM's batch defaults: 8192 tokens and 1024 sequences for the server on ≥ 70 GiB, not an A100; 2048 and 256 otherwise", () => {
