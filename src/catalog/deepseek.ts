@@ -183,10 +183,11 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
     fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
-  if (Number(release.split('.')[0]) < 5)
-    fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 5.x runs them (their 4.x code was not read)', {
+  // 4.57: the same attention and router, the experts a loop of DeepseekV*MLP over the experts that got tokens (read in 4.57.6).
+  if (Number(release.split('.')[0]) < 5 && !release.startsWith('4.57.'))
+    fail('unsupported-release', 'DeepSeek-V2/V3 are modelled as transformers 4.57 and 5.x run them (the other 4.x releases were not read)', {
       path: ['transformers'],
-      expected: '5.17.0 – 5.18.0',
+      expected: '4.57.0 – 4.57.6 or 5.17.0 – 5.18.0',
       received: release,
     });
   const v3 = type === 'deepseek_v3';
@@ -195,7 +196,8 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
   const impl = expertsImpl(release, options.moe);
   const prefix = v3 ? 'DeepseekV3' : 'DeepseekV2';
   const activation = typeof config.hidden_act === 'string' ? config.hidden_act : 'silu';
-  const cache = (options.useCache ?? true) ? ('latent' as const) : false;
+  // 4.57 caches the per-head keys and values; 5.x the latent and the rotary key.
+  const cache = (options.useCache ?? true) ? (release.startsWith('4.') ? ('heads' as const) : ('latent' as const)) : false;
   // transformers 5.x picks sdpa by default (the eager path is the one measured on real code).
   const attentionImpl = options.attention ?? rules.defaultAttention.llama;
   if (attentionImpl === 'flash')
@@ -262,7 +264,7 @@ function mlaMeta(f: ReturnType<typeof deepseekFields>): NonNullable<ModelMeta['m
 /** One layer's multi-head latent attention (V3 rotates interleaved pairs unless `rope_interleave` is false; V2 rotates as complex numbers). */
 function deepseekAttention(
   b: DeepseekBuild,
-  run: { readonly interleave: boolean; readonly cache: 'latent' | false; readonly impl: 'eager' | 'sdpa' },
+  run: { readonly interleave: boolean; readonly cache: 'latent' | 'heads' | false; readonly impl: 'eager' | 'sdpa' },
 ): ModuleLayer {
   const { f } = b;
   return mlaAttention({
@@ -291,6 +293,8 @@ function deepseekMoe(b: DeepseekBuild, i: number, impl: ReturnType<typeof expert
     name: 'mlp',
     className: b.v3 ? 'DeepseekV3MoE' : 'DeepseekV2Moe',
     expertsClassName: `${prefix}Experts`,
+    expertClassName: `${prefix}MLP`,
+    hitOnly: true,
     hidden: f.hidden,
     experts: f.experts,
     k: f.k,

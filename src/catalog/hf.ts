@@ -233,6 +233,7 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: ConfigReader, rule
   // Only Llama reads attention_bias (q/k/v/o); Qwen2 always biases q/k/v; Mistral never.
   const attentionBias = family === 'llama' ? r.flag('attention_bias') : false;
   const window = family === 'mistral' ? r.optionalInteger('sliding_window') : null;
+  const windows = family === 'qwen2' ? qwen2Windows(r, rules, r.integer('num_hidden_layers', 1, LIMITS.layers)) : undefined;
   return {
     family,
     hidden,
@@ -250,7 +251,24 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: ConfigReader, rule
     maxPositions: r.integer('max_position_embeddings'),
     activation: r.activation('hidden_act'),
     ...(window !== null ? { slidingWindow: window } : {}),
+    ...(windows !== undefined ? { layerWindows: windows } : {}),
   };
+}
+
+/**
+ * Qwen2 from masking_utils on (4.53): `sliding_window` only with `use_sliding_window`, and the layers
+ * from `max_window_layers` on are sliding (Qwen2Config's `layer_types`, or the config's own), each
+ * type its own mask (modeling_qwen2.py `causal_mask_mapping`).
+ */
+function qwen2Windows(r: ConfigReader, rules: HFRules, layers: number): (number | null)[] | undefined {
+  if (rules.mask.qwen2 !== 'masking-utils' || !r.flag('use_sliding_window')) return undefined;
+  const window = r.optionalInteger('sliding_window');
+  if (window === null) return undefined;
+  const types = r.value('layer_types');
+  if (types !== null && types !== undefined) return layerWindows('qwen3', r, layers, window);
+  const from = r.integer('max_window_layers', 0);
+  const windows = Array.from({ length: layers }, (_, i) => (i >= from ? window : null));
+  return windows.some((w) => w !== null) ? windows : undefined;
 }
 
 /**

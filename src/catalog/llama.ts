@@ -177,7 +177,9 @@ function decoderBuild(shape: LlamaShape, options: DecoderOptions) {
   const rules = transformersRules(options.transformers, ['transformers']);
   const fam = familyRules(shape.family, rules);
   const impl = options.attention ?? fam.defaultAttention;
-  const cache: HFRules['cache'] | false = (options.useCache ?? true) ? rules.cache : false;
+  // Gemma 2/3 in 4.57 make no cache object in training (`... and not self.training`).
+  const cache: HFRules['cache'] | `${HFRules['cache']}-eval` | false =
+    (options.useCache ?? true) ? (fam.noTrainingCache === true ? `${rules.cache}-eval` : rules.cache) : false;
   const prefix = shape.classPrefix ?? PREFIX[shape.family];
   const variant = VARIANTS.includes(shape.family);
   const windows = shape.layerWindows;
@@ -335,8 +337,8 @@ function vocabStorage(b: DecoderBuild): { storageRows?: number } {
 function layerTables(b: DecoderBuild) {
   const { shape, windows, variant, rotaryRules, prefix, impl, fam } = b;
   // Gemma 3: one table pair per layer type present, the local ones from rope_local_base_freq.
-  // Phi-3's sliding_window makes every layer local.
-  const allLocal = variant && windows === undefined && shape.slidingWindow !== undefined;
+  // Phi-3's sliding_window makes every layer local; so does Mistral's under masking_utils (4.53 on).
+  const allLocal = (variant || fam.mask === 'masking-utils') && windows === undefined && shape.slidingWindow !== undefined;
   const isLocal = (i: number) => allLocal || (windows?.[i] !== undefined && windows[i] !== null);
   const tableTypes =
     shape.localRotary === true && windows !== undefined
@@ -369,6 +371,20 @@ function layerTables(b: DecoderBuild) {
   const sdpaSlidingMask = (seq: Dim) =>
     impl === 'sdpa' && minWindow !== undefined && fam.mask === 'masking-utils' && !(typeof seq === 'number' && seq < minWindow);
   return { allLocal, rotaryModule, layerInputs, sdpaSlidingMask };
+}
+
+/** Whether sdpa gets masks because the forward has no cache object (the release's packed-sequence detection). */
+function packedMasks(b: DecoderBuild, g: GraphBuilder): boolean {
+  if (!b.rules.packedSequenceMask || b.impl !== 'sdpa' || b.fam.mask !== 'masking-utils') return false;
+  return b.cache === false || (g.training && (g.checkpointing || b.fam.noTrainingCache === true));
+}
+
+/** create_causal_mask / create_sliding_window_causal_mask as sdpa_mask builds them: bool [B, 1, S, S], one per mask type present. */
+function boolMasks(g: GraphBuilder, global: TensorRef, windows: DecoderBuild['windows'], allLocal: boolean, batch: Dim, seq: Dim): Masks {
+  const one = () => g.call(expandOp, [g.call(causalMaskOp, [global], { bool: true })[0]!], { shape: [batch, 1, seq, seq] })[0]!;
+  const full = !allLocal && (windows === undefined || windows.some((w) => w === null));
+  const sliding = allLocal || (windows?.some((w) => w !== null) ?? false);
+  return { ...(full ? { full: one() } : {}), ...(sliding ? { sliding: one() } : {}) };
 }
 
 /** The causal and sliding-window masks the layers read. */
@@ -404,7 +420,8 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
       // Gemma 2/3, Qwen3 with local layers: create_causal_mask and create_sliding_window_causal_mask
       // (sdpa: none for the global layers, a bool one for the local layers unless the input fits the window).
       const masks: Masks = {};
-      if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
+      if (packedMasks(b, g)) Object.assign(masks, boolMasks(g, global, windows, allLocal, batch, seq));
+      else if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
       else if (allLocal && impl === 'eager') masks.sliding = causalMask(g, global, shape, rules, impl);
       else if (impl === 'eager' && fam.mask === 'masking-utils') {
         masks.full = g.call(causalMaskOp, [global], { style: 'masking-utils', slidingWindow: false })[0]!;

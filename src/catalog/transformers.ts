@@ -21,6 +21,8 @@ export interface FamilyRules {
   readonly logitsUpcast: 'always' | 'labels' | 'loss' | 'never';
   readonly loss: 'shift' | 'pad-shift';
   readonly defaultAttention: 'eager' | 'sdpa';
+  /** No cache object in training whatever use_cache says (Gemma 2/3 in 4.57: `... and not self.training`). */
+  readonly noTrainingCache?: boolean;
   /** Gemma's embedding scale: a 0-dim tensor in the activations' dtype made in the model's forward (`model`, 4.x), or the embedding module's 0-dim float32 buffer `embed_scale` (`embedding`, 5.x). */
   readonly embedScale: 'model' | 'embedding';
 }
@@ -75,6 +77,13 @@ export interface HFRules {
   /** sdpa with GQA: `repeat_kv` copies first (`repeat`), or `enable_gqa` without a mask (`enable-gqa`, head_dim ≤ `gqaHeadDimMax` when set). */
   readonly sdpaGqa: 'repeat' | 'enable-gqa';
   readonly gqaHeadDimMax?: number;
+  /**
+   * masking_utils' packed-sequence detection returns a tensor even for unpacked inputs, so sdpa's
+   * causal-mask skip is off whenever the forward has no cache object (training with use_cache off
+   * or gradient checkpointing; Gemma 2/3 in training): a bool [B, 1, S, S] mask is built for every
+   * mask type, and sdpa repeats k/v for it.
+   */
+  readonly packedSequenceMask: boolean;
   /** sdpa: q, k, v made contiguous before the kernel: on CUDA with a mask, always, or never. */
   readonly sdpaContiguous: 'cuda-with-mask' | 'always' | 'never';
   /** Families whose attention reads `head_dim` from the config (others use hidden / heads). */
@@ -142,6 +151,14 @@ const FAMILY_5X: FamilyRules = {
   defaultAttention: 'sdpa',
   embedScale: 'embedding',
 };
+
+/**
+ * The variations of Llama as transformers 4.57 runs them (read in 4.57.6): Llama 4.5x's rotary
+ * module once per forward (`original_inv_freq` an attribute, not a buffer), masking_utils,
+ * ForCausalLMLoss; Gemma 1 and 2 scale the embeddings in the model by a 0-dim tensor of the
+ * activations' dtype, Gemma 3 in its scaled embedding module.
+ */
+const FAMILY_457: FamilyRules = { ...FAMILY_5X, rotary: { placement: 'model' }, embedScale: 'model' };
 
 const v = (from: string, value: unknown, source: string, says: string): ReleaseVariant => ({ from, value, source, says });
 
@@ -346,6 +363,20 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     ],
   },
   {
+    name: 'sdpa mask without a cache object',
+    field: 'packedSequenceMask',
+    variants: [
+      v('4.40.0', false, 'modeling_attn_mask_utils.py', 'no packed-sequence detection'),
+      v(
+        '4.57.0',
+        true,
+        'masking_utils.py (_preprocess_mask_arguments, find_packed_sequence_indices; 4.57.6)',
+        'without past_key_values the packed-sequence mask is a tensor even when nothing is packed: allow_is_causal_skip=False, the bool mask built (4.53 – 4.56 not read)',
+      ),
+      v('5.0.0', false, 'masking_utils.py (find_packed_sequence_indices returns None when unpacked; 5.18.0)', 'the skip holds without a cache object'),
+    ],
+  },
+  {
     name: 'sdpa GQA head_dim limit',
     field: 'gqaHeadDimMax',
     variants: [
@@ -415,7 +446,9 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
         `${GEMMA} (GemmaRotaryEmbedding, _update_causal_mask, GemmaForCausalLM)`,
         'rotary per attention (inv_freq made at the first forward); Llama-style mask; logits.float() on every forward; shifted copies into the loss; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)) in the activations dtype',
       ),
-      v('4.41.0', undefined, GEMMA, 'not read from 4.41 to 5.16: refused'),
+      v('4.41.0', undefined, GEMMA, 'not read from 4.41 to 4.56: refused'),
+      v('4.57.0', FAMILY_457, `${GEMMA} (4.57.6), masking_utils.py`, 'rotary once per forward; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)); masking_utils; ForCausalLMLoss'),
+      v('5.0.0', undefined, GEMMA, '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
         FAMILY_5X,
@@ -428,7 +461,9 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Qwen3 rules',
     field: 'families.qwen3',
     variants: [
-      v('4.40.0', undefined, 'models/qwen3/modeling_qwen3.py', 'Qwen3 arrived in 4.51; 4.51 – 5.16 not read: refused'),
+      v('4.40.0', undefined, 'models/qwen3/modeling_qwen3.py', 'Qwen3 arrived in 4.51; 4.51 – 4.56 not read: refused'),
+      v('4.57.0', FAMILY_457, 'models/qwen3/modeling_qwen3.py (4.57.6)', 'Llama 4.5x with q_norm/k_norm on the projections before the transpose'),
+      v('5.0.0', undefined, 'models/qwen3/modeling_qwen3.py', '5.0 – 5.16 not read: refused'),
       v('5.17.0', FAMILY_5X, 'models/qwen3/modeling_qwen3.py', 'Llama 5.x with q_norm/k_norm (RMSNorm over head_dim) on the projections before the transpose'),
     ],
   },
@@ -436,7 +471,14 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Gemma 2 rules',
     field: 'families.gemma2',
     variants: [
-      v('4.40.0', undefined, 'models/gemma2/modeling_gemma2.py', 'Gemma 2 arrived in 4.42; 4.42 – 5.16 not read: refused'),
+      v('4.40.0', undefined, 'models/gemma2/modeling_gemma2.py', 'Gemma 2 arrived in 4.42; 4.42 – 4.56 not read: refused'),
+      v(
+        '4.57.0',
+        { ...FAMILY_457, noTrainingCache: true },
+        'models/gemma2/modeling_gemma2.py (4.57.6), masking_utils.py',
+        'as 5.x, the embeddings scaled in the model (normalizer); no DynamicCache in training',
+      ),
+      v('5.0.0', undefined, 'models/gemma2/modeling_gemma2.py', '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
         FAMILY_5X,
@@ -449,7 +491,14 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Gemma 3 (text) rules',
     field: 'families.gemma3_text',
     variants: [
-      v('4.40.0', undefined, 'models/gemma3/modeling_gemma3.py', 'Gemma 3 arrived in 4.50; 4.50 – 5.16 not read: refused'),
+      v('4.40.0', undefined, 'models/gemma3/modeling_gemma3.py', 'Gemma 3 arrived in 4.50; 4.50 – 4.56 not read: refused'),
+      v(
+        '4.57.0',
+        { ...FAMILY_457, embedScale: 'embedding', noTrainingCache: true },
+        'models/gemma3/modeling_gemma3.py (4.57.6), masking_utils.py',
+        "as 5.x (Gemma3TextScaledWordEmbedding's embed_scale buffer), the rotary inv_freq without original_inv_freq; no DynamicCache in training",
+      ),
+      v('5.0.0', undefined, 'models/gemma3/modeling_gemma3.py', '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
         FAMILY_5X,
@@ -462,7 +511,9 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
     name: 'Phi-3 rules',
     field: 'families.phi3',
     variants: [
-      v('4.40.0', undefined, 'models/phi3/modeling_phi3.py', 'Phi-3 is not in 4.40.2 (4.41 – 5.16 not read): refused'),
+      v('4.40.0', undefined, 'models/phi3/modeling_phi3.py', 'Phi-3 is not in 4.40.2 (4.41 – 4.56 not read): refused'),
+      v('4.57.0', FAMILY_457, 'models/phi3/modeling_phi3.py (4.57.6)', 'as 5.x: fused qkv_proj and gate_up_proj, partial rotary by cat'),
+      v('5.0.0', undefined, 'models/phi3/modeling_phi3.py', '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
         FAMILY_5X,

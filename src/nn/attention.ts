@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import { castOp } from '../ops/cast.js';
-import { causalWhereOp, copyOp, copyUnlessOne, expandOp, sliceOp, transposeOp, viewOp } from '../ops/view.js';
+import { causalWhereOp, copyOp, copyUnlessOne, expandOp, sliceOp, transposeOp, unusedCausalBuffersOp, viewOp } from '../ops/view.js';
 import { matmulOp } from '../ops/matmul.js';
 import { addOp, catOp, mulOp } from '../ops/merge.js';
 import { mulScalarOp, negOp, softmaxOp } from '../ops/pointwise.js';
@@ -11,6 +11,7 @@ import { linearOp } from '../ops/linear.js';
 import { allGatherOp, allReduceOp, reduceScatterOp, tpCopyOp } from '../ops/collective.js';
 import type { Dim } from '../sym/expr.js';
 import { dropout } from './dropout.js';
+import { sdpaMath, sdpaMathPath } from './sdpa-math.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
 import { checkKeys, opLayer } from './op.js';
@@ -76,10 +77,10 @@ export interface AttentionOptions extends LayerOptions {
   /**
    * `use_cache`: the keys and values (after rotary, before `repeat_kv`; GPT-2's views of
    * `c_attn`'s output) go into the cache the model's output keeps until the forward returns:
-   * the tensors themselves (`alias`) or copies made by `torch.cat` (`copy`), which attention
-   * then reads. Default `false`: no cache.
+   * the tensors themselves (`alias`) or `torch.cat` copies (`copy`), which attention then reads;
+   * `-eval`: only in eval mode (Gemma 2/3 in 4.57 make no cache in training). Default `false`.
    */
-  readonly cache?: false | 'alias' | 'copy';
+  readonly cache?: false | 'alias' | 'copy' | 'copy-eval' | 'alias-eval';
   /** sdpa with GQA: `repeat` k/v to every head first (default), or `enable-gqa` (PyTorch ≥ 2.5, no mask). */
   readonly sdpaGqa?: 'repeat' | 'enable-gqa';
   /** sdpa: make q, k, v contiguous before the kernel (copies of the transposed views). Default false. */
@@ -211,17 +212,22 @@ export function attention(options: AttentionOptions): ModuleLayer {
   const body = graph((g, inputs) => {
     const { tp } = a;
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
-    const cache = g.training && g.checkpointing ? false : (options.cache ?? false);
+    const asked = options.cache ?? false;
+    const cache = (g.training && g.checkpointing) || (g.training && asked !== false && asked.endsWith('-eval')) ? false : asked === false ? false : (asked.replace('-eval', '') as 'alias' | 'copy');
     // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
     const h = tp?.sequence === true ? g.call(allGatherOp, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
     const t: AttentionTrace = { g, h, batch, seq, cache };
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
+    if (a.style === 'gpt2' && a.impl !== 'eager' && options.maskBuffer !== false) g.call(unusedCausalBuffersOp, [h], { positions: options.positions ?? 1024 });
     const qkv = a.style === 'gpt2' ? gpt2Projections(a, t, inputs) : llamaRotary(a, t, inputs, llamaProjections(a, t));
     const kv = keysValues(a, t, qkv);
+    const math = a.impl === 'sdpa' && a.cp === undefined && sdpaMathPath(g, qkv.q, kv.v, a.p);
     const { context, weights } =
-      a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
-    return attentionOutput(a, t, context, kv, weights);
+      a.impl === 'eager'
+        ? eagerKernel(a, t, qkv.q, kv, qkv.mask)
+        : { context: math ? sdpaMath(g, qkv.q, kv.k, kv.v, a.p, batch) : fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
+    return attentionOutput(a, t, context, kv, weights, math);
   });
   // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
   const childOrder = a.fusedQkv
@@ -556,14 +562,24 @@ function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
 }
 
 /** The heads merged back (a copy unless the kernel's layout is already [B, S, heads, D]), the output projection (TP: reduced), GPT-2's dropout, the weights. */
-function attentionOutput(a: AttentionSetup, t: AttentionTrace, context: TensorRef, kv: KeysValues, weights: TensorRef | undefined): TensorRef | TensorRef[] {
+function attentionOutput(
+  a: AttentionSetup,
+  t: AttentionTrace,
+  context: TensorRef,
+  kv: KeysValues,
+  weights: TensorRef | undefined,
+  math: boolean,
+): TensorRef | TensorRef[] {
   const { g, batch, seq } = t;
   const { options, impl, cp, tp, nh, d } = a;
   const back = g.call(transposeOp, [context], { dim0: 1, dim1: 2 })[0]!;
   // Ring attention's merged output is a torch.cat ([B, heads, S, D] contiguous) when its last
   // step updated half the positions: load balancing, on every rank but the last.
   const catOutput = cp?.loadBalance === true && cp.rank < cp.size - 1;
-  const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput ? back : g.call(copyOp, [back], {})[0]!;
+  // sdpa's output takes the query's memory layout (torch 2.x CPU): a query made by partial rotary's
+  // torch.cat is contiguous [B, heads, S, D], so the transpose back needs a copy (Phi-3, measured 5.18).
+  const catQuery = options.rotaryDim !== undefined;
+  const merged = impl !== 'eager' && options.sdpaOutputTransposed === true && !catOutput && !catQuery && !math ? back : g.call(copyOp, [back], {})[0]!;
   if (a.locals === 'function') {
     // eager_attention_forward returns here: its repeated k/v go now.
     g.touch(kv.k);

@@ -1,5 +1,6 @@
 import { fail } from '../errors.js';
 import { sdpaOp } from '../ops/attention.js';
+import { sdpaMath, sdpaMathPath } from './sdpa-math.js';
 import { castOp } from '../ops/cast.js';
 import { addOp, catOp, mulOp } from '../ops/merge.js';
 import { matmulOp } from '../ops/matmul.js';
@@ -37,7 +38,7 @@ export interface MlaOptions extends LayerOptions {
    * Where the forward's cache puts the latents: `latent` (transformers 5.x: `past_key_values.update(kv_nope, k_rot)`
    * holds copies of the normed latent [B, 1, S, kv_lora_rank] and the rotated k_rot [B, 1, S, rope]), or false.
    */
-  readonly cache?: 'latent' | false;
+  readonly cache?: 'latent' | 'heads' | false;
   readonly className?: string;
 }
 
@@ -137,7 +138,9 @@ function attend(
   batch: Dim,
 ): [TensorRef, TensorRef | undefined] {
   if (impl === 'sdpa') {
-    // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask.
+    // sdpa_attention_forward (5.x): no repeat (as many kv heads as heads), no .contiguous(), is_causal without a mask;
+    // on CPU a value head unlike the query's sends it down the math path.
+    if (sdpaMathPath(g, query, value, 0)) return [sdpaMath(g, query, key, value, 0, batch), undefined];
     return [g.call(sdpaOp, [query, key, value], { dropout: 0 })[0]!, undefined];
   }
   // query and key are contiguous: bmm takes them as views; the value slice is copied unless B = 1.
@@ -184,7 +187,14 @@ function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: r
   g.hold(kRot);
   const query = g.call(catOp, [qPass, qEmbed], { dim: -1 })[0]!;
   g.hold(query);
-  const [key, value] = expandKv(g, parts, kvNope, kRot, batch, seq);
+  let [key, value] = expandKv(g, parts, kvNope, kRot, batch, seq);
+  if (options.cache === 'heads') {
+    // 4.57: the per-head keys (torch.cat of k_pass and the expanded k_rot) and values are what
+    // DynamicLayer.update concatenates onto empty tensors and returns; the copies live to the end.
+    [key, value] = [g.call(copyOp, [key], {})[0]!, g.call(copyOp, [value], {})[0]!];
+    g.hold(key, 'forward');
+    g.hold(value, 'forward');
+  }
   const [context, weights] = attend(g, options.impl ?? 'eager', query, key, value, mask, batch);
   const merged = g.call(copyOp, [g.call(transposeOp, [context], { dim0: 1, dim1: 2 })[0]!], {})[0]!;
   const out = g.apply(parts.oProj, g.call(viewOp, [merged], { shape: [batch, seq, nh * vd] })[0]!);

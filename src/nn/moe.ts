@@ -234,7 +234,9 @@ function loopedExperts(
     if (runs(n)) last = e;
   });
   counts.forEach((n, e) => {
-    if (!runs(n)) return;
+    // 4.5x's loop skips an expert no token chose (expert_hit), but its module and parameters exist:
+    // traced with no rows, it owns them and allocates nothing.
+    if (!runs(n) && options.impl !== 'loop') return;
     const attrs =
       options.impl === 'loop'
         ? {

@@ -1,5 +1,5 @@
 import type { QuantScheme } from '../ops/quant.js';
-import type { OpRule } from '../ops/types.js';
+import type { Device, OpRule } from '../ops/types.js';
 import type { Dim } from '../sym/expr.js';
 import type { DType } from '../tensor/dtype.js';
 
@@ -270,6 +270,8 @@ export interface GraphBuilder {
   readonly gradEnabled: boolean;
   /** Whether activation checkpointing is on for this step (Hugging Face then turns `use_cache` off in training). */
   readonly checkpointing: boolean;
+  /** The device whose kernels run (sdpa's CPU math path, where its flash kernel declines). */
+  readonly device: Device;
   /**
    * Keeps a tensor referenced until the enclosing module returns (a Python local that
    * outlives its last use), or with `'forward'` until the model's forward returns (what the

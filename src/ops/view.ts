@@ -152,6 +152,28 @@ export const causalWhereOp: OpRule<MaskedFillAttrs> = {
   },
 };
 
+/**
+ * GPT-2's `bias` and `masked_bias` buffers where nothing reads them (4.x GPT2Attention registers
+ * them whatever the attention implementation; sdpa builds its own mask): owned, no compute, the
+ * input passed on as a view.
+ */
+export const unusedCausalBuffersOp: OpRule<MaskedFillAttrs> = {
+  name: 'register_buffer',
+  arity: 1,
+  apply([x], attrs) {
+    return {
+      outputs: [x!],
+      alias: 'view',
+      buffers: [
+        { name: 'bias', spec: tensor([1, 1, attrs.positions, attrs.positions], 'bool') },
+        { name: 'masked_bias', spec: tensor([], 'float32') },
+      ],
+      saves: () => [],
+      backward: () => ({ inputGrads: ['alias'] }),
+    };
+  },
+};
+
 /** Attributes of permute. */
 export interface PermuteAttrs {
   /** The new order of the dimensions (negative counts from the end). */

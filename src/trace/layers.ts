@@ -121,6 +121,7 @@ function traceGraph(state: State, layer: GraphLayer, inputs: readonly TensorRef[
       training: state.options.training,
       gradEnabled: state.options.gradEnabled,
       checkpointing: state.options.gradEnabled && state.options.checkpoint !== undefined,
+      device: state.options.device,
       hold: (t, until = 'module') => {
         const storage = state.tensors[t.id]!.storage;
         if (until === 'forward') state.holdsToEnd.add(storage);

@@ -1,0 +1,37 @@
+/**
+ * `scaled_dot_product_attention` on PyTorch 2.x CPU when its flash kernel declines the inputs —
+ * dropout in training (`check_for_dropout`) or a value head size unlike the query's
+ * (`check_head_dim_size_cpp`: DeepSeek's MLA) — and it runs `_scaled_dot_product_attention_math`
+ * (aten/src/ATen/native/transformers/attention.cpp): the query and the transposed key each
+ * scaled by √scale, their matmul, `_safe_softmax`, dropout's float noise, the matmul with the
+ * value. Composed of the primitive rules, so what autograd saves and the kernels allocate follow
+ * theirs; measured on torch 2.13 CPU (GPT-2 with attn_pdrop, DeepSeek-V3's MLA: test/fixtures/
+ * hf-5.18.0-grid): the value is saved as its own copy, and the output is [B, heads, S, D]
+ * contiguous, so the transpose back copies.
+ */
+import { dropoutOp } from '../ops/dropout.js';
+import { matmulOp } from '../ops/matmul.js';
+import { mulScalarOp, softmaxOp } from '../ops/pointwise.js';
+import { copyOp, copyUnlessOne, transposeOp } from '../ops/view.js';
+import type { Dim } from '../sym/expr.js';
+import type { GraphBuilder, TensorRef } from './types.js';
+
+/** Whether sdpa runs the math path here: on CPU, with dropout in training or unequal head sizes. */
+export function sdpaMathPath(g: GraphBuilder, query: TensorRef, value: TensorRef, dropout: number): boolean {
+  if (g.device !== 'cpu') return false;
+  return (g.training && dropout > 0) || query.shape[query.shape.length - 1] !== value.shape[value.shape.length - 1];
+}
+
+/**
+ * The math path's context `[B, heads, S, Dv]`. The scaled query and key are bmm's operands: a
+ * copy unless the batch is 1 (the views' layout, as eager attention's matmul).
+ */
+export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, value: TensorRef, dropout: number, batch: Dim): TensorRef {
+  const q = g.call(copyOp, [g.call(mulScalarOp, [query], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
+  const kt = g.call(transposeOp, [key], { dim0: 2, dim1: 3 })[0]!;
+  const k = g.call(copyOp, [g.call(mulScalarOp, [kt], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
+  let probs = g.call(softmaxOp, [g.call(matmulOp, [q, k], {})[0]!], { dim: -1 })[0]!;
+  if (g.training && dropout > 0) probs = g.call(dropoutOp, [probs], { p: dropout })[0]!;
+  const v = g.call(copyOp, [value], {})[0]!;
+  return g.call(matmulOp, [probs, v], {})[0]!;
+}
