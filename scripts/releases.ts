@@ -44,10 +44,12 @@ read and are refused). Releases read or measured file by file: ${TRANSFORMERS_RE
 4.56 the ranges follow upstream's release branch points, so a patch release that back-ported a
 change could differ.
 
-Measured on the real code (docs/accuracy.md): **4.40.2** on PyTorch 1.13 CPU (every rule's 4.40 variant),
-and **5.18.0** on PyTorch 2.13 CPU for the families of issue 13 (Qwen3, Gemma 1-3, Phi-3: their 5.17 variants).
-The other variants are read from the source only until a GPU session measures them (PyTorch 2 is needed
-for releases after 4.4x).
+Measured on the real code (docs/accuracy.md): **4.40.2** on PyTorch 1.13 CPU (every rule's 4.40 variant);
+**4.57.6** and **5.18.0** on PyTorch 2.13 CPU, every family of the catalog under eager and sdpa (issue 22's
+grid of 62 cases per release: sequences below and above every sliding window, MHA/GQA/MQA, odd sizes; then a
+holdout set per release measured once). Variants of the other releases (4.41 – 4.56) are read from the source
+only, and no rule is measured on CUDA yet (its flash and memory-efficient kernels differ from the CPU
+kernels measured: the CPU math-path fallback applies to CPU only).
 
 Each rule below is one field of \`HFRules\` (\`transformersRules(release)\`); sources are paths under
 \`src/transformers/\`.

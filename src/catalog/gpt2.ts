@@ -1,6 +1,8 @@
 import { fail } from '../errors.js';
 import { causalMaskOp, positionsOp } from '../ops/causal-mask.js';
 import { addOp } from '../ops/merge.js';
+import { expandOp } from '../ops/view.js';
+import type { Dim } from '../sym/expr.js';
 import { attention, type AttentionImpl } from '../nn/attention.js';
 import { dropout } from '../nn/dropout.js';
 import { embedding } from '../nn/embedding.js';
@@ -62,6 +64,8 @@ function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): 
     returnWeights: rules.gpt2Weights === 'block',
     locals: rules.attentionCode,
     sdpaContiguous: rules.sdpaContiguous === 'always',
+    // q is a transposed view of c_attn's output: the flash kernel's output comes back [B, S, heads, D] (measured 5.18).
+    sdpaOutputTransposed: true,
   });
   const ff = mlp({
     name: 'mlp',
@@ -142,7 +146,15 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       g.hold(positions);
       let h = g.call(addOp, [tokens, positions], {})[0]!;
       // From 4.55 eager attention also adds create_causal_mask's float [B, 1, S, S].
-      const mask = impl === 'eager' && maskStyle === 'masking-utils' ? g.call(causalMaskOp, [tokens], {})[0]! : undefined;
+      // 4.57 without a cache object: create_causal_mask's bool [B, 1, S, S] for sdpa too (packed-sequence detection).
+      const packed = rules.packedSequenceMask && impl === 'sdpa' && maskStyle === 'masking-utils' && (cache === false || (g.training && g.checkpointing));
+      const [batch, seq] = ids!.shape as [Dim, Dim];
+      const mask =
+        impl === 'eager' && maskStyle === 'masking-utils'
+          ? g.call(causalMaskOp, [tokens], {})[0]!
+          : packed
+            ? g.call(expandOp, [g.call(causalMaskOp, [tokens], { bool: true })[0]!], { shape: [batch, 1, seq, seq] })[0]!
+            : undefined;
       if (mask !== undefined) g.hold(mask);
       h = g.apply(drop, h);
       for (const block of blocks) h = g.apply(block, h, ...(mask !== undefined ? [mask] : []));

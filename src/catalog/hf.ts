@@ -233,12 +233,13 @@ function llamaShape(family: 'llama' | 'qwen2' | 'mistral', r: ConfigReader, rule
   // Only Llama reads attention_bias (q/k/v/o); Qwen2 always biases q/k/v; Mistral never.
   const attentionBias = family === 'llama' ? r.flag('attention_bias') : false;
   const window = family === 'mistral' ? r.optionalInteger('sliding_window') : null;
-  const windows = family === 'qwen2' ? qwen2Windows(r, rules, r.integer('num_hidden_layers', 1, LIMITS.layers)) : undefined;
+  const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
+  const windows = family === 'qwen2' ? qwen2Windows(r, rules, layers) : undefined;
   return {
     family,
     hidden,
     intermediate: r.integer('intermediate_size'),
-    layers: r.integer('num_hidden_layers', 1, LIMITS.layers),
+    layers,
     heads,
     kvHeads,
     headDim,

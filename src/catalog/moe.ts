@@ -126,6 +126,37 @@ export function builtExpertParallel(model: Layer): number {
   return model.kind === 'module' ? (model.meta?.expertParallel?.size ?? 1) : 1;
 }
 
+/**
+ * Where a Qwen3-MoE config keeps its expert count: 5.x's Qwen3MoeConfig stores `num_local_experts`
+ * (what its save_pretrained writes) with `num_experts` an alias (attribute_map); 4.57 reads only
+ * `num_experts` and would build its default 128 beside a 5.x file's `num_local_experts`, which is
+ * refused here rather than followed.
+ */
+function qwen3Experts(r: ConfigReader, v5: boolean): 'num_experts' | 'num_local_experts' {
+  const local = r.config.num_local_experts;
+  const alias = r.config.num_experts;
+  if (v5) {
+    if (local !== undefined && alias !== undefined && local !== alias)
+      r.issues.push({
+        path: ['num_experts'],
+        code: 'bad-config',
+        message: 'num_experts is an alias of num_local_experts in 5.x: they differ',
+        expected: String(local),
+        received: JSON.stringify(alias),
+      });
+    return local !== undefined ? 'num_local_experts' : 'num_experts';
+  }
+  if (local !== undefined && alias === undefined)
+    r.issues.push({
+      path: ['num_local_experts'],
+      code: 'bad-config',
+      message: "transformers 4.x reads num_experts (this is 5.x's spelling): 4.x would build its default 128 experts",
+      expected: 'num_experts',
+      received: JSON.stringify(local),
+    });
+  return 'num_experts';
+}
+
 /** The sizes and switches of a Mixtral / Qwen-MoE config as `release` reads them, checked: a VramError naming every bad field. */
 function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe', release: string) {
   const v5 = Number(release.split('.')[0]) >= 5;
@@ -133,7 +164,7 @@ function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe',
   const { hidden, heads, kvHeads, headDim } = attentionHeads(r, v5 || type === 'qwen3_moe');
   const layers = r.integer('num_hidden_layers', 1, LIMITS.layers);
   const mixtral = type === 'mixtral';
-  const experts = r.integer(mixtral ? 'num_local_experts' : 'num_experts');
+  const experts = r.integer(mixtral ? 'num_local_experts' : type === 'qwen3_moe' ? qwen3Experts(r, v5) : 'num_experts');
   const k = r.integer('num_experts_per_tok');
   const inner = mixtral ? r.integer('intermediate_size') : r.integer('moe_intermediate_size');
   const sparseStep = mixtral ? 1 : r.integer('decoder_sparse_step');

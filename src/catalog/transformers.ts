@@ -447,7 +447,12 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
         'rotary per attention (inv_freq made at the first forward); Llama-style mask; logits.float() on every forward; shifted copies into the loss; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)) in the activations dtype',
       ),
       v('4.41.0', undefined, GEMMA, 'not read from 4.41 to 4.56: refused'),
-      v('4.57.0', FAMILY_457, `${GEMMA} (4.57.6), masking_utils.py`, 'rotary once per forward; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)); masking_utils; ForCausalLMLoss'),
+      v(
+        '4.57.0',
+        FAMILY_457,
+        `${GEMMA} (4.57.6), masking_utils.py`,
+        'rotary once per forward; embeddings scaled in GemmaModel by torch.tensor(sqrt(H)); masking_utils; ForCausalLMLoss',
+      ),
       v('5.0.0', undefined, GEMMA, '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',

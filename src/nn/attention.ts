@@ -105,16 +105,9 @@ export interface AttentionOptions extends LayerOptions {
   readonly softcap?: number;
   /** Phi-3: one fused `qkv_proj` (registered after `o_proj`) whose output q, k and v are slices (views) of. */
   readonly fusedQkv?: boolean;
-  /**
-   * Phi-3's `apply_rotary_pos_emb`: rotary on the slice `[..., :rotaryDim]` (cos and sin are
-   * that wide), then `cat` with the rest, a new tensor even when rotaryDim = head_dim.
-   */
+  /** Phi-3's `apply_rotary_pos_emb`: rotary on `[..., :rotaryDim]`, then `cat` with the rest (a new tensor, even at head_dim). */
   readonly rotaryDim?: number;
-  /**
-   * sdpa/flash: the kernel's output is laid out [B, S, heads, head_dim] (PyTorch 2's CPU flash
-   * kernel, measured; CUDA's flash and memory-efficient kernels), so the transpose back is
-   * contiguous: `.contiguous()` copies nothing and o_proj reads (and saves) that storage.
-   */
+  /** sdpa/flash output laid out [B, S, heads, D] (measured on CPU's flash kernel): the transpose back is contiguous, no copy. */
   readonly sdpaOutputTransposed?: boolean;
   /**
    * One rank of PyTorch's context parallelism (`context_parallel`, all-gather rotation): the
@@ -213,7 +206,12 @@ export function attention(options: AttentionOptions): ModuleLayer {
     const { tp } = a;
     // Gradient checkpointing in train mode: transformers sets use_cache=False.
     const asked = options.cache ?? false;
-    const cache = (g.training && g.checkpointing) || (g.training && asked !== false && asked.endsWith('-eval')) ? false : asked === false ? false : (asked.replace('-eval', '') as 'alias' | 'copy');
+    const cache =
+      (g.training && g.checkpointing) || (g.training && asked !== false && asked.endsWith('-eval'))
+        ? false
+        : asked === false
+          ? false
+          : (asked.replace('-eval', '') as 'alias' | 'copy');
     // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
     const h = tp?.sequence === true ? g.call(allGatherOp, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
     const [batch, seq] = h.shape as [Dim, Dim];
@@ -223,10 +221,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
     const qkv = a.style === 'gpt2' ? gpt2Projections(a, t, inputs) : llamaRotary(a, t, inputs, llamaProjections(a, t));
     const kv = keysValues(a, t, qkv);
     const math = a.impl === 'sdpa' && a.cp === undefined && sdpaMathPath(g, qkv.q, kv.v, a.p);
-    const { context, weights } =
-      a.impl === 'eager'
-        ? eagerKernel(a, t, qkv.q, kv, qkv.mask)
-        : { context: math ? sdpaMath(g, qkv.q, kv.k, kv.v, a.p, batch) : fusedKernel(a, t, qkv.q, kv, qkv.mask), weights: undefined };
+    const contiguousKv = (kv.repeats && !a.repeatIsView) || cache === 'copy';
+    const sdpa = () => (math ? sdpaMath(g, qkv.q, kv.k, kv.v, a.p, batch, contiguousKv) : fusedKernel(a, t, qkv.q, kv, qkv.mask));
+    const { context, weights } = a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: sdpa(), weights: undefined };
     return attentionOutput(a, t, context, kv, weights, math);
   });
   // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
@@ -556,7 +553,7 @@ function fusedKernel(a: AttentionSetup, t: AttentionTrace, q: TensorRef, kv: Key
     const copied = (repeats && !repeatIsView) || cache === 'copy';
     return g.call(ringSdpaOp, [qs, ks, vs], { size: cp.size, rank: cp.rank, loadBalance: cp.loadBalance, keyContiguous: copied, valueContiguous: copied })[0]!;
   }
-  return impl === 'sdpa' && mask !== undefined && a.style === 'llama'
+  return impl === 'sdpa' && mask !== undefined
     ? g.call(sdpaMaskedOp, [qs, ks, vs, mask], { dropout: p })[0]!
     : g.call(sdpaOp, [qs, ks, vs], { dropout: p })[0]!;
 }

@@ -6,8 +6,8 @@
  * scaled by √scale, their matmul, `_safe_softmax`, dropout's float noise, the matmul with the
  * value. Composed of the primitive rules, so what autograd saves and the kernels allocate follow
  * theirs; measured on torch 2.13 CPU (GPT-2 with attn_pdrop, DeepSeek-V3's MLA: test/fixtures/
- * hf-5.18.0-grid): the value is saved as its own copy, and the output is [B, heads, S, D]
- * contiguous, so the transpose back copies.
+ * hf-5.18.0): bmm's operands are views where their layout allows (batch 1, contiguous copies), and
+ * the output is [B, heads, S, D] contiguous, so the transpose back copies.
  */
 import { dropoutOp } from '../ops/dropout.js';
 import { matmulOp } from '../ops/matmul.js';
@@ -24,14 +24,23 @@ export function sdpaMathPath(g: GraphBuilder, query: TensorRef, value: TensorRef
 
 /**
  * The math path's context `[B, heads, S, Dv]`. The scaled query and key are bmm's operands: a
- * copy unless the batch is 1 (the views' layout, as eager attention's matmul).
+ * copy unless the batch is 1 (the views' layout, as eager attention's matmul); `kvContiguous`:
+ * k and v are already contiguous copies (repeat_kv, the cache), which bmm reads as they are.
  */
-export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, value: TensorRef, dropout: number, batch: Dim): TensorRef {
+export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, value: TensorRef, dropout: number, batch: Dim, kvContiguous = false): TensorRef {
+  // enable_gqa: key and value repeat_interleave'd to every query head (new contiguous tensors).
+  const [b, heads] = query.shape as [Dim, Dim];
+  const repeated = key.shape[1] !== heads;
+  // Contiguous k/v (repeat_kv's or the cache's copies, or enable_gqa's) reach bmm as views; transposed views are copied.
+  const contiguous = repeated || kvContiguous;
+  const full = (x: TensorRef) => g.call(copyOp, [x], { shape: [b, heads, ...x.shape.slice(2)] })[0]!;
+  const [k0, v0] = repeated ? [full(key), full(value)] : [key, value];
   const q = g.call(copyOp, [g.call(mulScalarOp, [query], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
-  const kt = g.call(transposeOp, [key], { dim0: 2, dim1: 3 })[0]!;
-  const k = g.call(copyOp, [g.call(mulScalarOp, [kt], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
+  const ks = g.call(mulScalarOp, [g.call(transposeOp, [k0], { dim0: 2, dim1: 3 })[0]!], {})[0]!;
+  const k = contiguous ? ks : g.call(copyOp, [ks], { when: copyUnlessOne(batch) })[0]!;
   let probs = g.call(softmaxOp, [g.call(matmulOp, [q, k], {})[0]!], { dim: -1 })[0]!;
   if (g.training && dropout > 0) probs = g.call(dropoutOp, [probs], { p: dropout })[0]!;
-  const v = g.call(copyOp, [value], {})[0]!;
+  // A transposed or expanded value reshapes to [B·heads, S, D] as a view only at batch 1 (measured: torch 2.13 CPU).
+  const v = contiguous ? v0 : g.call(copyOp, [value], { when: copyUnlessOne(batch) })[0]!;
   return g.call(matmulOp, [probs, v], {})[0]!;
 }

@@ -36,7 +36,8 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
         { input: 2 },
         { output: 0 },
         { extra: tensor([b, h, s], 'float32' as DType), label: 'logsumexp' },
-        ...((attrs.dropout ?? 0) > 0 ? [{ extra: tensor([2], 'int64'), label: 'philox seed/offset' }] : []),
+        // Dropout only in training (sdpa_attention_forward passes 0.0 in eval).
+        ...((attrs.dropout ?? 0) > 0 && ctx.training ? [{ extra: tensor([2], 'int64'), label: 'philox seed/offset' }] : []),
       ],
       macs: () => mul(product(q!.shape), mul(k!.shape[2]!, 2)),
     };

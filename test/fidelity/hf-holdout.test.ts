@@ -1,0 +1,50 @@
+/**
+ * Issue 22's first holdout sets on PyTorch 2.13 CPU (tools/oracle/holdout.py --torch2, seeds 4571
+ * and 5701: every family, eager or sdpa), measured once and compared once before any rule was
+ * changed for them. What they showed was then fixed where the cause was found; the cases whose
+ * cause is not fixed yet are listed here with what misses, so that a fix (or a regression) shows.
+ * Everything else in them holds to the real-code tolerances (parameters exact, saved bytes 1%,
+ * peaks 3%).
+ */
+import { describe, expect, it } from 'vitest';
+import { compareFixture, loadFixtures, modelFor, tolerance } from '../helpers/oracle.js';
+
+/** Still outside tolerance: the figure that misses, and what is known of why. */
+const KNOWN_MISSES: Readonly<Record<string, { readonly figures: readonly string[]; readonly why: string }>> = {
+  hf4576h4571_14_gpt2: {
+    figures: ['inference peak', 'inference peak (use_cache=False)'],
+    why: 'GPT-2 4.57 sdpa, every dropout on, a no-grad forward in train mode (the math path): ours lower, cause not found',
+  },
+  hf4576h4571_20_qwen3_moe: { figures: ['train peak (sgd)'], why: 'Qwen3-MoE 4.57 sdpa at batch 1 × 8 tokens: ours higher in backward, cause not found' },
+  hf4576h4571_30_phi3: { figures: ['inference peak'], why: 'Phi-3 4.57 eager with a 16-token window over 24 tokens: ours lower, cause not found' },
+  hf4576h4571_32_mixtral: { figures: ['train peak (adam)'], why: 'Mixtral 4.57 sdpa, 3 experts: ours higher in backward, cause not found' },
+  hf5180h5701_31_qwen3_moe: {
+    figures: ['inference peak', 'inference peak (use_cache=False)'],
+    why: 'Qwen3-MoE 5.18 grouped_mm in eval: ours higher, cause not found',
+  },
+};
+
+for (const folder of ['hf-4.57.6-holdout1', 'hf-5.18.0-holdout1']) {
+  const fixtures = loadFixtures(folder);
+  describe(`${folder} (measured once, before the rules it taught)`, () => {
+    it('has 33 cases over every family of the catalog', () => {
+      expect(fixtures.length).toBe(33);
+      expect(new Set(fixtures.map((f) => String(f.case.config?.model_type))).size).toBe(11);
+    });
+    for (const fixture of fixtures)
+      it(fixture.id, () => {
+        const built = modelFor(fixture);
+        if ('pending' in built) throw new Error(built.pending);
+        const { comparisons } = compareFixture(fixture, built.layer);
+        const known = KNOWN_MISSES[fixture.id];
+        for (const c of comparisons) {
+          if (known?.figures.includes(c.figure) === true) continue;
+          expect(Math.abs(c.error), `${c.figure}: PyTorch ${c.pytorch}, vram-ts ${c.ours}`).toBeLessThanOrEqual(tolerance(c));
+        }
+        if (known !== undefined) {
+          const misses = comparisons.filter((c) => known.figures.includes(c.figure) && Math.abs(c.error) > tolerance(c));
+          expect(misses.length, `${fixture.id} is listed as a known miss (${known.why}) but now holds: take it off the list`).toBeGreaterThan(0);
+        }
+      });
+  });
+}
