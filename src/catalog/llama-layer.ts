@@ -137,6 +137,8 @@ export function decoderLayer(b: LayerBuild, i: number): Layer {
     body: graph((g, [h, ...rest]) => {
       const normed = g.apply(inputNorm, h!);
       const [out, weights] = g.applyAll(attn, normed, ...rest);
+      // The layer's `hidden_states` keeps the normed input until self_attn returns (and mlp's below).
+      g.touch(normed);
       // `hidden_states, _ = self.self_attn(...)`: the eager attention weights live until the layer returns.
       if (weights !== undefined) g.hold(weights);
       // Gemma 2/3: post_attention_layernorm on the attention output; Phi-3: resid_attn_dropout.
@@ -144,6 +146,7 @@ export function decoderLayer(b: LayerBuild, i: number): Layer {
       const mid = g.call(addOp, [h!, attnOut], {})[0]!;
       const normed2 = g.apply(sandwich ? preFeedforward : postNorm, mid);
       const mlpOut = g.apply(mlp, normed2);
+      g.touch(normed2);
       const last = sandwich ? g.apply(postFeedforward, mlpOut) : shape.residDropout !== undefined ? g.apply(residMlp, mlpOut) : mlpOut;
       return g.call(addOp, [mid, last], {})[0]!;
     }),

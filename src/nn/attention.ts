@@ -222,7 +222,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
     const kv = keysValues(a, t, qkv);
     const math = a.impl === 'sdpa' && a.cp === undefined && sdpaMathPath(g, qkv.q, kv.v, a.p);
     const contiguousKv = (kv.repeats && !a.repeatIsView) || cache === 'copy';
-    const sdpa = () => (math ? sdpaMath(g, qkv.q, kv.k, kv.v, a.p, batch, contiguousKv) : fusedKernel(a, t, qkv.q, kv, qkv.mask));
+    const sdpa = () => (math ? sdpaMath(g, qkv.q, kv.k, kv.v, a.p, batch, contiguousKv, qkv.mask) : fusedKernel(a, t, qkv.q, kv, qkv.mask));
     const { context, weights } = a.impl === 'eager' ? eagerKernel(a, t, qkv.q, kv, qkv.mask) : { context: sdpa(), weights: undefined };
     return attentionOutput(a, t, context, kv, weights, math);
   });

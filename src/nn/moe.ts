@@ -235,8 +235,9 @@ function loopedExperts(
   });
   counts.forEach((n, e) => {
     // 4.5x's loop skips an expert no token chose (expert_hit), but its module and parameters exist:
-    // traced with no rows, it owns them and allocates nothing.
-    if (!runs(n) && options.impl !== 'loop') return;
+    // it owns them, runs nothing, and its parameters get no gradient this step.
+    const skipped = !runs(n);
+    if (skipped && options.impl !== 'loop') return;
     const attrs =
       options.impl === 'loop'
         ? {
@@ -246,10 +247,14 @@ function loopedExperts(
             ...(options.expertNames !== undefined ? { names: options.expertNames } : {}),
           }
         : { impl: 'eager' as const, intermediate: options.intermediate, count: n, experts: local, owner: e === last };
-    const layer = opLayer(expertOp, options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'), attrs, {
-      name: options.impl === 'loop' ? `experts.${e}` : 'experts',
-    });
-    sum = sum === undefined ? g.apply(layer, rows, weights, mask) : g.apply(layer, rows, weights, mask, sum);
+    const layer = opLayer(
+      expertOp,
+      options.impl === 'loop' ? (options.expertClassName ?? 'Expert') : (options.expertsClassName ?? 'Experts'),
+      skipped ? { ...attrs, unused: true } : attrs,
+      { name: options.impl === 'loop' ? `experts.${e}` : 'experts' },
+    );
+    if (skipped) g.apply(layer, rows, weights, mask);
+    else sum = sum === undefined ? g.apply(layer, rows, weights, mask) : g.apply(layer, rows, weights, mask, sum);
   });
   return sum ?? g.call(viewOp, [rows], { shape: [tokens, hidden] })[0]!;
 }

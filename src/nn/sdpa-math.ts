@@ -9,6 +9,7 @@
  * hf-5.18.0): bmm's operands are views where their layout allows (batch 1, contiguous copies), and
  * the output is [B, heads, S, D] contiguous, so the transpose back copies.
  */
+import { castOp } from '../ops/cast.js';
 import { dropoutOp } from '../ops/dropout.js';
 import { matmulOp } from '../ops/matmul.js';
 import { mulScalarOp, softmaxOp } from '../ops/pointwise.js';
@@ -27,7 +28,16 @@ export function sdpaMathPath(g: GraphBuilder, query: TensorRef, value: TensorRef
  * copy unless the batch is 1 (the views' layout, as eager attention's matmul); `kvContiguous`:
  * k and v are already contiguous copies (repeat_kv, the cache), which bmm reads as they are.
  */
-export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, value: TensorRef, dropout: number, batch: Dim, kvContiguous = false): TensorRef {
+export function sdpaMath(
+  g: GraphBuilder,
+  query: TensorRef,
+  key: TensorRef,
+  value: TensorRef,
+  dropout: number,
+  batch: Dim,
+  kvContiguous = false,
+  mask?: TensorRef,
+): TensorRef {
   // enable_gqa: key and value repeat_interleave'd to every query head (new contiguous tensors).
   const [b, heads] = query.shape as [Dim, Dim];
   const repeated = key.shape[1] !== heads;
@@ -35,6 +45,8 @@ export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, valu
   const contiguous = repeated || kvContiguous;
   const full = (x: TensorRef) => g.call(copyOp, [x], { shape: [b, heads, ...x.shape.slice(2)] })[0]!;
   const [k0, v0] = repeated ? [full(key), full(value)] : [key, value];
+  // convert_boolean_attn_mask: a float copy of a bool mask, a local of the kernel until it returns.
+  const floatMask = mask === undefined || mask.dtype !== 'bool' ? mask : g.call(castOp, [mask], { dtype: query.dtype })[0]!;
   const q = g.call(copyOp, [g.call(mulScalarOp, [query], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
   const ks = g.call(mulScalarOp, [g.call(transposeOp, [k0], { dim0: 2, dim1: 3 })[0]!], {})[0]!;
   const k = contiguous ? ks : g.call(copyOp, [ks], { when: copyUnlessOne(batch) })[0]!;
@@ -42,5 +54,9 @@ export function sdpaMath(g: GraphBuilder, query: TensorRef, key: TensorRef, valu
   if (g.training && dropout > 0) probs = g.call(dropoutOp, [probs], { p: dropout })[0]!;
   // A transposed or expanded value reshapes to [B·heads, S, D] as a view only at batch 1 (measured: torch 2.13 CPU).
   const v = contiguous ? v0 : g.call(copyOp, [value], { when: copyUnlessOne(batch) })[0]!;
-  return g.call(matmulOp, [probs, v], {})[0]!;
+  const out = g.call(matmulOp, [probs, v], {})[0]!;
+  // The scaled query (and the float mask) are the C++ function's locals: alive until it returns.
+  g.touch(q);
+  if (floatMask !== undefined) g.touch(floatMask);
+  return out;
 }

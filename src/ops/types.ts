@@ -136,6 +136,12 @@ export interface OpResult {
   /** What autograd saves when the op is recorded, given which inputs need gradients. */
   readonly saves: (needs: GradNeeds) => readonly SavedRef[];
   /**
+   * The op only owns its parameters: a module the forward never calls (4.5x's experts no token
+   * chose). No autograd node, so its parameters get no gradient this step (they keep their
+   * optimizer state).
+   */
+  readonly paramsUnused?: boolean;
+  /**
    * Multiply-accumulate count of the forward, computed only when asked: it is informational,
    * and at long contexts it passes 2^53 where the memory figures do not.
    */

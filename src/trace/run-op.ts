@@ -105,8 +105,8 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   // every use, kept only if the op saves it.
   const copies = policy === 'lower' ? autocastCopies(state, params, castTo!, extras) : NO_COPIES;
   if (result.alias === 'inplace' && options.gradEnabled) checkInPlace(state, rule.name, inputTensors[0]!.storage);
-  const paramsNeed = params !== NO_IDS && anyParamNeeds(state, params);
-  const recorded = options.gradEnabled && (anyInputNeeds || paramsNeed);
+  const paramsNeed = params !== NO_IDS && result.paramsUnused !== true && anyParamNeeds(state, params);
+  const recorded = options.gradEnabled && result.paramsUnused !== true && (anyInputNeeds || paramsNeed);
   const outputs: number[] = new Array(result.outputs.length);
   const refs = makeOutputs(state, result, inputTensors, index, recorded, outputs);
   const saved = recorded

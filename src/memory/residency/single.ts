@@ -12,12 +12,17 @@ export function singleDevice(ctx: RankContext): EngineHooks {
       ledger.alloc(ir.storages[storage]!.bytes, 'parameters', 1, ctx.owner(storage));
     },
     start() {
-      // The steady step: last step's gradients and the optimizer state exist before it starts.
-      const grads = plan.trainable.map((id) => {
-        const block = ledger.alloc(gradientBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
-        gradients.grads.set(id, block);
-        return block;
-      });
+      // The steady step: last step's gradients and the optimizer state exist before it starts —
+      // none for a parameter no recorded op uses (an expert no token chose: taken to have been
+      // routed the same way the step before).
+      const used = new Set(ir.ops.filter((op) => op.recorded).flatMap((op) => op.params));
+      const grads = plan.trainable
+        .filter((id) => used.has(id))
+        .map((id) => {
+          const block = ledger.alloc(gradientBytes(ir, id), 'gradients', 1, ctx.owner(ir.tensors[id]!.storage));
+          gradients.grads.set(id, block);
+          return block;
+        });
       return { grads, state: optimizer.allocateState() };
     },
     zeroGrad: () => releaseGradients(ledger, plan.trainable, gradients.grads),

@@ -58,6 +58,54 @@ export interface ExpertAttrs {
    * summed into in place).
    */
   readonly owner?: boolean;
+  /** `loop`: an expert the forward skips (no token chose it): it owns its parameters, nothing more. */
+  readonly unused?: boolean;
+}
+
+/**
+ * A looped expert's backward as autograd runs its nodes, one after the other (measured on
+ * transformers 4.57.6's Mixtral/Qwen3-MoE loop, torch 2.13 CPU): index_add's gradient gathered
+ * [n, H], the routing product's two gradients (and its [n, H] product before the sum), down_proj's
+ * input gradient [n, I] and weight gradient, the gated product's two [n, I] gradients, up_proj's
+ * input gradient and weight gradient, SiLU's, gate_proj's, the two input gradients summed; the
+ * weight gradients are made one by one (held as temporaries until the op's gradients are placed).
+ */
+function loopBackwardSteps({ n, hidden, inner, dt, p }: ExpertShape, tokens: Dim, k: Dim): KernelStep[] {
+  const nH = bytes([n, hidden], dt);
+  const nI = bytes([n, inner], dt);
+  const weight = bytes([hidden, inner], p);
+  void tokens;
+  void k;
+  return [
+    { alloc: 'gathered grad', bytes: nH },
+    { alloc: 'expert output grad', bytes: nH },
+    { alloc: 'weighted product', bytes: nH },
+    { free: 'weighted product' },
+    { free: 'gathered grad' },
+    { alloc: 'down input grad', bytes: nI },
+    { alloc: 'down weight grad', bytes: weight },
+    { free: 'expert output grad' },
+    { alloc: 'act grad', bytes: nI },
+    { alloc: 'up grad', bytes: nI },
+    { free: 'down input grad' },
+    { alloc: 'up input grad', bytes: nH },
+    { alloc: 'up weight grad', bytes: weight },
+    { free: 'up grad' },
+    { alloc: 'silu grad', bytes: nI },
+    { free: 'act grad' },
+    { alloc: 'gate input grad', bytes: nH },
+    { alloc: 'gate weight grad', bytes: weight },
+    { free: 'silu grad' },
+    { free: 'down weight grad' },
+    { free: 'up weight grad' },
+    { free: 'gate weight grad' },
+    { results: 'paramGrads' },
+    { alloc: 'input grad sum', bytes: nH },
+    { free: 'gate input grad' },
+    { free: 'up input grad' },
+    { results: 'inputGrads' },
+    { free: 'input grad sum' },
+  ];
 }
 
 /** One expert's sizes: n (token, k) pairs through hidden → intermediate → hidden. */
@@ -215,13 +263,14 @@ export const expertOp: OpRule<ExpertAttrs> = {
     const dt = x.dtype;
     const shape: ExpertShape = { attrs, n, hidden, inner, dt, p: ctx.paramDtype };
     const params = expertParams(shape, ctx);
+    // An expert the loop skipped: its module and parameters exist, nothing runs.
+    if (attrs.unused === true) return { outputs: [tensor([0, hidden], dt)], params, saves: () => [], paramsUnused: true };
     const items = expertSaved(shape);
     const temp = items.reduce<Dim>((s, i) => add(s, specBytes(i.spec)), 0);
     const first = inputs.length === 3;
     const inputGrads = first ? (['new', 'new', 'none'] as const) : (['new', 'new', 'none', 'alias'] as const);
     // Backward: the gradients of the expert's intermediates, the [T, H] and [T, k] the index
     // backwards scatter into.
-    const backTemp = add(temp, add(bytes([tokens, hidden], dt), bytes([tokens, k], dt)));
     const eagerSteps = eagerBackwardSteps(shape);
     return {
       outputs: [tensor([tokens, hidden], dt)],
@@ -231,10 +280,7 @@ export const expertOp: OpRule<ExpertAttrs> = {
       forwardStepsUnrecorded: expertUnrecordedSteps(shape),
       backward: () => ({
         inputGrads,
-        steps:
-          attrs.impl === 'eager'
-            ? eagerSteps
-            : [{ alloc: 'expert grads', bytes: backTemp }, { results: 'paramGrads' }, { free: 'expert grads' }, { results: 'inputGrads' }],
+        steps: attrs.impl === 'eager' ? eagerSteps : loopBackwardSteps(shape, tokens, k),
       }),
       macs: () => mul(n, 3 * hidden * inner),
     };
