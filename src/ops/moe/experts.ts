@@ -70,12 +70,10 @@ export interface ExpertAttrs {
  * input gradient and weight gradient, SiLU's, gate_proj's, the two input gradients summed; the
  * weight gradients are made one by one (held as temporaries until the op's gradients are placed).
  */
-function loopBackwardSteps({ n, hidden, inner, dt, p }: ExpertShape, tokens: Dim, k: Dim): KernelStep[] {
+function loopBackwardSteps({ n, hidden, inner, dt, p }: ExpertShape): KernelStep[] {
   const nH = bytes([n, hidden], dt);
   const nI = bytes([n, inner], dt);
   const weight = bytes([hidden, inner], p);
-  void tokens;
-  void k;
   return [
     { alloc: 'gathered grad', bytes: nH },
     { alloc: 'expert output grad', bytes: nH },
@@ -252,13 +250,12 @@ export const expertOp: OpRule<ExpertAttrs> = {
         expected: '3 or 4',
         received: String(inputs.length),
       });
-    const [x, weights] = inputs as [TensorSpec, TensorSpec];
+    const [x] = inputs as [TensorSpec, TensorSpec];
     const inner = positiveInt(attrs.intermediate, 'intermediate', ctx);
     if (x.shape.length !== 2)
       fail('bad-rank', 'experts take hidden states [tokens, hidden]', { path: ctx.path, expected: 'rank 2', received: `rank ${x.shape.length}` });
     const hidden = concreteDim(x.shape[1]!, 'hidden size', ctx);
     const tokens = x.shape[0]!;
-    const k = weights.shape[1]!;
     const n = attrs.count;
     const dt = x.dtype;
     const shape: ExpertShape = { attrs, n, hidden, inner, dt, p: ctx.paramDtype };
@@ -266,7 +263,6 @@ export const expertOp: OpRule<ExpertAttrs> = {
     // An expert the loop skipped: its module and parameters exist, nothing runs.
     if (attrs.unused === true) return { outputs: [tensor([0, hidden], dt)], params, saves: () => [], paramsUnused: true };
     const items = expertSaved(shape);
-    const temp = items.reduce<Dim>((s, i) => add(s, specBytes(i.spec)), 0);
     const first = inputs.length === 3;
     const inputGrads = first ? (['new', 'new', 'none'] as const) : (['new', 'new', 'none', 'alias'] as const);
     // Backward: the gradients of the expert's intermediates, the [T, H] and [T, k] the index
@@ -280,7 +276,7 @@ export const expertOp: OpRule<ExpertAttrs> = {
       forwardStepsUnrecorded: expertUnrecordedSteps(shape),
       backward: () => ({
         inputGrads,
-        steps: attrs.impl === 'eager' ? eagerSteps : loopBackwardSteps(shape, tokens, k),
+        steps: attrs.impl === 'eager' ? eagerSteps : loopBackwardSteps(shape),
       }),
       macs: () => mul(n, 3 * hidden * inner),
     };
