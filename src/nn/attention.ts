@@ -377,7 +377,9 @@ function llamaProjections(a: AttentionSetup, t: AttentionTrace): Omit<Qkv, 'mask
   let k: TensorRef;
   let v: TensorRef;
   if (a.fusedQkv) {
+    // Phi3Attention.forward's `qkv` local: alive until the attention returns.
     const fused = g.apply(a.qkvProj, h);
+    g.hold(fused);
     const part = (start: number, end: number) => g.call(sliceOp, [fused], { dim: -1, start: start * d, end: end * d })[0]!;
     q = heads(g, part(0, nh), batch, seq, nh, d);
     k = heads(g, part(nh, nh + nkv), batch, seq, nkv, d);
