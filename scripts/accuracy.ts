@@ -90,7 +90,7 @@ export function renderAccuracy(): { text: string; summary: string[]; rows: numbe
 
   // Real Hugging Face code, one section per transformers release measured.
   // Issue 22's holdout sets (torch 2.13): each measured once and compared once, kept beside the development cases.
-  const holdouts = ['1', '2', '3'].flatMap((set) =>
+  const holdouts = ['1', '2', '3', '4'].flatMap((set) =>
     ['4.57.6', '5.18.0'].map((release) => ({
       release,
       folder: `hf-${release}-holdout${set}`,

@@ -10,6 +10,7 @@
  * the output is [B, heads, S, D] contiguous, so the transpose back copies.
  */
 import { castOp } from '../ops/cast.js';
+import { causalMaskOp } from '../ops/causal-mask.js';
 import { dropoutOp } from '../ops/dropout.js';
 import { matmulOp } from '../ops/matmul.js';
 import { mulScalarOp, softmaxOp } from '../ops/pointwise.js';
@@ -45,8 +46,10 @@ export function sdpaMath(
   const contiguous = repeated || kvContiguous;
   const full = (x: TensorRef) => g.call(copyOp, [x], { shape: [b, heads, ...x.shape.slice(2)] })[0]!;
   const [k0, v0] = repeated ? [full(key), full(value)] : [key, value];
-  // convert_boolean_attn_mask: a float copy of a bool mask, a local of the kernel until it returns.
-  const floatMask = mask === undefined || mask.dtype !== 'bool' ? mask : g.call(castOp, [mask], { dtype: query.dtype })[0]!;
+  // convert_boolean_attn_mask: a float copy of a bool mask, a local of the kernel until it returns;
+  // is_causal (no mask) builds ones(L, S, bool).tril() and converts it the same way.
+  const bool = mask ?? g.call(causalMaskOp, [g.call(transposeOp, [query], { dim0: 1, dim1: 2 })[0]!], { bool: true })[0]!;
+  const floatMask = bool.dtype !== 'bool' ? bool : g.call(castOp, [bool], { dtype: query.dtype })[0]!;
   const q = g.call(copyOp, [g.call(mulScalarOp, [query], {})[0]!], { when: copyUnlessOne(batch) })[0]!;
   const ks = g.call(mulScalarOp, [g.call(transposeOp, [k0], { dim0: 2, dim1: 3 })[0]!], {})[0]!;
   const k = contiguous ? ks : g.call(copyOp, [ks], { when: copyUnlessOne(batch) })[0]!;
@@ -57,6 +60,6 @@ export function sdpaMath(
   const out = g.call(matmulOp, [probs, v], {})[0]!;
   // The scaled query (and the float mask) are the C++ function's locals: alive until it returns.
   g.touch(q);
-  if (floatMask !== undefined) g.touch(floatMask);
+  g.touch(floatMask);
   return out;
 }

@@ -1,7 +1,7 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { mul, product } from '../sym/ops.js';
-import { tensor } from '../tensor/spec.js';
+import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
 import type { OpRule } from './types.js';
 
@@ -28,14 +28,24 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
     const [b, h, s] = q!.shape as [Dim, Dim, Dim];
     // The value's head dim may differ from the query's (DeepSeek's MLA: v_head_dim).
     const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);
+    const lse = tensor([b, h, s], 'float32' as DType);
+    const scratch = ctx.device === 'cpu' ? cpuFlashScratch(q!, k!) : 0;
     return {
       outputs: [out],
+      // The CPU flash kernel's per-thread buffer while it runs; without autograd its log-sum-exp is made and dropped too.
+      ...(scratch !== 0 ? { forwardSteps: [{ results: 'outputs' as const }, { alloc: 'flash buffer', bytes: scratch }, { free: 'flash buffer' }] } : {}),
+      forwardStepsUnrecorded: [
+        { results: 'outputs' },
+        { alloc: 'logsumexp', bytes: specBytes(lse) },
+        ...(scratch !== 0 ? [{ alloc: 'flash buffer', bytes: scratch }, { free: 'flash buffer' }] : []),
+        { free: 'logsumexp' },
+      ],
       saves: () => [
         { input: 0 },
         { input: 1 },
         { input: 2 },
         { output: 0 },
-        { extra: tensor([b, h, s], 'float32' as DType), label: 'logsumexp' },
+        { extra: lse, label: 'logsumexp' },
         // Dropout only in training (sdpa_attention_forward passes 0.0 in eval).
         ...((attrs.dropout ?? 0) > 0 && ctx.training ? [{ extra: tensor([2], 'int64'), label: 'philox seed/offset' }] : []),
       ],
@@ -43,6 +53,22 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
     };
   },
 };
+
+/**
+ * `cpu_flash_attention`'s buffer (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp), one per
+ * thread — the oracle's single thread here: qk [qSplit × kvSplit], its max and sum [qSplit] and the
+ * output block [qSplit × D], in float32 (qSplit 32, 64 from 192 positions, 256 from 768; kvSplit
+ * 512; both at most the sequence). Measured: 10,496 bytes at 64 positions, head size 16.
+ */
+function cpuFlashScratch(q: TensorSpec, k: TensorSpec): number {
+  const s = q.shape[2];
+  const sk = k.shape[2];
+  const d = q.shape[3];
+  if (typeof s !== 'number' || typeof sk !== 'number' || typeof d !== 'number') return 0;
+  const qSplit = Math.min(s >= 768 ? 256 : s >= 192 ? 64 : 32, s);
+  const kvSplit = Math.min(512, sk);
+  return (qSplit * kvSplit + 2 * qSplit + qSplit * d) * 4;
+}
 
 /**
  * scaled_dot_product_attention given a bool `attn_mask` (the fourth input): PyTorch first turns
@@ -54,6 +80,12 @@ export const sdpaMaskedOp: OpRule<SdpaAttrs> = {
   arity: 4,
   apply([q, k, v, mask], attrs, ctx) {
     const base = sdpaOp.apply([q!, k!, v!], attrs, ctx);
-    return { ...base, saves: (needs) => [...base.saves(needs), { extra: tensor(mask!.shape, q!.dtype), label: 'float attn_mask' }] };
+    const floatMask = tensor(mask!.shape, q!.dtype);
+    return {
+      ...base,
+      saves: (needs) => [...base.saves(needs), { extra: floatMask, label: 'float attn_mask' }],
+      // Without autograd the float copy is made for the kernel and dropped after it.
+      forwardStepsUnrecorded: [{ alloc: 'float attn_mask', bytes: specBytes(floatMask) }, ...(base.forwardStepsUnrecorded ?? []), { free: 'float attn_mask' }],
+    };
   },
 };
