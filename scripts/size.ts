@@ -19,7 +19,8 @@ import { build } from 'esbuild';
 // channels-last convolution rules (the vision catalog, read from allocator traces). 58.8 KB
 // with context parallelism (the ring attention's allocations, replayed), Megatron-core's engine
 // (buffer layout and shards) and expert-parallel routing, all reached by estimate (issue 12).
-const BUDGET = 61 * 1024;
+// 61.0 KB with transformers 4.57.6 read for every family and the CPU sdpa math path (issue 22).
+const BUDGET = 62 * 1024;
 const dist = new URL('../dist/index.js', import.meta.url).pathname;
 
 async function gzipped(exports: string): Promise<number> {

@@ -340,12 +340,22 @@ function layerTables(b: DecoderBuild) {
   // Phi-3's sliding_window makes every layer local; so does Mistral's under masking_utils (4.53 on).
   const allLocal = (variant || fam.mask === 'masking-utils') && windows === undefined && shape.slidingWindow !== undefined;
   const isLocal = (i: number) => allLocal || (windows?.[i] !== undefined && windows[i] !== null);
-  const tableTypes =
-    shape.localRotary === true && windows !== undefined
+  // 4.57's Gemma 3: rotary_emb and rotary_emb_local, two modules, both run whatever the layer types.
+  const twoModules = shape.localRotary === true && windows !== undefined && fam.localRotaryModule === true;
+  const tableTypes = twoModules
+    ? ['full_attention_', 'sliding_attention_']
+    : shape.localRotary === true && windows !== undefined
       ? [...(windows.some((w) => w === null) ? ['full_attention_'] : []), ...(windows.some((w) => w !== null) ? ['sliding_attention_'] : [])]
       : [''];
-  const rotaryModule =
-    rotaryRules.placement === 'model'
+  const rotaryTables = (name: string) =>
+    module(
+      name,
+      `${prefix}RotaryEmbedding`,
+      graph((inner, [x]) => inner.call(rotaryOp, [x!], { headDim: b.rotaryDim, ...(rotaryRules.originalInvFreq ? { originalInvFreq: true } : {}) })),
+    );
+  const rotaryModule = twoModules
+    ? graph((inner, [x]) => [...inner.applyAll(rotaryTables('rotary_emb'), x!), ...inner.applyAll(rotaryTables('rotary_emb_local'), x!)])
+    : rotaryRules.placement === 'model'
       ? module(
           'rotary_emb',
           `${prefix}RotaryEmbedding`,
@@ -379,11 +389,16 @@ function packedMasks(b: DecoderBuild, g: GraphBuilder): boolean {
   return b.cache === false || (g.training && (g.checkpointing || b.fam.noTrainingCache === true));
 }
 
-/** create_causal_mask / create_sliding_window_causal_mask as sdpa_mask builds them: bool [B, 1, S, S], one per mask type present. */
-function boolMasks(g: GraphBuilder, global: TensorRef, windows: DecoderBuild['windows'], allLocal: boolean, batch: Dim, seq: Dim): Masks {
+/**
+ * create_causal_mask / create_sliding_window_causal_mask as sdpa_mask builds them: bool [B, 1, S, S].
+ * With layer types the full one is always built (Gemma 2/3, Qwen2/3), the sliding one when a layer
+ * is sliding, or always (Gemma 2/3: `everyMaskType`).
+ */
+function boolMasks(g: GraphBuilder, b: DecoderBuild, global: TensorRef, allLocal: boolean, batch: Dim, seq: Dim): Masks {
+  const { windows } = b;
   const one = () => g.call(expandOp, [g.call(causalMaskOp, [global], { bool: true })[0]!], { shape: [batch, 1, seq, seq] })[0]!;
-  const full = !allLocal && (windows === undefined || windows.some((w) => w === null));
-  const sliding = allLocal || (windows?.some((w) => w !== null) ?? false);
+  const full = !allLocal;
+  const sliding = allLocal || (windows !== undefined && (b.fam.everyMaskType === true || windows.some((w) => w !== null)));
   return { ...(full ? { full: one() } : {}), ...(sliding ? { sliding: one() } : {}) };
 }
 
@@ -420,7 +435,7 @@ function decoderModel(b: DecoderBuild, layers: readonly Layer[]): Layer {
       // Gemma 2/3, Qwen3 with local layers: create_causal_mask and create_sliding_window_causal_mask
       // (sdpa: none for the global layers, a bool one for the local layers unless the input fits the window).
       const masks: Masks = {};
-      if (packedMasks(b, g)) Object.assign(masks, boolMasks(g, global, windows, allLocal, batch, seq));
+      if (packedMasks(b, g)) Object.assign(masks, boolMasks(g, b, global, allLocal, batch, seq));
       else if (windows === undefined && !allLocal) masks.full = causalMask(g, global, shape, rules, impl);
       else if (allLocal && impl === 'eager') masks.sliding = causalMask(g, global, shape, rules, impl);
       else if (impl === 'eager' && fam.mask === 'masking-utils') {

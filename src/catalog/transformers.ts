@@ -23,6 +23,10 @@ export interface FamilyRules {
   readonly defaultAttention: 'eager' | 'sdpa';
   /** No cache object in training whatever use_cache says (Gemma 2/3 in 4.57: `... and not self.training`). */
   readonly noTrainingCache?: boolean;
+  /** Gemma 3 in 4.57: two rotary modules, `rotary_emb` and `rotary_emb_local`, both run whatever the layer types (5.x: one table pair per type present). */
+  readonly localRotaryModule?: boolean;
+  /** Gemma 2/3: `causal_mask_mapping` builds the full and the sliding-window mask whatever the layer types (Qwen2/3: the sliding one only when a layer is sliding). */
+  readonly everyMaskType?: boolean;
   /** Gemma's embedding scale: a 0-dim tensor in the activations' dtype made in the model's forward (`model`, 4.x), or the embedding module's 0-dim float32 buffer `embed_scale` (`embedding`, 5.x). */
   readonly embedScale: 'model' | 'embedding';
 }
@@ -479,14 +483,14 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
       v('4.40.0', undefined, 'models/gemma2/modeling_gemma2.py', 'Gemma 2 arrived in 4.42; 4.42 – 4.56 not read: refused'),
       v(
         '4.57.0',
-        { ...FAMILY_457, noTrainingCache: true },
+        { ...FAMILY_457, noTrainingCache: true, everyMaskType: true },
         'models/gemma2/modeling_gemma2.py (4.57.6), masking_utils.py',
         'as 5.x, the embeddings scaled in the model (normalizer); no DynamicCache in training',
       ),
       v('5.0.0', undefined, 'models/gemma2/modeling_gemma2.py', '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
-        FAMILY_5X,
+        { ...FAMILY_5X, everyMaskType: true },
         'models/gemma2/modeling_gemma2.py, masking_utils.py',
         'Gemma norms and scaled embedding, four norms per layer, attention-logit and final-logit soft-capping (tanh), one causal and one sliding-window mask per forward for the layer_types',
       ),
@@ -499,16 +503,16 @@ export const TRANSFORMERS_RULES: readonly ReleaseRule[] = deepFreeze([
       v('4.40.0', undefined, 'models/gemma3/modeling_gemma3.py', 'Gemma 3 arrived in 4.50; 4.50 – 4.56 not read: refused'),
       v(
         '4.57.0',
-        { ...FAMILY_457, embedScale: 'embedding', noTrainingCache: true },
+        { ...FAMILY_457, embedScale: 'embedding', noTrainingCache: true, localRotaryModule: true, everyMaskType: true },
         'models/gemma3/modeling_gemma3.py (4.57.6), masking_utils.py',
-        "as 5.x (Gemma3TextScaledWordEmbedding's embed_scale buffer), the rotary inv_freq without original_inv_freq; no DynamicCache in training",
+        "as 5.x (Gemma3TextScaledWordEmbedding's embed_scale buffer), the rotary inv_freq without original_inv_freq; no DynamicCache in training; rotary_emb and rotary_emb_local both run, the full and the sliding mask both built, whatever the layer types",
       ),
       v('5.0.0', undefined, 'models/gemma3/modeling_gemma3.py', '5.0 – 5.16 not read: refused'),
       v(
         '5.17.0',
-        FAMILY_5X,
+        { ...FAMILY_5X, everyMaskType: true },
         'models/gemma3/modeling_gemma3.py, masking_utils.py',
-        'Gemma 2 layers with q_norm/k_norm after the transpose; one rotary table pair per layer type present (local rope base for sliding layers)',
+        'Gemma 2 layers with q_norm/k_norm after the transpose; one rotary table pair per layer type present (local rope base for sliding layers); the full and the sliding mask both built',
       ),
     ],
   },

@@ -53,6 +53,8 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
   readonly renorm?: boolean;
   /** DeepSeek's `routed_scaling_factor` multiply. */
   readonly scaled?: boolean;
+  /** DeepSeek-V3's `gate.e_score_correction_bias` buffer [E]: `fp32` where the release keeps it in float32. */
+  readonly correctionBias?: { readonly fp32: boolean };
   /** The gate's activation inside each expert (`hidden_act`, default `silu`). */
   readonly activation?: string;
   /** `loop`: each expert's projection names gate / up / down (Mixtral: w1, w3, w2). */
@@ -106,6 +108,7 @@ const MOE_KEYS = [
   'score',
   'renorm',
   'scaled',
+  'correctionBias',
   'activation',
   'expertNames',
   'className',
@@ -150,6 +153,13 @@ function checkMoeOptions(options: MoeBlockOptions, path: readonly string[]): voi
   if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
     fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
   }
+  const bias = options.correctionBias;
+  if (bias !== undefined && (options.score !== 'sigmoid' || typeof bias.fp32 !== 'boolean'))
+    fail('bad-option', 'a selection bias needs sigmoid routing', {
+      path: [...path, 'correctionBias'],
+      expected: "score: 'sigmoid', { fp32: boolean }",
+      received: JSON.stringify(bias),
+    });
   const ep = options.expertParallel;
   if (ep !== undefined) {
     if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0)
@@ -274,6 +284,7 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
     score: options.score ?? 'softmax',
     renorm: options.renorm ?? true,
     ...(options.scaled === true ? { scaled: true } : {}),
+    ...(options.correctionBias !== undefined ? { correctionBias: { name: 'gate.e_score_correction_bias', fp32: options.correctionBias.fp32 } } : {}),
   });
   // RouterParallel: the other ranks' slots zeroed and sent to the sentinel; ids made local.
   if (ep !== undefined) [weights, indices] = g.call(expertParallelRouterOp, [weights!, indices!], { localExperts: parts.local, rank: ep.rank });

@@ -20,6 +20,12 @@ export interface RouterAttrs {
   readonly renorm: boolean;
   /** DeepSeek's `routed_scaling_factor` multiply (out of place: a new [T, k]). */
   readonly scaled?: boolean;
+  /**
+   * DeepSeek-V3's selection bias, a buffer [E] of the gate (`gate.e_score_correction_bias`):
+   * float32 where the release keeps it so (5.x: `_keep_in_fp32_modules_strict`), else in the
+   * parameters' dtype (4.57 casts it with the model).
+   */
+  readonly correctionBias?: { readonly name: string; readonly fp32: boolean };
 }
 
 /**
@@ -51,8 +57,10 @@ export const routerOp: OpRule<RouterAttrs> = {
       fail('bad-rank', 'router logits are [tokens, experts]', { path: ctx.path, expected: 'rank 2', received: `rank ${logits!.shape.length}` });
     const tokens = logits!.shape[0]!;
     const weights = tensor([tokens, k], logits!.dtype);
+    const bias = attrs.correctionBias;
     return {
       outputs: [weights, tensor([tokens, k], 'int64')],
+      ...(bias !== undefined ? { buffers: [{ name: bias.name, spec: tensor([experts], bias.fp32 ? 'float32' : ctx.paramDtype) }] } : {}),
       nonDifferentiableOutputs: [1],
       saves: (needs) => {
         if (!needs.inputs[0]) return [];
