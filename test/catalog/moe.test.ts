@@ -196,3 +196,42 @@ describe('MLA', () => {
     );
   });
 });
+
+describe("DeepSeek-V3's selection bias (gate.e_score_correction_bias)", () => {
+  const config = {
+    model_type: 'deepseek_v3',
+    hidden_size: 64,
+    intermediate_size: 128,
+    moe_intermediate_size: 32,
+    num_hidden_layers: 3,
+    num_attention_heads: 4,
+    num_key_value_heads: 4,
+    n_routed_experts: 8,
+    num_experts_per_tok: 2,
+    n_group: 2,
+    topk_group: 1,
+    first_k_dense_replace: 1,
+    q_lora_rank: 32,
+    kv_lora_rank: 16,
+    qk_rope_head_dim: 8,
+    qk_nope_head_dim: 16,
+    v_head_dim: 16,
+    vocab_size: 256,
+  };
+  const buffers = (transformers: string) =>
+    estimate(fromHFConfig(config, { transformers }), { input: [1, 8], dtype: 'bfloat16', mode: 'inference' }).bytes.buffers;
+  it('is a float32 buffer per MoE layer in 5.x (_keep_in_fp32_modules_strict) and cast with the model in 4.57', () => {
+    // Two MoE layers × 8 experts; the rotary tables (inv_freq and 5.x's original_inv_freq, [4] float32) besides.
+    expect(buffers('5.18.0')).toBe(2 * 8 * 4 + 2 * 4 * 4);
+    expect(buffers('4.57.6')).toBe(2 * 8 * 2 + 4 * 4);
+  });
+  it('belongs to sigmoid routing: on softmax routing it is an error with a path', () => {
+    const block = () => moeBlock({ name: 'mlp', hidden: 64, experts: 8, k: 2, intermediate: 32, impl: 'eager', correctionBias: { fp32: true } });
+    expect(block).toThrow(VramError);
+    try {
+      block();
+    } catch (e) {
+      expect((e as VramError).issues[0]?.path).toEqual(['moeBlock', 'mlp', 'correctionBias']);
+    }
+  });
+});
