@@ -206,7 +206,7 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
       expected: 'eager | sdpa',
       received: attentionImpl,
     });
-  const build: DeepseekBuild = { f, v3, prefix, activation, moeLayers: Math.max(0, f.layers - f.firstDense), correctionBiasFp32: !release.startsWith('4.') };
+  const build: DeepseekBuild = { f, v3, prefix, activation, moeLayers: Math.max(0, f.layers - f.firstDense), v5: !release.startsWith('4.') };
   const interleave = v3 ? r.value('rope_interleave') !== false : false;
   const shape: LlamaShape = {
     family: 'llama',
@@ -245,8 +245,11 @@ interface DeepseekBuild {
   readonly activation: string;
   /** The layers from `first_k_dense_replace` on, whose MLP is a mixture of experts. */
   readonly moeLayers: number;
-  /** V3's `e_score_correction_bias` stays float32 (5.x: `_keep_in_fp32_modules_strict`; 4.57 casts it). */
-  readonly correctionBiasFp32: boolean;
+  /**
+   * transformers 5.x: V3's `e_score_correction_bias` stays float32 (`_keep_in_fp32_modules_strict`;
+   * 4.57 casts it), and the MoE block keeps the router logits (`_, w, idx = self.gate(h)`).
+   */
+  readonly v5: boolean;
 }
 
 /** The latent attention's sizes, as the model's meta reports them. */
@@ -304,7 +307,9 @@ function deepseekMoe(b: DeepseekBuild, i: number, impl: ReturnType<typeof expert
     impl,
     score: b.v3 ? 'sigmoid' : 'softmax',
     renorm: b.v3 ? f.renorm : false,
-    ...(b.v3 ? { correctionBias: { fp32: b.correctionBiasFp32 } } : {}),
+    ...(b.v3 ? { correctionBias: { fp32: b.v5 } } : {}),
+    // 4.57's gate returns only the indices and weights: its logits die inside it.
+    ...(b.v5 ? { holdLogits: true } : {}),
     activation: b.activation,
     ...(f.shared > 0
       ? { shared: { intermediate: f.inner * f.shared, name: 'shared_experts', className: `${prefix}MLP`, gated: false }, sharedOn: 'input' as const }

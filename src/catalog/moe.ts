@@ -283,6 +283,8 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
       const name = f.mixtral && !v5 ? 'block_sparse_moe' : 'mlp';
       return moeBlock({
         name,
+        // 4.x: `router_logits = self.gate(h)`; 5.x: `_, w, idx = self.gate(h)`: alive until the block returns.
+        holdLogits: true,
         className: `${prefix}SparseMoeBlock`,
         expertsClassName: `${prefix}Experts`,
         expertClassName: f.mixtral ? 'MixtralBlockSparseTop2MLP' : `${prefix}MLP`,

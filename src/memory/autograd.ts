@@ -189,6 +189,7 @@ class Pass implements MicroBatchPass {
     else
       runKernel(ledger, op.forwardSteps, phase, label, {
         outputs: () => this.makeOutputs(op),
+        releaseInput: (k) => this.maybeFree(this.ir.tensors[op.inputs[k]!]!.storage, op.index),
       });
     ledger.record(phase, label);
     for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) this.maybeFree(plan.dying[k]!, op.index);

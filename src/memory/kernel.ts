@@ -2,7 +2,10 @@ import type { KernelStep } from '../ops/types.js';
 import type { Ledger, Phase } from './ledger.js';
 
 /** What a kernel makes, by the slot its steps name: outputs, input and parameter gradients, the release of the incoming gradient. */
-export type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads' | 'saved', () => void>>;
+export type Results = Partial<Record<'outputs' | 'inputGrads' | 'paramGrads' | 'incomingGrads' | 'saved', () => void>> & {
+  /** Forward: input k let go now if this op is its last use. */
+  readonly releaseInput?: (k: number) => void;
+};
 
 const RESULT_ORDER = ['outputs', 'inputGrads', 'paramGrads'] as const;
 
@@ -36,6 +39,9 @@ export function runKernel(ledger: Ledger, steps: readonly KernelStep[], phase: P
       const block = temps.get(step.free);
       if (block !== undefined) ledger.release(block);
       temps.delete(step.free);
+    } else if ('releaseInput' in step) {
+      mark();
+      results.releaseInput?.(step.releaseInput);
     } else if ('release' in step) {
       mark();
       results[step.release]?.();

@@ -252,18 +252,22 @@ export function simulateInference(ir: IR, rounded: boolean, peakExpression = tru
       const storage = ir.tensors[id]!.storage;
       if (!storageBlock.has(storage)) storageBlock.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
     }
-    if (resultsOnly(op.forwardSteps)) makeOutputs();
-    else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs });
-    // Ops after the model's forward returned (a trainer's loss on the logits) are the `loss` phase.
-    ledger.record(op.stage === 'loss' ? 'loss' : 'forward', plan.labels[op.index]!);
-    for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) {
-      const storage = plan.dying[k]!;
+    const free = (storage: number) => {
       const block = storageBlock.get(storage);
-      if (block === undefined || plan.pinned[storage] || outputs.has(storage)) continue;
+      if (block === undefined || plan.pinned[storage] || outputs.has(storage)) return;
       storageBlock.delete(storage);
       keepViews(storage);
       ledger.release(block);
-    }
+    };
+    const releaseInput = (k: number) => {
+      const storage = ir.tensors[op.inputs[k]!]!.storage;
+      if (plan.lastUse[storage] === op.index) free(storage);
+    };
+    if (resultsOnly(op.forwardSteps)) makeOutputs();
+    else runKernel(ledger, op.forwardSteps, 'forward', plan.labels[op.index]!, { outputs: makeOutputs, releaseInput });
+    // Ops after the model's forward returned (a trainer's loss on the logits) are the `loss` phase.
+    ledger.record(op.stage === 'loss' ? 'loss' : 'forward', plan.labels[op.index]!);
+    for (let k = plan.dieStart[op.index]!; k < plan.dieStart[op.index + 1]!; k += 1) free(plan.dying[k]!);
   }
   if (blocks !== undefined) ledger.setUnit(-1);
   ledger.record('end', 'after the forward');

@@ -55,6 +55,8 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
   readonly scaled?: boolean;
   /** DeepSeek-V3's `gate.e_score_correction_bias` buffer [E]: `fp32` where the release keeps it in float32. */
   readonly correctionBias?: { readonly fp32: boolean };
+  /** The block's forward keeps the router logits [T, E] until it returns (`_, w, idx = self.gate(h)`; 4.x Mixtral/Qwen's `router_logits`). */
+  readonly holdLogits?: boolean;
   /** The gate's activation inside each expert (`hidden_act`, default `silu`). */
   readonly activation?: string;
   /** `loop`: each expert's projection names gate / up / down (Mixtral: w1, w3, w2). */
@@ -109,6 +111,7 @@ const MOE_KEYS = [
   'renorm',
   'scaled',
   'correctionBias',
+  'holdLogits',
   'activation',
   'expertNames',
   'className',
@@ -212,8 +215,8 @@ function groupedExperts(g: GraphBuilder, parts: MoeParts, rows: TensorRef, weigh
     'experts',
     parts.options.expertsClassName ?? 'Experts',
     graph((inner, [r, w, idx]) => {
-      const [fused, offsets, gathered] = inner.applyAll(gateUp, r!, idx!);
-      inner.hold(gathered!);
+      const [fused, offsets, ...locals] = inner.applyAll(gateUp, r!, idx!);
+      for (const t of locals) inner.hold(t);
       const product = inner.call(gluOp, [fused!], {})[0]!;
       return inner.apply(down, product, w!, offsets!);
     }),
@@ -278,6 +281,7 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
   const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
   const rows = shape.length === 2 ? x : g.call(viewOp, [x], { shape: [tokens, hidden] })[0]!;
   const logits = g.apply(gate, rows);
+  if (options.holdLogits === true) g.hold(logits);
   let [weights, indices] = g.call(routerOp, [logits], {
     experts,
     k,

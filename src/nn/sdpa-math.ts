@@ -58,8 +58,10 @@ export function sdpaMath(
   // A transposed or expanded value reshapes to [B·heads, S, D] as a view only at batch 1 (measured: torch 2.13 CPU).
   const v = contiguous ? v0 : g.call(copyOp, [value], { when: copyUnlessOne(batch) })[0]!;
   const out = g.call(matmulOp, [probs, v], {})[0]!;
-  // The scaled query (and the float mask) are the C++ function's locals: alive until it returns.
+  // The scaled query, the float mask and enable_gqa's repeated key are the C++ function's locals:
+  // alive until it returns.
   g.touch(q);
   g.touch(floatMask);
+  if (repeated) g.touch(k0);
   return out;
 }

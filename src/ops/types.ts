@@ -85,7 +85,13 @@ export type KernelStep =
    * op of ours is several autograd nodes and the node that used the saved tensors ran first
    * (5.x experts' `act(gate) * up`: MulBackward0 and SiluBackward0 free theirs before the cat).
    */
-  | { readonly release: 'saved' };
+  | { readonly release: 'saved' }
+  /**
+   * Forward only: input `releaseInput` is let go here when this op is its last use, rather than
+   * after the kernel, as when the real code rebinds the Python name that held it mid-function
+   * (5.x's grouped experts: `proj_out` goes from the activation to the down projection's output).
+   */
+  | { readonly releaseInput: number };
 
 /**
  * What an input's gradient is: a `new` tensor of the input's size, an `alias` of the incoming
@@ -125,6 +131,8 @@ export interface OpResult {
   readonly buffers?: readonly OwnedTensor[];
   /** `inplace`: output 0 writes into input 0; `view`: output 0 shares input 0's storage. */
   readonly alias?: 'inplace' | 'view';
+  /** The input `alias` refers to, when not input 0 (an expert loop's `index_add_` into the running sum). */
+  readonly aliasInput?: number;
   /**
    * Output 0 is a new copy only where this 0/1 factor is 1 and a view of input 0 where it is
    * 0 (`.contiguous()` / `reshape` of a tensor that is contiguous only at batch 1). A number

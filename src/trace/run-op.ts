@@ -104,7 +104,7 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   // cast once and cached until the forward ends (also under no_grad); a frozen one is cast at
   // every use, kept only if the op saves it.
   const copies = policy === 'lower' ? autocastCopies(state, params, castTo!, extras) : NO_COPIES;
-  if (result.alias === 'inplace' && options.gradEnabled) checkInPlace(state, rule.name, inputTensors[0]!.storage);
+  if (result.alias === 'inplace' && options.gradEnabled) checkInPlace(state, rule.name, inputTensors[result.aliasInput ?? 0]!.storage);
   const paramsNeed = params !== NO_IDS && result.paramsUnused !== true && anyParamNeeds(state, params);
   const recorded = options.gradEnabled && result.paramsUnused !== true && (anyInputNeeds || paramsNeed);
   const outputs: number[] = new Array(result.outputs.length);
@@ -233,7 +233,7 @@ function makeOutputs(state: State, result: OpResult, inputTensors: readonly IRTe
     checkShape(state, spec);
     const aliased = i === 0 && (result.alias !== undefined || copyWhen === 0);
     let storage: number;
-    if (aliased) storage = inputTensors[0]!.storage;
+    if (aliased) storage = inputTensors[result.aliasInput ?? 0]!.storage;
     else if (i === 0 && copyWhen !== undefined && copyWhen !== 1) {
       const viewOf = inputTensors[0]!.storage;
       if (state.storages[viewOf]!.conditional !== undefined) fail('internal', 'a conditional copy of a conditional copy', { path: runningPath(state) });

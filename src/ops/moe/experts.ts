@@ -302,6 +302,8 @@ export const expertOp: OpRule<ExpertAttrs> = {
     const eagerSteps = eagerBackwardSteps(shape);
     return {
       outputs: [tensor([tokens, hidden], dt)],
+      // `final_hidden_states.index_add_(...)`: after the first expert, the sum is added into in place.
+      ...(first ? {} : { alias: 'inplace' as const, aliasInput: 3 }),
       params,
       saves: (needs) => (needs.inputs[1] || needs.inputs[0] || needs.params ? items.map((i) => ({ extra: i.spec, label: i.label })) : []),
       forwardSteps: [{ results: 'outputs' }],

@@ -57,21 +57,30 @@ export const groupedGateUpOp: OpRule<GroupedExpertsAttrs> = {
     const tokens = x!.shape[0]!;
     const n = mul(tokens, indices!.shape[1]!);
     const dt = x!.dtype;
-    const items: { spec: TensorSpec; label: string }[] = [
-      { spec: tensor([n], 'int64'), label: 'sorted expert order' },
-      { spec: tensor([n], 'int64'), label: 'token of each row' },
-    ];
+    // `perm` (output 3) is saved by the weights' gather; `perm // k` by the rows' gather.
+    const items: { spec: TensorSpec; label: string }[] = [{ spec: tensor([n], 'int64'), label: 'token of each row' }];
     const rowsH = bytes([n, hidden], dt);
     const sentinel = attrs.sentinel === true;
     // Expert parallelism: `ids_g >= E/e` [T·k, 1] bool, saved once for the three masks.
     if (sentinel) items.push({ spec: tensor([n, 1], 'bool'), label: 'sentinel mask' });
     const fused = bytes([n, 2 * inner], dt);
     return {
-      // The gathered rows are output 2: the Python local `selected_hidden_states_g` lives until the function returns.
-      outputs: [tensor([n, 2 * inner], dt), tensor([experts], 'int32'), tensor([n, hidden], dt)],
-      nonDifferentiableOutputs: [1, 2],
+      // Outputs 2-6 are Python locals that live until the function returns: the gathered rows
+      // `selected_hidden_states_g`, `perm`, the sorted ids `expert_ids_g`, their float copy for
+      // `histc` (CPU) and `tokens_per_expert`.
+      outputs: [
+        tensor([n, 2 * inner], dt),
+        tensor([experts], 'int32'),
+        tensor([n, hidden], dt),
+        tensor([n], 'int64'),
+        tensor([n], 'int64'),
+        tensor([n], 'float32'),
+        tensor([experts], 'float32'),
+      ],
+      nonDifferentiableOutputs: [1, 2, 3, 4, 5, 6],
       params: [{ name: 'gate_up_proj', spec: tensor([experts, 2 * inner, hidden], ctx.paramDtype) }],
-      saves: (needs) => (needs.inputs[0] || needs.params ? [...items.map((i) => ({ extra: i.spec, label: i.label })), { output: 1 }, { output: 2 }] : []),
+      saves: (needs) =>
+        needs.inputs[0] || needs.params ? [{ output: 3 }, ...items.map((i) => ({ extra: i.spec, label: i.label })), { output: 1 }, { output: 2 }] : [],
       // Sentinels: the grouped_mm output, then its masked_fill (the output); the former freed.
       ...(sentinel
         ? { forwardSteps: [{ alloc: 'grouped_mm output', bytes: fused }, { results: 'outputs' }, { free: 'grouped_mm output' }] satisfies KernelStep[] }
@@ -190,15 +199,22 @@ export const groupedDownOp: OpRule<GroupedExpertsAttrs> = {
         { results: 'outputs' },
         { free: 'reordered rows' },
       ],
-      // `proj_out` (the down output) lives until the function returns; the weighted rows until their inverse-order copy is made.
+      // `proj_out` rebound to the down output lets the product go; the down output lives until
+      // the function returns, the weighted rows until their inverse-order copy is made.
+      // The sorted weights `sample_weights_g` [T·k] and `inv_perm` are locals to the end too.
       forwardStepsUnrecorded: [
+        { alloc: 'sorted weights', bytes: bytes([n], dt) },
         { alloc: 'down output', bytes: rowsH },
+        { releaseInput: 0 },
         { alloc: 'weighted rows', bytes: rowsH },
+        { alloc: 'inverse order', bytes: bytes([n], 'int64') },
         { alloc: 'reordered rows', bytes: rowsH },
         { free: 'weighted rows' },
         { results: 'outputs' },
         { free: 'reordered rows' },
         { free: 'down output' },
+        { free: 'inverse order' },
+        { free: 'sorted weights' },
       ],
       backward: () => ({
         inputGrads: ['new', 'new', 'none'],
