@@ -1,6 +1,6 @@
 /**
  * Issue 22's holdout sets on PyTorch 2.13 CPU (tools/oracle/holdout.py --torch2: seeds 4571 and 5701
- * for holdout 1, 4572 and 5702 for holdout 2, 4573 and 5703 for holdout 3, 4574 and 5704 for holdout 4 (each
+ * for holdout 1, 4572 and 5702 for holdout 2, 4573 and 5703 for holdout 3, 4574 and 5704 for holdout 4, 4575 and 5705 for holdout 5 (each
  * measured after the rule changes before it); every family, eager or sdpa), each measured once and
  * compared once before any rule was changed for it. What they showed was then fixed where the cause
  * was found; the cases whose cause is not fixed yet are listed here with what misses, so that a fix
@@ -20,9 +20,10 @@ const KNOWN_MISSES: Readonly<Record<string, { readonly figures: readonly string[
   // Mixtral training peaks (5.x experts' backward node by node, as holdout 3's one), Gemma 2/3 4.57's masks and
   // rotary modules built whatever the layer types, Qwen2 4.57's enable_gqa repeat held to sdpa's return (as
   // holdout 2's Mistral).
+  // Holdout 5 (measured and compared once after all of the above): every case within tolerance.
 };
 
-for (const folder of ['1', '2', '3', '4'].flatMap((set) => [`hf-4.57.6-holdout${set}`, `hf-5.18.0-holdout${set}`])) {
+for (const folder of ['1', '2', '3', '4', '5'].flatMap((set) => [`hf-4.57.6-holdout${set}`, `hf-5.18.0-holdout${set}`])) {
   const fixtures = loadFixtures(folder);
   describe(`${folder} (measured once and compared once; later rules were checked on it too)`, () => {
     it('has 33 cases over every family of the catalog', () => {
