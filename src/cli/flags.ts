@@ -290,6 +290,13 @@ export const FLAGS = {
     meta: 'R',
     help: 'branch, tag or commit of a Hub model (<org>/<name>); main when left out',
   },
+  timeout: {
+    type: 'string',
+    max: 3_600,
+    scope: [...MODEL_COMMANDS, 'vllm', 'rl'],
+    meta: 'S',
+    help: 'seconds a Hub model (<org>/<name>) may take to read (default 60)',
+  },
   gpu: {
     type: 'string',
     read: gpuBudget,

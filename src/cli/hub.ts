@@ -67,9 +67,10 @@ function truthy(value: string | undefined): boolean {
 }
 
 /** fromHub with the command's environment and disk cache. */
-export function hubLookup(repo: string, revision: string | undefined, env: HubEnv): Promise<HubModel> {
+export function hubLookup(repo: string, revision: string | undefined, env: HubEnv, timeoutMs?: number): Promise<HubModel> {
   const token = tokenOf(env);
   return fromHub(repo, {
+    ...(timeoutMs !== undefined ? { timeout: timeoutMs } : {}),
     ...(revision !== undefined ? { revision } : {}),
     ...(env.HF_ENDPOINT !== undefined && env.HF_ENDPOINT !== '' ? { endpoint: env.HF_ENDPOINT } : {}),
     ...(token !== undefined ? { token } : {}),

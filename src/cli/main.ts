@@ -18,7 +18,10 @@ import { hubLookup, type HubEnv } from './hub.js';
 import { resolveModel, type ModelRef } from './model.js';
 import { parse } from './parse.js';
 import { checkUsage } from './usage.js';
-import { checkKind, checkValues } from './values.js';
+import { checkKind, checkValues, count } from './values.js';
+
+/** How long a Hub lookup (a few small requests) may take by default. */
+const HUB_TIMEOUT_S = 60;
 
 export { HELP } from './help.js';
 export { SCOPE, type Command, type Flag } from './flags.js';
@@ -96,7 +99,7 @@ export async function runAsync(argv: readonly string[], out: (text: string) => v
     const prepared = prepare(argv);
     if ('done' in prepared) return write(prepared.done, out);
     const { ref, values } = prepared.ready;
-    const loaded = ref.repo === undefined ? ref : await withHub(ref, ref.repo, values.revision, env);
+    const loaded = ref.repo === undefined ? ref : await withHub(ref, ref.repo, values.revision, env, count(values, 'timeout', HUB_TIMEOUT_S));
     return write(finish(prepared.ready, loaded), out);
   } catch (error) {
     return report(error, err);
@@ -104,9 +107,9 @@ export async function runAsync(argv: readonly string[], out: (text: string) => v
 }
 
 /** The Hub model read (the disk cache first); its failures one line naming the repository. */
-async function withHub(ref: ModelRef, repo: string, revision: string | undefined, env: HubEnv): Promise<ModelRef> {
+async function withHub(ref: ModelRef, repo: string, revision: string | undefined, env: HubEnv, timeoutS: number): Promise<ModelRef> {
   try {
-    return { ...ref, hub: await hubLookup(repo, revision, env) };
+    return { ...ref, hub: await hubLookup(repo, revision, env, timeoutS * 1000) };
   } catch (failure) {
     if (!(failure instanceof VramError)) throw failure;
     const line = fromVramError(failure, repo);

@@ -44,11 +44,12 @@ export interface ModelRef {
 /** <org>/<name>, as the Hub spells repository ids. */
 const HUB_REPO = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
 
-/** The model a name refers to; --revision only for a Hub model. */
+/** The model a name refers to; --revision and --timeout only for a Hub model. */
 export function resolveModel(name: string, values: Values): ModelRef {
   const ref = sourceOf(name);
-  if (ref.repo === undefined && values.revision !== undefined)
-    usage('--revision', 'applies to a Hugging Face Hub model (<org>/<name>)', { received: JSON.stringify(ref.name) });
+  for (const flag of ['revision', 'timeout'] as const)
+    if (ref.repo === undefined && values[flag] !== undefined)
+      usage(`--${flag}`, 'applies to a Hugging Face Hub model (<org>/<name>)', { received: JSON.stringify(ref.name) });
   return ref;
 }
 

@@ -30,6 +30,74 @@ export interface Target {
   readonly fetch: (input: string, init?: RequestInit) => Promise<Response>;
   readonly cache: HubCache | undefined;
   readonly offline: boolean;
+  /** Aborted by the caller's signal or when `timeout` ms have passed; `timedOut` says which. */
+  readonly stop: Stop;
+}
+
+/** The call's stop: the caller's signal joined with the timeout. */
+export interface Stop {
+  readonly signal: AbortSignal;
+  readonly timeoutMs: number | undefined;
+  timedOut(): boolean;
+  /** Clears the timer (the call is over). */
+  end(): void;
+}
+
+/** A stop aborted by `signal` or after `timeoutMs` (none when both are absent: never aborts). */
+export function stopOf(signal: AbortSignal | undefined, timeoutMs: number | undefined): Stop {
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer =
+    timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          controller.abort();
+        }, timeoutMs);
+  const onAbort = () => controller.abort();
+  if (signal?.aborted === true) controller.abort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    timeoutMs,
+    timedOut: () => timedOut,
+    end() {
+      if (timer !== undefined) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/** The error of a stopped call: the timeout's, or the caller's abort. */
+function stoppedError(t: Target, file: string): VramError {
+  return t.stop.timedOut()
+    ? hubError('hub-timeout', `no complete answer from ${t.base} for ${file} within ${t.stop.timeoutMs} ms (options.timeout; the CLI's --timeout)`, [file], {
+        received: `${t.stop.timeoutMs} ms`,
+      })
+    : hubError('hub-aborted', `reading ${file} of ${t.repo} was aborted (options.signal)`, [file]);
+}
+
+/** `promise`, or the stop's error as soon as the call is stopped (a fetch that ignores signals included). */
+export function unlessStopped<T>(t: Target, file: string, promise: Promise<T>): Promise<T> {
+  const { signal } = t.stop;
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(stoppedError(t, file));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(stoppedError(t, file));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(signal.aborted ? stoppedError(t, file) : error);
+      },
+    );
+  });
 }
 
 /** A commit hash: what it names never changes. */
@@ -55,8 +123,9 @@ export async function request(t: Target, revision: string, file: string, headers
   const all = { ...headers, ...(t.token !== undefined ? { Authorization: `Bearer ${t.token}` } : {}) };
   let response: Response;
   try {
-    response = await t.fetch(url, { headers: all, redirect: 'follow' });
+    response = await unlessStopped(t, file, t.fetch(url, { headers: all, redirect: 'follow', signal: t.stop.signal }));
   } catch (error) {
+    if (error instanceof VramError) throw error;
     const cause = error instanceof Error ? ((error.cause as { code?: string } | undefined)?.code ?? error.message) : String(error);
     throw hubError('hub-offline', `cannot reach ${t.base} (${cause}): offline? With HF_HUB_OFFLINE=1 (offline: true) only the cache is read`, [file], {
       received: url,
@@ -86,15 +155,29 @@ export async function request(t: Target, revision: string, file: string, headers
   throw hubError('hub-http', `the Hub answered HTTP ${response.status} for ${file} of ${at}`, [file], { received: `HTTP ${response.status}` });
 }
 
-/** A body read a piece at a time; `close` lets go of the rest (a server ignoring Range sends every weight). */
-export function bodyOf(response: Response): { take(n: number): Promise<Uint8Array>; close(): Promise<void> } {
+/**
+ * A body read a piece at a time, never past what is asked (a server ignoring Range sends every
+ * weight; a gzip bomb inflates only as far as it is read); `close` lets go of the rest. A broken
+ * connection is a `hub-http` error, a stopped call the stop's.
+ */
+export function bodyOf(response: Response, t: Target, file: string): { take(n: number): Promise<Uint8Array>; close(): Promise<void> } {
   const reader = response.body?.getReader();
   let buffered = new Uint8Array(0);
   let ended = reader === undefined;
+  const read = async () => {
+    try {
+      return await unlessStopped(t, file, reader!.read());
+    } catch (error) {
+      if (error instanceof VramError) throw error;
+      throw hubError('hub-http', `the connection broke while reading ${file} of ${t.repo}`, [file], {
+        received: error instanceof Error ? error.message : String(error),
+      });
+    }
+  };
   return {
     async take(n: number): Promise<Uint8Array> {
       while (buffered.length < n && !ended) {
-        const { done, value } = await reader!.read();
+        const { done, value } = await read();
         if (done) ended = true;
         else {
           const joined = new Uint8Array(buffered.length + value.length);
@@ -109,6 +192,27 @@ export function bodyOf(response: Response): { take(n: number): Promise<Uint8Arra
       if (!ended) await reader!.cancel().catch(() => undefined);
       ended = true;
     },
+  };
+}
+
+/** The most a config.json or an index may hold (the largest on the Hub are a few MB). */
+export const JSON_CAP = 16 * 1024 * 1024;
+
+/** A JSON file's text, read to at most `cap` bytes: a longer body is an error, not a read to the end. */
+export function capped(t: Target, file: string, cap = JSON_CAP): (r: Response) => Promise<string> {
+  return async (response) => {
+    const body = bodyOf(response, t, file);
+    try {
+      const bytes = await body.take(cap + 1);
+      if (bytes.length > cap)
+        throw hubError('hub-too-large', `${file} of ${t.repo} is larger than ${cap} bytes: not a config file`, [file], {
+          expected: `at most ${cap} bytes`,
+          received: `more than ${cap} bytes`,
+        });
+      return new TextDecoder().decode(bytes);
+    } finally {
+      await body.close();
+    }
   };
 }
 
@@ -147,6 +251,14 @@ export async function cached(
     throw error;
   }
   const commit = response.headers.get('x-repo-commit') ?? undefined;
+  // The commit names what is cached for good: a malformed one is an error, never a cache key.
+  if (commit !== undefined && !immutable(commit)) {
+    await response.body?.cancel().catch(() => undefined);
+    throw hubError('hub-bad-commit', `the Hub's X-Repo-Commit for ${file} is not a 40-digit commit hash`, [file], {
+      expected: '40 hex digits',
+      received: JSON.stringify(commit.slice(0, 80)),
+    });
+  }
   if (response.status === 304 && entry !== undefined) {
     await response.body?.cancel().catch(() => undefined);
     return { text: entry.text, ...((commit ?? entry.commit) !== undefined ? { commit: (commit ?? entry.commit)! } : {}), found: true };

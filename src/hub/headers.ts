@@ -1,8 +1,11 @@
 /** The checkpoint side: safetensors headers over Range requests, summed per file and over the shards. */
 import { VramError } from '../errors.js';
 import { safetensorsHeaderLength, safetensorsSummary } from '../report/safetensors.js';
-import { bodyOf, cached, hubError, parseJson, request, type Target } from './fetch.js';
+import { bodyOf, cached, capped, hubError, parseJson, request, type Target } from './fetch.js';
 import type { HubCheckpoint, HubCheckpointFile } from './types.js';
+
+/** The most shards an index may name (the largest checkpoints have a few hundred). */
+const MAX_SHARDS = 10_000;
 
 /** The first request's range: most headers fit, so one request reads the length and the header. */
 const FIRST_RANGE = 100_000;
@@ -10,7 +13,7 @@ const FIRST_RANGE = 100_000;
 /** The header's JSON text from the first bytes and, when the header is longer, a second Range request. */
 function headerReader(t: Target, revision: string, file: string) {
   return async (response: Response): Promise<string> => {
-    const body = bodyOf(response);
+    const body = bodyOf(response, t, file);
     try {
       let first = await body.take(FIRST_RANGE);
       if (first.length < 8) throw hubError('bad-safetensors', `${file} is too short for a safetensors file`, [file], { received: `${first.length} bytes` });
@@ -29,7 +32,7 @@ function headerReader(t: Target, revision: string, file: string) {
         throw hubError('bad-safetensors', `${file} ended inside its header`, [file], { expected: `${length} bytes`, received: `${first.length - 8} bytes` });
       else {
         const rest = await request(t, revision, file, { Range: `bytes=${first.length}-${8 + length - 1}` });
-        const restBody = bodyOf(rest);
+        const restBody = bodyOf(rest, t, file);
         const tail = await restBody.take(8 + length - first.length);
         await restBody.close();
         if (first.length + tail.length < 8 + length)
@@ -133,13 +136,23 @@ export async function checkpointFiles(t: Target, at: string): Promise<FileSummar
   const single = await readHeader(t, at, 'model.safetensors', true);
   if (single !== undefined) return [single];
   const files: FileSummary[] = [];
-  const index = await cached(t, at, 'model.safetensors.index.json', (r) => r.text(), {}, true);
+  const index = await cached(t, at, 'model.safetensors.index.json', capped(t, 'model.safetensors.index.json'), {}, true);
   if (index.found) {
     const parsed = parseJson(index.text, 'model.safetensors.index.json', 'an index with weight_map');
     const map = parsed.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map))
       throw hubError('bad-config', 'the index has no weight_map object', ['model.safetensors.index.json', 'weight_map']);
     const shards = [...new Set(Object.values(map as Record<string, unknown>).map((n) => shardName(n, 'model.safetensors.index.json')))];
+    if (shards.length > MAX_SHARDS)
+      throw hubError(
+        'hub-too-large',
+        `the index names ${shards.length} shards: more than ${MAX_SHARDS} is no checkpoint`,
+        ['model.safetensors.index.json', 'weight_map'],
+        {
+          expected: `at most ${MAX_SHARDS} files`,
+          received: String(shards.length),
+        },
+      );
     for (const shard of shards) files.push((await readHeader(t, at, shard, false))!);
   }
   return files;

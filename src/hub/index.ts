@@ -9,7 +9,7 @@ import { fromHFConfig, type HFConfigOptions } from '../catalog/hf.js';
 import { estimate } from '../estimate.js';
 import type { Layer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
-import { cached, immutable, keyOf, parseJson, type Target } from './fetch.js';
+import { cached, capped, immutable, keyOf, parseJson, stopOf, type Target } from './fetch.js';
 import { checkpointFiles, checkpointOf } from './headers.js';
 import type { HubCheckpoint, HubModel, HubOptions } from './types.js';
 
@@ -69,7 +69,7 @@ export function fromHub(repo: string, options: HubOptions = {}): Promise<HubMode
 
 /** The checked options as a fetch target, and the rest (the model's build options); every bad option in one error. */
 function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConfigOptions } {
-  const { revision = 'main', endpoint = DEFAULT_ENDPOINT, token, fetch: fetchOption, cache, offline = false, ...build } = options;
+  const { revision = 'main', endpoint = DEFAULT_ENDPOINT, token, fetch: fetchOption, cache, offline = false, timeout, signal, ...build } = options;
   const issues: VramIssue[] = [];
   if (typeof repo !== 'string' || !REPO.test(repo) || repo.includes('..') || repo.includes('--'))
     issues.push({
@@ -100,8 +100,21 @@ function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConf
     issues.push({ path: ['cache'], code: 'bad-option', message: 'cache must have get(key) and set(key, entry)' });
   if (typeof offline !== 'boolean')
     issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: JSON.stringify(offline) });
+  if (timeout !== undefined && !(typeof timeout === 'number' && Number.isInteger(timeout) && timeout >= 1 && timeout <= 2 ** 31 - 1))
+    issues.push({
+      path: ['timeout'],
+      code: 'bad-option',
+      message: 'timeout is whole milliseconds',
+      expected: `1 .. ${2 ** 31 - 1}`,
+      received: JSON.stringify(timeout),
+    });
+  if (
+    signal !== undefined &&
+    !(typeof signal === 'object' && signal !== null && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function')
+  )
+    issues.push({ path: ['signal'], code: 'bad-option', message: 'signal must be an AbortSignal', received: typeof signal });
   if (issues.length > 0) throw new VramError(issues);
-  return { t: { base, host, repo, revision, token, fetch: doFetch!, cache, offline }, build };
+  return { t: { base, host, repo, revision, token, fetch: doFetch!, cache, offline, stop: stopOf(signal, timeout) }, build };
 }
 
 /** Why the built model's parameter count differs from the checkpoint's, when it does. */
@@ -119,8 +132,17 @@ function mismatchOf(checkpoint: HubCheckpoint | undefined, parameters: number): 
 /** fromHub's body: every failure, bad options included, a rejected promise. */
 async function readHub(repo: string, options: HubOptions): Promise<HubModel> {
   const { t, build } = targetOf(repo, options);
-  const { revision, offline } = t;
-  const configFile = await cached(t, revision, 'config.json', (r) => r.text());
+  try {
+    return await readTarget(t, build);
+  } finally {
+    t.stop.end();
+  }
+}
+
+/** What fromHub reads and builds, once its options are checked. */
+async function readTarget(t: Target, build: HFConfigOptions): Promise<HubModel> {
+  const { revision, offline, repo } = t;
+  const configFile = await cached(t, revision, 'config.json', capped(t, 'config.json'));
   const config = parseJson(configFile.text, 'config.json', 'a config.json object');
   // Everything else is read at the commit the revision resolved to: fixed, so cached for good.
   const at = configFile.commit !== undefined && immutable(configFile.commit) ? configFile.commit : revision;

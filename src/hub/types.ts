@@ -41,6 +41,10 @@ export interface HubOptions extends HFConfigOptions {
   readonly cache?: HubCache;
   /** Use only the cache: no request at all (huggingface_hub's HF_HUB_OFFLINE). Default false. */
   readonly offline?: boolean;
+  /** Milliseconds the whole call may take (every request and body); then a `hub-timeout` error. Default: none (the CLI's is 60 s). */
+  readonly timeout?: number;
+  /** Aborts the call (a `hub-aborted` error). */
+  readonly signal?: AbortSignal;
 }
 
 /** One safetensors file of a checkpoint, from its header. */
