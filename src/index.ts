@@ -226,7 +226,7 @@ export { summary, type SummaryFormat, type SummaryOptions } from './report/summa
 export { formatBytes, formatCount } from './report/units.js';
 export { explain, formatExplain, type ExplainTerm } from './report/explain.js';
 export { estimateToJSON } from './report/json.js';
-export { safetensorsSummary, type SafetensorsSummary } from './report/safetensors.js';
+export { safetensorsSummary, type SafetensorsCheck, type SafetensorsSummary } from './report/safetensors.js';
 export { breakdownSvg, timelineSvg, type ChartOptions } from './report/svg.js';
 
 // GPUs and the run time around a step.

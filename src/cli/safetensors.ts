@@ -55,7 +55,8 @@ export function readSafetensors(file: string): string {
     }
     let text: string;
     try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(headerBytes);
+      // ignoreBOM keeps a byte-order mark, which JSON.parse then refuses (as the safetensors library does).
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(headerBytes);
     } catch {
       usage(file, 'header is not UTF-8 text');
     }
@@ -70,7 +71,7 @@ export function readSafetensors(file: string): string {
     }
     let s: ReturnType<typeof safetensorsSummary>;
     try {
-      s = safetensorsSummary(header);
+      s = safetensorsSummary(header, { dataBytes: size - 8 - length });
     } catch (error) {
       if (error instanceof VramError) throw fromVramError(error, file);
       throw error;

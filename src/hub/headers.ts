@@ -45,7 +45,8 @@ function headerReader(t: Target, revision: string, file: string) {
         bytes.set(tail, first.length - 8);
       }
       try {
-        return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+        // ignoreBOM keeps a byte-order mark, which JSON.parse then refuses (as the safetensors library does).
+        return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
       } catch {
         throw hubError('bad-safetensors', `${file}'s header is not UTF-8 text`, [file]);
       }

@@ -168,6 +168,17 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
     ['entry.safetensors', 'header.w', 'dtype, shape and data_offsets'],
   ],
   [
+    // JSON.parse, like serde_json in the safetensors library, refuses a byte-order mark.
+    '--safetensors: a header starting with a byte-order mark',
+    () => ['--safetensors', safetensors('bom.safetensors', '\uFEFF{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', 16)],
+    ['bom.safetensors', 'header is not JSON'],
+  ],
+  [
+    '--safetensors: data past the last tensor',
+    () => ['--safetensors', safetensors('trailing.safetensors', '{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', 20)],
+    ['trailing.safetensors', 'data past its last tensor'],
+  ],
+  [
     '--safetensors: offsets past the data',
     () => ['--safetensors', safetensors('offsets.safetensors', '{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}', 8)],
     ['offsets.safetensors', 'data_offsets', 'end ≤ 8'],
