@@ -8,9 +8,9 @@
  * and YAML 1.2 read differently (`yes`, `on`, `0x1F`, `012`, `1_000`, `.inf`, dates) is an error
  * naming the line, never a guess.
  */
-import { readFileSync } from 'node:fs';
+import { readTextFile } from './text-file.js';
 import { numberOf } from './args.js';
-import { fsReason, usage } from './errors.js';
+import { usage } from './errors.js';
 
 /** A line that holds something: its number (1-based), indentation and text without the comment. */
 interface Line {
@@ -257,12 +257,7 @@ export function parseYaml(text: string, file: string): Record<string, unknown> {
 /** A config file's mapping: JSON (`.json`) or YAML (`.yaml`, `.yml`); errors name the file (and the line). */
 export function readConfigFile(path: string): Record<string, unknown> {
   if (!/\.(?:json|ya?ml)$/i.test(path)) usage(path, 'a config file is .json, .yaml or .yml');
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    return usage(path, `cannot read (${fsReason(error)})`);
-  }
+  const text = readTextFile(path, 'a config file');
   if (!/\.json$/i.test(path)) return parseYaml(text, path);
   let parsed: unknown;
   try {

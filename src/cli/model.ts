@@ -2,7 +2,7 @@
  * The `<model>` argument: a catalog name, a config.json, or a Hugging Face Hub repository; and
  * the model built from it with the command's decoder options.
  */
-import { existsSync, readFileSync, statSync, type Stats } from 'node:fs';
+import { existsSync } from 'node:fs';
 import {
   LLMS,
   VISION_MODELS,
@@ -18,8 +18,9 @@ import {
   type Layer,
 } from '../index.js';
 import { nearest } from './args.js';
-import { fromVramError, fsReason, usage } from './errors.js';
+import { fromVramError, usage } from './errors.js';
 import { DEFAULTS, type Values } from './flags.js';
+import { readTextFile } from './text-file.js';
 import { choice, count } from './values.js';
 
 /** The CNNs built by the command itself (the other torchvision models come from the vision catalog). */
@@ -71,19 +72,7 @@ function sourceOf(name: string): ModelRef {
 }
 
 function readConfig(file: string): Record<string, unknown> {
-  let stat: Stats;
-  try {
-    stat = statSync(file);
-  } catch (error) {
-    return usage(file, `cannot read (${fsReason(error)})`);
-  }
-  if (stat.isDirectory()) usage(file, 'is a directory, not a config.json');
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    return usage(file, `cannot read (${fsReason(error)})`);
-  }
+  const text = readTextFile(file, 'a config.json');
   let config: unknown;
   try {
     // Editors on Windows save UTF-8 with a byte-order mark; JSON.parse does not skip it.
