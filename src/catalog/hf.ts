@@ -351,10 +351,26 @@ export function fromHFConfig(config: HFConfig, options: HFConfigOptions = {}): M
 
 /** A multimodal config's text decoder, its dtype inherited from the outer config when it names none; issues under `text_config`. */
 function textDecoder(config: HFConfig, text: HFConfig, options: HFConfigOptions): ModuleLayer {
+  // One level only: a text_config inside the text_config (or the config itself, a cycle) is no decoder.
+  if (text === config || (text.text_config !== undefined && text.text_config !== null))
+    fail('bad-config', 'a text_config holds a decoder, not another text_config', {
+      path: ['text_config', 'text_config'],
+      expected: 'a text-only config',
+      received: text === config ? 'the config itself' : 'a nested text_config',
+    });
   const textType = text.model_type ?? (typeof config.model_type === 'string' ? TEXT_CONFIG_TYPE[config.model_type] : undefined);
   const dtype = text.torch_dtype ?? text.dtype ?? config.torch_dtype ?? config.dtype;
+  // transformers quantizes the whole model from the top-level quantization_config: the decoder included.
+  const quantization = config.quantization_config;
+  if (quantization !== undefined && quantization !== null && text.quantization_config !== undefined && text.quantization_config !== null)
+    fail('bad-config', 'two quantization_configs: the top level one quantizes the whole model', {
+      path: ['text_config', 'quantization_config'],
+      expected: 'one quantization_config, at the top level',
+      received: 'one at each level',
+    });
+  const quantized = quantization !== undefined && quantization !== null ? { quantization_config: quantization } : {};
   try {
-    return fromHFConfig({ ...text, model_type: textType, ...(dtype !== undefined ? { torch_dtype: dtype } : {}) }, options);
+    return fromHFConfig({ ...text, ...quantized, model_type: textType, ...(dtype !== undefined ? { torch_dtype: dtype } : {}) }, options);
   } catch (e) {
     if (e instanceof VramError) throw new VramError(e.issues.map((issue) => ({ ...issue, path: ['text_config', ...(issue.path ?? [])] })));
     throw e;
