@@ -154,7 +154,10 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'trace', paths: ['src/trace/'] },
   { floor: 'memory', paths: ['src/memory/'] },
   { floor: 'parallel', paths: ['src/parallel/'] },
-  { floor: 'estimate', paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'] },
+  {
+    floor: 'estimate',
+    paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/module-names.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'],
+  },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
   { floor: 'rollout', paths: ['src/rollout/'] },
   { floor: 'trainers', paths: ['src/trainers/'] },

@@ -1,5 +1,6 @@
 import { fail } from './errors.js';
 import { estimateOptions } from './estimate-options.js';
+import { checkModuleNames } from './module-names.js';
 import type { Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
 import { show, validate } from './validate.js';
 import type { StepProgram } from './memory/ledger.js';
@@ -114,7 +115,7 @@ function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<Trace
   const moduleMode = options.moduleMode ?? (mode === 'train' ? 'train' : 'eval');
   // A model loaded quantized keeps its format; QLoRA loads in bitsandbytes NF4 (double quantised) otherwise.
   const quantize = (model.kind === 'module' ? model.quantization : undefined) ?? (options.lora?.quantizeBase ? QLORA_BASE : undefined);
-  return trace(model, {
+  const ir = trace(model, {
     inputs: inputSpecs(options.input, inputDtype),
     training: moduleMode === 'train',
     gradEnabled: mode === 'train',
@@ -132,6 +133,8 @@ function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<Trace
     ...(quantize !== undefined ? { quantize } : {}),
     ...overrides,
   });
+  checkModuleNames(ir, options);
+  return ir;
 }
 
 function numelOf(ir: IR, id: number): number {
