@@ -3,21 +3,14 @@
  * top-level quantization_config applies to the decoder (it was ignored: full-precision weights).
  */
 import { describe, expect, it } from 'vitest';
-import { VramError, estimate, fromHFConfig } from '../../src/index.js';
+import { estimate, fromHFConfig } from '../../src/index.js';
+import { errorOf } from '../helpers/errors.js';
 
 const text = { hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 1, head_dim: 16, vocab_size: 512 };
 const nf4 = { quant_method: 'bitsandbytes', load_in_4bit: true, bnb_4bit_quant_type: 'nf4', bnb_4bit_compute_dtype: 'bfloat16' };
 const weights = (config: Record<string, unknown>) => estimate(fromHFConfig(config), { input: [1, 4], mode: 'inference' }).bytes.parameters;
 
-function issue(run: () => unknown) {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof VramError) return error.issues[0];
-    throw error;
-  }
-  throw new Error('expected a VramError');
-}
+const issue = (run: () => unknown) => errorOf(run).issues[0];
 
 describe('text_config', () => {
   it('a config that is its own text_config, or a nested text_config, is an error with its path', () => {

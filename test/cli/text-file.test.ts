@@ -3,27 +3,15 @@
  * directory and an oversized file are one-line errors, at once (the CLI read /dev/zero forever).
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, rmSync, writeFileSync, ftruncateSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, existsSync, openSync, writeFileSync, ftruncateSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { runAsync } from '../../src/cli/main.js';
+import { describe, expect, it } from 'vitest';
 import { CONFIG_FILE_CAP, readTextFile } from '../../src/cli/text-file.js';
+import { cliAsync, scratch } from '../helpers/cli.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'vram-ts-text-file-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const cli = (args: string[]) => cliAsync(args, {});
 
-async function cli(args: string[]) {
-  let err = '';
-  const start = performance.now();
-  const code = await runAsync(
-    args,
-    () => undefined,
-    (t) => void (err += t),
-    {},
-  );
-  return { code, err, ms: performance.now() - start };
-}
+const { dir } = scratch('text-file');
 
 describe('config files: regular and capped', () => {
   it.skipIf(!existsSync('/dev/zero'))('/dev/zero as a config.json is refused at once', async () => {

@@ -3,7 +3,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
-import { run } from '../../src/cli/main.js';
+import { run, runAsync } from '../../src/cli/main.js';
 
 /** `vram-ts …args`: its exit code and what it wrote to stdout and stderr. */
 export function cli(...args: string[]): { code: number; out: string; err: string } {
@@ -15,6 +15,23 @@ export function cli(...args: string[]): { code: number; out: string; err: string
     (t) => (err += t),
   );
   return { code, out, err };
+}
+
+/** `vram-ts …args` as the bin runs it (a Hub model read first) with `env`: exit code, output, and the milliseconds it took. */
+export async function cliAsync(
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+): Promise<{ code: number; out: string; err: string; ms: number }> {
+  let out = '';
+  let err = '';
+  const start = performance.now();
+  const code = await runAsync(
+    [...args],
+    (t) => void (out += t),
+    (t) => void (err += t),
+    env,
+  );
+  return { code, out, err, ms: performance.now() - start };
 }
 
 /**

@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VramError, fromHub } from '../../src/index.js';
-import { runAsync } from '../../src/cli/main.js';
 import { JSON_CAP } from '../../src/hub/fetch.js';
+import { cliAsync } from '../helpers/cli.js';
 
 const COMMIT = 'b'.repeat(40);
 const CONFIG = JSON.stringify({ model_type: 'llama', hidden_size: 64, intermediate_size: 128, num_hidden_layers: 2, num_attention_heads: 4, vocab_size: 256 });
@@ -182,17 +182,8 @@ describe('fromHub against hostile servers', () => {
 });
 
 describe('vram-ts <org>/<name> --timeout', () => {
-  async function cli(args: string[]) {
-    let err = '';
-    const start = performance.now();
-    const code = await runAsync(
-      args,
-      () => undefined,
-      (t) => void (err += t),
-      { HF_ENDPOINT: endpoint, HF_HUB_OFFLINE: '0', XDG_CACHE_HOME: '/nonexistent-vram-ts-cache', HOME: '/nonexistent-vram-ts-home' },
-    );
-    return { code, err, ms: performance.now() - start };
-  }
+  const cli = (args: string[]) =>
+    cliAsync(args, { HF_ENDPOINT: endpoint, HF_HUB_OFFLINE: '0', XDG_CACHE_HOME: '/nonexistent-vram-ts-cache', HOME: '/nonexistent-vram-ts-home' });
   it('a silent Hub: one line naming the timeout, exit 2, within the seconds given', async () => {
     const r = await cli(['acme/silent', '--timeout', '1']);
     expect(r.code).toBe(2);

@@ -5,7 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { VramError, safetensorsSummary } from '../../src/index.js';
+import { safetensorsSummary } from '../../src/index.js';
+import { errorOf } from '../helpers/errors.js';
 
 type Entry = { dtype: string; shape: number[]; data_offsets: [number, number] };
 
@@ -18,16 +19,6 @@ function tiled(counts: readonly number[]): Record<string, Entry> {
     at += 4 * n;
   });
   return header;
-}
-
-function refusal(run: () => unknown): VramError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof VramError) return error;
-    throw error;
-  }
-  throw new Error('expected a VramError');
 }
 
 const counts = fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 2, maxLength: 8 });
@@ -54,7 +45,7 @@ describe('safetensorsSummary: the library’s header checks', () => {
         const d = gap ? shift * 4 : -Math.min(shift * 4, last.data_offsets[0]);
         if (d === 0) return;
         last.data_offsets = [last.data_offsets[0] + d, last.data_offsets[1] + d];
-        const error = refusal(() => safetensorsSummary(header));
+        const error = errorOf(() => safetensorsSummary(header));
         expect(error.issues[0]?.path).toEqual(['header', `t${ns.length - 1}`, 'data_offsets']);
         expect(error.issues[0]?.message).toMatch(gap ? /gap/ : /overlap/);
       }),
@@ -63,19 +54,19 @@ describe('safetensorsSummary: the library’s header checks', () => {
 
   it('data past the last tensor, or a file ending inside it, is refused', () => {
     const header = tiled([4, 4]);
-    expect(refusal(() => safetensorsSummary(header, { dataBytes: 33 })).issues[0]?.message).toMatch(/data past its last tensor/);
-    expect(refusal(() => safetensorsSummary(header, { dataBytes: 31 })).issues[0]?.path).toEqual(['header', 't1', 'data_offsets']);
+    expect(errorOf(() => safetensorsSummary(header, { dataBytes: 33 })).issues[0]?.message).toMatch(/data past its last tensor/);
+    expect(errorOf(() => safetensorsSummary(header, { dataBytes: 31 })).issues[0]?.path).toEqual(['header', 't1', 'data_offsets']);
   });
 
   it('a tensor that is not whole bytes (F4 × 3) is refused', () => {
-    const error = refusal(() => safetensorsSummary({ w: { dtype: 'F4', shape: [3], data_offsets: [0, 2] } }));
+    const error = errorOf(() => safetensorsSummary({ w: { dtype: 'F4', shape: [3], data_offsets: [0, 2] } }));
     expect(error.issues[0]?.path).toEqual(['header', 'w', 'shape']);
   });
 
   it('__metadata__ must be an object of strings', () => {
-    expect(refusal(() => safetensorsSummary({ __metadata__: 'pt' })).issues[0]?.path).toEqual(['header', '__metadata__']);
-    expect(refusal(() => safetensorsSummary({ __metadata__: [] })).issues[0]?.path).toEqual(['header', '__metadata__']);
-    expect(refusal(() => safetensorsSummary({ __metadata__: { format: 1 } })).issues[0]?.path).toEqual(['header', '__metadata__', 'format']);
+    expect(errorOf(() => safetensorsSummary({ __metadata__: 'pt' })).issues[0]?.path).toEqual(['header', '__metadata__']);
+    expect(errorOf(() => safetensorsSummary({ __metadata__: [] })).issues[0]?.path).toEqual(['header', '__metadata__']);
+    expect(errorOf(() => safetensorsSummary({ __metadata__: { format: 1 } })).issues[0]?.path).toEqual(['header', '__metadata__', 'format']);
     expect(safetensorsSummary({ __metadata__: { format: 'pt' } }).tensors).toBe(0);
   });
 });
