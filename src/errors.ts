@@ -39,10 +39,34 @@ export class VramError extends Error {
   readonly issues: readonly VramIssue[];
 
   constructor(issues: readonly VramIssue[]) {
-    super(issues.map(formatIssue).join('\n'));
+    const checked = wellFormed(issues);
+    super(checked.map(formatIssue).join('\n'));
     this.name = 'VramError';
-    this.issues = issues;
+    this.issues = checked;
   }
+}
+
+/** The issues as given when well formed; otherwise one issue saying so (the error class itself never throws). */
+function wellFormed(issues: unknown): readonly VramIssue[] {
+  const isIssue = (i: unknown): boolean => {
+    const issue = i as Partial<VramIssue> | null;
+    const text = (v: unknown) => v === undefined || typeof v === 'string';
+    const step = (p: unknown) => typeof p === 'string' || Number.isSafeInteger(p);
+    const known = (key: string) => key === 'path' || key === 'code' || key === 'message' || key === 'expected' || key === 'received';
+    return (
+      typeof issue === 'object' &&
+      issue !== null &&
+      Array.isArray(issue.path) &&
+      issue.path.every(step) &&
+      typeof issue.code === 'string' &&
+      typeof issue.message === 'string' &&
+      text(issue.expected) &&
+      text(issue.received) &&
+      Object.keys(issue).every(known)
+    );
+  };
+  if (Array.isArray(issues) && issues.length > 0 && issues.every(isIssue)) return issues;
+  return [{ path: [], code: 'bad-issues', message: 'a VramError needs a non-empty list of issues, each with a path, a code and a message' }];
 }
 
 function formatIssue(issue: VramIssue): string {

@@ -2,7 +2,7 @@ import { fail } from './errors.js';
 import { estimateOptions } from './estimate-options.js';
 import { checkModuleNames } from './module-names.js';
 import type { Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
-import { show, validate } from './validate.js';
+import { show, validate, type Check } from './validate.js';
 import type { StepProgram } from './memory/ledger.js';
 import { optimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
@@ -54,6 +54,44 @@ export function checkModel(model: unknown): asserts model is Layer {
       received: show(model),
     });
 }
+
+/**
+ * The results estimate() and traceModel() made (a WeakSet: nothing kept alive, nothing to read on
+ * the hot path), so that the reports, which read deep into them, take those and refuse anything
+ * else up front, a copy or a hand-made look-alike included, with a VramError rather than a
+ * TypeError from deep inside.
+ */
+const ESTIMATES = new WeakSet<object>();
+const TRACES = new WeakSet<object>();
+
+/** Whether `value` is a result of {@link estimate} (the object it returned, not a copy). */
+export function isEstimate(value: unknown): value is Estimate {
+  return typeof value === 'object' && value !== null && ESTIMATES.has(value);
+}
+
+/** Whether `value` is an IR of {@link traceModel} (or an estimate's `ir`). */
+export function isTraced(value: unknown): value is IR {
+  return typeof value === 'object' && value !== null && TRACES.has(value);
+}
+
+/** An argument that must be a result of estimate(). */
+export const estimateResult: Check = (value, path, issues) => {
+  if (isEstimate(value)) return;
+  issues.push({ path, code: 'bad-argument', message: 'must be a result of estimate()', expected: 'the object estimate() returned', received: show(value) });
+};
+
+/** An argument that must be an IR of traceModel() (an estimate's `ir` is one). */
+export const tracedModel: Check = (value, path, issues) => {
+  if (isTraced(value)) return;
+  const hint = isEstimate(value) ? ': this is an estimate, pass its .ir' : '';
+  issues.push({
+    path,
+    code: 'bad-argument',
+    message: `must be the IR of traceModel()${hint}`,
+    expected: 'the object traceModel() returned',
+    received: show(value),
+  });
+};
 
 /** Normalises estimate's `input` option to tensor specs. */
 export function inputSpecs(input: EstimateOptions['input'], dtype: DType): TensorSpec[] {
@@ -134,6 +172,7 @@ function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<Trace
     ...overrides,
   });
   checkModuleNames(ir, options);
+  TRACES.add(ir);
   return ir;
 }
 
@@ -433,6 +472,7 @@ function assemble(
     return main.program.sizes.every((size) => typeof size === 'number') ? concreteTimeline(main.program) : programTimeline(main.program);
   });
   lazy(result, 'ir', () => (reduced === undefined ? ir : reduced.fullIr()));
+  ESTIMATES.add(result);
   return result;
 }
 

@@ -1,5 +1,6 @@
 import type { Check } from './validate.js';
 import { anyOf, arrayOf, boolean, integer, number, object, oneOf, string } from './validate.js';
+import { isDim } from './sym/args.js';
 import { isExpr } from './sym/expr.js';
 import { DTYPE_BITS } from './tensor/dtype.js';
 import { LIMITS } from './limits.js';
@@ -14,7 +15,8 @@ const DTYPES = Object.keys(DTYPE_BITS);
 
 /** A dimension: a safe integer >= 1, or a symbolic expression. */
 export const dim: Check = (value, path, issues) => {
-  if (isExpr(value)) return;
+  // An expression shaped as one all the way down (a forged `{ kind: 'expr' }` is not one).
+  if (isExpr(value) && isDim(value)) return;
   integer(1)(value, path, issues);
 };
 

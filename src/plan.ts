@@ -1,13 +1,16 @@
 import type { EstimateOptions } from './estimate-types.js';
+import { budget as budgetCheck, ESTIMATE_FIELDS, MODEL_KEYS } from './estimate-options.js';
 import { fail } from './errors.js';
 import { maxFitting } from './fit.js';
 import { memoryBudget } from './gpus/catalog.js';
+import { LIMITS } from './limits.js';
 import type { CheckpointPlan } from './trace/trace.js';
-import { engineNamed, PLANNED_ENGINES, type Engine } from './parallel/index.js';
+import { ENGINE_NAMES, engineNamed, PLANNED_ENGINES, type Engine } from './parallel/index.js';
 import type { Layer } from './nn/types.js';
 import { estimateRanks } from './ranks.js';
 import { estimate } from './estimate.js';
 import { sym } from './sym/ops.js';
+import { anything, arrayOf, integer, object, oneOf, show, validate, type Check } from './validate.js';
 
 /** What {@link plan} searches over, and the job it plans for. */
 export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches' | 'checkpoint'> {
@@ -84,21 +87,40 @@ function stagesOf(engine: Engine | 'single', only: 1 | 2 | 3 | undefined): reado
   return stages === undefined ? [null] : only !== undefined ? [only] : stages;
 }
 
-/** The options `plan` checks before searching, in the order it reports them. */
-function checkPlanOptions({ sample, globalBatch, gpus, pipelines = [1] }: PlanOptions): void {
-  pipelines.forEach((pp, i) => {
-    if (!Number.isSafeInteger(pp) || pp < 1)
-      fail('bad-option', 'a pipeline size is a whole number of stages', { path: ['pipelines', i], expected: 'an integer >= 1', received: String(pp) });
-  });
-  if (!Number.isSafeInteger(globalBatch) || globalBatch < 1)
-    fail('bad-option', 'the global batch is a whole number of samples', { path: ['globalBatch'], expected: 'an integer >= 1', received: String(globalBatch) });
-  if (!Number.isSafeInteger(gpus) || gpus < 1)
-    fail('bad-option', 'the number of GPUs is a whole number', { path: ['gpus'], expected: 'an integer >= 1', received: String(gpus) });
-  sample.forEach((size, i) => {
-    if (!Number.isSafeInteger(size) || size < 1)
-      fail('bad-option', "a sample's sizes are whole numbers", { path: ['sample', i], expected: 'an integer >= 1', received: String(size) });
-  });
-}
+/** A callback (the model of one tensor- or context-parallel rank). */
+const callback: Check = (value, path, issues) => {
+  if (typeof value !== 'function') issues.push({ path, code: 'bad-option', message: 'must be a function', expected: '(size) => Layer', received: show(value) });
+};
+
+/** tensorParallel / contextParallel: the sizes to try (each a whole job at most) and the rank's model of each. */
+const parallelSearch = object({ fields: { sizes: arrayOf(integer(1, LIMITS.ranks)), model: callback }, required: ['sizes', 'model'] });
+
+const { input: _input, parallel: _parallel, microBatches: _microBatches, mode: _mode, ...ESTIMATE_REST } = ESTIMATE_FIELDS;
+
+/** PlanOptions as a check: estimate's options less those the search sets itself, and the job. */
+const planOptions = object({
+  fields: {
+    ...ESTIMATE_REST,
+    mode: oneOf(['train'], 'mode'),
+    sample: arrayOf(integer(1)),
+    globalBatch: integer(1, LIMITS.globalBatch),
+    gpu: budgetCheck,
+    // Up to LIMITS.ranks GPUs: every rank of every layout is weighed.
+    gpus: integer(1, LIMITS.ranks),
+    engines: arrayOf(oneOf(ENGINE_NAMES, 'engine')),
+    pipelines: arrayOf(integer(1, LIMITS.ranks), { min: 1 }),
+    tensorParallel: parallelSearch,
+    contextParallel: parallelSearch,
+    zero: integer(1, 3),
+  },
+  misplaced: {
+    ...MODEL_KEYS,
+    input: "plan builds each input itself: give one sample's shape as sample and the step's samples as globalBatch",
+    parallel: 'plan lays out the ranks itself: give gpus (and engines, pipelines, tensorParallel, contextParallel to narrow or widen the search)',
+    microBatches: 'plan picks the micro-batch and accumulation itself from globalBatch',
+  },
+  required: ['sample', 'globalBatch', 'gpu', 'gpus'],
+});
 
 /** The search's space: the options `plan`'s layout generators read, defaults filled in. */
 interface Space {
@@ -113,9 +135,15 @@ interface Space {
   readonly contextParallel: PlanOptions['contextParallel'];
 }
 
-/** One layout to try, before its micro-batch is searched: the model one rank runs, and how the ranks are laid out. */
+/** One layout to try, before its micro-batch is searched: the model one rank runs (built when first asked for), and how the ranks are laid out. */
 interface Candidate extends Pick<Layout, 'engine' | 'zero' | 'dp' | 'pp' | 'tp' | 'cp'> {
-  readonly model: Layer;
+  readonly model: () => Layer;
+}
+
+/** A model built once, on first use. */
+function once(build: () => Layer): () => Layer {
+  let built: Layer | undefined;
+  return () => (built ??= build());
 }
 
 /** The sizes to try, once each, smallest first. */
@@ -128,10 +156,10 @@ function* dataParallelLayouts({ model, globalBatch, gpus, engines, onlyStage, pi
   for (const pp of sizesOf(pipelines)) {
     for (let dp = 1; dp * pp <= gpus; dp += 1) {
       // 1F1B needs pp micro-batches of at least one sample from each rank's share.
-      if (globalBatch % dp !== 0 || globalBatch / dp < pp) continue;
+      if (globalBatch % dp !== 0 || microBatchesOf(globalBatch / dp, pp).length === 0) continue;
       const dpEngines = dp === 1 ? (['single'] as const) : pp > 1 ? engines.filter((e) => engineNamed(e).pipeline === true) : engines;
       for (const engine of dpEngines) {
-        for (const zero of stagesOf(engine, onlyStage)) yield { model, engine, zero, dp, pp, tp: 1, cp: 1 };
+        for (const zero of stagesOf(engine, onlyStage)) yield { model: () => model, engine, zero, dp, pp, tp: 1, cp: 1 };
       }
     }
   }
@@ -140,7 +168,7 @@ function* dataParallelLayouts({ model, globalBatch, gpus, engines, onlyStage, pi
 /** Tensor-parallel layouts: one replica of tp ranks, or dp replicas under the engine measured around them. */
 function* tensorParallelLayouts({ globalBatch, gpus, engines, tensorParallel }: Space): Generator<Candidate> {
   for (const tp of sizesOf((tensorParallel?.sizes ?? []).filter((size) => size > 1 && size <= gpus))) {
-    const model = tensorParallel!.model(tp);
+    const model = once(() => tensorParallel!.model(tp));
     // The engine measured around tensor-parallel ranks (FSDP2, torchtitan's 2-D layout), if asked for.
     const around = engines.find((e) => engineNamed(e).tensorParallel === true);
     for (let dp = 1; dp * tp <= gpus; dp += 1) {
@@ -157,7 +185,7 @@ function* tensorParallelLayouts({ globalBatch, gpus, engines, tensorParallel }: 
 function* contextParallelLayouts({ sample, globalBatch, gpus, engines, onlyStage, contextParallel }: Space): Generator<Candidate> {
   const seqLength = sample[0]!;
   for (const cp of sizesOf((contextParallel?.sizes ?? []).filter((size) => size > 1 && size <= gpus && seqLength % (2 * size) === 0))) {
-    const model = contextParallel!.model(cp);
+    const model = once(() => contextParallel!.model(cp));
     for (let dp = 1; dp * cp <= gpus; dp += 1) {
       if (globalBatch % dp !== 0) continue;
       for (const engine of engines) {
@@ -167,7 +195,7 @@ function* contextParallelLayouts({ sample, globalBatch, gpus, engines, onlyStage
   }
 }
 
-/** Every layout to try, in the search's order; lazily, so a TP or CP model is built only when the search reaches its size. */
+/** Every layout to try, in the search's order; a TP or CP model is built only when the search reaches its size. */
 function* layoutsToTry(space: Space): Generator<Candidate> {
   yield* dataParallelLayouts(space);
   yield* tensorParallelLayouts(space);
@@ -183,6 +211,10 @@ function* layoutsToTry(space: Space): Generator<Candidate> {
  * stage's peak); with `tensorParallel`, each tensor-parallel size (the model built as one rank);
  * with `contextParallel`, each context-parallel size under every engine.
  *
+ * The options are checked first (a VramError with the path of each bad one, unknown keys
+ * included); `gpus` is at most 1,024 (`LIMITS.ranks`) and a search that would estimate more than
+ * 4,096 ranks (`LIMITS.planRanks`) is refused before it starts, naming what to narrow.
+ *
  * @example
  * ```ts
  * import { plan, seq, linear, relu } from 'vram-ts';
@@ -192,7 +224,7 @@ function* layoutsToTry(space: Space): Generator<Candidate> {
  * ```
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
-  checkPlanOptions(options);
+  validate(options, planOptions);
   const {
     sample,
     globalBatch,
@@ -208,29 +240,46 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
   } = options;
   const budget = memoryBudget(gpu);
   const space: Space = { model, sample, globalBatch, gpus, engines, onlyStage, pipelines, tensorParallel, contextParallel };
-  const layouts: Layout[] = [];
   const choices = checkpoint === undefined ? [false] : [false, true];
-  for (const { model: rankModel, engine, zero, dp, pp, tp, cp } of layoutsToTry(space)) {
-    for (const checkpointing of choices)
-      layouts.push(
-        bestLayout(rankModel, {
-          ...rest,
-          sample,
-          share: globalBatch / dp,
-          dp,
-          pp,
-          tp,
-          cp,
-          engine,
-          zero,
-          gpu,
-          budget,
-          ...(checkpointing ? { checkpoint: checkpoint! } : {}),
-        }),
-      );
-  }
-  const fitting = layouts.filter((l) => l.fits).sort((a, b) => gpusOf(a) - gpusOf(b) || a.accumulation - b.accumulation || a.peak - b.peak);
+  const candidates = [...layoutsToTry(space)];
+  checkSearchSize(candidates, choices.length);
+  const layouts = candidates.flatMap(({ model: rankModel, engine, zero, dp, pp, tp, cp }) =>
+    choices.map((checkpointing) =>
+      bestLayout(rankModel(), {
+        ...rest,
+        sample,
+        share: globalBatch / dp,
+        dp,
+        pp,
+        tp,
+        cp,
+        engine,
+        zero,
+        gpu,
+        budget,
+        ...(checkpointing ? { checkpoint: checkpoint! } : {}),
+      }),
+    ),
+  );
+  const fitting = layouts.filter((l) => l.fits).sort((a, b) => ranksOf(a) - ranksOf(b) || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
+}
+
+/** The ranks a layout's search estimates each time it weighs a micro-batch: one per stage where every rank is alike, else every rank. */
+function ranksWeighed({ engine, zero, dp, pp, cp }: Candidate): number {
+  const alike = engine === 'single' || engineNamed(engine).sameOnEveryRank({ engine, dp, ...(zero !== null ? { zero } : {}) } as never);
+  return alike ? pp : dp * pp * cp;
+}
+
+/** Refuses, before any estimate, a search that would weigh more than LIMITS.planRanks ranks (minutes of estimates). */
+function checkSearchSize(candidates: readonly Candidate[], choices: number): void {
+  const ranks = candidates.reduce((total, candidate) => total + ranksWeighed(candidate), 0) * choices;
+  if (ranks > LIMITS.planRanks)
+    fail('too-many-ranks', `the search would estimate ${ranks} ranks over ${candidates.length * choices} layouts`, {
+      path: ['gpus'],
+      expected: `at most ${LIMITS.planRanks}: fewer gpus, fewer engines, fewer pipelines, or a global batch with fewer divisors`,
+      received: String(ranks),
+    });
 }
 
 /**
@@ -243,8 +292,31 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
  * ```
  */
 export function gpusOf(layout: Pick<Layout, 'dp' | 'pp' | 'tp' | 'cp'>): number {
+  validate(layout, layoutSizes, ['layout']);
+  const gpus = ranksOf(layout);
+  if (!Number.isSafeInteger(gpus))
+    fail('bad-option', 'dp · pp · tp · cp is past 2^53', { path: ['layout'], expected: 'a product below 2^53', received: String(gpus) });
+  return gpus;
+}
+
+/** dp · pp · tp · cp of a layout known to be one. */
+function ranksOf(layout: Pick<Layout, 'dp' | 'pp' | 'tp' | 'cp'>): number {
   return layout.dp * layout.pp * layout.tp * layout.cp;
 }
+
+const size = integer(1);
+
+/** A layout as gpusOf reads it: its four sizes, and any of a Layout's other fields. */
+const layoutSizes = object({
+  fields: {
+    dp: size,
+    pp: size,
+    tp: size,
+    cp: size,
+    ...Object.fromEntries(['engine', 'zero', 'microBatch', 'accumulation', 'checkpointing', 'peak', 'rank', 'fits'].map((key) => [key, anything])),
+  },
+  required: ['dp', 'pp', 'tp', 'cp'],
+});
 
 interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches'> {
   readonly sample: readonly number[];
@@ -258,6 +330,26 @@ interface Trial extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatch
   readonly zero: 1 | 2 | 3 | null;
   readonly gpu: string | number;
   readonly budget: number;
+}
+
+/**
+ * The micro-batches a rank's share can be split into, largest first: divisors of the share whose
+ * accumulation is at least the pipeline's pp micro-batches (1F1B) and at most LIMITS.microBatches.
+ */
+function microBatchesOf(share: number, pp: number): number[] {
+  return divisorsDown(share).filter((micro) => share / micro >= pp && share / micro <= LIMITS.microBatches);
+}
+
+/** The divisors of n, largest first (trial division up to √n, n at most LIMITS.globalBatch). */
+function divisorsDown(n: number): number[] {
+  const small: number[] = [];
+  const large: number[] = [];
+  for (let d = 1; d * d <= n; d += 1) {
+    if (n % d !== 0) continue;
+    small.push(d);
+    if (d * d !== n) large.push(n / d);
+  }
+  return [...large, ...small.reverse()];
 }
 
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
@@ -298,11 +390,12 @@ function bestLayout(model: Layer, trial: Trial): Layout {
     ...(pp > 1 ? { microBatches: pp } : {}),
     gpu,
   });
-  for (let micro = largest; micro >= 1; micro -= 1) {
-    if (share % micro !== 0 || share / micro < pp) continue;
+  const micros = microBatchesOf(share, pp);
+  for (const micro of micros) {
+    if (micro > largest) continue;
     const { peak, rank } = stepPeak(micro);
     if (peak <= budget) return { engine, zero, dp, pp, tp, cp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
-  // Not even one sample per forward: the one-sample step's peak says by how much.
-  return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(1), fits: false };
+  // Not even the smallest micro-batch (one sample, unless that is more than LIMITS.microBatches steps): its step's peak says by how much.
+  return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(micros.at(-1)!), fits: false };
 }

@@ -1,6 +1,9 @@
 import { estimate } from './estimate.js';
+import { estimateOptions } from './estimate-options.js';
 import type { Estimate, EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
+import { LIMITS } from './limits.js';
+import { validate } from './validate.js';
 import { engineNamed, type ParallelPlan } from './parallel/index.js';
 import type { Layer } from './nn/types.js';
 import type { Dim } from './sym/expr.js';
@@ -24,13 +27,45 @@ export interface RankFigures {
 }
 
 /**
+ * The options' plan, checked before any rank is estimated: the options as estimate checks them, a
+ * plan there, no rank or stage of its own (every one is listed), and at most LIMITS.ranks ranks.
+ */
+function checkRanksPlan(options: EstimateOptions): ParallelPlan {
+  validate(options, estimateOptions);
+  const plan: ParallelPlan | undefined = options.parallel;
+  if (plan === undefined)
+    fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: '{ engine, dp }', received: 'undefined' });
+  for (const key of ['rank', 'stage'] as const) {
+    if (plan[key] !== undefined)
+      fail('bad-option', `estimateRanks lists every ${key}: leave out parallel.${key}`, {
+        path: ['parallel', key],
+        expected: 'absent',
+        received: String(plan[key]),
+      });
+  }
+  const sizes = { dp: plan.dp, cp: plan.cp ?? 1, pp: plan.pp ?? 1 };
+  const ranks = sizes.dp * sizes.cp * sizes.pp;
+  if (ranks > LIMITS.ranks) {
+    const widest = (Object.keys(sizes) as (keyof typeof sizes)[]).reduce((a, b) => (sizes[b] > sizes[a] ? b : a));
+    fail('too-many-ranks', `a job of ${ranks} ranks (dp · cp · pp) is more than estimateRanks lists; estimate the ranks you need with parallel.rank`, {
+      path: ['parallel', widest],
+      expected: `at most ${LIMITS.ranks} ranks`,
+      received: `${sizes.dp} · ${sizes.cp} · ${sizes.pp}`,
+    });
+  }
+  return plan;
+}
+
+/**
  * Every rank of a data-parallel (and pipeline-parallel) job, each estimated as
  * `estimate(model, { ...options, parallel: { ...plan, rank, stage } })` would: pipeline stages hold
  * different layers and different numbers of micro-batches in flight. Ranks differ where the engine shards unevenly: FSDP2's
  * padded last chunks, ZeroRedundancyOptimizer's greedy partition. DDP keeps the same bytes on
  * every rank (measured: worlds 2-8, first and last ranks), and DeepSpeed ZeRO-3 cuts every
  * parameter into equal (padded) partitions, so their ranks share one estimate; ZeRO-1/2's
- * gradient partitions hold whole parameters and differ by rank.
+ * gradient partitions hold whole parameters and differ by rank. The plan names no `rank` or
+ * `stage` (every one is listed), and a job of more than 1,024 ranks (`LIMITS.ranks`) is a
+ * VramError at its widest size rather than minutes of estimates.
  *
  * @example
  * ```ts
@@ -41,9 +76,7 @@ export interface RankFigures {
  * ```
  */
 export function estimateRanks(model: Layer, options: EstimateOptions): readonly RankFigures[] {
-  const plan: ParallelPlan | undefined = options.parallel;
-  if (plan === undefined)
-    fail('bad-option', 'every rank needs a data-parallel plan', { path: ['parallel'], expected: '{ engine, dp }', received: 'undefined' });
+  const plan = checkRanksPlan(options);
   const stages = plan.pp ?? 1;
   // One device, DDP, ZeRO-3 (every rank the same ⌈n/N⌉ of each parameter, the last one's padded): the engine's record says.
   const shared = plan.engine === undefined || engineNamed(plan.engine).sameOnEveryRank(plan);

@@ -15,8 +15,24 @@ export function show(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
   if (Array.isArray(value)) return `an array of ${value.length}`;
   return 'an object';
+}
+
+/**
+ * A value as JSON where it has a JSON form (`[1,2]`, `{"a":1}`, cut at 200 characters), else as
+ * {@link show} says it: BigInts, symbols, cycles and odd objects never crash the message.
+ */
+export function showJson(value: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    text = undefined;
+  }
+  if (typeof text !== 'string') return show(value);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
 function issue(issues: VramIssue[], path: Path, message: string, expected: string, value: unknown, code = 'bad-option'): void {
@@ -89,6 +105,17 @@ export const string: Check = (value, path, issues) => {
   if (typeof value !== 'string') issue(issues, path, 'must be a string', 'string', value);
 };
 
+/** A function (a callback such as repeat's layer maker or graph's build). */
+export const func: Check = (value, path, issues) => {
+  if (typeof value !== 'function') issue(issues, path, 'must be a function', 'function', value);
+};
+
+/** An integer >= min, or a pair of them (torch's `int | tuple[int, int]` sizes such as kernel and stride). */
+export function intOrPair(min: number): Check {
+  const one = integer(min);
+  return anyOf([one, arrayOf(one, { min: 2, max: 2 })], `an integer >= ${min} or a pair of them`);
+}
+
 /** One of a list of strings, looked up as own values (never an inherited key); `noun` names the kind in the message. */
 export function oneOf(values: readonly string[], noun = 'value'): Check {
   return (value, path, issues) => {
@@ -98,21 +125,20 @@ export function oneOf(values: readonly string[], noun = 'value'): Check {
   };
 }
 
-/** A list whose every element passes a check. */
+/** Longest list any option takes: past it a list is refused before its elements are read (a sparse `new Array(2**32 - 1)` would be a hang). */
+const LONGEST_LIST = 10_000_000;
+
+/** A list whose every element passes a check (a hole is checked as `undefined`, so it is refused where a value is needed). */
 export function arrayOf(element: Check, limits: { readonly min?: number; readonly max?: number } = {}): Check {
+  const min = limits.min ?? 0;
+  const max = Math.min(limits.max ?? LONGEST_LIST, LONGEST_LIST);
   return (value, path, issues) => {
     if (!Array.isArray(value)) return issue(issues, path, 'must be a list', 'array', value);
-    if (value.length < (limits.min ?? 0) || value.length > (limits.max ?? Number.MAX_SAFE_INTEGER))
-      issue(
-        issues,
-        path,
-        `must have ${limits.min ?? 0} to ${limits.max ?? 'any number of'} elements`,
-        `${limits.min ?? 0} – ${limits.max ?? '∞'} elements`,
-        value,
-      );
-    value.forEach((item, i) => {
-      element(item, [...path, i], issues);
-    });
+    if (value.length < min || value.length > max) {
+      issue(issues, path, `must have ${min} to ${max} elements`, `${min} – ${max} elements`, value);
+      if (value.length > max) return;
+    }
+    for (let i = 0; i < value.length; i += 1) element(value[i], [...path, i], issues);
   };
 }
 

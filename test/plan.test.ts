@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { estimateRanks, estimate, fromHFConfig, gpusOf, memoryBudget, plan, type Layout } from '../src/index.js';
+import { errorOf } from './helpers/errors.js';
 import { seqFromSpecs } from './helpers/layer-spec.js';
 
 const model = seqFromSpecs([
@@ -211,5 +212,58 @@ describe('plan', () => {
     expect(() => plan(model, { sample, globalBatch: 4, gpu: '1GB', gpus: 1.5 })).toThrowError(
       expect.objectContaining({ issues: [expect.objectContaining({ path: ['gpus'] })] }),
     );
+  });
+
+  it('checks its options at run time: null, non-finite sizes, wrong types and unknown keys are errors with their path', () => {
+    const job = { sample, globalBatch: 4, gpu: '1GB', gpus: 2 };
+    const pathOf = (options: unknown) => errorOf(() => plan(model, options as never)).issues.map((i) => i.path);
+    // null and a string of engines were TypeErrors; a parallel plan, NaN sizes, and a model that is no function went unnoticed.
+    expect(pathOf(null)).toEqual([[]]);
+    expect(pathOf({ ...job, gpus: Infinity })).toEqual([['gpus']]);
+    expect(pathOf({ ...job, globalBatch: Infinity })).toEqual([['globalBatch']]);
+    expect(pathOf({ ...job, pipelines: null })).toEqual([['pipelines']]);
+    expect(pathOf({ ...job, pipelines: [] })).toEqual([['pipelines']]);
+    expect(pathOf({ ...job, engines: 'fsdp2' })).toEqual([['engines']]);
+    expect(pathOf({ ...job, engines: ['fsdp3'] })).toEqual([['engines', 0]]);
+    expect(pathOf({ ...job, zero: 4 })).toEqual([['zero']]);
+    expect(pathOf({ ...job, mode: 'inference' })).toEqual([['mode']]);
+    expect(pathOf({ ...job, tensorParallel: { sizes: [Number.NaN], model: () => model } })).toEqual([['tensorParallel', 'sizes', 0]]);
+    expect(pathOf({ ...job, contextParallel: { sizes: [2], model: 'llama' } })).toEqual([['contextParallel', 'model']]);
+    const parallel = errorOf(() => plan(model, { ...job, parallel: { dp: 2 } } as never)).issues[0]!;
+    expect([parallel.path, parallel.code]).toEqual([['parallel'], 'unknown-option']);
+    expect(parallel.message).toContain('plan lays out the ranks itself');
+    expect(pathOf({ sample, gpu: '1GB', gpus: 2, globalBach: 4 })).toEqual([['globalBach'], ['globalBatch']]);
+  });
+
+  it('refuses huge GPU counts and searches at once, naming what to narrow', () => {
+    const start = performance.now();
+    // A thousand trillion GPUs looped over every data-parallel size forever.
+    expect(errorOf(() => plan(model, { sample, globalBatch: 16, gpu: '80GB', gpus: 1e15 })).issues[0]!.path).toEqual(['gpus']);
+    expect(errorOf(() => plan(model, { sample, globalBatch: 16, gpu: '80GB', gpus: 1_000_000 })).issues[0]!.path).toEqual(['gpus']);
+    // 1,024 GPUs and a batch of 1,024: every rank of every engine's layouts would be thousands of estimates.
+    const wide = errorOf(() => plan(model, { sample, globalBatch: 1024, gpu: '80GB', gpus: 1024 })).issues[0]!;
+    expect([wide.path, wide.code]).toEqual([['gpus'], 'too-many-ranks']);
+    expect(wide.expected).toContain('fewer engines');
+    expect(performance.now() - start).toBeLessThan(2000);
+  });
+
+  it('splits a share into at most LIMITS.microBatches micro-batches (a prime batch was an error at microBatches, after a billion trials)', () => {
+    const start = performance.now();
+    const r = plan(model, { sample, globalBatch: 999_999_937, gpu: '1GB', gpus: 1 });
+    expect(r.fewest).toBeUndefined();
+    expect(r.layouts.map((l) => [l.engine, l.fits])).toEqual([['single', false]]);
+    expect(performance.now() - start).toBeLessThan(2000);
+  });
+});
+
+describe('gpusOf', () => {
+  it('checks the layout: null, sizes that are not counts, unknown keys and products past 2^53', () => {
+    expect(errorOf(() => gpusOf(null as never)).issues[0]!.path).toEqual(['layout']);
+    expect(errorOf(() => gpusOf({ dp: '2', pp: 1, tp: 1, cp: 1 } as never)).issues[0]!.path).toEqual(['layout', 'dp']);
+    expect(errorOf(() => gpusOf({ dp: 2, pp: 1, tp: 1 } as never)).issues[0]!.path).toEqual(['layout', 'cp']);
+    expect(errorOf(() => gpusOf({ dp: 2, pp: 1, tp: 1, cp: 1, ep: 4 } as never)).issues[0]!.path).toEqual(['layout', 'ep']);
+    expect(errorOf(() => gpusOf({ dp: 2 ** 30, pp: 2 ** 30, tp: 1, cp: 1 })).issues[0]!.path).toEqual(['layout']);
+    const layout = plan(model, { sample, globalBatch: 4, gpu: '1GB', gpus: 2 }).layouts[0]!;
+    expect(gpusOf(layout)).toBe(layout.dp);
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { estimate, estimateRanks, type Engine } from '../src/index.js';
+import { errorOf } from './helpers/errors.js';
 import { seqFromSpecs } from './helpers/layer-spec.js';
 import { randomModel } from './helpers/random-models.js';
 
@@ -48,6 +49,33 @@ describe('estimateRanks', () => {
       expect(r.peak).toBe(estimate(model, { ...options, parallel: { engine: 'ddp', dp: 2, pp: 2, stage: r.stage, rank: r.dpRank } }).bytes.peak);
     // The stages split the parameters.
     expect((ranks[0]!.parameters as number) + (ranks[2]!.parameters as number)).toBe(estimate(model, options).bytes.parameters);
+  });
+
+  it('checks its options before any rank: null, a pipeline size that is not a count, a rank of its own', () => {
+    const model = seqFromSpecs([['linear', { out: 4 }]]);
+    expect(errorOf(() => estimateRanks(model, null as never)).issues[0]!.path).toEqual([]);
+    // Infinity stages was a RangeError (an array that long), a string none at all (an empty list).
+    for (const pp of [Infinity, '2', -1, Number.NaN])
+      expect(errorOf(() => estimateRanks(model, { input: [1, 4], parallel: { engine: 'ddp', dp: 2, pp: pp as never } })).issues[0]!.path).toEqual([
+        'parallel',
+        'pp',
+      ]);
+    expect(errorOf(() => estimateRanks(model, { input: [1, 4], parallel: { engine: 'ddp', dp: Infinity } })).issues[0]!.path).toEqual(['parallel', 'dp']);
+    // Every rank is listed: a rank (or stage) in the plan would be ignored.
+    const ranked = errorOf(() => estimateRanks(model, { input: [1, 4], parallel: { engine: 'ddp', dp: 2, rank: 1 } })).issues[0]!;
+    expect([ranked.path, ranked.code]).toEqual([['parallel', 'rank'], 'bad-option']);
+  });
+
+  it('refuses a job of more ranks than LIMITS.ranks at once, at its widest size', () => {
+    const model = seqFromSpecs([['linear', { out: 4 }]]);
+    const start = performance.now();
+    // A million FSDP2 ranks, each estimated, ran out of memory after minutes.
+    const wide = errorOf(() => estimateRanks(model, { input: [1, 4], parallel: { engine: 'fsdp2', dp: 1_000_000 } })).issues[0]!;
+    expect([wide.path, wide.code, wide.expected]).toEqual([['parallel', 'dp'], 'too-many-ranks', 'at most 1024 ranks']);
+    const deep = errorOf(() => estimateRanks(model, { input: [8, 4], microBatches: 8, parallel: { engine: 'ddp', dp: 2, pp: 1000 } })).issues[0]!;
+    expect(deep.path).toEqual(['parallel', 'pp']);
+    expect(performance.now() - start).toBeLessThan(2000);
+    expect(estimateRanks(model, { input: [1, 4], parallel: { engine: 'ddp', dp: 1024 } })).toHaveLength(1024);
   });
 
   it('without a plan: an error at options.parallel', () => {

@@ -1,4 +1,5 @@
 import type { VramIssue } from '../errors.js';
+import { showJson } from '../validate.js';
 import { HF_ACTIVATIONS } from '../nn/hfActivation.js';
 import type { DType } from '../tensor/dtype.js';
 
@@ -32,7 +33,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: `${field} must be an integer ${range}`,
         expected: `integer ${range}`,
-        received: value === undefined ? 'missing' : JSON.stringify(value),
+        received: value === undefined ? 'missing' : showJson(value),
       });
       return min;
     }
@@ -53,7 +54,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: `${field} must be a number from 0 to 1`,
         expected: '0 <= p <= 1',
-        received: JSON.stringify(value),
+        received: showJson(value),
       });
       return 0;
     }
@@ -68,7 +69,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: `${field} must be true or false`,
         expected: 'true | false',
-        received: JSON.stringify(value),
+        received: showJson(value),
       });
       return false;
     }
@@ -83,7 +84,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: `${field} is not an activation vram-ts models`,
         expected: HF_ACTIVATIONS.join(' | '),
-        received: JSON.stringify(value),
+        received: showJson(value),
       });
       return 'silu';
     }
@@ -99,7 +100,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: `${field} must be a list of layer indices`,
         expected: 'integer[]',
-        received: JSON.stringify(value),
+        received: showJson(value),
       });
       return [];
     }
@@ -109,7 +110,7 @@ export class ConfigReader {
   string(field: string): string {
     const value = this.value(field);
     if (typeof value !== 'string') {
-      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a string`, expected: 'string', received: JSON.stringify(value) });
+      this.issues.push({ path: [field], code: 'bad-config', message: `${field} must be a string`, expected: 'string', received: showJson(value) });
       return '';
     }
     return value;
@@ -126,7 +127,7 @@ export class ConfigReader {
         code: 'bad-config',
         message: 'unknown torch_dtype',
         expected: Object.keys(DTYPES).join(' | '),
-        received: JSON.stringify(value),
+        received: showJson(value),
       });
     return dtype;
   }

@@ -1,12 +1,14 @@
 import { VramError, fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import { LIMITS } from '../limits.js';
 import { mlaAttention } from '../nn/mla.js';
 import { moeBlock } from '../nn/moe.js';
 import type { ModelMeta, ModuleLayer } from '../nn/types.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { ConfigReader, type HFConfig } from './config-reader.js';
-import { expertsImpl, layerRouting, moeMeta } from './experts.js';
+import { checkMoeArguments, expertsImpl, layerRouting, moeMeta } from './experts.js';
 import { transformersRules } from './transformers.js';
+import { show } from '../validate.js';
 
 // configuration_deepseek_v2.py / configuration_deepseek_v3.py (transformers 5.18.0).
 const DEFAULTS: Readonly<Record<'deepseek_v2' | 'deepseek_v3', Readonly<Record<string, unknown>>>> = {
@@ -178,9 +180,10 @@ function deepseekFields(r: ConfigReader, v3: boolean) {
  * ```
  */
 export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions = {}): ModuleLayer {
+  checkMoeArguments(config, options);
   const type = config.model_type as 'deepseek_v2' | 'deepseek_v3';
   if (type !== 'deepseek_v2' && type !== 'deepseek_v3')
-    fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: JSON.stringify(type) });
+    fail('unsupported-model', 'not a DeepSeek-V2/V3 config', { path: ['model_type'], expected: 'deepseek_v2 | deepseek_v3', received: show(type) });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
   // 4.57: the same attention and router, the experts a loop of DeepseekV*MLP over the experts that got tokens (read in 4.57.6).
@@ -233,7 +236,9 @@ export function deepseekFromHFConfig(config: HFConfig, options: DecoderOptions =
   const { moe: _moe, ...decoder } = options;
   void _moe;
   // The eager mask is built once by the model, as for Llama.
-  return llamaFamily(shape, { ...decoder, attention: attentionImpl });
+  const model = llamaFamily(shape, { ...decoder, attention: attentionImpl });
+  deepFreeze(model.meta);
+  return model;
 }
 
 /** What every layer of one DeepSeek model is built from: its checked fields and the names of its classes. */

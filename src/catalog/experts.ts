@@ -2,6 +2,41 @@
 import { fail } from '../errors.js';
 import type { ModelMeta } from '../nn/types.js';
 import type { ExpertsImpl } from '../ops/moe/index.js';
+import { decoderOptions } from '../options.js';
+import { type Path, show, validate } from '../validate.js';
+import type { HFConfig } from './config-reader.js';
+
+/** Why a config value is not JSON data (what config.json parses to), or undefined when it is. */
+function notJson(value: unknown, depth: number): string | undefined {
+  if (value === null || value === undefined || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return undefined;
+  if (depth > 32) return 'nested too deep for a config';
+  if (typeof value !== 'object') return `a ${typeof value} is not JSON data`;
+  const proto = Object.getPrototypeOf(value);
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return 'only lists and plain objects are JSON data';
+  for (const item of Object.values(value)) {
+    const problem = notJson(item, depth + 1);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/**
+ * What the mixture-of-experts builders check first: the config, a plain object of JSON data
+ * (each field's problem at its name, the config itself at `config`), and the options by the
+ * decoder builders' schema (at `options`).
+ */
+export function checkMoeArguments(config: unknown, options: unknown): HFConfig {
+  const proto = typeof config === 'object' && config !== null && !Array.isArray(config) ? Object.getPrototypeOf(config) : undefined;
+  if (proto !== Object.prototype && proto !== null)
+    fail('bad-config', 'a config must be an object (config.json parsed)', { path: ['config'], expected: 'a plain object', received: show(config) });
+  for (const [field, value] of Object.entries(config as HFConfig)) {
+    const problem = notJson(value, 0);
+    if (problem !== undefined)
+      fail('bad-config', `${field} must be JSON data: ${problem}`, { path: [field] as Path, expected: 'JSON data', received: show(value) });
+  }
+  validate(options, decoderOptions, ['options']);
+  return config as HFConfig;
+}
 
 /** Options of the mixture-of-experts decoders (`DecoderOptions.moe`). */
 export interface MoeOptions {

@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import { causalMaskOp, positionsOp } from '../ops/causal-mask.js';
 import { addOp } from '../ops/merge.js';
 import { expandOp } from '../ops/view.js';
@@ -17,9 +18,10 @@ import type { DecoderOptions } from './llama.js';
 import { causalLmLoss } from './lm-loss.js';
 import { sub } from '../sym/ops.js';
 import { transformersRules, type HFRules } from './transformers.js';
-import { checkKeys } from '../nn/op.js';
+import { activationName, fieldsOf, probability } from '../nn/block-schema.js';
+import { LIMITS } from '../limits.js';
 import { decoderOptions } from '../options.js';
-import { validate } from '../validate.js';
+import { boolean, integer, object, validate } from '../validate.js';
 
 /** The shape of a GPT-2 model. */
 export interface Gpt2Shape {
@@ -37,6 +39,18 @@ export interface Gpt2Shape {
   /** `activation_function`, a Hugging Face ACT2FN name (default `gelu_new`). */
   readonly activation?: string;
 }
+
+/** {@link Gpt2Shape} as GPT2Config holds it: sizes >= 1, up to {@link LIMITS}.layers blocks, dropout probabilities, `tie_word_embeddings`, an `ACT2FN` name. */
+const GPT2_SHAPE = object({
+  fields: {
+    ...fieldsOf(['hidden', 'heads', 'inner', 'vocab', 'positions'], integer(1)),
+    layers: integer(1, LIMITS.layers),
+    ...fieldsOf(['attnDropout', 'residDropout', 'embdDropout'], probability),
+    tied: boolean,
+    activation: activationName,
+  },
+  required: ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout'],
+});
 
 /** What every GPT-2 block is built from: the model's shape, the release's rules, the attention implementation and cache. */
 interface Gpt2BlockContext {
@@ -109,11 +123,10 @@ function gpt2Block(i: number, { shape, rules, impl, cache }: Gpt2BlockContext): 
  * ```
  */
 export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): ModuleLayer {
-  checkKeys(
-    shape,
-    ['hidden', 'layers', 'heads', 'inner', 'vocab', 'positions', 'attnDropout', 'residDropout', 'embdDropout', 'tied', 'activation'],
-    'gpt2Model',
-  );
+  validate(shape, GPT2_SHAPE, ['gpt2Model']);
+  // GPT2Attention: "`embed_dim` must be divisible by num_heads".
+  if (shape.hidden % shape.heads !== 0)
+    fail('bad-option', 'heads must divide hidden', { path: ['gpt2Model', 'heads'], expected: `a divisor of ${shape.hidden}`, received: String(shape.heads) });
   validate(options, decoderOptions, ['options']);
   if (options.tensorParallel !== undefined)
     fail('not-modelled', 'tensor parallelism of GPT-2 (fused Conv1D c_attn) is not modelled: llama, qwen2 and mistral are', {
@@ -161,7 +174,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
       return g.apply(lnF, h);
     }),
   );
-  const meta: ModelMeta = {
+  const meta: ModelMeta = deepFreeze({
     kind: 'decoder',
     family: 'gpt2',
     layers: shape.layers,
@@ -173,7 +186,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     intermediate: shape.inner,
     gatedMlp: false,
     tied,
-  };
+  });
   const body = graph((g, [ids]) => {
     const h = g.apply(transformer, ids!);
     // `transformer_outputs` keeps the last hidden state until forward returns.

@@ -1,4 +1,8 @@
+import { VramError, type VramIssue } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import type { AttentionImpl } from '../nn/attention.js';
+import { activationName, fieldsOf, probability } from '../nn/block-schema.js';
+import { arrayOf, boolean, func, integer, number, object, oneOf, show, string, validate, type Check } from '../validate.js';
 import type { LmHead, ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import type { ContextParallelOptions } from './context-parallel.js';
@@ -6,7 +10,76 @@ import type { MoeOptions } from './experts.js';
 import type { TensorParallelOptions } from './tensor-parallel.js';
 import type { FamilyRules, HFRules, VariantFamilyName } from './transformers.js';
 
-// The shape and the options of a Llama-family decoder (llama.ts builds it, llama-layer.ts its layers).
+// The shape and the options of a Llama-family decoder (llama.ts builds it, llama-layer.ts its layers), and the shape's schema.
+
+const size = integer(1);
+
+/** A plain object (the facts a model's meta records: decoder-check.ts reads them where they are used). */
+const record: Check = (value, path, issues) => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    issues.push({ path, code: 'bad-option', message: 'must be an object', expected: 'object', received: show(value) });
+};
+
+/** A local layer's window (an integer >= 1), or null for a global one. */
+const window: Check = (value, path, issues) => {
+  if (value !== null) size(value, path, issues);
+};
+
+/** {@link LlamaShape} field by field: the families, sizes >= 1, up to {@link LIMITS}.layers layers, flags, probabilities, positive soft-caps. */
+const LLAMA_SHAPE = object({
+  fields: {
+    family: oneOf(['llama', 'qwen2', 'mistral', 'qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'], 'family'),
+    ...fieldsOf(['hidden', 'intermediate', 'heads', 'kvHeads', 'headDim', 'vocab', 'slidingWindow', 'maxPositions', 'rotaryDim'], size),
+    layers: integer(1, LIMITS.layers),
+    ...fieldsOf(['tied', 'qkvBias', 'outBias', 'mlpBias', 'maskWindow', 'normOffset', 'embedScale', 'sandwichNorms', 'localRotary', 'fused'], boolean),
+    ...fieldsOf(['attentionDropout', 'residDropout'], probability),
+    ...fieldsOf(['attnSoftcap', 'finalSoftcap'], number(Number.MIN_VALUE)),
+    activation: activationName,
+    qkNorm: oneOf(['projection', 'transpose'], 'qkNorm placement'),
+    layerWindows: arrayOf(window, { max: LIMITS.layers }),
+    ...fieldsOf(['layerMlp', 'layerAttention'], func),
+    classPrefix: string,
+    extraMeta: record,
+  },
+  required: ['family', 'hidden', 'intermediate', 'layers', 'heads', 'kvHeads', 'headDim', 'vocab', 'tied', 'qkvBias', 'outBias', 'mlpBias', 'attentionDropout'],
+});
+
+/**
+ * A VramError (every problem, at `['llamaFamily', field]`) unless the shape passes its schema and
+ * what transformers' attention needs: kv heads dividing heads (`num_key_value_groups`), a rotary
+ * dim even and within a head (rotate_half), one window per layer.
+ */
+export function checkLlamaShape(shape: LlamaShape): void {
+  validate(shape, LLAMA_SHAPE, ['llamaFamily']);
+  const issues: VramIssue[] = [];
+  if (shape.heads % shape.kvHeads !== 0)
+    issues.push({
+      path: ['llamaFamily', 'kvHeads'],
+      code: 'bad-option',
+      message: 'kvHeads must divide heads',
+      expected: `a divisor of ${shape.heads}`,
+      received: String(shape.kvHeads),
+    });
+  const rotary = shape.rotaryDim;
+  if (rotary !== undefined && (rotary % 2 !== 0 || rotary > shape.headDim))
+    issues.push({
+      path: ['llamaFamily', 'rotaryDim'],
+      code: 'bad-option',
+      message: 'the rotary dim is even and at most headDim',
+      expected: `an even integer <= ${shape.headDim}`,
+      received: String(rotary),
+    });
+  const windows = shape.layerWindows;
+  if (windows !== undefined && windows.length !== shape.layers)
+    issues.push({
+      path: ['llamaFamily', 'layerWindows'],
+      code: 'bad-config',
+      message: 'layerWindows needs one entry per layer',
+      expected: `${shape.layers} entries`,
+      received: String(windows.length),
+    });
+  if (issues.length > 0) throw new VramError(issues);
+}
 
 /**
  * The shape of a Llama-family decoder (Llama, Qwen2, Mistral) or of a variation of it (Qwen3,

@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import { castOp } from '../ops/cast.js';
 import { causalMaskOp, positionsOp } from '../ops/causal-mask.js';
 import { rotaryOp } from '../ops/rotary.js';
@@ -24,11 +25,10 @@ import { activationOp } from '../ops/activation.js';
 import { embeddingOp } from '../ops/embedding.js';
 import { bufferScaleOp } from '../ops/layerNorm.js';
 import { mulScalarOp } from '../ops/pointwise.js';
-import { checkKeys } from '../nn/op.js';
 import { decoderOptions } from '../options.js';
 import { validate } from '../validate.js';
 import { decoderLayer } from './llama-layer.js';
-import type { DecoderOptions, LlamaShape } from './llama-shape.js';
+import { checkLlamaShape, type DecoderOptions, type LlamaShape } from './llama-shape.js';
 
 export type { DecoderOptions, LlamaShape } from './llama-shape.js';
 
@@ -100,44 +100,7 @@ function causalMask(g: GraphBuilder, embeds: TensorRef, shape: LlamaShape, rules
  * ```
  */
 export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): ModuleLayer {
-  checkKeys(
-    shape,
-    [
-      'family',
-      'hidden',
-      'intermediate',
-      'layers',
-      'heads',
-      'kvHeads',
-      'headDim',
-      'vocab',
-      'tied',
-      'qkvBias',
-      'outBias',
-      'mlpBias',
-      'attentionDropout',
-      'slidingWindow',
-      'maxPositions',
-      'activation',
-      'maskWindow',
-      'layerMlp',
-      'layerAttention',
-      'classPrefix',
-      'extraMeta',
-      'qkNorm',
-      'normOffset',
-      'embedScale',
-      'sandwichNorms',
-      'attnSoftcap',
-      'finalSoftcap',
-      'layerWindows',
-      'localRotary',
-      'fused',
-      'rotaryDim',
-      'residDropout',
-    ],
-    'llamaFamily',
-  );
+  checkLlamaShape(shape);
   validate(options, decoderOptions, ['options']);
   const b = decoderBuild(shape, options);
   const { prefix, stage, windows } = b;
@@ -151,7 +114,7 @@ export function llamaFamily(shape: LlamaShape, options: DecoderOptions = {}): Mo
     className: `${prefix}ForCausalLM`,
     inputDtype: 'int64',
     ...(options.dtype !== undefined ? { dtype: options.dtype } : {}),
-    meta: decoderMeta(b),
+    meta: deepFreeze(decoderMeta(b)),
     body,
     withHead: (head: LmHead) => llamaFamily(shape, { ...options, head, ...(head.useCache !== undefined ? { useCache: head.useCache } : {}) }),
     // Layers of different windows differ in their inputs: traced whole.
@@ -251,13 +214,6 @@ function decoderBuild(shape: LlamaShape, options: DecoderOptions) {
 
 /** The layer windows and the parallel options a shape allows (the variations: none); returns the context-parallel build. */
 function checkParallel(shape: LlamaShape, options: DecoderOptions, variant: boolean, impl: AttentionImpl): ContextParallelBuild | undefined {
-  const windows = shape.layerWindows;
-  if (windows !== undefined && windows.length !== shape.layers)
-    fail('bad-config', 'layerWindows needs one entry per layer', {
-      path: ['llamaFamily', 'layerWindows'],
-      expected: `${shape.layers} entries`,
-      received: String(windows.length),
-    });
   if (variant && options.tensorParallel !== undefined)
     fail('not-modelled', `tensor parallelism of ${shape.family} is not modelled (llama, qwen2 and mistral are)`, {
       path: ['options', 'tensorParallel'],

@@ -1,4 +1,3 @@
-import { fail } from '../errors.js';
 import { adaptiveAvgPool2d } from '../nn/adaptiveAvgPool2d.js';
 import { bn } from '../nn/bn.js';
 import { conv2d } from '../nn/conv2d.js';
@@ -13,9 +12,13 @@ import { residual } from '../nn/residual.js';
 import { seq } from '../nn/seq.js';
 import { squeezeExcitation } from '../nn/squeezeExcitation.js';
 import type { Layer, SeqLayer } from '../nn/types.js';
-import { checkKeys } from '../nn/op.js';
+import { probability } from '../nn/block-schema.js';
+import { boolean, integer, number, object, validate } from '../validate.js';
 
-const MOBILENET_KEYS = ['numClasses', 'widthMult', 'dropout', 'reducedTail', 'dilated'];
+/** torchvision's `_mobilenet_v3_conf` and `MobileNetV3.__init__` arguments: classes >= 1, a positive width multiplier, a dropout probability, two flags. */
+const MOBILENET_OPTIONS = object({
+  fields: { numClasses: integer(1), widthMult: number(Number.MIN_VALUE), dropout: probability, reducedTail: boolean, dilated: boolean },
+});
 
 /** Options of the MobileNetV3 builders, as torchvision's constructors take them. */
 export interface MobileNetV3Options {
@@ -108,11 +111,6 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
   const width = options.widthMult ?? 1.0;
   const numClasses = options.numClasses ?? 1000;
   const p = options.dropout ?? 0.2;
-  if (!(width > 0) || !Number.isFinite(width))
-    fail('bad-option', 'widthMult must be a positive number', { path: ['widthMult'], received: String(options.widthMult) });
-  if (!Number.isSafeInteger(numClasses) || numClasses < 1)
-    fail('bad-option', 'numClasses must be an integer >= 1', { path: ['numClasses'], received: String(options.numClasses) });
-  if (!(p >= 0 && p <= 1)) fail('bad-option', 'dropout must be in [0, 1]', { path: ['dropout'], received: String(options.dropout) });
   const adjust = (channels: number) => makeDivisible(channels * width, 8);
   const configs: BlockConfig[] = rows.map(([input, kernel, expanded, out, se, act, stride, dilation]) => ({
     input: adjust(input),
@@ -150,7 +148,7 @@ function build(rows: readonly Row[], lastChannel: number, options: MobileNetV3Op
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mobilenetV3Small(options: MobileNetV3Options = {}): SeqLayer {
-  checkKeys(options, MOBILENET_KEYS, 'mobilenetV3Small');
+  validate(options, MOBILENET_OPTIONS, ['mobilenetV3Small']);
   const d = options.reducedTail ? 2 : 1;
   const dil = options.dilated ? 2 : 1;
   const rows: Row[] = [
@@ -180,7 +178,7 @@ export function mobilenetV3Small(options: MobileNetV3Options = {}): SeqLayer {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mobilenetV3Large(options: MobileNetV3Options = {}): SeqLayer {
-  checkKeys(options, MOBILENET_KEYS, 'mobilenetV3Large');
+  validate(options, MOBILENET_OPTIONS, ['mobilenetV3Large']);
   const d = options.reducedTail ? 2 : 1;
   const dil = options.dilated ? 2 : 1;
   const rows: Row[] = [

@@ -1,10 +1,14 @@
 import { VramError, fail } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
 import { LIMITS } from '../limits.js';
+import { integer, show, validate } from '../validate.js';
+import { layerProblem } from '../nn/layer-check.js';
+import { metaCheck } from './decoder-check.js';
 import { moeBlock } from '../nn/moe.js';
 import type { Layer, ModelMeta, ModuleLayer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import { attentionHeads, ConfigReader, type HFConfig } from './config-reader.js';
-import { expertsImpl, layerRouting, moeMeta } from './experts.js';
+import { checkMoeArguments, expertsImpl, layerRouting, moeMeta } from './experts.js';
 import { llamaFamily, type DecoderOptions, type LlamaShape } from './llama.js';
 import { transformersRules } from './transformers.js';
 
@@ -89,7 +93,45 @@ const DEFAULTS: Readonly<Record<'mixtral' | 'qwen2_moe' | 'qwen3_moe', Readonly<
  * ```
  */
 export function activeParams(model: { readonly meta?: ModelMeta }, total: number): number {
-  return wholeParams(model, total) - (model.meta?.moe?.inactiveParams ?? 0);
+  const meta = paramsArguments(model, total, 'activeParams');
+  return countOf(whole(meta, total, 'activeParams') - (meta?.moe?.inactiveParams ?? 0), 'activeParams');
+}
+
+/**
+ * A model and a parameter count as activeParams and wholeParams read them: a layer (its meta, a
+ * decoder's, checked where it has one) and `total` a count no smaller than the routed experts
+ * the model's meta says it holds. The meta is returned.
+ */
+function paramsArguments(model: unknown, total: unknown, who: string): ModelMeta | undefined {
+  const problem = layerProblem(model);
+  if (problem !== undefined) fail('bad-layer', `${who} needs a model (built with this package): ${problem}`, { path: [who, 'model'], received: show(model) });
+  validate(total, integer(0), [who, 'total']);
+  const meta = (model as Layer).kind === 'module' ? (model as ModuleLayer).meta : undefined;
+  if (meta === undefined) return undefined;
+  validate(meta, metaCheck, [who, 'model', 'meta']);
+  const { moe, expertParallel: ep } = meta;
+  if (moe === undefined) return meta;
+  const size = ep?.size ?? 1;
+  if (moe.k > moe.experts || moe.experts % size !== 0)
+    fail('bad-meta', 'experts per token at most the experts, and the experts split evenly over the expert-parallel ranks', {
+      path: [who, 'model', 'meta', 'moe'],
+      received: `${moe.experts} experts, k ${moe.k}, expert parallel ${size}`,
+    });
+  const held = moe.moeLayers * (moe.experts / size) * moe.expertParams;
+  if ((total as number) < held)
+    fail('bad-option', "the model's routed experts alone hold more parameters than this total: give the model's own estimate's params.total", {
+      path: [who, 'total'],
+      expected: `≥ ${held}`,
+      received: show(total),
+    });
+  return meta;
+}
+
+/** A parameter count that must stay an exact non-negative integer. */
+function countOf(value: number, who: string): number {
+  if (!Number.isSafeInteger(value) || value < 0)
+    fail('too-large', 'the parameters do not count to an exact integer: check the model meta and the total', { path: [who, 'total'], received: String(value) });
+  return value;
 }
 
 /**
@@ -105,10 +147,15 @@ export function activeParams(model: { readonly meta?: ModelMeta }, total: number
  * ```
  */
 export function wholeParams(model: { readonly meta?: ModelMeta }, total: number): number {
-  const moe = model.meta?.moe;
-  const ep = model.meta?.expertParallel;
+  return whole(paramsArguments(model, total, 'wholeParams'), total, 'wholeParams');
+}
+
+/** The whole model's parameters from one rank's checked total. */
+function whole(meta: ModelMeta | undefined, total: number, who: string): number {
+  const moe = meta?.moe;
+  const ep = meta?.expertParallel;
   if (moe === undefined || ep === undefined) return total;
-  return total + moe.moeLayers * (moe.experts - moe.experts / ep.size) * moe.expertParams;
+  return countOf(total + moe.moeLayers * (moe.experts - moe.experts / ep.size) * moe.expertParams, who);
 }
 
 /**
@@ -233,12 +280,13 @@ function moeFields(r: ConfigReader, type: 'mixtral' | 'qwen2_moe' | 'qwen3_moe',
  * ```
  */
 export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { readonly dtype?: DType } = {}): ModuleLayer {
+  checkMoeArguments(config, options);
   const type = config.model_type as 'mixtral' | 'qwen2_moe' | 'qwen3_moe';
-  if (!(type in DEFAULTS))
+  if (typeof type !== 'string' || !Object.hasOwn(DEFAULTS, type))
     fail('unsupported-model', 'not a Mixtral / Qwen-MoE config', {
       path: ['model_type'],
       expected: Object.keys(DEFAULTS).join(' | '),
-      received: JSON.stringify(type),
+      received: show(type),
     });
   const rules = transformersRules(options.transformers, ['transformers']);
   const release = rules.release;
@@ -306,5 +354,7 @@ export function moeFromHFConfig(config: HFConfig, options: DecoderOptions & { re
   };
   const { moe: _moe, ...decoder } = options;
   void _moe;
-  return llamaFamily(shape, decoder);
+  const model = llamaFamily(shape, decoder);
+  deepFreeze(model.meta);
+  return model;
 }

@@ -31,23 +31,49 @@ function names(value: unknown, path: readonly (string | number)[], issues: VramI
   return [];
 }
 
-/** An integer field that must be one of `allowed`. */
-function int(q: QuantReader, field: string, allowed: readonly number[], fallback: number): number {
-  const value = q.c[field] ?? fallback;
+/**
+ * An integer field that must be one of `allowed`: absent, it takes `fallback` (none: the field is
+ * required, as GPTQConfig's `bits`); null or another type is an error, not the default.
+ */
+function int(q: QuantReader, field: string, allowed: readonly number[], fallback: number | undefined): number {
+  const value = q.c[field] === undefined ? fallback : q.c[field];
   if (typeof value !== 'number' || !allowed.includes(value))
     q.issues.push({
       path: at(field),
       code: 'bad-config',
-      message: `${field} is not one vram-ts models`,
+      message: value === undefined ? `${field} is required` : `${field} is not one vram-ts models`,
       expected: allowed.join(' | '),
-      received: JSON.stringify(value),
+      received: value === undefined ? 'absent' : JSON.stringify(value),
     });
-  return typeof value === 'number' ? value : fallback;
+  return typeof value === 'number' ? value : (fallback ?? allowed[0]!);
 }
 
-/** `group_size`: a positive integer, or -1 (one group per row). */
+/** A field that must be true or false when given (null or absent: `fallback`), as transformers' type checks. */
+function flag(q: QuantReader, field: string, fallback: boolean): boolean {
+  const value = q.c[field];
+  if (value === undefined || value === null) return fallback;
+  if (typeof value !== 'boolean')
+    q.issues.push({
+      path: at(field),
+      code: 'bad-config',
+      message: `${field} must be true or false`,
+      expected: 'true | false',
+      received: JSON.stringify(value),
+    });
+  return value === true;
+}
+
+/** A field that, when given, must be one of `allowed` (strings compared in lower case when `lower`). */
+function oneOf(q: QuantReader, field: string, allowed: readonly string[], message: string, lower = false): void {
+  const value = q.c[field];
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'string' || !allowed.includes(lower ? value.toLowerCase() : value))
+    q.issues.push({ path: at(field), code: 'bad-config', message, expected: allowed.join(' | '), received: JSON.stringify(value) });
+}
+
+/** `group_size`: a positive integer, or -1 (one group per row); absent, `fallback` (null is no group size). */
 function group(q: QuantReader, fallback: number): number {
-  const value = q.c.group_size ?? fallback;
+  const value = q.c.group_size === undefined ? fallback : q.c.group_size;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || (value < 1 && value !== -1))
     q.issues.push({
       path: at('group_size'),
@@ -59,9 +85,31 @@ function group(q: QuantReader, fallback: number): number {
   return typeof value === 'number' ? value : fallback;
 }
 
+/** The torch dtypes BitsAndBytesConfig takes for `bnb_4bit_quant_storage`. */
+const QUANT_STORAGE = ['float16', 'float32', 'int8', 'uint8', 'float64', 'bfloat16'] as const;
+
+/** BitsAndBytesConfig's checks (`__init__` and `post_init`) of the fields vram-ts does not otherwise read. */
+function bitsandbytesTypes(q: QuantReader): void {
+  const { c, issues } = q;
+  for (const field of ['llm_int8_enable_fp32_cpu_offload', 'llm_int8_has_fp16_weight']) flag(q, field, false);
+  const threshold = c.llm_int8_threshold;
+  if (threshold !== undefined && threshold !== null && (typeof threshold !== 'number' || !Number.isFinite(threshold)))
+    issues.push({ path: at('llm_int8_threshold'), code: 'bad-config', message: 'llm_int8_threshold must be a number', received: JSON.stringify(threshold) });
+  const compute = c.bnb_4bit_compute_dtype;
+  if (compute !== undefined && compute !== null && typeof compute !== 'string')
+    issues.push({
+      path: at('bnb_4bit_compute_dtype'),
+      code: 'bad-config',
+      message: 'bnb_4bit_compute_dtype must be a torch dtype name',
+      received: JSON.stringify(compute),
+    });
+  oneOf(q, 'bnb_4bit_quant_storage', QUANT_STORAGE, 'bnb_4bit_quant_storage must be a torch dtype bitsandbytes packs into');
+}
+
 function bitsandbytes(q: QuantReader): QuantizationRead {
   const { c, issues } = q;
   const four = c.load_in_4bit === true;
+  bitsandbytesTypes(q);
   if (!four && c.load_in_8bit !== true)
     issues.push({
       path: at('load_in_4bit'),
@@ -79,25 +127,32 @@ function bitsandbytes(q: QuantReader): QuantizationRead {
       expected: 'nf4 | fp4',
       received: JSON.stringify(quantType),
     });
-  const doubleQuant = c.bnb_4bit_use_double_quant ?? false;
-  if (typeof doubleQuant !== 'boolean')
-    issues.push({ path: at('bnb_4bit_use_double_quant'), code: 'bad-config', message: 'must be true or false', received: JSON.stringify(doubleQuant) });
+  const doubleQuant = flag(q, 'bnb_4bit_use_double_quant', false);
   // llm_int8_skip_modules replaces the automatic list (the output embedding), as transformers does.
   const skip =
     c.llm_int8_skip_modules === undefined || c.llm_int8_skip_modules === null
       ? ['lm_head']
       : names(c.llm_int8_skip_modules, at('llm_int8_skip_modules'), issues);
-  const scheme: QuantScheme = four
-    ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant: doubleQuant === true }
-    : { method: 'bnb-8bit' };
+  const scheme: QuantScheme = four ? { method: 'bnb-4bit', quantType: quantType === 'nf4' ? 'nf4' : 'fp4', doubleQuant } : { method: 'bnb-8bit' };
   return { plan: { scheme, skip }, dtype: 'float16' };
 }
 
 function gptq(q: QuantReader): QuantizationRead {
-  const bits = int(q, 'bits', [2, 3, 4, 8], 4) as 2 | 3 | 4 | 8;
+  // GPTQConfig takes bits with no default, and its post_init refuses a damp_percent outside (0, 1).
+  const bits = int(q, 'bits', [2, 3, 4, 8], undefined) as 2 | 3 | 4 | 8;
+  const damp = q.c.damp_percent;
+  if (damp !== undefined && !(typeof damp === 'number' && damp > 0 && damp < 1))
+    q.issues.push({
+      path: at('damp_percent'),
+      code: 'bad-config',
+      message: 'damp_percent must be between 0 and 1',
+      expected: '0 < x < 1',
+      received: JSON.stringify(damp),
+    });
+  const descAct = flag(q, 'desc_act', false);
   // optimum converts the Linear layers of the repeated decoder blocks only.
   return {
-    plan: { scheme: { method: 'gptq', bits, groupSize: group(q, 128), descAct: q.c.desc_act === true }, within: [q.blocks], skip: [] },
+    plan: { scheme: { method: 'gptq', bits, groupSize: group(q, 128), descAct }, within: [q.blocks], skip: [] },
     dtype: 'float16',
   };
 }
@@ -105,7 +160,9 @@ function gptq(q: QuantReader): QuantizationRead {
 function awq(q: QuantReader): QuantizationRead {
   const { c } = q;
   int(q, 'bits', [4], 4);
-  const version = typeof c.version === 'string' ? c.version.toLowerCase() : 'gemm';
+  // AwqConfig.post_init: a backend it knows; the version a string (from_str lowers it).
+  oneOf(q, 'backend', ['autoawq', 'llm-awq'], 'AWQ backend not known to transformers');
+  const version = c.version === undefined ? 'gemm' : typeof c.version === 'string' ? c.version.toLowerCase() : String(c.version);
   if (version !== 'gemm' && version !== 'gemv')
     q.issues.push({
       path: at('version'),
@@ -121,6 +178,16 @@ function awq(q: QuantReader): QuantizationRead {
 }
 
 function fp8(q: QuantReader): QuantizationRead {
+  // FineGrainedFP8Config.post_init: dynamic activations (newer releases take static too).
+  oneOf(q, 'activation_scheme', ['dynamic', 'static'], 'FP8 activation scheme not known to transformers', true);
+  if (q.c.weight_block_size === null)
+    q.issues.push({
+      path: at('weight_block_size'),
+      code: 'not-modelled',
+      message: 'per-tensor FP8 (weight_block_size null) is not modelled: blocks of [n, k] are',
+      expected: '[n, k]',
+      received: 'null',
+    });
   const block = q.c.weight_block_size ?? [128, 128];
   const ok = Array.isArray(block) && block.length === 2 && block.every((b) => typeof b === 'number' && Number.isSafeInteger(b) && b >= 1);
   if (!ok)
@@ -136,10 +203,55 @@ function fp8(q: QuantReader): QuantizationRead {
 }
 
 /**
+ * The method a config names, as AutoQuantizationConfig.from_dict picks it: a true `load_in_4bit`
+ * or `load_in_8bit` means bitsandbytes whatever `quant_method` says, so another `quant_method`
+ * beside one is a contradiction (an error, not a guess: undefined); both true is
+ * BitsAndBytesConfig's error; a flag that is not a boolean its TypeError.
+ */
+function methodOf(c: Record<string, unknown>, issues: VramIssue[]): { method: unknown } | undefined {
+  for (const field of ['load_in_4bit', 'load_in_8bit'] as const) {
+    const value = c[field];
+    if (value !== undefined && value !== null && typeof value !== 'boolean')
+      issues.push({
+        path: at(field),
+        code: 'bad-config',
+        message: `${field} must be true or false`,
+        expected: 'true | false',
+        received: JSON.stringify(value),
+      });
+  }
+  const four = c.load_in_4bit === true;
+  if (four && c.load_in_8bit === true)
+    issues.push({
+      path: at('load_in_8bit'),
+      code: 'bad-config',
+      message: 'load_in_4bit and load_in_8bit are both true, but only one can be used at the same time',
+      expected: 'one of load_in_4bit, load_in_8bit',
+      received: 'both true',
+    });
+  const flagged = four || c.load_in_8bit === true;
+  const method = c.quant_method;
+  if (flagged && method !== undefined && method !== null && method !== 'bitsandbytes') {
+    issues.push({
+      path: at('quant_method'),
+      code: 'bad-config',
+      message: `quant_method contradicts ${four ? 'load_in_4bit' : 'load_in_8bit'}: true (transformers would load it with bitsandbytes, ignoring quant_method)`,
+      expected: '"bitsandbytes", or neither load_in_4bit nor load_in_8bit',
+      received: JSON.stringify(method),
+    });
+    return undefined;
+  }
+  return { method: method ?? (flagged ? 'bitsandbytes' : undefined) };
+}
+
+/**
  * A `quantization_config` as the quantizer of transformers applies it: which Linear layers
  * become which format, and the dtype everything else gets when the config names none.
  * `blocks` is the module path of the repeated decoder blocks (`model.layers`, GPT-2's
- * `transformer.h`). Bad fields are pushed onto `issues`.
+ * `transformer.h`). Bad fields are pushed onto `issues`, with transformers' own checks of its
+ * config classes: contradictory flags (`load_in_4bit` and `load_in_8bit`, or either beside another
+ * `quant_method`), `bits` outside the method's set (GPTQ's required), fields of the wrong type
+ * (never read as their default), values its `post_init` refuses.
  */
 export function quantizationConfig(config: HFConfig, blocks: string, issues: VramIssue[]): QuantizationRead | undefined {
   const q = config.quantization_config;
@@ -149,7 +261,9 @@ export function quantizationConfig(config: HFConfig, blocks: string, issues: Vra
     return undefined;
   }
   const c = q as Record<string, unknown>;
-  const method = c.quant_method ?? (c.load_in_4bit === true || c.load_in_8bit === true ? 'bitsandbytes' : undefined);
+  const named = methodOf(c, issues);
+  if (named === undefined) return undefined;
+  const { method } = named;
   const notConverted = ['lm_head', ...names(c.modules_to_not_convert, at('modules_to_not_convert'), issues)];
   const reader: QuantReader = { c, issues, notConverted, blocks };
   switch (method) {

@@ -1,5 +1,6 @@
 import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
+import { anyOf, arrayOf, number, show, string, validate } from '../validate.js';
 
 /** Decoder families whose Hugging Face modeling code vram-ts follows. */
 export type HFFamily = 'llama' | 'qwen2' | 'mistral' | 'gpt2';
@@ -560,12 +561,13 @@ function within(version: string, from: string, to: string | undefined): boolean 
  * ```
  */
 export function transformersRules(version: string = DEFAULT_TRANSFORMERS, path: readonly (string | number)[] = ['transformers']): HFRules {
+  validate(path, arrayOf(anyOf([string, number(-Number.MAX_VALUE)], 'a name or an index'), { max: 64 }), ['transformersRules', 'path']);
   const readable = typeof version === 'string' && parse(version) !== null && TRANSFORMERS_RANGES.some(([from, to]) => within(version, from, to));
   if (!readable) {
     fail('unsupported-release', 'transformers release whose code was not read', {
       path,
       expected: TRANSFORMERS_RANGES.map(([a, b]) => `${a} – ${b}`).join(' or '),
-      received: JSON.stringify(version),
+      received: show(version),
     });
   }
   const rules: Record<string, unknown> = { release: version };

@@ -2,18 +2,20 @@
  * The classic UNet (Ronneberger et al., 2015, with padded convolutions and batch norm, as the
  * common PyTorch implementations write it): the catalog's example of a segmentation network.
  */
-import { fail } from '../errors.js';
 import { bn } from '../nn/bn.js';
 import { conv2d } from '../nn/conv2d.js';
 import { convTranspose2d } from '../nn/convTranspose2d.js';
 import { graph } from '../nn/graph.js';
 import { maxPool2d } from '../nn/maxPool2d.js';
 import { module } from '../nn/module.js';
-import { checkKeys } from '../nn/op.js';
 import { relu } from '../nn/relu.js';
 import { seq } from '../nn/seq.js';
 import type { Layer, ModuleLayer, OpLayer, SeqLayer } from '../nn/types.js';
 import { catOp } from '../ops/merge.js';
+import { integer, object, validate } from '../validate.js';
+
+/** {@link UNetOptions}: channel counts >= 1; `base` at most 2^48 so the deepest level's 16·base channels stay exact. */
+const UNET_OPTIONS = object({ fields: { inChannels: integer(1), numClasses: integer(1), base: integer(1, 2 ** 48) } });
 
 /** Options of {@link unet}. */
 export interface UNetOptions {
@@ -76,16 +78,8 @@ function up(name: string, out: number): SeqLayer | OpLayer<unknown> | ModuleLaye
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function unet(options: UNetOptions = {}): SeqLayer {
-  checkKeys(options, ['inChannels', 'numClasses', 'base'], 'unet');
+  validate(options, UNET_OPTIONS, ['unet']);
   const { inChannels = 3, numClasses = 2, base = 64 } = options;
-  for (const [key, value] of [
-    ['inChannels', inChannels],
-    ['numClasses', numClasses],
-    ['base', base],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < 1)
-      fail('bad-option', `${key} must be an integer >= 1`, { path: ['unet', key], expected: 'an integer >= 1', received: String(value) });
-  }
   const inc = seq(
     { name: 'inc', className: 'DoubleConv', isSequential: false },
     seq(

@@ -8,7 +8,8 @@ import { functional } from '../nn/functional.js';
 import { linear } from '../nn/linear.js';
 import { maxPool2d } from '../nn/maxPool2d.js';
 import { module } from '../nn/module.js';
-import { checkKeys } from '../nn/op.js';
+import { probability } from '../nn/block-schema.js';
+import { integer, object, show, validate } from '../validate.js';
 import { relu } from '../nn/relu.js';
 import { residual } from '../nn/residual.js';
 import { seq } from '../nn/seq.js';
@@ -277,6 +278,9 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
   );
 }
 
+/** {@link VisionOptions}: classes >= 1, probabilities in [0, 1] (torch.nn.Dropout's and torchvision's StochasticDepth's), an image side >= 1 (ViT: a multiple of its patch). */
+const VISION_OPTIONS = object({ fields: { numClasses: integer(1), dropout: probability, stochasticDepthProb: probability, imageSize: integer(1) } });
+
 /**
  * A torchvision classification model by its torchvision name, module for module (names, order,
  * parameters): ResNet (resnet18 … resnet152, resnext50_32x4d, resnext101_32x8d, wide_resnet50_2,
@@ -294,23 +298,19 @@ function buildViT(spec: ViTSpec, numClasses: number, imageSize: number): SeqLaye
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function vision(name: string, options: VisionOptions = {}): SeqLayer {
-  checkKeys(options, ['numClasses', 'dropout', 'stochasticDepthProb', 'imageSize'], 'vision');
+  validate(options, VISION_OPTIONS, ['vision']);
+  if (typeof name !== 'string')
+    fail('unknown-model', 'a vision model is named by a string', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: show(name) });
   const family = families().find((f) => f.names.includes(name));
   if (family === undefined)
     fail('unknown-model', 'not a vision model of the catalog', { path: ['vision', 'name'], expected: VISION_MODELS.join(' | '), received: String(name) });
   return family.build(name, options);
 }
 
-/** torchvision's ResNets, EfficientNets and ViTs (the specs of MODELS) with their options checked. */
+/** torchvision's ResNets, EfficientNets and ViTs (the specs of MODELS) with the options each family takes checked. */
 function visionCore(name: string, options: VisionOptions): SeqLayer {
   const spec = MODELS[name]!;
   const numClasses = options.numClasses ?? 1000;
-  if (!Number.isSafeInteger(numClasses) || numClasses < 1)
-    fail('bad-option', 'numClasses must be an integer >= 1', {
-      path: ['vision', 'numClasses'],
-      expected: 'an integer >= 1',
-      received: String(options.numClasses),
-    });
   if (spec.family !== 'vit' && options.imageSize !== undefined) fail('bad-option', 'only ViTs take an imageSize', { path: ['vision', 'imageSize'] });
   if (spec.family === 'resnet') {
     if (options.dropout !== undefined || options.stochasticDepthProb !== undefined)
@@ -335,12 +335,5 @@ function visionCore(name: string, options: VisionOptions): SeqLayer {
   }
   const p = options.dropout ?? spec.dropout;
   const sd = options.stochasticDepthProb ?? 0.2;
-  for (const [key, value] of [
-    ['dropout', p],
-    ['stochasticDepthProb', sd],
-  ] as const) {
-    if (typeof value !== 'number' || !(value >= 0 && value <= 1))
-      fail('bad-option', `${key} must be in [0, 1]`, { path: ['vision', key], expected: '0 <= p <= 1', received: String(value) });
-  }
   return buildEfficientNet(spec, numClasses, p, sd);
 }

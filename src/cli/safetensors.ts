@@ -71,7 +71,7 @@ export function readSafetensors(file: string): string {
     }
     let s: ReturnType<typeof safetensorsSummary>;
     try {
-      s = safetensorsSummary(header, { dataBytes: size - 8 - length });
+      s = safetensorsSummary(header, { dataBytes: size - 8 - length, text });
     } catch (error) {
       if (error instanceof VramError) throw fromVramError(error, file);
       throw error;

@@ -83,6 +83,7 @@ function checkLayout(command: Command, values: Values): void {
     usage(values.pp !== undefined ? '--pp' : values.offload !== undefined ? '--offload' : '--micro-batches', 'applies to training; --infer is one forward');
   if (values.offload !== undefined && !manyGpus(values)) usage('--offload', 'needs --gpus N with --zero or --fsdp: offloading is an engine feature');
   if (values['all-ranks'] && values.rank !== undefined) usage('--all-ranks', 'lists every rank: leave out --rank');
+  if (values['all-ranks'] && values.stage !== undefined) usage('--all-ranks', 'lists every stage: leave out --stage');
 }
 
 /** Refuses flags the command does not take, extra or missing arguments, and flags that contradict each other. */

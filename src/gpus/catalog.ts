@@ -1,5 +1,6 @@
 import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
+import { didYouMean, show } from '../validate.js';
 
 /** GPU architecture families (they decide default runtime overheads). */
 export type GpuFamily = 'volta' | 'turing' | 'ampere' | 'ada' | 'hopper' | 'cdna3';
@@ -89,8 +90,16 @@ function normalise(name: string): string {
     .replace(/[\s_]+/g, '-');
 }
 
+/** The catalog name of the GPU whose name or alias is closest to a misspelt one, if one is close. */
+function nearest(key: string): string | undefined {
+  const names = GPUS.flatMap((g) => [normalise(g.name), ...g.aliases]);
+  const hint = didYouMean(key, names);
+  return hint === undefined ? undefined : GPUS.find((g) => normalise(g.name) === hint || g.aliases.includes(hint))?.name;
+}
+
 /**
- * A GPU by catalog name or alias (case-insensitive), e.g. `A800-80GB`, `h100`, `rtx 4090`.
+ * A GPU by catalog name or alias (case-insensitive), e.g. `A800-80GB`, `h100`, `rtx 4090`; a
+ * VramError with the closest name for an unknown one, and for anything but a string.
  *
  * @example
  * ```ts
@@ -100,10 +109,17 @@ function normalise(name: string): string {
  */
 export function gpu(name: string): GpuSpec {
   if (typeof name !== 'string')
-    fail('unknown-gpu', 'a GPU is named by a string', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: String(name) });
+    fail('unknown-gpu', 'a GPU is named by a string', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: show(name) });
   const key = normalise(name);
   const found = GPUS.find((g) => normalise(g.name) === key || g.aliases.includes(key));
-  if (found === undefined) fail('unknown-gpu', 'unknown GPU', { path: ['gpu'], expected: GPUS.map((g) => g.name).join(' | '), received: name });
+  if (found === undefined) {
+    const near = name.length <= 64 ? nearest(key) : undefined;
+    fail('unknown-gpu', `unknown GPU${near !== undefined ? `; did you mean ${JSON.stringify(near)}?` : ''}`, {
+      path: ['gpu'],
+      expected: GPUS.map((g) => g.name).join(' | '),
+      received: show(name.length > 64 ? `${name.slice(0, 64)}…` : name),
+    });
+  }
   return found;
 }
 
@@ -118,12 +134,14 @@ export function gpu(name: string): GpuSpec {
  * ```
  */
 export function memoryBudget(value: string | number): number {
+  if (typeof value !== 'string' && typeof value !== 'number')
+    fail('bad-option', 'a memory budget is a GPU name, a size or a byte count', { path: ['gpu'], expected: 'string | number', received: show(value) });
   if (typeof value === 'number') {
     if (!Number.isSafeInteger(value) || value <= 0)
       fail('bad-option', 'a memory budget in bytes must be a positive integer', { path: ['gpu'], received: String(value) });
     return value;
   }
-  const size = /^\s*(\d+(?:\.\d+)?)\s*(k|m|g|t)i?b?\s*$/i.exec(value);
+  const size = value.length > 64 ? null : /^\s*(\d+(?:\.\d+)?)\s*(k|m|g|t)i?b?\s*$/i.exec(value);
   if (size !== null) {
     const scale = { k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 }[size[2]!.toLowerCase() as 'k' | 'm' | 'g' | 't'];
     const bytes = Math.floor(Number(size[1]) * scale);
@@ -135,7 +153,5 @@ export function memoryBudget(value: string | number): number {
       });
     return bytes;
   }
-  if (typeof value !== 'string')
-    fail('bad-option', 'a memory budget is a GPU name, a size or a byte count', { path: ['gpu'], expected: 'string | number', received: String(value) });
   return gpu(value).memoryBytes;
 }

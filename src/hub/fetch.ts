@@ -1,3 +1,4 @@
+import { showJson } from '../validate.js';
 /** The Hub's HTTP side: one file's request (auth, 404s, offline), its body piecewise, and the optional cache. */
 import { VramError } from '../errors.js';
 import type { HubCache } from './types.js';
@@ -131,6 +132,11 @@ export async function request(t: Target, revision: string, file: string, headers
       received: url,
     });
   }
+  if (!isResponse(response))
+    throw hubError('hub-http', `the fetch for ${file} answered something that is not a Response`, [file], {
+      expected: 'a Response',
+      received: showJson(response),
+    });
   if (response.ok || response.status === 304) return response;
   await response.body?.cancel().catch(() => undefined);
   const code = response.headers.get('x-error-code');
@@ -280,4 +286,18 @@ export function parseJson(text: string, file: string, what: string): Record<stri
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw hubError('bad-config', `${file} holds no JSON object`, [file], { expected: what, received: Array.isArray(value) ? 'an array' : String(value) });
   return value as Record<string, unknown>;
+}
+
+/** What the client reads of a Response: a user's fetch may answer anything. */
+function isResponse(value: unknown): value is Response {
+  const r = value as Partial<Response> | null;
+  const body = r?.body as { getReader?: unknown } | null | undefined;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.ok === 'boolean' &&
+    typeof r.status === 'number' &&
+    typeof r.headers?.get === 'function' &&
+    (body === null || body === undefined || typeof body.getReader === 'function')
+  );
 }

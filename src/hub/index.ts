@@ -1,3 +1,4 @@
+import { showJson } from '../validate.js';
 /**
  * fromHub(): a Hugging Face Hub repository's `config.json` and safetensors headers, read with the
  * platform `fetch` (HTTP Range requests: no weights are downloaded), the model built by
@@ -31,7 +32,10 @@ const FLOAT_DTYPES: Readonly<Record<string, DType>> = { BF16: 'bfloat16', F16: '
  * Uses only the platform `fetch` (Node 18+, Deno, Bun, browsers) and keeps nothing itself: pass a
  * {@link HubCache} to reuse what was read. Errors are VramErrors with the file as path: `hub-auth`
  * (401/403: a gated or private repo; set HF_TOKEN), `hub-not-found` (repo, revision or file),
- * `hub-offline` (no connection), `bad-config` (config or index not JSON), `bad-safetensors`.
+ * `hub-offline` (no connection), `bad-config` (config or index not JSON), `bad-safetensors` (a
+ * header the safetensors library refuses, a tensor named twice, or data not ending where the
+ * file does), `hub-bad-range` / `hub-bad-length` (a Range answer without the file's length).
+ * Shard headers are read at most 8 at a time.
  *
  * @example
  * ```ts
@@ -51,12 +55,12 @@ const FLOAT_DTYPES: Readonly<Record<string, DType>> = { BF16: 'bfloat16', F16: '
  *   offset += bytes;
  * }
  * const json = new TextEncoder().encode(JSON.stringify(header));
- * const file = new Uint8Array(8 + json.length);
+ * const file = new Uint8Array(8 + json.length + offset); // the length, the header, then the (zeroed) weights
  * new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
  * file.set(json, 8);
  * const fetch = async (url: string) =>
  *   url.endsWith('/config.json') ? new Response(JSON.stringify(config))
- *   : url.endsWith('/model.safetensors') ? new Response(file, { status: 206 })
+ *   : url.endsWith('/model.safetensors') ? new Response(file, { status: 206, headers: { 'Content-Range': `bytes 0-${file.length - 1}/${file.length}` } })
  *   : new Response('not found', { status: 404 });
  * const hub = await fromHub('my-org/tiny-llama', { fetch });
  * console.log(hub.checkpoint?.parameters, hub.checkpoint?.dtype); // 98624 BF16
@@ -69,6 +73,10 @@ export function fromHub(repo: string, options: HubOptions = {}): Promise<HubMode
 
 /** The checked options as a fetch target, and the rest (the model's build options); every bad option in one error. */
 function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConfigOptions } {
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new VramError([
+      { path: ['options'], code: 'bad-option', message: "fromHub's options must be an object", expected: 'object', received: showJson(options) },
+    ]);
   const { revision = 'main', endpoint = DEFAULT_ENDPOINT, token, fetch: fetchOption, cache, offline = false, timeout, signal, ...build } = options;
   const issues: VramIssue[] = [];
   if (typeof repo !== 'string' || !REPO.test(repo) || repo.includes('..') || repo.includes('--'))
@@ -77,10 +85,10 @@ function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConf
       code: 'bad-option',
       message: 'a Hub repository id is <org>/<name> (letters, digits, - _ .)',
       expected: 'e.g. Qwen/Qwen2.5-0.5B',
-      received: JSON.stringify(repo),
+      received: showJson(repo),
     });
   if (typeof revision !== 'string' || revision === '' || revision.includes('..'))
-    issues.push({ path: ['revision'], code: 'bad-option', message: 'revision must be a branch, tag or commit hash', received: JSON.stringify(revision) });
+    issues.push({ path: ['revision'], code: 'bad-option', message: 'revision must be a branch, tag or commit hash', received: showJson(revision) });
   let base = '';
   let host = '';
   try {
@@ -89,7 +97,7 @@ function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConf
     base = url.href.replace(/\/+$/, '');
     host = url.host;
   } catch {
-    issues.push({ path: ['endpoint'], code: 'bad-option', message: 'endpoint must be an http(s) URL', received: JSON.stringify(endpoint) });
+    issues.push({ path: ['endpoint'], code: 'bad-option', message: 'endpoint must be an http(s) URL', received: showJson(endpoint) });
   }
   if (token !== undefined && (typeof token !== 'string' || token === ''))
     issues.push({ path: ['token'], code: 'bad-option', message: 'token must be a non-empty string', received: typeof token });
@@ -99,14 +107,14 @@ function targetOf(repo: string, options: HubOptions): { t: Target; build: HFConf
   if (cache !== undefined && (typeof cache !== 'object' || cache === null || typeof cache.get !== 'function' || typeof cache.set !== 'function'))
     issues.push({ path: ['cache'], code: 'bad-option', message: 'cache must have get(key) and set(key, entry)' });
   if (typeof offline !== 'boolean')
-    issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: JSON.stringify(offline) });
+    issues.push({ path: ['offline'], code: 'bad-option', message: 'offline must be true or false', received: showJson(offline) });
   if (timeout !== undefined && !(typeof timeout === 'number' && Number.isInteger(timeout) && timeout >= 1 && timeout <= 2 ** 31 - 1))
     issues.push({
       path: ['timeout'],
       code: 'bad-option',
       message: 'timeout is whole milliseconds',
       expected: `1 .. ${2 ** 31 - 1}`,
-      received: JSON.stringify(timeout),
+      received: showJson(timeout),
     });
   if (
     signal !== undefined &&

@@ -27,7 +27,9 @@ import type { ModuleLayer } from '../nn/types.js';
 import { VLLM_ENGINE_FIELDS, vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
 import type { TrainerArgs } from '../trainers/args.js';
 import { grpoStep, type GrpoStepEstimate } from '../trainers/grpo.js';
-import { anything, boolean, integer, number, object, oneOf, show, string, validate } from '../validate.js';
+import { decoderModel, optionsObject } from '../catalog/decoder-check.js';
+import { loraOrNull } from '../trainers/args.js';
+import { anything, boolean, type Check, integer, number, object, oneOf, show, string, validate } from '../validate.js';
 
 /** The RL frameworks whose placement rules are read. */
 export type RlFramework = 'trl' | 'verl' | 'openrlhf';
@@ -121,6 +123,22 @@ const shape = object({
   required: ['framework', 'trainer'],
 });
 
+/** A plain-object argument another check reads further (an estimate's options, GRPOConfig's fields). */
+const record: Check = (value, path, issues) => {
+  const proto = typeof value === 'object' && value !== null && !Array.isArray(value) ? Object.getPrototypeOf(value) : undefined;
+  if (proto !== Object.prototype && proto !== null)
+    issues.push({ path, code: 'bad-option', message: 'must be an object', expected: 'object', received: show(value) });
+};
+
+/** The trainer of each framework's job. */
+const TRAINERS = {
+  trl: object({ fields: { config: record, prompt: integer(1), peft: loraOrNull }, required: ['config', 'prompt'] }),
+  engine: object({
+    fields: { update: record, logProbs: record, reference: record, paramOffload: boolean, optimizerOffload: boolean },
+    required: ['update', 'logProbs'],
+  }),
+};
+
 function totalOf(o: RlJobOptions): number {
   if (o.gpu !== undefined && o.totalBytes !== undefined)
     fail('bad-option', 'give the GPU or its total bytes, not both', { path: ['totalBytes'], received: show(o.totalBytes) });
@@ -134,9 +152,7 @@ function totalOf(o: RlJobOptions): number {
 
 /** TRL: grpoStep's phases (the engine in the trainer's process), one GPU per data-parallel rank. */
 function trlJob(model: ModuleLayer, o: RlJobOptions, total: number): RlJob {
-  const t = o.trainer as RlTrlTrainer;
-  if (typeof t !== 'object' || t === null || !('config' in t))
-    fail('bad-option', "a TRL job's trainer is GRPOConfig's fields and the prompt length", { path: ['trainer'], expected: '{ config, prompt }' });
+  const t = validate(o.trainer, TRAINERS.trl, ['trainer']) as RlTrlTrainer;
   const r = o.rollout ?? {};
   const { sleep, colocate, engines, ...engineArgs } = r;
   if (colocate === false || engines !== undefined)
@@ -208,12 +224,7 @@ function peakAbove(e: ReturnType<typeof estimate>): number {
 /** verl / OpenRLHF: the actor's estimates and the engine's residency by the framework's rules. */
 function engineJob(model: ModuleLayer, o: RlJobOptions, total: number): RlJob {
   const framework = o.framework as 'verl' | 'openrlhf';
-  const t = o.trainer as RlEngineTrainer;
-  if (typeof t !== 'object' || t === null || !('update' in t) || !('logProbs' in t))
-    fail('bad-option', `a ${framework} job's trainer is the actor's update and log-probability estimates`, {
-      path: ['trainer'],
-      expected: '{ update, logProbs }',
-    });
+  const t = validate(o.trainer, TRAINERS.engine, ['trainer']) as RlEngineTrainer;
   const r = o.rollout ?? {};
   const defaults: string[] = [];
   const engine = frameworkEngine(model, framework, r, total, defaults);
@@ -345,7 +356,8 @@ function finish(
  * ```
  */
 export function rlJob(model: ModuleLayer, options: RlJobOptions): RlJob {
-  validate(options, shape);
+  decoderModel(model, ['model'], 'rlJob');
+  validate(optionsObject(options, ['options']), shape);
   const total = totalOf(options);
   return options.framework === 'trl' ? trlJob(model, options, total) : engineJob(model, options, total);
 }

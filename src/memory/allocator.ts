@@ -8,6 +8,9 @@
  * with free neighbours; segments are never returned (no empty_cache).
  */
 
+import { fail } from '../errors.js';
+import { show } from '../validate.js';
+
 const MIN_BLOCK = 512;
 const SMALL_SIZE = 1 << 20;
 const SMALL_BUFFER = 2 << 20;
@@ -42,8 +45,44 @@ function segmentSize(size: number): number {
   return Math.ceil(size / ROUND_LARGE) * ROUND_LARGE;
 }
 
+/** The most entries a log may have: each allocation scans the blocks, so a replay is quadratic in the log. */
+const MAX_LOG = 100_000;
+
+/** Why an entry of a log is not one, or undefined when it is (`live`: the ids allocated and not freed yet). */
+function entryProblem(entry: unknown, live: ReadonlySet<number>): string | undefined {
+  if (!Array.isArray(entry)) return 'an entry is [id, bytes] (an allocation) or [-1 - id] (a free)';
+  const id: unknown = entry[0];
+  if (typeof id !== 'number' || !Number.isSafeInteger(id)) return 'an entry starts with an integer id (-1 - id for a free)';
+  if (id < 0) return entry.length === 1 ? undefined : 'a free is [-1 - id], nothing more';
+  if (entry.length !== 2) return 'an allocation is [id, bytes]';
+  const bytes: unknown = entry[1];
+  if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 0) return 'an allocation has an integer byte count >= 0';
+  return live.has(id) ? `id ${id} is allocated and not freed yet` : undefined;
+}
+
+/** A VramError at the first entry that is not an allocation or a free (so the replay reads only numbers). */
+function checkLog(log: unknown): asserts log is readonly (readonly number[])[] {
+  if (!Array.isArray(log))
+    fail('bad-argument', 'must be a list of [id, bytes] and [-1 - id] entries', { path: ['replayAllocator', 'log'], expected: 'array', received: show(log) });
+  if (log.length > MAX_LOG)
+    fail('bad-argument', `a log has at most ${MAX_LOG} entries`, { path: ['replayAllocator', 'log'], expected: `0 – ${MAX_LOG} entries`, received: show(log) });
+  const live = new Set<number>();
+  for (let i = 0; i < log.length; i += 1) {
+    const entry: unknown = log[i];
+    const problem = entryProblem(entry, live);
+    if (problem !== undefined)
+      fail('bad-argument', problem, { path: ['replayAllocator', 'log', i], expected: '[id >= 0, bytes >= 0] | [-1 - id]', received: show(entry) });
+    const id = (entry as readonly number[])[0]!;
+    if (id >= 0) live.add(id);
+    else live.delete(-1 - id);
+  }
+}
+
 /**
- * Replays `[id, bytes]` allocations and `[-1 - id]` frees.
+ * Replays `[id, bytes]` allocations and `[-1 - id]` frees (a free of an id not allocated is
+ * ignored). A log that is not a list of such entries (integers, an id allocated again before its
+ * free), or longer than 100,000 entries, is a VramError at the entry; reserved bytes past 2^53 are
+ * an `overflow`.
  *
  * @example
  * ```ts
@@ -53,6 +92,7 @@ function segmentSize(size: number): number {
  * ```
  */
 export function replayAllocator(log: readonly (readonly number[])[]): AllocatorReplay {
+  checkLog(log);
   const blocks: Block[] = [];
   const live = new Map<number, Block>();
   let reserved = 0;
@@ -83,6 +123,7 @@ export function replayAllocator(log: readonly (readonly number[])[]): AllocatorR
       segments += 1;
       blocks.push(best);
       reserved += bytes;
+      if (!Number.isSafeInteger(reserved)) fail('overflow', 'the reserved bytes pass 2^53', { path: ['replayAllocator', 'log'], received: String(reserved) });
       maxReserved = Math.max(maxReserved, reserved);
     }
     const rest = best.size - size;

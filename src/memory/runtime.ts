@@ -1,5 +1,7 @@
+import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { GpuFamily } from '../gpus/catalog.js';
+import { anyOf, boolean, integer, object, oneOf, validate } from '../validate.js';
 
 /** Opt-in runtime lines: memory the CUDA runtime and libraries take beside tensors. */
 export interface RuntimeOptions {
@@ -59,8 +61,18 @@ export const CONTEXT_DEFAULTS: Readonly<Record<GpuFamily, number>> = deepFreeze(
 
 const MEASURED_CONTEXT: ReadonlySet<GpuFamily> = new Set(['hopper']);
 
+const FAMILIES = Object.keys(CONTEXT_DEFAULTS);
+const bytesOrDefault = anyOf([boolean, integer(0)], 'true, false or a byte count');
+
+/** RuntimeOptions, key by key (fits checks them as its `runtime`). */
+const runtimeOptions = object({
+  fields: { context: bytesOrDefault, cublas: bytesOrDefault, cublasHandles: integer(0, 1024), cudnnWorkspace: integer(0) },
+});
+
 /**
- * The runtime lines asked for.
+ * The runtime lines asked for. The options are checked key by key (byte counts are integers
+ * >= 0), the family must be one of {@link GpuFamily}: a VramError with the path otherwise, and an
+ * `overflow` where the handles' workspaces together pass 2^53 bytes.
  *
  * @example
  * ```ts
@@ -69,6 +81,8 @@ const MEASURED_CONTEXT: ReadonlySet<GpuFamily> = new Set(['hopper']);
  * ```
  */
 export function runtimeLines(options: RuntimeOptions, family: GpuFamily): RuntimeLine[] {
+  validate(options, runtimeOptions, ['runtimeLines', 'options']);
+  validate(family, oneOf(FAMILIES, 'GPU family'), ['runtimeLines', 'family']);
   const lines: RuntimeLine[] = [];
   if (options.context !== undefined && options.context !== false) {
     lines.push({
@@ -85,6 +99,12 @@ export function runtimeLines(options: RuntimeOptions, family: GpuFamily): Runtim
   if (options.cublas !== undefined && options.cublas !== false) {
     const handles = options.cublasHandles ?? 1;
     const each = options.cublas === true ? cublasWorkspace(family) : options.cublas;
+    if (!Number.isSafeInteger(each * handles))
+      fail('overflow', 'the cuBLAS workspaces together are past 2^53 bytes', {
+        path: ['runtimeLines', 'options', 'cublas'],
+        expected: `at most ${Math.floor(Number.MAX_SAFE_INTEGER / Math.max(handles, 1))} bytes per handle`,
+        received: String(each),
+      });
     lines.push({
       label: `cuBLAS workspace (${handles} handle${handles === 1 ? '' : 's'})`,
       bytes: each * handles,

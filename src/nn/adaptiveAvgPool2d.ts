@@ -1,4 +1,5 @@
-import { adaptiveAvgPool2dOp, type AdaptiveAvgPool2dAttrs } from '../ops/pool2d.js';
+import { adaptiveAvgPool2dOp, type AdaptiveAvgPool2dAttrs, ADAPTIVE_POOL2D_SCHEMA } from '../ops/pool2d.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -13,6 +14,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function adaptiveAvgPool2d(options: AdaptiveAvgPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveAvgPool2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['output'], 'adaptiveAvgPool2d');
-  return opLayer(adaptiveAvgPool2dOp, 'AdaptiveAvgPool2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ADAPTIVE_POOL2D_SCHEMA.fields, 'adaptiveAvgPool2d', ADAPTIVE_POOL2D_SCHEMA.required);
+  return opLayer(adaptiveAvgPool2dOp, 'AdaptiveAvgPool2d', frozenAttrs(attrs), layer);
 }

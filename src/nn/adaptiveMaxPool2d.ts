@@ -1,4 +1,5 @@
-import { adaptiveMaxPool2dOp, type AdaptiveMaxPool2dAttrs } from '../ops/pool2d.js';
+import { adaptiveMaxPool2dOp, type AdaptiveMaxPool2dAttrs, ADAPTIVE_POOL2D_SCHEMA } from '../ops/pool2d.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,6 +16,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function adaptiveMaxPool2d(options: AdaptiveMaxPool2dAttrs & LayerOptions = {}): OpLayer<AdaptiveMaxPool2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['output'], 'adaptiveMaxPool2d');
-  return opLayer(adaptiveMaxPool2dOp, 'AdaptiveMaxPool2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ADAPTIVE_POOL2D_SCHEMA.fields, 'adaptiveMaxPool2d', ADAPTIVE_POOL2D_SCHEMA.required);
+  return opLayer(adaptiveMaxPool2dOp, 'AdaptiveMaxPool2d', frozenAttrs(attrs), layer);
 }

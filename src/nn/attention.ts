@@ -14,7 +14,11 @@ import { dropout } from './dropout.js';
 import { sdpaMath, sdpaMathPath } from './sdpa-math.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
-import { checkKeys, opLayer } from './op.js';
+import { VramError, type VramIssue } from '../errors.js';
+import { boolean, integer, number, object, oneOf, show, string } from '../validate.js';
+import { layerCheck } from './layer-check.js';
+import { blockTensorParallel, checkInput, falseOr, fieldsOf, probability } from './block-schema.js';
+import { checkOptions, opLayer, type Fields } from './op.js';
 import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How attention runs: materialised scores (`eager`), PyTorch's fused `sdpa`, or FlashAttention-2 (`flash`). */
@@ -117,6 +121,79 @@ export interface AttentionOptions extends LayerOptions {
   readonly contextParallel?: { readonly size: number; readonly rank: number; readonly loadBalance: boolean };
 }
 
+const ATTENTION_FIELDS: Fields = {
+  ...fieldsOf(['hidden', 'heads', 'kvHeads', 'headDim', 'positions', 'rotaryDim'], integer(1)),
+  ...fieldsOf(['qkvBias', 'outBias', 'maskBuffer', 'rotaryGathered', 'returnWeights', 'sdpaContiguous', 'fusedQkv', 'sdpaOutputTransposed'], boolean),
+  ...fieldsOf(['dropout', 'residDropout'], probability),
+  ...fieldsOf(['rotary', 'unusedModule'], layerCheck),
+  impl: oneOf(['eager', 'sdpa', 'flash'], 'attention implementation'),
+  style: oneOf(['llama', 'gpt2'], 'attention style'),
+  className: string,
+  locals: oneOf(['inline', 'function'], 'locals'),
+  cache: falseOr(['alias', 'copy', 'copy-eval', 'alias-eval'], 'cache'),
+  sdpaGqa: oneOf(['repeat', 'enable-gqa'], 'sdpaGqa'),
+  softcap: number(Number.MIN_VALUE),
+  tensorParallel: blockTensorParallel,
+  qkNorm: object({ fields: { q: layerCheck, k: layerCheck, at: oneOf(['projection', 'transpose'], 'qkNorm placement') }, required: ['q', 'k', 'at'] }),
+  contextParallel: object({
+    fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000), loadBalance: boolean },
+    required: ['size', 'rank', 'loadBalance'],
+  }),
+};
+
+/** Options of one style that the other ignores. */
+const STYLE_ONLY = {
+  llama: ['rotary', 'rotaryGathered', 'qkNorm', 'fusedQkv', 'rotaryDim', 'softcap', 'unusedModule'],
+  gpt2: ['positions', 'maskBuffer', 'residDropout'],
+} as const;
+
+/**
+ * The schema, then what the options must meet together: heads dividing hidden unless headDim
+ * is given (transformers' `head_dim = hidden_size // num_heads`; GPT-2 raises "`embed_dim` must
+ * be divisible by num_heads"), kv heads dividing heads (GQA's `num_key_value_groups`), rotaryDim
+ * even and within a head, each style's own options, what is not modelled. Every problem at once.
+ */
+function checkAttentionOptions(options: AttentionOptions): void {
+  checkOptions(options, ATTENTION_FIELDS, 'attention', ['hidden', 'heads']);
+  const { hidden, heads, headDim, tensorParallel: tp, contextParallel: cp } = options;
+  const kvHeads = options.kvHeads ?? heads;
+  const gpt2 = options.style === 'gpt2';
+  const issues: VramIssue[] = [];
+  const add = (path: readonly string[], message: string, expected: string, received: string, code = 'bad-option') =>
+    issues.push({ path: ['attention', ...path], code, message, expected, received });
+  if ((headDim === undefined || gpt2) && hidden % heads !== 0)
+    add(['heads'], 'heads must divide hidden (head_dim = hidden / heads)', `a divisor of ${hidden}`, show(heads));
+  if (gpt2 && kvHeads !== heads) add(['kvHeads'], "GPT-2's fused c_attn has as many kv heads as heads", String(heads), show(kvHeads));
+  else if (heads % kvHeads !== 0)
+    add(['kvHeads'], 'kvHeads must divide heads (GQA: heads / kvHeads query heads per kv head)', `a divisor of ${heads}`, show(kvHeads));
+  if (gpt2 && headDim !== undefined && headDim * heads !== hidden)
+    add(['headDim'], "GPT-2's head dim is hidden / heads", String(hidden / heads), show(headDim));
+  const d = headDim ?? hidden / heads;
+  if (options.rotaryDim !== undefined && (options.rotaryDim % 2 !== 0 || options.rotaryDim > d))
+    add(['rotaryDim'], 'rotaryDim is even (rotate_half splits it in halves) and at most the head dim', `an even integer <= ${d}`, show(options.rotaryDim));
+  for (const key of STYLE_ONLY[gpt2 ? 'llama' : 'gpt2'])
+    if (options[key] !== undefined) add([key], `applies to style '${gpt2 ? 'llama' : 'gpt2'}' only`, 'absent', show(options[key]));
+  if (tp !== undefined && (gpt2 || options.fusedQkv === true))
+    add(
+      ['tensorParallel'],
+      `tensor parallelism of ${gpt2 ? "GPT-2's fused Conv1D attention" : 'a fused qkv_proj'} is not modelled`,
+      'absent',
+      JSON.stringify(tp),
+      'not-modelled',
+    );
+  if (cp !== undefined && options.impl !== 'sdpa')
+    add(
+      ['contextParallel'],
+      'context parallelism runs sdpa as ring attention: eager and flash-attn attention are not context-parallel',
+      "impl 'sdpa'",
+      String(options.impl ?? 'eager'),
+      'not-modelled',
+    );
+  if (cp !== undefined && cp.rank >= cp.size)
+    add(['contextParallel', 'rank'], 'the context-parallel rank must be below the size', `0 .. ${cp.size - 1}`, show(cp.rank));
+  if (issues.length > 0) throw new VramError(issues);
+}
+
 /** matmul's reshape of a transposed [B, heads, …] view to [B·heads, …]: a copy unless the batch is 1. */
 function bmmOperand(g: GraphBuilder, t: TensorRef, batch: Dim): TensorRef {
   return g.call(copyOp, [t], { when: copyUnlessOne(batch) })[0]!;
@@ -167,40 +244,7 @@ function maskScores(g: GraphBuilder, scores: TensorRef, mask: TensorRef | undefi
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function attention(options: AttentionOptions): ModuleLayer {
-  checkKeys(
-    options,
-    [
-      'hidden',
-      'heads',
-      'kvHeads',
-      'headDim',
-      'qkvBias',
-      'outBias',
-      'impl',
-      'dropout',
-      'residDropout',
-      'style',
-      'positions',
-      'maskBuffer',
-      'className',
-      'rotary',
-      'rotaryGathered',
-      'unusedModule',
-      'returnWeights',
-      'locals',
-      'cache',
-      'sdpaGqa',
-      'sdpaContiguous',
-      'tensorParallel',
-      'qkNorm',
-      'softcap',
-      'fusedQkv',
-      'rotaryDim',
-      'sdpaOutputTransposed',
-      'contextParallel',
-    ],
-    'attention',
-  );
+  checkAttentionOptions(options);
   const a = attentionSetup(options);
   const body = graph((g, inputs) => {
     const { tp } = a;
@@ -214,6 +258,7 @@ export function attention(options: AttentionOptions): ModuleLayer {
           : (asked.replace('-eval', '') as 'alias' | 'copy');
     // Sequence parallel: PrepareModuleInput all-gathers the sequence-sharded input.
     const h = tp?.sequence === true ? g.call(allGatherOp, [inputs[0]!], { dim: 1, size: tp.size })[0]! : inputs[0]!;
+    checkInput(g, h, [3, 3], ['attention', 'hidden', options.hidden]);
     const [batch, seq] = h.shape as [Dim, Dim];
     const t: AttentionTrace = { g, h, batch, seq, cache };
     if (options.unusedModule !== undefined) g.applyAll(options.unusedModule, h);
@@ -228,9 +273,9 @@ export function attention(options: AttentionOptions): ModuleLayer {
   });
   // __init__ registers q/k/v/o then the norms (Qwen3, Gemma 3); Phi-3 registers o_proj before qkv_proj.
   const childOrder = a.fusedQkv
-    ? { childOrder: ['o_proj', 'qkv_proj'] }
+    ? { childOrder: Object.freeze(['o_proj', 'qkv_proj']) }
     : a.qkNorm !== undefined
-      ? { childOrder: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm'] }
+      ? { childOrder: Object.freeze(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'q_norm', 'k_norm']) }
       : {};
   return Object.freeze({
     kind: 'module',
@@ -275,27 +320,10 @@ function attentionSetup(options: AttentionOptions) {
   const d = options.headDim ?? options.hidden / nh;
   const impl = options.impl ?? 'eager';
   const style = options.style ?? 'llama';
-  if (!Number.isInteger(d) || nh % nkv !== 0)
-    fail('bad-config', 'heads must divide hidden and kv heads must divide heads', {
-      path: [options.name ?? 'attention'],
-      received: `hidden ${options.hidden}, heads ${nh}, kv heads ${nkv}`,
-    });
   const tp = options.tensorParallel;
-  if (tp !== undefined && style === 'gpt2')
-    fail('not-modelled', "tensor parallelism of GPT-2's fused Conv1D attention is not modelled", {
-      path: [options.name ?? 'attention', 'tensorParallel'],
-      expected: "style 'llama'",
-      received: 'gpt2',
-    });
   const groups = nh / nkv;
   const p = options.dropout ?? 0;
   const cp = options.contextParallel;
-  if (cp !== undefined && impl !== 'sdpa')
-    fail('not-modelled', 'context parallelism runs sdpa as ring attention: eager and flash-attn attention are not context-parallel', {
-      path: [options.name ?? 'attention', 'contextParallel'],
-      expected: "impl 'sdpa'",
-      received: impl,
-    });
   const locals = options.locals ?? 'inline';
   // repeat_kv is expand + reshape: a view when there is one kv head (the merged dimension has
   // stride 0), a copy otherwise. Flash takes the kv heads as they are; so does sdpa with enable_gqa.
@@ -309,12 +337,6 @@ function attentionSetup(options: AttentionOptions) {
   const vProj = linear({ out: nkv * d, bias, name: 'v_proj' });
   const qkvProj = linear({ out: (nh + 2 * nkv) * d, bias, name: 'qkv_proj' });
   const fusedQkv = options.fusedQkv === true;
-  if (fusedQkv && tp !== undefined)
-    fail('not-modelled', 'tensor parallelism of a fused qkv_proj is not modelled', {
-      path: [options.name ?? 'attention', 'tensorParallel'],
-      expected: 'absent',
-      received: JSON.stringify(tp),
-    });
   const qkNorm = options.qkNorm;
   const rotaryDim = options.rotaryDim;
   const tanh = activationOp('tanh');
@@ -324,33 +346,8 @@ function attentionSetup(options: AttentionOptions) {
       ? opLayer(linearOp, 'Conv1D', { out: options.hidden, transposedWeight: true, bias: options.outBias ?? true }, { name: 'c_proj' })
       : linear({ out: options.hidden, bias: options.outBias ?? false, name: 'o_proj' });
   const residDropout = dropout({ p: options.residDropout ?? 0, name: 'resid_dropout' });
-  return {
-    options,
-    nh,
-    nkv,
-    d,
-    impl,
-    style,
-    tp,
-    groups,
-    p,
-    cp,
-    locals,
-    repeatsUnmasked,
-    repeatIsView,
-    cAttn,
-    qProj,
-    kProj,
-    vProj,
-    qkvProj,
-    fusedQkv,
-    qkNorm,
-    rotaryDim,
-    tanh,
-    attnDropout,
-    outProj,
-    residDropout,
-  };
+  const sizes = { options, nh, nkv, d, impl, style, tp, groups, p, cp, locals, repeatsUnmasked, repeatIsView };
+  return { ...sizes, cAttn, qProj, kProj, vProj, qkvProj, fusedQkv, qkNorm, rotaryDim, tanh, attnDropout, outProj, residDropout };
 }
 
 /** GPT-2: one fused Conv1D `c_attn`, q, k and v views of its output. */

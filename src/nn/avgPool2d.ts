@@ -1,9 +1,11 @@
-import { avgPool2dOp, type Pool2dAttrs } from '../ops/pool2d.js';
+import { avgPool2dOp, type Pool2dAttrs, AVG_POOL2D_SCHEMA } from '../ops/pool2d.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
 /**
- * Average pooling over windows (torch.nn.AvgPool2d; stride defaults to the kernel).
+ * Average pooling over windows (torch.nn.AvgPool2d; stride defaults to the kernel; no dilation,
+ * as torch's takes none).
  *
  * @example
  * ```ts
@@ -12,7 +14,8 @@ import type { LayerOptions, OpLayer } from './types.js';
  * ```
  */
 /* @__NO_SIDE_EFFECTS__ */
-export function avgPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation', 'ceilMode'], 'avgPool2d');
-  return opLayer(avgPool2dOp, 'AvgPool2d', attrs, layer);
+export function avgPool2d(options: Omit<Pool2dAttrs, 'dilation'> & LayerOptions): OpLayer<Pool2dAttrs> {
+  const [attrs, layer] = splitOptions(options, AVG_POOL2D_SCHEMA.fields, 'avgPool2d', AVG_POOL2D_SCHEMA.required);
+  checkAcross(AVG_POOL2D_SCHEMA, attrs, ['avgPool2d']);
+  return opLayer(avgPool2dOp, 'AvgPool2d', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { batchNorm2dOp, type BatchNorm2dAttrs } from '../ops/batchnorm2d.js';
+import { batchNorm2dOp, type BatchNorm2dAttrs, BATCH_NORM2D_SCHEMA } from '../ops/batchnorm2d.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -17,6 +18,6 @@ export type BatchNorm2dOptions = BatchNorm2dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function bn(options: BatchNorm2dOptions = {}): OpLayer<BatchNorm2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['eps', 'momentum', 'affine', 'trackRunningStats', 'channels'], 'bn');
-  return opLayer(batchNorm2dOp, 'BatchNorm2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, BATCH_NORM2D_SCHEMA.fields, 'bn', BATCH_NORM2D_SCHEMA.required);
+  return opLayer(batchNorm2dOp, 'BatchNorm2d', frozenAttrs(attrs), layer);
 }

@@ -1,5 +1,7 @@
 import type { BranchLayer, Layer, LayerOptions, Merge } from './types.js';
-import { checkKeys } from './op.js';
+import { arrayOf, boolean, oneOf, string, validate } from '../validate.js';
+import { frozenLayer, layerCheck } from './layer-check.js';
+import { checkOptions } from './op.js';
 
 /** Options of {@link branch}. */
 export interface BranchOptions extends LayerOptions {
@@ -38,11 +40,12 @@ export interface BranchOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function branch(paths: readonly Layer[], options: BranchOptions): BranchLayer {
-  checkKeys(options, ['merge', 'className', 'inline'], 'branch');
+  validate(paths, arrayOf(layerCheck, { min: 1 }), ['branch', 'paths']);
+  checkOptions(options, { merge: oneOf(['add', 'mul', 'concat'], 'merge'), className: string, inline: boolean }, 'branch', ['merge']);
   return Object.freeze({
     kind: 'branch',
     className: options.className ?? 'Branch',
-    paths: Object.freeze([...paths]),
+    paths: Object.freeze(paths.map((path) => frozenLayer(path))),
     merge: options.merge,
     ...(options.inline === true ? { inline: true } : {}),
     ...(options.name !== undefined ? { name: options.name } : {}),

@@ -1,4 +1,5 @@
-import { conv1dOp, type Conv1dAttrs } from '../ops/conv1d.js';
+import { conv1dOp, type Conv1dAttrs, CONV1D_SCHEMA } from '../ops/conv1d.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -18,6 +19,7 @@ export type Conv1dOptions = Conv1dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function conv1d(options: Conv1dOptions): OpLayer<Conv1dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in'], 'conv1d');
-  return opLayer(conv1dOp, 'Conv1d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, CONV1D_SCHEMA.fields, 'conv1d', CONV1D_SCHEMA.required);
+  checkAcross(CONV1D_SCHEMA, attrs, ['conv1d']);
+  return opLayer(conv1dOp, 'Conv1d', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { conv2dOp, type Conv2dAttrs } from '../ops/conv2d.js';
+import { conv2dOp, type Conv2dAttrs, CONV2D_SCHEMA } from '../ops/conv2d.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -18,6 +19,7 @@ export type Conv2dOptions = Conv2dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function conv2d(options: Conv2dOptions): OpLayer<Conv2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'dilation', 'groups', 'bias', 'in', 'channelsLast'], 'conv2d');
-  return opLayer(conv2dOp, 'Conv2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, CONV2D_SCHEMA.fields, 'conv2d', CONV2D_SCHEMA.required);
+  checkAcross(CONV2D_SCHEMA, attrs, ['conv2d']);
+  return opLayer(conv2dOp, 'Conv2d', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { convTranspose2dOp, type ConvTranspose2dAttrs } from '../ops/convTranspose2d.js';
+import { convTranspose2dOp, type ConvTranspose2dAttrs, CONV_TRANSPOSE2D_SCHEMA } from '../ops/convTranspose2d.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -17,6 +18,7 @@ export type ConvTranspose2dOptions = ConvTranspose2dAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function convTranspose2d(options: ConvTranspose2dOptions): OpLayer<ConvTranspose2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'kernel', 'stride', 'padding', 'outputPadding', 'dilation', 'groups', 'bias'], 'convTranspose2d');
-  return opLayer(convTranspose2dOp, 'ConvTranspose2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, CONV_TRANSPOSE2D_SCHEMA.fields, 'convTranspose2d', CONV_TRANSPOSE2D_SCHEMA.required);
+  checkAcross(CONV_TRANSPOSE2D_SCHEMA, attrs, ['convTranspose2d']);
+  return opLayer(convTranspose2dOp, 'ConvTranspose2d', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { dropoutOp, type DropoutAttrs } from '../ops/dropout.js';
+import { dropoutOp, type DropoutAttrs, DROPOUT_SCHEMA } from '../ops/dropout.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,6 +16,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function dropout(options: DropoutAttrs & LayerOptions = {}): OpLayer<DropoutAttrs> {
-  const [attrs, layer] = splitOptions(options, ['p', 'inplace'], 'dropout');
-  return opLayer(dropoutOp, 'Dropout', attrs, layer);
+  const [attrs, layer] = splitOptions(options, DROPOUT_SCHEMA.fields, 'dropout', DROPOUT_SCHEMA.required);
+  return opLayer(dropoutOp, 'Dropout', frozenAttrs(attrs), layer);
 }

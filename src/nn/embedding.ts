@@ -1,4 +1,5 @@
-import { embeddingOp, type EmbeddingAttrs } from '../ops/embedding.js';
+import { embeddingOp, type EmbeddingAttrs, EMBEDDING_SCHEMA } from '../ops/embedding.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -14,6 +15,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function embedding(options: EmbeddingAttrs & LayerOptions): OpLayer<EmbeddingAttrs> {
-  const [attrs, layer] = splitOptions(options, ['num', 'dim', 'tiedWeight'], 'embedding');
-  return opLayer(embeddingOp, 'Embedding', attrs, layer);
+  const [attrs, layer] = splitOptions(options, EMBEDDING_SCHEMA.fields, 'embedding', EMBEDDING_SCHEMA.required);
+  return opLayer(embeddingOp, 'Embedding', frozenAttrs(attrs), layer);
 }

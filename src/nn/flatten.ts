@@ -1,4 +1,5 @@
-import { flattenOp, type FlattenAttrs } from '../ops/shape.js';
+import { flattenOp, type FlattenAttrs, FLATTEN_SCHEMA } from '../ops/shape.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -14,6 +15,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function flatten(options: FlattenAttrs & LayerOptions = {}): OpLayer<FlattenAttrs> {
-  const [attrs, layer] = splitOptions(options, ['startDim', 'endDim'], 'flatten');
-  return opLayer(flattenOp, 'Flatten', attrs, layer);
+  const [attrs, layer] = splitOptions(options, FLATTEN_SCHEMA.fields, 'flatten', FLATTEN_SCHEMA.required);
+  checkAcross(FLATTEN_SCHEMA, attrs, ['flatten']);
+  return opLayer(flattenOp, 'Flatten', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,6 +16,6 @@ const rule = activationOp('gelu');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gelu(options: { readonly approximate?: 'none' | 'tanh' } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, ['approximate'], 'gelu');
-  return opLayer(rule, 'GELU', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.gelu.fields, 'gelu');
+  return opLayer(rule, 'GELU', frozenAttrs(attrs), layer);
 }

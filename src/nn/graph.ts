@@ -1,3 +1,5 @@
+import { func, validate } from '../validate.js';
+import { checkOptions } from './op.js';
 import type { GraphBuilder, GraphLayer, LayerOptions, TensorRef } from './types.js';
 
 /**
@@ -17,5 +19,7 @@ import type { GraphBuilder, GraphLayer, LayerOptions, TensorRef } from './types.
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function graph(build: (g: GraphBuilder, inputs: readonly TensorRef[]) => TensorRef | readonly TensorRef[], options: LayerOptions = {}): GraphLayer {
+  validate(build, func, ['graph', 'build']);
+  checkOptions(options, {}, 'graph');
   return Object.freeze({ kind: 'graph', build, ...(options.name !== undefined ? { name: options.name } : {}) });
 }

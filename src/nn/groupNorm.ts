@@ -1,4 +1,5 @@
-import { groupNormOp, type GroupNormAttrs } from '../ops/groupNorm.js';
+import { groupNormOp, type GroupNormAttrs, GROUP_NORM_SCHEMA } from '../ops/groupNorm.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,6 +16,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function groupNorm(options: GroupNormAttrs & LayerOptions): OpLayer<GroupNormAttrs> {
-  const [attrs, layer] = splitOptions(options, ['groups', 'eps', 'affine', 'channels'], 'groupNorm');
-  return opLayer(groupNormOp, 'GroupNorm', attrs, layer);
+  const [attrs, layer] = splitOptions(options, GROUP_NORM_SCHEMA.fields, 'groupNorm', GROUP_NORM_SCHEMA.required);
+  checkAcross(GROUP_NORM_SCHEMA, attrs, ['groupNorm']);
+  return opLayer(groupNormOp, 'GroupNorm', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ const rule = activationOp('hardsigmoid');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function hardsigmoid(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, ['inplace'], 'hardsigmoid');
-  return opLayer(rule, 'Hardsigmoid', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.hardsigmoid.fields, 'hardsigmoid');
+  return opLayer(rule, 'Hardsigmoid', frozenAttrs(attrs), layer);
 }

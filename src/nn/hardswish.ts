@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ const rule = activationOp('hardswish');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function hardswish(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, ['inplace'], 'hardswish');
-  return opLayer(rule, 'Hardswish', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.hardswish.fields, 'hardswish');
+  return opLayer(rule, 'Hardswish', frozenAttrs(attrs), layer);
 }

@@ -5,8 +5,11 @@ import { addOp, mulOp } from '../ops/merge.js';
 import { addScalarOp, mulScalarOp, powOp } from '../ops/pointwise.js';
 import { graph } from './graph.js';
 import { module } from './module.js';
-import { opLayer } from './op.js';
+import { anyOf, arrayOf, integer, show, string, validate } from '../validate.js';
+import { moduleName, opLayer } from './op.js';
 import type { Layer } from './types.js';
+
+const configPath = arrayOf(anyOf([string, integer(0)], 'a key or an index'));
 
 /** Activation names of Hugging Face's `ACT2FN` that vram-ts models (config `hidden_act` / `activation_function`). */
 export const HF_ACTIVATIONS = deepFreeze(['silu', 'swish', 'gelu', 'gelu_new', 'gelu_pytorch_tanh', 'quick_gelu', 'relu', 'relu6', 'sigmoid', 'tanh'] as const);
@@ -62,7 +65,7 @@ const BUILTIN: Readonly<Record<string, readonly [ActivationKind, string, 'none' 
  * The module `ACT2FN[name]` makes in Hugging Face transformers, as the layer `name` (for
  * example a decoder MLP's `act_fn`): torch's fused activations keep one tensor, the ones
  * written as Python formulas (`gelu_new`, `quick_gelu`) keep each intermediate they need.
- * Unknown names are a VramError listing the modelled ones.
+ * Unknown names are a VramError (at `path`, the config key) listing the modelled ones.
  *
  * @example
  * ```ts
@@ -72,11 +75,15 @@ const BUILTIN: Readonly<Record<string, readonly [ActivationKind, string, 'none' 
  * ```
  */
 export function hfActivation(kind: string, name: string, path: readonly (string | number)[] = ['hidden_act']): Layer {
+  validate(name, moduleName, ['hfActivation', 'name']);
+  validate(path, configPath, ['hfActivation', 'path']);
+  if (typeof kind !== 'string')
+    return fail('unsupported-activation', 'an activation name is a string', { path, expected: HF_ACTIVATIONS.join(' | '), received: show(kind) });
   if (kind === 'gelu_new') return newGelu(name);
   if (kind === 'quick_gelu') return quickGelu(name);
   const builtin = Object.hasOwn(BUILTIN, kind) ? BUILTIN[kind] : undefined;
   if (builtin === undefined)
-    return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: JSON.stringify(kind) });
+    return fail('unsupported-activation', 'activation not modelled', { path, expected: HF_ACTIVATIONS.join(' | '), received: show(kind) });
   const [rule, className, approximate] = builtin;
-  return opLayer(activationOp(rule), className, approximate === undefined ? {} : { approximate }, { name });
+  return opLayer(activationOp(rule), className, Object.freeze(approximate === undefined ? {} : { approximate }), { name });
 }

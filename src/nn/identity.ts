@@ -1,6 +1,8 @@
 import { identityOp } from '../ops/shape.js';
-import { checkKeys, opLayer } from './op.js';
+import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
+
+const NO_ATTRS: Record<string, never> = Object.freeze({});
 
 /**
  * nn.Identity: passes its input through, keeping nothing.
@@ -13,6 +15,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function identity(options: LayerOptions = {}): OpLayer<Record<string, never>> {
-  checkKeys(options, [], 'identity');
-  return opLayer(identityOp, 'Identity', {}, options);
+  const [, layer] = splitOptions(options, {}, 'identity');
+  return opLayer(identityOp, 'Identity', NO_ATTRS, layer);
 }

@@ -1,4 +1,5 @@
-import { layerNormOp, type LayerNormAttrs } from '../ops/layerNorm.js';
+import { layerNormOp, type LayerNormAttrs, LAYER_NORM_SCHEMA } from '../ops/layerNorm.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -15,6 +16,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm(options: LayerNormAttrs & LayerOptions = {}): OpLayer<LayerNormAttrs> {
-  const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'bias', 'size'], 'layerNorm');
-  return opLayer(layerNormOp, 'LayerNorm', attrs, layer);
+  const [attrs, layer] = splitOptions(options, LAYER_NORM_SCHEMA.fields, 'layerNorm', LAYER_NORM_SCHEMA.required);
+  return opLayer(layerNormOp, 'LayerNorm', frozenAttrs(attrs), layer);
 }

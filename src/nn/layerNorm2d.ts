@@ -1,4 +1,5 @@
-import { layerNorm2dOp, type LayerNorm2dAttrs } from '../ops/layerNorm2d.js';
+import { layerNorm2dOp, type LayerNorm2dAttrs, LAYER_NORM2D_SCHEMA } from '../ops/layerNorm2d.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function layerNorm2d(options: LayerNorm2dAttrs & LayerOptions = {}): OpLayer<LayerNorm2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['eps', 'elementwiseAffine', 'channels', 'channelsLast'], 'layerNorm2d');
-  return opLayer(layerNorm2dOp, 'LayerNorm2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, LAYER_NORM2D_SCHEMA.fields, 'layerNorm2d', LAYER_NORM2D_SCHEMA.required);
+  return opLayer(layerNorm2dOp, 'LayerNorm2d', frozenAttrs(attrs), layer);
 }

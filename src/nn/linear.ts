@@ -1,4 +1,5 @@
-import { linearOp, type LinearAttrs } from '../ops/linear.js';
+import { linearOp, type LinearAttrs, LINEAR_SCHEMA } from '../ops/linear.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,7 @@ export type LinearOptions = LinearAttrs & LayerOptions;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function linear(options: LinearOptions): OpLayer<LinearAttrs> {
-  const [attrs, layer] = splitOptions(options, ['out', 'bias', 'in', 'tiedWeight', 'transposedWeight', 'quant', 'storageRows'], 'linear');
-  return opLayer(linearOp, 'Linear', attrs, layer);
+  const [attrs, layer] = splitOptions(options, LINEAR_SCHEMA.fields, 'linear', LINEAR_SCHEMA.required);
+  checkAcross(LINEAR_SCHEMA, attrs, ['linear']);
+  return opLayer(linearOp, 'Linear', frozenAttrs(attrs), layer);
 }

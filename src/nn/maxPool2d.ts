@@ -1,4 +1,5 @@
-import { maxPool2dOp, type Pool2dAttrs } from '../ops/pool2d.js';
+import { maxPool2dOp, type Pool2dAttrs, MAX_POOL2D_SCHEMA } from '../ops/pool2d.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -21,6 +22,7 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function maxPool2d(options: Pool2dAttrs & LayerOptions): OpLayer<Pool2dAttrs> {
-  const [attrs, layer] = splitOptions(options, ['kernel', 'stride', 'padding', 'dilation', 'ceilMode'], 'maxPool2d');
-  return opLayer(maxPool2dOp, 'MaxPool2d', attrs, layer);
+  const [attrs, layer] = splitOptions(options, MAX_POOL2D_SCHEMA.fields, 'maxPool2d', MAX_POOL2D_SCHEMA.required);
+  checkAcross(MAX_POOL2D_SCHEMA, attrs, ['maxPool2d']);
+  return opLayer(maxPool2dOp, 'MaxPool2d', frozenAttrs(attrs), layer);
 }

@@ -9,7 +9,9 @@ import { copyOp, copyUnlessOne, expandOp, sliceOp, transposeOp, viewOp } from '.
 import type { Dim } from '../sym/expr.js';
 import { graph } from './graph.js';
 import { linear } from './linear.js';
-import { checkKeys } from './op.js';
+import { boolean, integer, oneOf, string } from '../validate.js';
+import { checkInput, falseOr, fieldsOf } from './block-schema.js';
+import { checkOptions, type Fields } from './op.js';
 import { rmsNorm } from './rmsNorm.js';
 import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
@@ -42,21 +44,19 @@ export interface MlaOptions extends LayerOptions {
   readonly className?: string;
 }
 
-const MLA_KEYS = [
-  'hidden',
-  'heads',
-  'qLoraRank',
-  'kvLoraRank',
-  'qkNopeHeadDim',
-  'qkRopeHeadDim',
-  'vHeadDim',
-  'bias',
-  'interleave',
-  'complexRotary',
-  'impl',
-  'cache',
-  'className',
-] as const;
+const positive = integer(1);
+
+const MLA_FIELDS: Fields = {
+  ...fieldsOf(['hidden', 'heads', 'kvLoraRank', 'qkNopeHeadDim', 'qkRopeHeadDim', 'vHeadDim'], positive),
+  // `q_lora_rank: null` is a config's way of saying one q_proj.
+  qLoraRank: (value, path, issues) => {
+    if (value !== null) positive(value, path, issues);
+  },
+  ...fieldsOf(['bias', 'interleave', 'complexRotary'], boolean),
+  impl: oneOf(['eager', 'sdpa'], 'attention implementation'),
+  cache: falseOr(['latent', 'heads'], 'cache'),
+  className: string,
+};
 
 /** The attention's projections (q's one or three by `q_lora_rank`), built once. */
 interface MlaParts {
@@ -72,20 +72,14 @@ interface MlaParts {
 }
 
 function checkMlaOptions(options: MlaOptions): void {
-  const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
-  for (const [k, v] of Object.entries({
-    hidden,
-    heads: nh,
-    kvLoraRank: r,
-    qkNopeHeadDim: nope,
-    qkRopeHeadDim: rope,
-    vHeadDim: vd,
-    ...(qLoraRank !== null ? { qLoraRank } : {}),
-  })) {
-    if (!Number.isSafeInteger(v) || v < 1)
-      fail('bad-attribute', `${k} must be a positive integer`, { path: ['mlaAttention', k], expected: 'integer >= 1', received: String(v) });
-  }
-  if (rope % 2 !== 0) fail('bad-attribute', 'the rotary head dim is even', { path: ['mlaAttention', 'qkRopeHeadDim'], received: String(rope) });
+  checkOptions(options, MLA_FIELDS, 'mlaAttention', ['hidden', 'heads', 'qLoraRank', 'kvLoraRank', 'qkNopeHeadDim', 'qkRopeHeadDim', 'vHeadDim']);
+  // The rotary part is rotated in halves (rotate_half) or in even/odd pairs.
+  if (options.qkRopeHeadDim % 2 !== 0)
+    fail('bad-option', 'the rotary head dim is even', {
+      path: ['mlaAttention', 'qkRopeHeadDim'],
+      expected: 'an even integer',
+      received: String(options.qkRopeHeadDim),
+    });
 }
 
 /** q (through q_proj or q_a_proj → q_a_layernorm → q_b_proj) as heads, split into its nope and rotary parts. */
@@ -158,6 +152,13 @@ function attend(
 function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: readonly TensorRef[]): TensorRef | readonly TensorRef[] {
   const { options } = parts;
   const { heads: nh, qkRopeHeadDim: rope, vHeadDim: vd } = options;
+  checkInput(g, h!, [3, 3], ['mlaAttention', 'hidden', options.hidden]);
+  if (cosIn === undefined || sinIn === undefined)
+    fail('bad-layer', 'multi-head latent attention takes the rotary tables as its second and third inputs (cos, sin)', {
+      path: ['mlaAttention', 'inputs'],
+      expected: 'hidden states, cos, sin[, mask]',
+      received: `${cosIn === undefined ? 1 : 2} inputs`,
+    });
   const [batch, seq] = h!.shape as [Dim, Dim];
   const [qPass, qRot] = queryParts(g, parts, h!, batch, seq);
   const [kvNormed, kRot0] = latentParts(g, parts, h!, batch, seq);
@@ -220,7 +221,6 @@ function mlaForward(g: GraphBuilder, parts: MlaParts, [h, cosIn, sinIn, mask]: r
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mlaAttention(options: MlaOptions): ModuleLayer {
-  checkKeys(options, MLA_KEYS, 'mlaAttention');
   checkMlaOptions(options);
   const { hidden, heads: nh, qLoraRank, kvLoraRank: r, qkNopeHeadDim: nope, qkRopeHeadDim: rope, vHeadDim: vd } = options;
   const qk = nope + rope;
@@ -238,10 +238,11 @@ export function mlaAttention(options: MlaOptions): ModuleLayer {
     oProj: linear({ out: hidden, bias, name: 'o_proj' }),
   };
   const body = graph((g, inputs) => mlaForward(g, parts, inputs));
-  const childOrder =
+  const childOrder = Object.freeze(
     qLoraRank === null
       ? ['q_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj']
-      : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'];
+      : ['q_a_proj', 'q_a_layernorm', 'q_b_proj', 'kv_a_proj_with_mqa', 'kv_a_layernorm', 'kv_b_proj', 'o_proj'],
+  );
   return Object.freeze({
     kind: 'module',
     className: options.className ?? 'DeepseekV3Attention',

@@ -3,12 +3,34 @@ import { allGatherOp, allReduceOp, reduceScatterOp, tpCopyOp } from '../ops/coll
 import { mulOp } from '../ops/merge.js';
 import { sliceOp } from '../ops/view.js';
 import { fail } from '../errors.js';
+import { boolean, integer, string } from '../validate.js';
 import { dropout } from './dropout.js';
 import { graph } from './graph.js';
 import { hfActivation } from './hfActivation.js';
+import { activationName, blockTensorParallel, checkInput, fieldsOf, probability } from './block-schema.js';
 import { linear } from './linear.js';
-import { checkKeys, opLayer } from './op.js';
+import { checkOptions, opLayer, type Fields } from './op.js';
 import type { Layer, LayerOptions, ModuleLayer } from './types.js';
+
+/** Linear's inputs: any rank from 1 (the features last). */
+const ANY_RANK = [1, Number.MAX_SAFE_INTEGER] as const;
+
+const MLP_FIELDS: Fields = {
+  ...fieldsOf(['hidden', 'inner'], integer(1)),
+  activation: activationName,
+  dropout: probability,
+  conv1d: boolean,
+  className: string,
+};
+
+const GATED_MLP_FIELDS: Fields = {
+  ...fieldsOf(['hidden', 'intermediate'], integer(1)),
+  bias: boolean,
+  activation: activationName,
+  className: string,
+  tensorParallel: blockTensorParallel,
+  fused: boolean,
+};
 
 /** Options of {@link mlp}. */
 export interface MlpOptions extends LayerOptions {
@@ -39,7 +61,7 @@ export interface MlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function mlp(options: MlpOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'inner', 'activation', 'dropout', 'conv1d', 'className'], 'mlp');
+  checkOptions(options, MLP_FIELDS, 'mlp', ['hidden', 'inner']);
   const proj = (name: string, out: number): Layer =>
     options.conv1d ? opLayer(linearOp, 'Conv1D', { out, transposedWeight: true }, { name }) : linear({ out, name });
   const act = hfActivation(options.activation ?? 'gelu_new', 'act', [options.name ?? 'mlp', 'activation']);
@@ -48,6 +70,7 @@ export function mlp(options: MlpOptions): ModuleLayer {
   const downProj = proj(options.conv1d ? 'c_proj' : 'fc2', options.hidden);
   const drop = dropout({ p: options.dropout ?? 0, name: 'dropout' });
   const body = graph((g, [x]) => {
+    checkInput(g, x!, ANY_RANK, ['mlp', 'hidden', options.hidden]);
     const up = g.apply(upProj, x!);
     const activated = g.apply(act, up);
     const down = g.apply(downProj, activated);
@@ -91,13 +114,13 @@ export interface GatedMlpOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
-  checkKeys(options, ['hidden', 'intermediate', 'bias', 'activation', 'className', 'tensorParallel', 'fused'], 'gatedMlp');
+  checkOptions(options, GATED_MLP_FIELDS, 'gatedMlp', ['hidden', 'intermediate']);
   const tp = options.tensorParallel;
   const bias = options.bias ?? false;
   const fused = options.fused === true;
   if (fused && tp !== undefined)
     fail('not-modelled', 'tensor parallelism of a fused gate_up_proj is not modelled', {
-      path: [options.name ?? 'mlp', 'tensorParallel'],
+      path: ['gatedMlp', 'tensorParallel'],
       expected: 'absent',
       received: JSON.stringify(tp),
     });
@@ -108,6 +131,7 @@ export function gatedMlp(options: GatedMlpOptions): ModuleLayer {
   const upProj = linear({ out: options.intermediate, bias, name: 'up_proj' });
   const downProj = linear({ out: options.hidden, bias, name: 'down_proj' });
   const body = graph((g, [input]) => {
+    checkInput(g, input!, tp?.sequence === true ? [3, 3] : ANY_RANK, ['gatedMlp', 'hidden', options.hidden]);
     if (fused) {
       const both = g.apply(gateUpProj, input!);
       const gate = g.call(sliceOp, [both], { dim: -1, start: 0, end: options.intermediate })[0]!;

@@ -1,3 +1,6 @@
+import { string, validate } from '../validate.js';
+import { frozenLayer, layerCheck } from './layer-check.js';
+import { moduleName } from './op.js';
 import type { Layer, ModuleLayer, OpLayer, SeqLayer } from './types.js';
 
 /**
@@ -16,6 +19,10 @@ import type { Layer, ModuleLayer, OpLayer, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function module(name: string, className: string, body: Layer): SeqLayer | OpLayer<unknown> | ModuleLayer {
+  validate(name, moduleName, ['module', 'name']);
+  validate(className, string, ['module', 'className']);
+  validate(body, layerCheck, ['module', 'body']);
+  body = frozenLayer(body);
   if (body.name === undefined && (body.kind === 'seq' || (body.kind === 'op' && body.className !== null))) {
     return Object.freeze({ ...body, name, className });
   }

@@ -1,4 +1,4 @@
-import { fail } from '../errors.js';
+import { VramError, fail, type VramIssue } from '../errors.js';
 import { activationOp } from '../ops/activation.js';
 import { addOp, mulOp } from '../ops/merge.js';
 import {
@@ -20,7 +20,9 @@ import { graph } from './graph.js';
 import { module } from './module.js';
 import { linear } from './linear.js';
 import { gatedMlp } from './mlp.js';
-import { checkKeys, opLayer } from './op.js';
+import { activationName, checkInput, fieldsOf } from './block-schema.js';
+import { checkOptions, moduleName, opLayer, type Fields } from './op.js';
+import { arrayOf, boolean, integer, number, object, oneOf, show, string } from '../validate.js';
 import type { GraphBuilder, Layer, LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** How many (token, k) pairs each expert gets. */
@@ -84,46 +86,24 @@ export interface MoeBlockOptions extends LayerOptions, MoeRouting {
   readonly expertParallel?: { readonly size: number; readonly rank: number };
 }
 
-/**
- * A mixture-of-experts block as Hugging Face runs it: `gate` Linear → router (softmax or
- * sigmoid, top-k, renormalisation) → the routed experts (`expertOp` per expert: 4.x's loop over a
- * ModuleList, 5.x's fused experts looped or grouped_mm) → optional shared expert (Qwen2-MoE's
- * sigmoid-gated one, DeepSeek's plain one) added. What the experts keep depends on how many
- * tokens each gets: balanced by default, `counts` for a measured routing, `capacityFactor` for a
- * capacity-limited one.
- *
- * @example
- * ```ts
- * import { estimate, moeBlock } from 'vram-ts';
- * const block = moeBlock({ name: 'mlp', hidden: 64, experts: 8, k: 2, intermediate: 32, impl: 'eager' });
- * const e = estimate(block, { input: [2, 16, 64], loss: 'none' });
- * console.log(e.params.total); // 49664
- * ```
- */
-const MOE_KEYS = [
-  'name',
-  'hidden',
-  'experts',
-  'k',
-  'intermediate',
-  'impl',
-  'score',
-  'renorm',
-  'scaled',
-  'correctionBias',
-  'holdLogits',
-  'activation',
-  'expertNames',
-  'className',
-  'expertsClassName',
-  'expertClassName',
-  'hitOnly',
-  'shared',
-  'sharedOn',
-  'counts',
-  'capacityFactor',
-  'expertParallel',
-] as const;
+const MOE_FIELDS: Fields = {
+  ...fieldsOf(['hidden', 'experts', 'k', 'intermediate'], integer(1)),
+  impl: oneOf(['loop', 'eager', 'grouped_mm'], 'experts implementation'),
+  score: oneOf(['softmax', 'sigmoid'], 'router score'),
+  ...fieldsOf(['renorm', 'scaled', 'holdLogits', 'hitOnly'], boolean),
+  correctionBias: object({ fields: { fp32: boolean }, required: ['fp32'] }),
+  activation: activationName,
+  expertNames: arrayOf(moduleName, { min: 3, max: 3 }),
+  ...fieldsOf(['className', 'expertsClassName', 'expertClassName'], string),
+  shared: object({
+    fields: { intermediate: integer(1), name: moduleName, className: string, gated: boolean },
+    required: ['intermediate', 'name', 'className', 'gated'],
+  }),
+  sharedOn: oneOf(['rows', 'input'], 'shared expert placement'),
+  counts: arrayOf(integer(0)),
+  capacityFactor: number(Number.MIN_VALUE),
+  expertParallel: object({ fields: { size: integer(2, 1_000_000), rank: integer(0, 1_000_000) }, required: ['size', 'rank'] }),
+};
 
 /** What the block's graph reads: the options, the rank's slice of experts and the layers built once. */
 interface MoeParts {
@@ -139,51 +119,37 @@ interface MoeParts {
   readonly down: Layer;
 }
 
-/** The options' own checks (the token counts' sum waits for the traced token count). */
+/**
+ * What the options, past their schema, must meet together (at `['moeBlock', name, …]`): at most
+ * `experts` per token (torch.topk's k), one count per expert, a selection bias only on sigmoid
+ * routing, the expert-parallel size dividing the experts and the rank below it (transformers 5.x's
+ * `ep_plan`). The token counts' sum waits for the traced token count.
+ */
 function checkMoeOptions(options: MoeBlockOptions, path: readonly string[]): void {
-  const { experts, k } = options;
-  if (!Number.isSafeInteger(experts) || experts < 1)
-    fail('bad-attribute', 'a positive number of experts', { path: [...path, 'experts'], expected: 'integer >= 1', received: String(experts) });
-  if (!Number.isSafeInteger(k) || k < 1 || k > experts)
-    fail('bad-attribute', 'experts per token from 1 to the number of experts', { path: [...path, 'k'], expected: `1 .. ${experts}`, received: String(k) });
-  if (options.counts !== undefined && (options.counts.length !== experts || !options.counts.every((c) => Number.isSafeInteger(c) && c >= 0))) {
-    fail('bad-option', 'one non-negative token count per expert', {
-      path: [...path, 'counts'],
-      expected: `${experts} integers >= 0`,
-      received: JSON.stringify(options.counts),
-    });
-  }
-  if (options.capacityFactor !== undefined && !(options.capacityFactor > 0 && Number.isFinite(options.capacityFactor))) {
-    fail('bad-option', 'a positive capacity factor', { path: [...path, 'capacityFactor'], expected: '> 0', received: String(options.capacityFactor) });
-  }
-  const bias = options.correctionBias;
-  if (bias !== undefined && (options.score !== 'sigmoid' || typeof bias.fp32 !== 'boolean'))
-    fail('bad-option', 'a selection bias needs sigmoid routing', {
-      path: [...path, 'correctionBias'],
-      expected: "score: 'sigmoid', { fp32: boolean }",
-      received: JSON.stringify(bias),
-    });
-  const ep = options.expertParallel;
-  if (ep !== undefined) {
-    if (!Number.isSafeInteger(ep.size) || ep.size < 2 || experts % ep.size !== 0)
-      fail('bad-option', 'the expert-parallel size divides the experts (at least 2 ranks)', {
-        path: [...path, 'expertParallel', 'size'],
-        expected: `a divisor of ${experts} >= 2`,
-        received: String(ep.size),
-      });
-    if (!Number.isSafeInteger(ep.rank) || ep.rank < 0 || ep.rank >= ep.size)
-      fail('bad-option', 'the expert-parallel rank must be below the size', {
-        path: [...path, 'expertParallel', 'rank'],
-        expected: `0 .. ${ep.size - 1}`,
-        received: String(ep.rank),
-      });
-    if (options.impl === 'loop')
-      fail('not-modelled', "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none", {
-        path: [...path, 'expertParallel'],
-        expected: "impl 'eager' or 'grouped_mm'",
-        received: 'loop',
-      });
-  }
+  const { experts, k, counts, expertParallel: ep } = options;
+  const issues: VramIssue[] = [];
+  const add = (key: readonly string[], message: string, expected: string, received: string, code = 'bad-option') =>
+    issues.push({ path: [...path, ...key], code, message, expected, received });
+  if (k > experts) add(['k'], 'experts per token from 1 to the number of experts', `1 .. ${experts}`, String(k), 'bad-attribute');
+  if (counts !== undefined && counts.length !== experts)
+    add(['counts'], 'one non-negative token count per expert', `${experts} integers >= 0`, `${counts.length} counts`);
+  if (options.correctionBias !== undefined && options.score !== 'sigmoid')
+    add(['correctionBias'], 'a selection bias needs sigmoid routing', "score: 'sigmoid'", String(options.score ?? 'softmax'));
+  if (options.sharedOn !== undefined && options.shared === undefined)
+    add(['sharedOn'], 'places the shared expert: it needs `shared`', 'absent', show(options.sharedOn));
+  if (ep !== undefined && experts % ep.size !== 0)
+    add(['expertParallel', 'size'], 'the expert-parallel size divides the experts (at least 2 ranks)', `a divisor of ${experts} >= 2`, String(ep.size));
+  if (ep !== undefined && ep.rank >= ep.size)
+    add(['expertParallel', 'rank'], 'the expert-parallel rank must be below the size', `0 .. ${ep.size - 1}`, String(ep.rank));
+  if (ep !== undefined && options.impl === 'loop')
+    add(
+      ['expertParallel'],
+      "expert parallelism is transformers 5.x's (ep_plan): the 4.x expert loop has none",
+      "impl 'eager' or 'grouped_mm'",
+      'loop',
+      'not-modelled',
+    );
+  if (issues.length > 0) throw new VramError(issues);
 }
 
 /** Tokens per expert of this rank's experts: measured, capacity-limited or balanced over the T·k pairs. */
@@ -279,6 +245,7 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
   const ep = options.expertParallel;
   const shape = x.shape as readonly Dim[];
   const tokens = shape.slice(0, -1).reduce<Dim>((a, b) => mul(a, b), 1);
+  checkInput(g, x, [2, 3], ['moeBlock', 'hidden', hidden]);
   const rows = shape.length === 2 ? x : g.call(viewOp, [x], { shape: [tokens, hidden] })[0]!;
   const logits = g.apply(gate, rows);
   if (options.holdLogits === true) g.hold(logits);
@@ -326,7 +293,7 @@ function moeForward(g: GraphBuilder, parts: MoeParts, x: TensorRef): TensorRef {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function moeBlock(options: MoeBlockOptions): ModuleLayer {
-  checkKeys(options, MOE_KEYS, 'moeBlock');
+  checkOptions(options, MOE_FIELDS, 'moeBlock', ['hidden', 'experts', 'k', 'intermediate', 'impl']);
   const { hidden, experts } = options;
   const path = ['moeBlock', options.name ?? 'mlp'];
   checkMoeOptions(options, path);

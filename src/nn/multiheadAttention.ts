@@ -9,7 +9,9 @@ import { specBytes, tensor } from '../tensor/spec.js';
 import { mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { graph } from './graph.js';
-import { checkKeys } from './op.js';
+import { boolean, integer } from '../validate.js';
+import { checkInput, fieldsOf, probability } from './block-schema.js';
+import { checkOptions } from './op.js';
 import type { LayerOptions, ModuleLayer, TensorRef } from './types.js';
 
 /** Options of {@link multiheadAttention}: torch.nn.MultiheadAttention's arguments. */
@@ -29,6 +31,19 @@ export interface MultiheadAttentionOptions extends LayerOptions {
    * weights [N, L, S] are computed and returned as a second output. ViT passes false.
    */
   readonly needWeights?: boolean;
+}
+
+const MHA_FIELDS = { ...fieldsOf(['embedDim', 'heads'], integer(1)), ...fieldsOf(['bias', 'batchFirst', 'needWeights'], boolean), dropout: probability };
+
+/** The schema, and torch's `assert self.head_dim * num_heads == self.embed_dim, "embed_dim must be divisible by num_heads"`. */
+function checkMhaOptions(options: MultiheadAttentionOptions): void {
+  checkOptions(options, MHA_FIELDS, 'multiheadAttention', ['embedDim', 'heads']);
+  if (options.embedDim % options.heads !== 0)
+    fail('bad-option', 'embed_dim must be divisible by num_heads', {
+      path: ['multiheadAttention', 'heads'],
+      expected: `a divisor of ${options.embedDim}`,
+      received: String(options.heads),
+    });
 }
 
 /** The linear rule with its parameters under other names (MultiheadAttention's `in_proj_weight`, `out_proj.weight`). */
@@ -120,15 +135,9 @@ const nativeMhaOp: OpRule<NativeMhaAttrs> = {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLayer {
-  checkKeys(options, ['embedDim', 'heads', 'dropout', 'bias', 'batchFirst', 'needWeights'], 'multiheadAttention');
+  checkMhaOptions(options);
   const { embedDim: e, heads } = options;
-  if (!Number.isSafeInteger(e) || e < 1)
-    fail('bad-option', 'embedDim must be an integer >= 1', { path: ['multiheadAttention', 'embedDim'], expected: 'an integer >= 1', received: String(e) });
-  if (!Number.isSafeInteger(heads) || heads < 1 || e % heads !== 0)
-    fail('bad-option', 'heads must divide embedDim', { path: ['multiheadAttention', 'heads'], expected: `a divisor of ${e}`, received: String(heads) });
   const p = options.dropout ?? 0;
-  if (typeof p !== 'number' || !(p >= 0 && p <= 1))
-    fail('bad-option', 'dropout must be in [0, 1]', { path: ['multiheadAttention', 'dropout'], expected: '0 <= p <= 1', received: String(p) });
   const bias = options.bias ?? true;
   const batchFirst = options.batchFirst ?? false;
   const needWeights = options.needWeights ?? true;
@@ -137,14 +146,7 @@ export function multiheadAttention(options: MultiheadAttentionOptions): ModuleLa
   const outProj = renamedLinear('out_proj.weight', 'out_proj.bias');
   const body = graph((g, [input]) => {
     const x = input!;
-    if (x.shape.length !== 3)
-      fail('bad-rank', 'multiheadAttention takes a batched input of rank 3', {
-        path: ['multiheadAttention'],
-        expected: batchFirst ? '[N, L, E]' : '[L, N, E]',
-        received: `rank ${x.shape.length}`,
-      });
-    if (x.shape[2] !== e)
-      fail('shape-mismatch', 'the input features differ from embedDim', { path: ['multiheadAttention'], expected: String(e), received: String(x.shape[2]) });
+    checkInput(g, x, [3, 3], ['multiheadAttention', 'embedDim', e]);
     const call = <A>(rule: OpRule<A>, args: TensorRef[], attrs: A): TensorRef => g.call(rule, args, attrs)[0]!;
     if (!g.training && !g.gradEnabled && batchFirst && heads % 2 === 0 && p === 0) {
       const outs = g.call(nativeMhaOp, [x], { embedDim: e, heads, bias, needWeights });

@@ -1,5 +1,6 @@
-import { parameterOp, type ParameterAttrs } from '../ops/parameter.js';
-import { checkKeys, opLayer } from './op.js';
+import { PARAMETER_SCHEMA, parameterOp, type ParameterAttrs } from '../ops/parameter.js';
+import { checkAcross } from '../ops/attrs.js';
+import { checkOptions, opLayer } from './op.js';
 import type { OpLayer } from './types.js';
 
 /**
@@ -20,6 +21,7 @@ import type { OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function parameter(options: ParameterAttrs): OpLayer<ParameterAttrs> {
-  checkKeys(options, ['shape', 'combine'], 'parameter');
-  return opLayer(parameterOp, null, { name: options.name, shape: Object.freeze([...options.shape]), combine: options.combine });
+  checkOptions(options, PARAMETER_SCHEMA.fields, 'parameter', PARAMETER_SCHEMA.required);
+  checkAcross(PARAMETER_SCHEMA, options, ['parameter']);
+  return opLayer(parameterOp, null, Object.freeze({ name: options.name, shape: Object.freeze([...options.shape]), combine: options.combine }));
 }

@@ -1,5 +1,6 @@
-import { fail } from '../errors.js';
-import { seq } from './seq.js';
+import { LIMITS } from '../limits.js';
+import { arrayOf, func, integer, validate } from '../validate.js';
+import { frozenLayer, layerCheck } from './layer-check.js';
 import type { Layer, SeqLayer } from './types.js';
 
 /**
@@ -14,7 +15,10 @@ import type { Layer, SeqLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function repeat(n: number, make: (index: number) => Layer): SeqLayer {
-  if (!Number.isSafeInteger(n) || n < 0)
-    fail('bad-attribute', 'repeat needs a whole number of layers', { path: ['repeat'], expected: 'integer >= 0', received: String(n) });
-  return seq(...Array.from({ length: n }, (_, i) => make(i)));
+  validate(n, integer(0, LIMITS.repeat), ['repeat', 'n']);
+  validate(make, func, ['repeat', 'make']);
+  const children = Array.from({ length: n }, (_, i) => make(i));
+  validate(children, arrayOf(layerCheck), ['repeat']);
+  // Not seq(...children): a spread of this many arguments can overflow the stack.
+  return Object.freeze({ kind: 'seq', className: 'Sequential', isSequential: true, children: Object.freeze(children.map((child) => frozenLayer(child))) });
 }

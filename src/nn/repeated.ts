@@ -1,12 +1,31 @@
-import { fail } from '../errors.js';
+import { VramError, fail, type VramIssue } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { func, integer, string, validate } from '../validate.js';
+import { layerCheck, layerProblem } from './layer-check.js';
 import type { Layer, ModuleLayer, RepeatedBlocks } from './types.js';
+
+const blockCount = integer(0, LIMITS.layers);
+
+/** A model a callback built: a module layer (the model whose body it replaces), or a VramError at `path`. */
+function built(model: unknown, path: readonly string[]): ModuleLayer {
+  const problem = layerProblem(model) ?? ((model as Layer).kind !== 'module' ? 'must be a module layer (a model)' : undefined);
+  if (problem !== undefined)
+    fail('bad-layer', problem, {
+      path,
+      expected: 'a module layer',
+      received: typeof model === 'object' && model !== null ? String((model as Layer).kind) : String(model),
+    });
+  return model as ModuleLayer;
+}
 
 /**
  * Declares a model's identical blocks for {@link ModuleLayer.repeated}: `count` blocks keyed
  * `${prefix}${i}` in `body` (the model's body: a copy of the model with another body is not
  * what the declaration describes, and estimate then traces it whole), how to build the
  * same model with another count (each count built once), and optionally one pipeline stage of
- * it (blocks [start, end), see {@link RepeatedBlocks.stage}).
+ * it (blocks [start, end), see {@link RepeatedBlocks.stage}). Every argument is checked: `count`
+ * an integer from 0 to {@link LIMITS}.layers, `prefix` a string, `body` a layer, `build` and
+ * `stage` functions returning module layers (checked when called).
  *
  * @example
  * ```ts
@@ -24,19 +43,34 @@ export function repeatedBlocks(
   build: (count: number) => ModuleLayer,
   stage?: (start: number, end: number) => ModuleLayer,
 ): RepeatedBlocks {
-  if (!Number.isSafeInteger(count) || count < 0)
-    fail('bad-attribute', 'a whole number of blocks', { path: ['repeated', 'count'], expected: 'integer >= 0', received: String(count) });
-  const built = new Map<number, ModuleLayer>();
+  // Every problem at once.
+  const issues: VramIssue[] = [];
+  blockCount(count, ['repeatedBlocks', 'count'], issues);
+  string(prefix, ['repeatedBlocks', 'prefix'], issues);
+  layerCheck(body, ['repeatedBlocks', 'body'], issues);
+  func(build, ['repeatedBlocks', 'build'], issues);
+  if (stage !== undefined) func(stage, ['repeatedBlocks', 'stage'], issues);
+  if (issues.length > 0) throw new VramError(issues);
+  const models = new Map<number, ModuleLayer>();
   return Object.freeze({
     count,
     prefix,
     body,
-    ...(stage !== undefined ? { stage } : {}),
+    ...(stage !== undefined
+      ? {
+          stage: (start: number, end: number) => {
+            validate(start, integer(0, count), ['repeatedBlocks', 'stage', 'start']);
+            validate(end, integer(start + 1, count), ['repeatedBlocks', 'stage', 'end']);
+            return built(stage(start, end), ['repeatedBlocks', 'stage']);
+          },
+        }
+      : {}),
     withCount: (n: number) => {
-      let model = built.get(n);
+      let model = models.get(n);
       if (model === undefined) {
-        model = build(n);
-        built.set(n, model);
+        validate(n, blockCount, ['repeatedBlocks', 'withCount']);
+        model = built(build(n), ['repeatedBlocks', 'build']);
+        models.set(n, model);
       }
       return model;
     },

@@ -1,6 +1,8 @@
 import type { Layer, LayerOptions, ResidualLayer } from './types.js';
 import { fail } from '../errors.js';
-import { checkKeys } from './op.js';
+import { boolean, validate } from '../validate.js';
+import { frozenLayer, layerCheck } from './layer-check.js';
+import { checkOptions } from './op.js';
 
 /** Options of {@link residual}. */
 export interface ResidualOptions extends LayerOptions {
@@ -49,21 +51,20 @@ export interface ResidualOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function residual(body: Layer, options: ResidualOptions = {}): ResidualLayer {
-  checkKeys(options, ['inplace', 'shortcut', 'downsample', 'inline'], 'residual');
+  validate(body, layerCheck, ['residual', 'body']);
+  checkOptions(options, { inplace: boolean, shortcut: layerCheck, downsample: layerCheck, inline: boolean }, 'residual');
   if (options.shortcut !== undefined && options.downsample !== undefined) {
     fail('bad-attribute', 'a residual takes a shortcut (run before the body) or a downsample (run after it), not both', {
       path: ['residual', 'downsample'],
       expected: 'one of shortcut, downsample',
     });
   }
-  if (options.inline !== undefined && typeof options.inline !== 'boolean')
-    fail('bad-attribute', 'inline must be a boolean', { path: ['residual', 'inline'], expected: 'boolean', received: String(options.inline) });
   return Object.freeze({
     kind: 'residual',
-    body,
+    body: frozenLayer(body),
     inplace: options.inplace ?? false,
-    ...(options.shortcut !== undefined ? { shortcut: options.shortcut } : {}),
-    ...(options.downsample !== undefined ? { downsample: options.downsample } : {}),
+    ...(options.shortcut !== undefined ? { shortcut: frozenLayer(options.shortcut) } : {}),
+    ...(options.downsample !== undefined ? { downsample: frozenLayer(options.downsample) } : {}),
     ...(options.inline === true ? { inline: true } : {}),
     ...(options.name !== undefined ? { name: options.name } : {}),
   });

@@ -3,8 +3,9 @@ import { offsetScaleOp, scaleOp } from '../ops/layerNorm.js';
 import { mulOp } from '../ops/merge.js';
 import { addScalarOp, meanOp, powOp, rsqrtOp } from '../ops/pointwise.js';
 import { graph } from './graph.js';
+import { boolean, integer, number, show, type Check } from '../validate.js';
 import type { LayerOptions, ModuleLayer } from './types.js';
-import { checkKeys } from './op.js';
+import { checkOptions, type Fields } from './op.js';
 
 /** Options of {@link rmsNorm}. */
 export interface RmsNormOptions extends LayerOptions {
@@ -19,11 +20,20 @@ export interface RmsNormOptions extends LayerOptions {
   readonly offset?: boolean;
 }
 
+const className: Check = (value, path, issues) => {
+  if (typeof value !== 'string' || value === '')
+    issues.push({ path, code: 'bad-option', message: 'a class name is a non-empty string', expected: 'string', received: show(value) });
+};
+
+/** rmsNorm's schema: size (the hidden size, required) >= 1, eps >= 0, a class name, offset a boolean. */
+const RMS_NORM_FIELDS: Fields = { size: integer(1), eps: number(0), className, offset: boolean };
+
 /**
  * Hugging Face's RMSNorm, op for op: upcast to float32, `pow(2)`, `mean(-1)`, `+ eps`,
  * `rsqrt`, multiply, cast back, `weight *`. Autograd keeps the float32 input, x² (PyTorch
  * 1.13 only), rsqrt and the normalised tensor, so in 16-bit training the upcast copies count.
  * With `offset` (Gemma) the float32 normed tensor is scaled by `1 + weight` before the cast back.
+ * A `size` other than the input's last dimension is an error at estimate (at the weight's `size`).
  *
  * @example
  * ```ts
@@ -34,7 +44,7 @@ export interface RmsNormOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function rmsNorm(options: RmsNormOptions): ModuleLayer {
-  checkKeys(options, ['size', 'eps', 'className', 'offset'], 'rmsNorm');
+  checkOptions(options, RMS_NORM_FIELDS, 'rmsNorm', ['size']);
   const body = graph((g, [x]) => {
     const input = x!;
     const h = g.call(castOp, [input], { dtype: 'float32' })[0]!;

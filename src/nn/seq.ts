@@ -1,5 +1,7 @@
 import type { Layer, LayerOptions, SeqLayer } from './types.js';
-import { checkKeys } from './op.js';
+import { arrayOf, boolean, string, validate } from '../validate.js';
+import { frozenLayer, layerCheck } from './layer-check.js';
+import { checkOptions } from './op.js';
 
 /** Options of {@link seq}, given as its first argument. */
 export interface SeqOptions extends LayerOptions {
@@ -38,12 +40,14 @@ export function seq(...args: readonly (SeqOptions | Layer)[]): SeqLayer {
   const first = args[0];
   const given = typeof first === 'object' && first !== null && !('kind' in first);
   const options: SeqOptions = given ? first : {};
-  if (given) checkKeys(options, ['className', 'isSequential'], 'seq');
+  if (given) checkOptions(options, { className: string, isSequential: boolean }, 'seq');
+  const children = given ? args.slice(1) : args;
+  validate(children, arrayOf(layerCheck), ['seq']);
   return Object.freeze({
     kind: 'seq',
     className: options.className ?? 'Sequential',
     isSequential: options.isSequential ?? true,
-    children: Object.freeze((given ? args.slice(1) : args) as Layer[]),
+    children: Object.freeze((children as Layer[]).map((child) => frozenLayer(child))),
     ...(options.name !== undefined ? { name: options.name } : {}),
   });
 }

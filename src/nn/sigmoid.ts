@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ const rule = activationOp('sigmoid');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function sigmoid(options: Record<never, never> & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, [], 'sigmoid');
-  return opLayer(rule, 'Sigmoid', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.sigmoid.fields, 'sigmoid');
+  return opLayer(rule, 'Sigmoid', frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ const rule = activationOp('silu');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function silu(options: { readonly inplace?: boolean } & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, ['inplace'], 'silu');
-  return opLayer(rule, 'SiLU', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.silu.fields, 'silu');
+  return opLayer(rule, 'SiLU', frozenAttrs(attrs), layer);
 }

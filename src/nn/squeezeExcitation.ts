@@ -7,7 +7,13 @@ import { relu } from './relu.js';
 import { sigmoid } from './sigmoid.js';
 import type { Layer, LayerOptions } from './types.js';
 import { fail } from '../errors.js';
-import { checkKeys } from './op.js';
+import { formatDim } from '../sym/format.js';
+import { integer, oneOf } from '../validate.js';
+import { layerCheck } from './layer-check.js';
+import { tracedPath } from './block-schema.js';
+import { checkOptions } from './op.js';
+
+const SE_FIELDS = { squeeze: integer(1), scaleActivation: oneOf(['sigmoid', 'hardsigmoid'], 'scale activation'), activation: layerCheck };
 
 /** Options of {@link squeezeExcitation}. */
 export interface SqueezeExcitationOptions extends LayerOptions {
@@ -43,15 +49,8 @@ export interface SqueezeExcitationOptions extends LayerOptions {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
-  checkKeys(options, ['squeeze', 'scaleActivation', 'activation'], 'squeezeExcitation');
+  checkOptions(options, SE_FIELDS, 'squeezeExcitation', ['squeeze']);
   const given = options.activation;
-  if (given !== undefined && (typeof given !== 'object' || given === null || typeof (given as { kind?: unknown }).kind !== 'string')) {
-    fail('bad-attribute', 'activation must be a layer', {
-      path: ['squeezeExcitation', 'activation'],
-      expected: 'a layer such as silu({ inplace: true })',
-      received: String(given),
-    });
-  }
   const gate = options.scaleActivation === 'hardsigmoid' ? hardsigmoid({ name: 'scale_activation' }) : sigmoid({ name: 'scale_activation' });
   // Made once, not at every trace; fc2 depends on the input's channels, once per channel count.
   const avgpool = adaptiveAvgPool2d({ output: 1, name: 'avgpool' });
@@ -59,7 +58,16 @@ export function squeezeExcitation(options: SqueezeExcitationOptions): Layer {
   const activation: Layer = given === undefined ? relu({ name: 'activation' }) : Object.freeze({ ...given, name: 'activation' });
   const fc2 = new Map<number, Layer>();
   const body = graph((g, [input]) => {
-    const channels = input!.shape[1] as number;
+    // [N, C, H, W]: fc2 gives back C channels, a concrete number (it sizes the weight).
+    const channels = input!.shape[1];
+    const shape = () => `[${input!.shape.map(formatDim).join(', ')}]`;
+    if (input!.shape.length !== 4)
+      fail('bad-rank', 'squeeze-and-excitation takes [N, C, H, W]', { path: tracedPath(g, 'squeezeExcitation'), expected: 'rank 4', received: shape() });
+    if (typeof channels !== 'number')
+      fail('symbolic-channels', 'the channels must be a concrete number (fc2 gives them back)', {
+        path: tracedPath(g, 'squeezeExcitation'),
+        received: shape(),
+      });
     let expand = fc2.get(channels);
     if (expand === undefined) {
       expand = conv2d({ out: channels, kernel: 1, name: 'fc2' });

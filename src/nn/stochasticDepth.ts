@@ -1,4 +1,5 @@
-import { stochasticDepthOp, type StochasticDepthAttrs } from '../ops/stochasticDepth.js';
+import { stochasticDepthOp, type StochasticDepthAttrs, STOCHASTIC_DEPTH_SCHEMA } from '../ops/stochasticDepth.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function stochasticDepth(options: StochasticDepthAttrs & LayerOptions): OpLayer<StochasticDepthAttrs> {
-  const [attrs, layer] = splitOptions(options, ['p', 'mode'], 'stochasticDepth');
-  return opLayer(stochasticDepthOp, 'StochasticDepth', attrs, layer);
+  const [attrs, layer] = splitOptions(options, STOCHASTIC_DEPTH_SCHEMA.fields, 'stochasticDepth', STOCHASTIC_DEPTH_SCHEMA.required);
+  return opLayer(stochasticDepthOp, 'StochasticDepth', frozenAttrs(attrs), layer);
 }

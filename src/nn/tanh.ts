@@ -1,4 +1,5 @@
-import { activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { ACTIVATION_SCHEMAS, activationOp, type ActivationAttrs } from '../ops/activation.js';
+import { frozenAttrs } from '../ops/attrs.js';
 import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
@@ -16,6 +17,6 @@ const rule = activationOp('tanh');
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function tanh(options: Record<never, never> & LayerOptions = {}): OpLayer<ActivationAttrs> {
-  const [attrs, layer] = splitOptions(options, [], 'tanh');
-  return opLayer(rule, 'Tanh', attrs, layer);
+  const [attrs, layer] = splitOptions(options, ACTIVATION_SCHEMAS.tanh.fields, 'tanh');
+  return opLayer(rule, 'Tanh', frozenAttrs(attrs), layer);
 }

@@ -264,6 +264,8 @@ export interface GraphBuilder {
   readonly applyAll: (layer: Layer, ...inputs: TensorRef[]) => readonly TensorRef[];
   /** Runs a functional op (no module of its own) on tensors; returns its outputs. */
   readonly call: <A>(rule: OpRule<A>, inputs: readonly TensorRef[], attrs: A) => TensorRef[];
+  /** The path of the module this graph runs in (empty at the model's root), for errors at the right place. */
+  readonly path: readonly string[];
   /** model.train() or model.eval() for the traced model. */
   readonly training: boolean;
   /** Whether autograd records (a training step) or not (inference, no_grad). */

@@ -1,5 +1,6 @@
-import { upsampleOp, type UpsampleAttrs } from '../ops/upsample.js';
-import { checkKeys, opLayer, splitOptions } from './op.js';
+import { upsampleOp, type UpsampleAttrs, UPSAMPLE_SCHEMA } from '../ops/upsample.js';
+import { checkAcross, frozenAttrs } from '../ops/attrs.js';
+import { opLayer, splitOptions } from './op.js';
 import type { LayerOptions, OpLayer } from './types.js';
 
 /**
@@ -16,8 +17,9 @@ import type { LayerOptions, OpLayer } from './types.js';
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function upsample(options: UpsampleAttrs & LayerOptions): OpLayer<UpsampleAttrs> {
-  const [attrs, layer] = splitOptions(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'upsample');
-  return opLayer(upsampleOp, 'Upsample', attrs, layer);
+  const [attrs, layer] = splitOptions(options, UPSAMPLE_SCHEMA.fields, 'upsample', UPSAMPLE_SCHEMA.required);
+  checkAcross(UPSAMPLE_SCHEMA, attrs, ['upsample']);
+  return opLayer(upsampleOp, 'Upsample', frozenAttrs(attrs), layer);
 }
 
 /**
@@ -33,6 +35,7 @@ export function upsample(options: UpsampleAttrs & LayerOptions): OpLayer<Upsampl
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function interpolate(options: UpsampleAttrs): OpLayer<UpsampleAttrs> {
-  checkKeys(options, ['mode', 'size', 'scaleFactor', 'alignCorners'], 'interpolate');
-  return opLayer(upsampleOp, null, { ...options });
+  const [attrs, layer] = splitOptions(options as UpsampleAttrs & LayerOptions, UPSAMPLE_SCHEMA.fields, 'interpolate', UPSAMPLE_SCHEMA.required);
+  checkAcross(UPSAMPLE_SCHEMA, attrs, ['interpolate']);
+  return opLayer(upsampleOp, null, frozenAttrs(attrs), layer);
 }

@@ -1,4 +1,7 @@
 import { tensor } from '../tensor/spec.js';
+import { fail } from '../errors.js';
+import { boolean, oneOf, show } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule, SavedRef } from './types.js';
 
 /** Attributes shared by elementwise activations. */
@@ -30,6 +33,18 @@ const SAVING: Readonly<Record<string, ActivationSaving>> = {
   gelu: { outOfPlace: 'input', inPlace: null },
 };
 
+/** An activation's attributes: `inplace` where torch's module takes it, `approximate` (none | tanh, F.gelu's) for gelu. */
+export const ACTIVATION_SCHEMAS: Readonly<Record<ActivationKind, AttrSchema>> = {
+  relu: { fields: { inplace: boolean } },
+  relu6: { fields: { inplace: boolean } },
+  hardswish: { fields: { inplace: boolean } },
+  hardsigmoid: { fields: { inplace: boolean } },
+  silu: { fields: { inplace: boolean } },
+  sigmoid: { fields: {} },
+  tanh: { fields: {} },
+  gelu: { fields: { approximate: oneOf(['none', 'tanh'], 'approximation') } },
+};
+
 /** The activation kinds with a saved-tensor rule. */
 export type ActivationKind = 'relu' | 'relu6' | 'hardswish' | 'hardsigmoid' | 'sigmoid' | 'tanh' | 'silu' | 'gelu';
 
@@ -45,11 +60,15 @@ export type ActivationKind = 'relu' | 'relu6' | 'hardswish' | 'hardsigmoid' | 's
  * ```
  */
 export function activationOp(kind: ActivationKind): OpRule<ActivationAttrs> {
+  if (!Object.hasOwn(SAVING, kind))
+    fail('unsupported-activation', 'activation not modelled', { path: ['activationOp'], expected: Object.keys(SAVING).join(' | '), received: show(kind) });
   const saving = SAVING[kind]!;
+  const check = attrsGuard(ACTIVATION_SCHEMAS[kind]);
   return {
     name: kind,
     arity: 1,
-    apply([input], attrs) {
+    apply([input], attrs, ctx) {
+      check(attrs, ctx);
       const inplace = (attrs.inplace ?? false) && saving.inPlace !== null;
       const out = tensor(input!.shape, input!.dtype);
       let saved: SavedRef;

@@ -3,11 +3,44 @@ import type { Dim } from '../sym/expr.js';
 import { mul, product } from '../sym/ops.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
-import type { OpRule } from './types.js';
+import { formatDim } from '../sym/format.js';
+import { expectRank } from './check.js';
+import type { OpContext, OpRule } from './types.js';
 
 /** Attributes of fused attention. */
 export interface SdpaAttrs {
   readonly dropout?: number;
+}
+
+/**
+ * What scaled_dot_product_attention checks of its arguments (`sdp_utils` `check_tensor_shapes`,
+ * `check_batch_size_and_num_heads_dense`, F.dropout's range): q, k, v of rank 4, one batch, as
+ * many query heads as a multiple of the key/value heads (GQA), the key's head size the query's,
+ * keys and values of one length, dropout in [0, 1]. Symbolic dimensions are left as they are.
+ */
+function checkSdpa(q: TensorSpec, k: TensorSpec, v: TensorSpec, attrs: SdpaAttrs, ctx: OpContext): void {
+  for (const x of [q, k, v]) expectRank(x, [4], ctx, 'scaled_dot_product_attention');
+  const p = attrs.dropout ?? 0;
+  if (typeof p !== 'number' || !(p >= 0 && p <= 1))
+    fail('bad-attribute', 'dropout probability has to be between 0 and 1', { path: [...ctx.path, 'dropout'], expected: '0 <= p <= 1', received: String(p) });
+  const differ = (a: Dim, b: Dim) => typeof a === 'number' && typeof b === 'number' && a !== b;
+  const heads = (a: Dim, b: Dim) => typeof a === 'number' && typeof b === 'number' && a % b !== 0;
+  const problem =
+    differ(q.shape[0]!, k.shape[0]!) || differ(k.shape[0]!, v.shape[0]!)
+      ? 'query, key and value have one batch size'
+      : heads(q.shape[1]!, k.shape[1]!) || differ(k.shape[1]!, v.shape[1]!)
+        ? 'the key and value heads are as many, and divide the query heads'
+        : differ(q.shape[3]!, k.shape[3]!)
+          ? "the key's head size is the query's"
+          : differ(k.shape[2]!, v.shape[2]!)
+            ? 'keys and values have one length'
+            : undefined;
+  if (problem !== undefined)
+    fail('shape-mismatch', problem, {
+      path: ctx.path,
+      expected: 'q [B, H, L, E], k [B, h, S, E], v [B, h, S, Ev] with h dividing H',
+      received: [q, k, v].map((x) => `[${x.shape.map(formatDim).join(', ')}]`).join(', '),
+    });
 }
 
 /**
@@ -19,6 +52,7 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
   name: 'scaled_dot_product_attention',
   arity: 3,
   apply([q, k, v], attrs, ctx) {
+    checkSdpa(q!, k!, v!, attrs, ctx);
     if (ctx.framework === 'torch-1.13')
       fail('unsupported-op', 'scaled_dot_product_attention needs PyTorch 2 (transformers runs eager attention on 1.13)', {
         path: ctx.path,

@@ -2,6 +2,8 @@ import { fail } from '../errors.js';
 import { numel, specBytes, tensor } from '../tensor/spec.js';
 import { concreteDim, expectRank } from './check.js';
 import type { Dim } from '../sym/expr.js';
+import { boolean, integer, number } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { KernelStep, OpRule, SavedRef } from './types.js';
 
 /** Attributes of torch.nn.BatchNorm2d. */
@@ -14,6 +16,13 @@ export interface BatchNorm2dAttrs {
   readonly channels?: number;
 }
 
+/** BatchNorm2d's attributes: eps >= 0, momentum in [0, 1] (the running statistics' update weight), channels >= 1. */
+export const BATCH_NORM2D_SCHEMA: AttrSchema = {
+  fields: { eps: number(0), momentum: number(0, 1), affine: boolean, trackRunningStats: boolean, channels: integer(1) },
+};
+
+const batchNormAttrs = attrsGuard(BATCH_NORM2D_SCHEMA, true);
+
 /**
  * BatchNorm2d. Training: autograd keeps the input, the running statistics buffers and
  * the per-channel batch mean and inverse std (native_batch_norm's save_mean/save_invstd).
@@ -24,11 +33,12 @@ export const batchNorm2dOp: OpRule<BatchNorm2dAttrs> = {
   name: 'batch_norm',
   arity: 1,
   apply([input], attrs, ctx) {
+    batchNormAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'bn');
     const channels = concreteDim(input!.shape[1]!, 'bn channels', ctx);
     if (attrs.channels !== undefined && attrs.channels !== channels) {
       fail('channel-mismatch', 'bn channels differ from the declared channels', {
-        path: ctx.path,
+        path: [...ctx.path, 'channels'],
         expected: String(attrs.channels),
         received: String(channels),
       });

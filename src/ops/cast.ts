@@ -1,6 +1,10 @@
 import { tensor } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
+import { dtype } from '../options.js';
+import { attrsGuard } from './attrs.js';
 import type { OpRule } from './types.js';
+
+const castAttrs = attrsGuard({ fields: { dtype }, required: ['dtype'] });
 
 /** Attributes of a dtype cast (`tensor.to(dtype)`). */
 export interface CastAttrs {
@@ -14,7 +18,8 @@ export interface CastAttrs {
 export const castOp: OpRule<CastAttrs> = {
   name: 'to',
   arity: 1,
-  apply([input], attrs) {
+  apply([input], attrs, ctx) {
+    castAttrs(attrs, ctx);
     if (input!.dtype === attrs.dtype) return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
     return { outputs: [tensor(input!.shape, attrs.dtype)], saves: () => [] };
   },

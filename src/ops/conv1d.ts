@@ -1,8 +1,9 @@
-import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { tensor } from '../tensor/spec.js';
+import { boolean, integer } from '../validate.js';
 import { expectRank } from './check.js';
-import { conv2dOp } from './conv2d.js';
+import { convAcross, convolve2d, convPadding } from './conv2d.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of a 1-D convolution, as torch.nn.Conv1d takes them. */
@@ -18,11 +19,23 @@ export interface Conv1dAttrs {
   readonly in?: number;
 }
 
-const scalar = (value: unknown, name: string, path: readonly (string | number)[]): number => {
-  if (typeof value !== 'number')
-    fail('bad-attribute', `conv1d ${name} is one integer`, { path: [...path, name], expected: 'an integer', received: JSON.stringify(value) });
-  return value;
+/** Conv1d's attributes, as torch.nn.Conv1d checks them: one integer per size, groups dividing the channels. */
+export const CONV1D_SCHEMA: AttrSchema = {
+  fields: {
+    out: integer(1),
+    kernel: integer(1),
+    stride: integer(1),
+    padding: convPadding(false),
+    dilation: integer(1),
+    groups: integer(1),
+    bias: boolean,
+    in: integer(1),
+  },
+  required: ['out', 'kernel'],
+  across: convAcross,
 };
+
+const conv1dAttrs = attrsGuard(CONV1D_SCHEMA, true);
 
 /**
  * Conv1d: PyTorch runs a 1-D convolution as a 2-D one over [N, C, 1, L] with a [1, k] kernel
@@ -33,17 +46,18 @@ export const conv1dOp: OpRule<Conv1dAttrs> = {
   name: 'conv1d',
   arity: 1,
   apply([input], attrs, ctx) {
+    conv1dAttrs(attrs, ctx);
     expectRank(input!, [3], ctx, 'conv1d');
     const [n, c, l] = input!.shape as [Dim, Dim, Dim];
     const padding = attrs.padding ?? 0;
-    const result = conv2dOp.apply(
+    const result = convolve2d(
       [tensor([n, c, 1, l], input!.dtype)],
       {
         out: attrs.out,
-        kernel: [1, scalar(attrs.kernel, 'kernel', ctx.path)],
-        stride: [1, scalar(attrs.stride ?? 1, 'stride', ctx.path)],
-        padding: padding === 'same' || padding === 'valid' ? padding : [0, scalar(padding, 'padding', ctx.path)],
-        dilation: [1, scalar(attrs.dilation ?? 1, 'dilation', ctx.path)],
+        kernel: [1, attrs.kernel],
+        stride: [1, attrs.stride ?? 1],
+        padding: padding === 'same' || padding === 'valid' ? padding : [0, padding],
+        dilation: [1, attrs.dilation ?? 1],
         groups: attrs.groups ?? 1,
         bias: attrs.bias ?? true,
         ...(attrs.in !== undefined ? { in: attrs.in } : {}),

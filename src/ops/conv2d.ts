@@ -2,9 +2,11 @@ import { fail } from '../errors.js';
 import { add, floorDiv, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
+import { anyOf, boolean, integer, intOrPair, oneOf, type Check } from '../validate.js';
 import { concreteDim, expectAtLeast, expectRank, intPair, positiveInt } from './check.js';
+import { attrsGuard, pairOf, type AcrossReport, type AttrSchema } from './attrs.js';
 import { channelsLastSteps, eitherSteps, mkldnnFactor, mkldnnSteps, slowSteps, type ConvGeometry, type ConvSteps } from './conv2d-cpu.js';
-import type { KernelStep, OpRule, OpContext } from './types.js';
+import type { KernelStep, OpContext, OpResult, OpRule } from './types.js';
 
 /** Attributes of a 2-D convolution, as torch.nn.Conv2d takes them. */
 export interface Conv2dAttrs {
@@ -25,6 +27,45 @@ export interface Conv2dAttrs {
   readonly channelsLast?: boolean;
 }
 
+/** A padding: an integer >= 0 (or a pair of them, with `pair`), or 'same' | 'valid'. */
+export function convPadding(pair: boolean): Check {
+  const size = pair ? intOrPair(0) : integer(0);
+  return anyOf([size, oneOf(['same', 'valid'], 'padding')], `${pair ? 'an integer >= 0 or a pair of them' : 'an integer >= 0'}, 'same' or 'valid'`);
+}
+
+/**
+ * torch's _ConvNd checks: groups divide the output channels (and the declared input channels),
+ * "padding='same' is not supported for strided convolutions".
+ */
+export function convAcross(attrs: Record<string, unknown>, report: AcrossReport): void {
+  const groups = (attrs.groups as number | undefined) ?? 1;
+  const out = attrs.out as number;
+  if (out % groups !== 0) report('groups', 'groups must divide the output channels (out)', `a divisor of ${out}`, groups);
+  const declared = attrs.in as number | undefined;
+  if (declared !== undefined && declared % groups !== 0) report('groups', 'groups must divide the input channels (in)', `a divisor of ${declared}`, groups);
+  if (attrs.padding === 'same' && pairOf(attrs.stride, 1).some((s) => s !== 1))
+    report('padding', "padding 'same' is not supported for strided convolutions", 'stride 1', attrs.padding);
+}
+
+/** Conv2d's attributes, as torch.nn.Conv2d checks them: sizes >= 1 (padding >= 0), groups dividing the channels. */
+export const CONV2D_SCHEMA: AttrSchema = {
+  fields: {
+    out: integer(1),
+    kernel: intOrPair(1),
+    stride: intOrPair(1),
+    padding: convPadding(true),
+    dilation: intOrPair(1),
+    groups: integer(1),
+    bias: boolean,
+    in: integer(1),
+    channelsLast: boolean,
+  },
+  required: ['out', 'kernel'],
+  across: convAcross,
+};
+
+const conv2dAttrs = attrsGuard(CONV2D_SCHEMA, true);
+
 /** Output length of a convolution or pooling window along one axis. */
 export function windowOutput(size: Dim, kernel: number, stride: number, padBefore: number, padAfter: number, dilation: number): Dim {
   // floor((L + pad_before + pad_after - dilation·(k - 1) - 1) / stride) + 1, as torch computes it.
@@ -38,7 +79,7 @@ function convChannels(cIn: Dim, attrs: Conv2dAttrs, ctx: OpContext): [inChannels
   const groups = positiveInt(attrs.groups ?? 1, 'groups', ctx);
   if (attrs.in !== undefined && attrs.in !== inChannels) {
     fail('channel-mismatch', 'conv2d input channels differ from the declared in', {
-      path: ctx.path,
+      path: [...ctx.path, 'in'],
       expected: String(attrs.in),
       received: String(inChannels),
     });
@@ -131,58 +172,64 @@ function unrecorded(padded: TensorSpec | null, steps: readonly KernelStep[]): { 
 export const conv2dOp: OpRule<Conv2dAttrs> = {
   name: 'conv2d',
   arity: 1,
-  apply([input], attrs, ctx) {
-    expectRank(input!, [4], ctx, 'conv2d');
-    const [n, cIn, h, w] = input!.shape as [Dim, Dim, Dim, Dim];
-    const [inChannels, out, groups] = convChannels(cIn, attrs, ctx);
-    const [kh, kw] = intPair(attrs.kernel, 'kernel', ctx, 1);
-    const [sh, sw] = intPair(attrs.stride ?? 1, 'stride', ctx, 1);
-    const [dh, dw] = intPair(attrs.dilation ?? 1, 'dilation', ctx, 1);
-    const { pads, padded } = convPads(input!, attrs, [kh, kw], [sh, sw], [dh, dw], ctx);
-    const spanH = dh * (kh - 1) + 1;
-    const spanW = dw * (kw - 1) + 1;
-    expectAtLeast(add(h, pads[0] + pads[1]), spanH, ctx, 'conv2d kernel is larger than the padded input height');
-    expectAtLeast(add(w, pads[2] + pads[3]), spanW, ctx, 'conv2d kernel is larger than the padded input width');
-    const ho = windowOutput(h, kh, sh, pads[0], pads[1], dh);
-    const wo = windowOutput(w, kw, sw, pads[2], pads[3], dw);
-    const dtype = input!.dtype;
-    const weight = tensor([out, inChannels / groups, kh, kw], ctx.paramDtype);
-    const params = [{ name: 'weight', spec: weight }];
-    if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
-    const geometry: ConvGeometry = {
-      n,
-      cIn: inChannels,
-      h: padded?.shape[2] ?? h,
-      w: padded?.shape[3] ?? w,
-      out,
-      ho,
-      wo,
-      kh,
-      kw,
-      groups,
-      elementBytes: 4,
-      strided: sh !== 1 || sw !== 1,
-      stride: [sh, sw],
-      dilated: dh !== 1 || dw !== 1,
-      padded: pads.some((p) => p !== 0),
-    };
-    const kernels = ctx.device === 'cpu' && dtype === 'float32' ? cpuKernels(geometry, attrs.channelsLast === true, weight) : null;
-    return {
-      outputs: [tensor([n, out, ho, wo], dtype)],
-      params,
-      saves: () => [padded === null ? { input: 0 } : { extra: padded, label: 'padded input' }, { param: 'weight' }],
-      macs: () => mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
-      // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
-      ...(kernels ? { forwardSteps: kernels.forward } : {}),
-      ...unrecorded(padded, kernels?.forward ?? [{ results: 'outputs' }]),
-      backward: (needs) => ({
-        steps: padSteps(
-          padded,
-          kernels?.backward(needs.inputs[0] ?? false, needs.params) ?? [{ results: 'inputGrads' }, { results: 'paramGrads' }],
-          needs.inputs[0] ?? false,
-        ),
-        contiguousGradOutput: true,
-      }),
-    };
+  apply(inputs, attrs, ctx) {
+    conv2dAttrs(attrs, ctx);
+    return convolve2d(inputs, attrs, ctx);
   },
 };
+
+/** {@link conv2dOp}'s rule on attributes already checked (conv1d's, which it builds itself). */
+export function convolve2d([input]: readonly TensorSpec[], attrs: Conv2dAttrs, ctx: OpContext): OpResult {
+  expectRank(input!, [4], ctx, 'conv2d');
+  const [n, cIn, h, w] = input!.shape as [Dim, Dim, Dim, Dim];
+  const [inChannels, out, groups] = convChannels(cIn, attrs, ctx);
+  const [kh, kw] = intPair(attrs.kernel, 'kernel', ctx, 1);
+  const [sh, sw] = intPair(attrs.stride ?? 1, 'stride', ctx, 1);
+  const [dh, dw] = intPair(attrs.dilation ?? 1, 'dilation', ctx, 1);
+  const { pads, padded } = convPads(input!, attrs, [kh, kw], [sh, sw], [dh, dw], ctx);
+  const spanH = dh * (kh - 1) + 1;
+  const spanW = dw * (kw - 1) + 1;
+  expectAtLeast(add(h, pads[0] + pads[1]), spanH, ctx, 'conv2d kernel is larger than the padded input height');
+  expectAtLeast(add(w, pads[2] + pads[3]), spanW, ctx, 'conv2d kernel is larger than the padded input width');
+  const ho = windowOutput(h, kh, sh, pads[0], pads[1], dh);
+  const wo = windowOutput(w, kw, sw, pads[2], pads[3], dw);
+  const dtype = input!.dtype;
+  const weight = tensor([out, inChannels / groups, kh, kw], ctx.paramDtype);
+  const params = [{ name: 'weight', spec: weight }];
+  if (attrs.bias ?? true) params.push({ name: 'bias', spec: tensor([out], ctx.paramDtype) });
+  const geometry: ConvGeometry = {
+    n,
+    cIn: inChannels,
+    h: padded?.shape[2] ?? h,
+    w: padded?.shape[3] ?? w,
+    out,
+    ho,
+    wo,
+    kh,
+    kw,
+    groups,
+    elementBytes: 4,
+    strided: sh !== 1 || sw !== 1,
+    stride: [sh, sw],
+    dilated: dh !== 1 || dw !== 1,
+    padded: pads.some((p) => p !== 0),
+  };
+  const kernels = ctx.device === 'cpu' && dtype === 'float32' ? cpuKernels(geometry, attrs.channelsLast === true, weight) : null;
+  return {
+    outputs: [tensor([n, out, ho, wo], dtype)],
+    params,
+    saves: () => [padded === null ? { input: 0 } : { extra: padded, label: 'padded input' }, { param: 'weight' }],
+    macs: () => mul(product([n, ho, wo]), out * (inChannels / groups) * kh * kw),
+    // CUDA: cuDNN's workspace is a runtime line; the kernels allocate nothing else.
+    ...(kernels ? { forwardSteps: kernels.forward } : {}),
+    ...unrecorded(padded, kernels?.forward ?? [{ results: 'outputs' }]),
+    backward: (needs) => ({
+      steps: padSteps(
+        padded,
+        kernels?.backward(needs.inputs[0] ?? false, needs.params) ?? [{ results: 'inputGrads' }, { results: 'paramGrads' }],
+        needs.inputs[0] ?? false,
+      ),
+      contiguousGradOutput: true,
+    }),
+  };
+}

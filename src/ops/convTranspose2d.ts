@@ -2,7 +2,9 @@ import { fail } from '../errors.js';
 import { add, mul, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { boolean, integer, intOrPair } from '../validate.js';
 import { concreteDim, expectRank, intPair, positiveInt } from './check.js';
+import { attrsGuard, pairOf, type AttrSchema } from './attrs.js';
 import type { KernelStep, OpRule } from './types.js';
 
 /** Attributes of a transposed 2-D convolution, as torch.nn.ConvTranspose2d takes them. */
@@ -16,6 +18,41 @@ export interface ConvTranspose2dAttrs {
   readonly groups?: number;
   readonly bias?: boolean;
 }
+
+/**
+ * ConvTranspose2d's attributes, as torch checks them: sizes >= 1 (paddings >= 0), groups dividing
+ * `out` (_ConvNd), and "output padding must be smaller than either stride or dilation" (aten).
+ */
+export const CONV_TRANSPOSE2D_SCHEMA: AttrSchema = {
+  fields: {
+    out: integer(1),
+    kernel: intOrPair(1),
+    stride: intOrPair(1),
+    padding: intOrPair(0),
+    outputPadding: intOrPair(0),
+    dilation: intOrPair(1),
+    groups: integer(1),
+    bias: boolean,
+  },
+  required: ['out', 'kernel'],
+  across: (attrs, report) => {
+    const groups = (attrs.groups as number | undefined) ?? 1;
+    const out = attrs.out as number;
+    if (out % groups !== 0) report('groups', 'groups must divide the output channels (out)', `a divisor of ${out}`, groups);
+    const [oh, ow] = pairOf(attrs.outputPadding, 0);
+    const [sh, sw] = pairOf(attrs.stride, 1);
+    const [dh, dw] = pairOf(attrs.dilation, 1);
+    if (oh >= Math.max(sh, dh) || ow >= Math.max(sw, dw))
+      report(
+        'outputPadding',
+        'output padding must be smaller than either stride or dilation',
+        `< max(stride, dilation) = ${Math.max(sh, dh)}x${Math.max(sw, dw)}`,
+        attrs.outputPadding,
+      );
+  },
+};
+
+const convTranspose2dAttrs = attrsGuard(CONV_TRANSPOSE2D_SCHEMA, true);
 
 /** (L − 1)·s − 2p + d·(k − 1) + output_padding + 1, as torch computes a transposed convolution's output. */
 function transposedLength(size: Dim, kernel: number, stride: number, pad: number, dilation: number, outputPadding: number): Dim {
@@ -33,6 +70,7 @@ export const convTranspose2dOp: OpRule<ConvTranspose2dAttrs> = {
   name: 'conv_transpose2d',
   arity: 1,
   apply([input], attrs, ctx) {
+    convTranspose2dAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'convTranspose2d');
     const [n, cIn, h, w] = input!.shape as [Dim, Dim, Dim, Dim];
     const inChannels = concreteDim(cIn, 'convTranspose2d input channels', ctx);

@@ -1,4 +1,6 @@
 import { specBytes, tensor } from '../tensor/spec.js';
+import { boolean, number } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of torch.nn.Dropout. */
@@ -6,6 +8,11 @@ export interface DropoutAttrs {
   readonly p?: number;
   readonly inplace?: boolean;
 }
+
+/** Dropout's attributes: p in [0, 1] (torch.nn.Dropout: "dropout probability has to be between 0 and 1"). */
+export const DROPOUT_SCHEMA: AttrSchema = { fields: { p: number(0, 1), inplace: boolean } };
+
+const dropoutAttrs = attrsGuard(DROPOUT_SCHEMA, true);
 
 /**
  * Dropout. In eval mode or with p = 0 it returns its input. In training, CUDA's fused
@@ -17,6 +24,7 @@ export const dropoutOp: OpRule<DropoutAttrs> = {
   name: 'dropout',
   arity: 1,
   apply([input], attrs, ctx) {
+    dropoutAttrs(attrs, ctx);
     const p = attrs.p ?? 0.5;
     const inplace = attrs.inplace ?? false;
     const active = ctx.training && p > 0;

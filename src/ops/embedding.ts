@@ -1,6 +1,7 @@
 import { fail } from '../errors.js';
 import { tensor } from '../tensor/spec.js';
-import { positiveInt } from './check.js';
+import { integer, string } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of torch.nn.Embedding. */
@@ -11,6 +12,11 @@ export interface EmbeddingAttrs {
   readonly tiedWeight?: string;
 }
 
+/** Embedding's attributes: num (rows) and dim >= 1, both required (torch.nn.Embedding(num_embeddings, embedding_dim)). */
+export const EMBEDDING_SCHEMA: AttrSchema = { fields: { num: integer(1), dim: integer(1), tiedWeight: string }, required: ['num', 'dim'] };
+
+const embeddingAttrs = attrsGuard(EMBEDDING_SCHEMA, true);
+
 /**
  * Embedding lookup: ids (int64) → [..., dim] in the parameter dtype. Saves the ids for the
  * weight's gradient, which embedding_dense_backward makes as a full [num, dim] tensor.
@@ -19,10 +25,10 @@ export const embeddingOp: OpRule<EmbeddingAttrs> = {
   name: 'embedding',
   arity: 1,
   apply([ids], attrs, ctx) {
+    embeddingAttrs(attrs, ctx);
     if (ids!.dtype !== 'int64' && ids!.dtype !== 'int32')
       fail('bad-dtype', 'embedding takes integer ids', { path: ctx.path, expected: 'int64', received: ids!.dtype });
-    const num = positiveInt(attrs.num, 'num', ctx);
-    const dim = positiveInt(attrs.dim, 'dim', ctx);
+    const { num, dim } = attrs;
     const weight = tensor([num, dim], ctx.paramDtype);
     return {
       outputs: [tensor([...ids!.shape, dim], ctx.paramDtype)],

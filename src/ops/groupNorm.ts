@@ -1,6 +1,8 @@
 import { fail } from '../errors.js';
 import { numel, specBytes, tensor } from '../tensor/spec.js';
-import { concreteDim, positiveInt } from './check.js';
+import { boolean, integer, number } from '../validate.js';
+import { concreteDim } from './check.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { KernelStep, OpRule, SavedRef } from './types.js';
 
 /** Attributes of torch.nn.GroupNorm. */
@@ -13,6 +15,21 @@ export interface GroupNormAttrs {
   /** Expected channels; inferred when omitted. */
   readonly channels?: number;
 }
+
+/**
+ * GroupNorm's attributes: groups >= 1 (required), eps >= 0, and with declared channels, groups
+ * dividing them (torch.nn.GroupNorm: "num_channels must be divisible by num_groups").
+ */
+export const GROUP_NORM_SCHEMA: AttrSchema = {
+  fields: { groups: integer(1), eps: number(0), affine: boolean, channels: integer(1) },
+  required: ['groups'],
+  across: ({ groups, channels }, report) => {
+    if (channels !== undefined && (channels as number) % (groups as number) !== 0)
+      report('groups', 'num_channels must be divisible by num_groups', `a divisor of ${channels as number}`, groups);
+  },
+};
+
+const groupNormAttrs = attrsGuard(GROUP_NORM_SCHEMA, true);
 
 /**
  * native_group_norm: the output and the per-(sample, group) mean and rstd ([N, G] each, kept for
@@ -32,10 +49,11 @@ export const groupNormOp: OpRule<GroupNormAttrs> = {
   name: 'group_norm',
   arity: 1,
   apply([x], attrs, ctx) {
+    groupNormAttrs(attrs, ctx);
     if (x!.shape.length < 2)
       fail('bad-rank', 'groupNorm needs an input [N, C, …]', { path: ctx.path, expected: 'rank >= 2', received: String(x!.shape.length) });
     const channels = concreteDim(x!.shape[1]!, 'groupNorm channels', ctx);
-    const groups = positiveInt(attrs.groups, 'groups', ctx);
+    const groups = attrs.groups;
     if (channels % groups !== 0)
       fail('bad-groups', 'groupNorm groups must divide the channels', {
         path: [...ctx.path, 'groups'],
@@ -44,7 +62,7 @@ export const groupNormOp: OpRule<GroupNormAttrs> = {
       });
     if (attrs.channels !== undefined && attrs.channels !== channels)
       fail('channel-mismatch', 'groupNorm channels differ from the declared channels', {
-        path: ctx.path,
+        path: [...ctx.path, 'channels'],
         expected: String(attrs.channels),
         received: String(channels),
       });

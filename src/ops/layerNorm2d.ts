@@ -1,7 +1,9 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { boolean, integer, number } from '../validate.js';
 import { concreteDim, expectRank } from './check.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule, SavedRef } from './types.js';
 
 /** Attributes of a LayerNorm over the channels of [N, C, H, W] (torchvision's LayerNorm2d). */
@@ -17,6 +19,13 @@ export interface LayerNorm2dAttrs {
   readonly channelsLast?: boolean;
 }
 
+/** LayerNorm2d's attributes: eps >= 0, channels >= 1. */
+export const LAYER_NORM2D_SCHEMA: AttrSchema = {
+  fields: { eps: number(0), elementwiseAffine: boolean, channels: integer(1), channelsLast: boolean },
+};
+
+const layerNorm2dAttrs = attrsGuard(LAYER_NORM2D_SCHEMA, true);
+
 /**
  * torchvision's LayerNorm2d (ConvNeXt): `x.permute(0, 2, 3, 1)`, `F.layer_norm` over C, permute
  * back. The permuted input is not contiguous, so PyTorch 1.13's CPU `native_layer_norm` copies it
@@ -30,12 +39,13 @@ export const layerNorm2dOp: OpRule<LayerNorm2dAttrs> = {
   name: 'layer_norm',
   arity: 1,
   apply([x], attrs, ctx) {
+    layerNorm2dAttrs(attrs, ctx);
     expectRank(x!, [4], ctx, 'layerNorm2d');
     const [n, c, h, w] = x!.shape as [Dim, Dim, Dim, Dim];
     const channels = concreteDim(c, 'layerNorm2d channels', ctx);
     if (attrs.channels !== undefined && attrs.channels !== channels)
       fail('channel-mismatch', 'layerNorm2d channels differ from the declared channels', {
-        path: ctx.path,
+        path: [...ctx.path, 'channels'],
         expected: String(attrs.channels),
         received: String(channels),
       });

@@ -1,8 +1,10 @@
 import { fail } from '../errors.js';
 import { mul, product } from '../sym/ops.js';
 import { specBytes, tensor } from '../tensor/spec.js';
-import { concreteDim, expectRank, positiveInt } from './check.js';
-import { quantizedWeight, type QuantScheme } from './quant.js';
+import { boolean, integer, show, string, type Check } from '../validate.js';
+import { concreteDim, expectRank } from './check.js';
+import { quantizedWeight, quantScheme, type QuantScheme } from './quant.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule, OwnedTensor, SavedRef } from './types.js';
 
 /** Attributes of torch.nn.Linear. */
@@ -28,6 +30,29 @@ export interface LinearAttrs {
   readonly storageRows?: number;
 }
 
+/** `'nf4'` or a {@link QuantScheme}. */
+const quant: Check = (value, path, issues) => {
+  if (typeof value !== 'string') return quantScheme(value, path, issues);
+  if (value !== 'nf4')
+    issues.push({ path, code: 'bad-option', message: "unknown quantization: 'nf4' or a scheme", expected: "'nf4' | { method: … }", received: show(value) });
+};
+
+/**
+ * Linear's attributes: out >= 1 (required), in >= 1, a quantization scheme, storageRows >= out;
+ * a tied weight is not quantized.
+ */
+export const LINEAR_SCHEMA: AttrSchema = {
+  fields: { out: integer(1), bias: boolean, in: integer(1), tiedWeight: string, transposedWeight: boolean, quant, storageRows: integer(1) },
+  required: ['out'],
+  across: ({ out, quant, tiedWeight, storageRows }, report) => {
+    if (quant !== undefined && tiedWeight !== undefined) report('quant', 'a tied weight is not quantized', 'no quant with tiedWeight', quant);
+    if (storageRows !== undefined && (storageRows as number) < (out as number))
+      report('storageRows', 'the storage holds at least the out rows', `>= out (${out as number})`, storageRows);
+  },
+};
+
+const linearAttrs = attrsGuard(LINEAR_SCHEMA, true);
+
 /**
  * Linear: y = x·Wᵀ + b over the last dimension. It runs as addmm/mm/matmul, whose
  * autograd saves the input only when the weight needs a gradient (mat1 is kept for
@@ -37,13 +62,18 @@ export const linearOp: OpRule<LinearAttrs> = {
   name: 'linear',
   arity: 1,
   apply([input], attrs, ctx) {
+    linearAttrs(attrs, ctx);
     const rank = input!.shape.length;
     if (rank < 1) expectRank(input!, [2, 3], ctx, 'linear');
     const features = concreteDim(input!.shape[rank - 1]!, 'linear input features', ctx);
     if (attrs.in !== undefined && attrs.in !== features) {
-      fail('channel-mismatch', 'linear input features differ from the declared in', { path: ctx.path, expected: String(attrs.in), received: String(features) });
+      fail('channel-mismatch', 'linear input features differ from the declared in', {
+        path: [...ctx.path, 'in'],
+        expected: String(attrs.in),
+        received: String(features),
+      });
     }
-    const out = positiveInt(attrs.out, 'out', ctx);
+    const out = attrs.out;
     const lead = input!.shape.slice(0, -1);
     if (attrs.quant !== undefined) {
       if (attrs.tiedWeight !== undefined) fail('bad-quantization', 'a tied weight is not quantized', { path: ctx.path, received: attrs.tiedWeight });
@@ -78,7 +108,7 @@ export const linearOp: OpRule<LinearAttrs> = {
     const weight = tensor(attrs.transposedWeight ? [features, out] : [out, features], ctx.paramDtype);
     const padded =
       attrs.storageRows !== undefined && attrs.storageRows !== out && !attrs.transposedWeight
-        ? { storageSpec: tensor([positiveInt(attrs.storageRows, 'storageRows', ctx), features], ctx.paramDtype) }
+        ? { storageSpec: tensor([attrs.storageRows, features], ctx.paramDtype) }
         : {};
     const params: OwnedTensor[] = [
       attrs.tiedWeight !== undefined ? { name: 'weight', spec: weight, tiedTo: attrs.tiedWeight } : { name: 'weight', spec: weight, ...padded },

@@ -4,6 +4,7 @@ import { formatDim } from '../sym/format.js';
 import { mul, product } from '../sym/ops.js';
 import { tensor } from '../tensor/spec.js';
 import { broadcastShape } from './merge.js';
+import { noAttrs } from './attrs.js';
 import type { OpRule, SavedRef } from './types.js';
 
 /**
@@ -14,7 +15,8 @@ import type { OpRule, SavedRef } from './types.js';
 export const matmulOp: OpRule<Record<string, never>> = {
   name: 'matmul',
   arity: 2,
-  apply([a, b], _attrs, ctx) {
+  apply([a, b], attrs, ctx) {
+    noAttrs(attrs, ctx);
     if (a!.shape.length < 2 || b!.shape.length < 2) fail('bad-rank', 'matmul operands need at least 2 dimensions', { path: ctx.path });
     const [n, k1] = a!.shape.slice(-2) as [Dim, Dim];
     const [k2, p] = b!.shape.slice(-2) as [Dim, Dim];

@@ -6,7 +6,9 @@ import { dimKey } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
 import { isFloating, type DType } from '../tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
+import { boolean } from '../validate.js';
 import { dimIndex } from './check.js';
+import { anyInt, attrsGuard } from './attrs.js';
 import type { KernelStep, OpContext, OpRule, SavedRef } from './types.js';
 
 /** Attributes of an elementwise merge (add or mul). */
@@ -14,6 +16,8 @@ export interface ElementwiseAttrs {
   /** Write into the first input (`a += b`, `a *= b`). */
   readonly inplace?: boolean;
 }
+
+const elementwiseAttrs = attrsGuard({ fields: { inplace: boolean } });
 
 function sameDim(a: Dim, b: Dim): boolean {
   return dimKey(a) === dimKey(b);
@@ -62,6 +66,7 @@ export const addOp: OpRule<ElementwiseAttrs> = {
   name: 'add',
   arity: 2,
   apply([a, b], attrs, ctx) {
+    elementwiseAttrs(attrs, ctx);
     const shape = broadcastShape(a!.shape, b!.shape, ctx);
     // `a += b` keeps a's dtype; `a + b` promotes.
     const dtype = attrs.inplace ? a!.dtype : promote(a!.dtype, b!.dtype);
@@ -84,6 +89,7 @@ export const mulOp: OpRule<ElementwiseAttrs> = {
   name: 'mul',
   arity: 2,
   apply([a, b], attrs, ctx) {
+    elementwiseAttrs(attrs, ctx);
     const shape = broadcastShape(a!.shape, b!.shape, ctx);
     const dtype = attrs.inplace ? a!.dtype : promote(a!.dtype, b!.dtype);
     const full = specBytes(tensor(shape, dtype));
@@ -113,11 +119,15 @@ export interface CatAttrs {
   readonly dim?: number;
 }
 
+const catAttrs = attrsGuard({ fields: { dim: anyInt } });
+
 /** cat: nothing saved; backward hands each input a slice (a view) of the incoming gradient. */
 export const catOp: OpRule<CatAttrs> = {
   name: 'cat',
   arity: 'variadic',
   apply(inputs, attrs, ctx) {
+    catAttrs(attrs, ctx);
+    if (inputs.length === 0) fail('bad-arity', 'cat takes at least one input', { path: ctx.path, expected: '>= 1', received: '0' });
     const first = inputs[0] as TensorSpec;
     const rank = first.shape.length;
     const dim = dimIndex(attrs.dim ?? 1, rank, ctx);

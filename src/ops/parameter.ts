@@ -2,6 +2,8 @@ import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { add, mul, sub } from '../sym/ops.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { arrayOf, integer, oneOf, show, type Check } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import { copyUnlessOne } from './view.js';
 import type { OpRule } from './types.js';
 
@@ -19,6 +21,30 @@ export interface ParameterAttrs {
   readonly combine: 'add' | 'prepend' | 'scale';
 }
 
+/** A parameter's key: torch's register_parameter takes a non-empty name without a dot. */
+const parameterName: Check = (value, path, issues) => {
+  if (typeof value !== 'string' || value === '' || value.includes('.'))
+    issues.push({
+      path,
+      code: 'bad-option',
+      message: 'a parameter name is a non-empty string without a dot',
+      expected: 'a name such as class_token',
+      received: show(value),
+    });
+};
+
+/** A free parameter's attributes: its name, a shape of integers >= 1, how it combines (prepend: a [1, T, D] shape). */
+export const PARAMETER_SCHEMA: AttrSchema = {
+  fields: { name: parameterName, shape: arrayOf(integer(1), { min: 1 }), combine: oneOf(['add', 'prepend', 'scale'], 'combine') },
+  required: ['name', 'shape', 'combine'],
+  across: ({ shape, combine }, report) => {
+    const dims = shape as readonly number[];
+    if (combine === 'prepend' && (dims.length !== 3 || dims[0] !== 1)) report('shape', 'prepend takes a [1, T, D] parameter', '[1, T, D]', shape);
+  },
+};
+
+const parameterAttrs = attrsGuard(PARAMETER_SCHEMA, true);
+
 /**
  * A free-standing `nn.Parameter` of a module used with the input (`x + p`, or the expanded
  * parameter concatenated before it): a new output, nothing saved (add and cat keep no tensors,
@@ -29,16 +55,8 @@ export const parameterOp: OpRule<ParameterAttrs> = {
   name: 'parameter',
   arity: 1,
   apply([x], attrs, ctx) {
+    parameterAttrs(attrs, ctx);
     const shape = attrs.shape;
-    if (!Array.isArray(shape) || shape.length === 0 || !shape.every((d) => Number.isSafeInteger(d) && d >= 1)) {
-      fail('bad-attribute', 'a parameter shape is a list of integers >= 1', {
-        path: [...ctx.path, 'shape'],
-        expected: '[d0, d1, …]',
-        received: JSON.stringify(shape),
-      });
-    }
-    if (typeof attrs.name !== 'string' || attrs.name === '')
-      fail('bad-attribute', 'a parameter needs a name', { path: [...ctx.path, 'name'], expected: 'a non-empty string', received: String(attrs.name) });
     const param = { name: attrs.name, spec: tensor(shape, ctx.paramDtype) };
     const rank = x!.shape.length;
     if (attrs.combine === 'add' || attrs.combine === 'scale') {
@@ -76,12 +94,6 @@ export const parameterOp: OpRule<ParameterAttrs> = {
         }),
       };
     }
-    if (attrs.combine !== 'prepend')
-      fail('bad-attribute', 'combine must be add, prepend or scale', {
-        path: [...ctx.path, 'combine'],
-        expected: "'add' | 'prepend' | 'scale'",
-        received: String(attrs.combine),
-      });
     if (rank !== 3 || shape.length !== 3 || shape[0] !== 1 || shape[2] !== x!.shape[2]) {
       fail('shape-mismatch', 'prepend takes a [1, T, D] parameter and an [N, S, D] input', {
         path: ctx.path,

@@ -1,13 +1,18 @@
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
+import { dtype } from '../options.js';
+import { boolean, number } from '../validate.js';
 import { dimIndex } from './check.js';
+import { anyInt, attrsGuard, noAttrs } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of pow with a Python exponent. */
 export interface PowAttrs {
   readonly exponent: number;
 }
+
+const powAttrs = attrsGuard({ fields: { exponent: number(-Number.MAX_VALUE) }, required: ['exponent'] });
 
 /**
  * `x.pow(e)`: saves x (PowBackward0.self). Backward is `grad * (e * x.pow(e - 1))` in one C++
@@ -17,7 +22,8 @@ export interface PowAttrs {
 export const powOp: OpRule<PowAttrs> = {
   name: 'pow',
   arity: 1,
-  apply([x]) {
+  apply([x], attrs, ctx) {
+    powAttrs(attrs, ctx);
     const bytes = specBytes(x!);
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
@@ -41,6 +47,8 @@ export interface ReduceAttrs {
   readonly keepdim?: boolean;
 }
 
+const reduceAttrs = attrsGuard({ fields: { dim: anyInt, keepdim: boolean }, required: ['dim'] });
+
 /**
  * `x.mean(dim, keepdim)`. PyTorch 1.13 keeps x for backward (MeanBackward1.self, measured);
  * 2.x keeps only its sizes.
@@ -49,6 +57,7 @@ export const meanOp: OpRule<ReduceAttrs> = {
   name: 'mean',
   arity: 1,
   apply([x], attrs, ctx) {
+    reduceAttrs(attrs, ctx);
     const rank = x!.shape.length;
     const dim = dimIndex(attrs.dim, rank, ctx);
     const shape: Dim[] = attrs.keepdim ? x!.shape.map((d, i) => (i === dim ? 1 : d)) : x!.shape.filter((_, i) => i !== dim);
@@ -60,7 +69,8 @@ export const meanOp: OpRule<ReduceAttrs> = {
 export const addScalarOp: OpRule<Record<string, never>> = {
   name: 'add_scalar',
   arity: 1,
-  apply([x]) {
+  apply([x], attrs, ctx) {
+    noAttrs(attrs, ctx);
     return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
   },
 };
@@ -71,11 +81,14 @@ export interface ScalarAttrs {
   readonly scalarDtype?: DType;
 }
 
+const scalarAttrs = attrsGuard({ fields: { scalarDtype: dtype } });
+
 /** `x * c` / `x / c`: the number becomes a 0-dim tensor that MulBackward0/DivBackward0 saves. */
 export const mulScalarOp: OpRule<ScalarAttrs> = {
   name: 'mul_scalar',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
+    scalarAttrs(attrs, ctx);
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
       saves: (needs) => (needs.inputs[0] ? [{ extra: tensor([], attrs.scalarDtype ?? 'float64'), label: 'scalar' }] : []),
@@ -87,7 +100,8 @@ export const mulScalarOp: OpRule<ScalarAttrs> = {
 export const negOp: OpRule<Record<string, never>> = {
   name: 'neg',
   arity: 1,
-  apply([x]) {
+  apply([x], attrs, ctx) {
+    noAttrs(attrs, ctx);
     return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [] };
   },
 };
@@ -96,7 +110,8 @@ export const negOp: OpRule<Record<string, never>> = {
 export const rsqrtOp: OpRule<Record<string, never>> = {
   name: 'rsqrt',
   arity: 1,
-  apply([x]) {
+  apply([x], attrs, ctx) {
+    noAttrs(attrs, ctx);
     return { outputs: [tensor(x!.shape, x!.dtype)], saves: () => [{ output: 0 }] };
   },
 };
@@ -108,11 +123,15 @@ export interface SoftmaxAttrs {
   readonly dtype?: DType;
 }
 
+const softmaxAttrs = attrsGuard({ fields: { dim: anyInt, dtype } });
+
 /** softmax saves its result (derivatives.yaml: _softmax → result). */
 export const softmaxOp: OpRule<SoftmaxAttrs> = {
   name: 'softmax',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
+    softmaxAttrs(attrs, ctx);
+    if (attrs.dim !== undefined) dimIndex(attrs.dim, x!.shape.length, ctx);
     return { outputs: [tensor(x!.shape, attrs.dtype ?? x!.dtype)], saves: () => [{ output: 0 }] };
   },
 };

@@ -1,9 +1,10 @@
-import { fail } from '../errors.js';
 import { add, ceilDiv, max, product, sub } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
 import { expectAtLeast, expectRank, intPair } from './check.js';
+import { boolean, intOrPair } from '../validate.js';
 import { windowOutput } from './conv2d.js';
+import { attrsGuard, pairOf, type AcrossReport, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of avg/max pooling windows (torch.nn.AvgPool2d / MaxPool2d). */
@@ -18,6 +19,36 @@ export interface Pool2dAttrs {
    */
   readonly ceilMode?: boolean;
 }
+
+/** aten's pooling_output_shape: "pad should be at most half of effective kernel size" ((k − 1)·d + 1, halved down). */
+function poolAcross(attrs: Record<string, unknown>, report: AcrossReport): void {
+  const [kh, kw] = pairOf(attrs.kernel, 1);
+  const [ph, pw] = pairOf(attrs.padding, 0);
+  const [dh, dw] = pairOf(attrs.dilation, 1);
+  const [mh, mw] = [Math.trunc(((kh - 1) * dh + 1) / 2), Math.trunc(((kw - 1) * dw + 1) / 2)];
+  if (ph > mh || pw > mw) report('padding', 'pad should be at most half of effective kernel size', `<= ${mh}x${mw}`, attrs.padding);
+}
+
+/** MaxPool2d's attributes: kernel (required), stride and dilation >= 1, padding >= 0 and at most half the (dilated) window. */
+export const MAX_POOL2D_SCHEMA: AttrSchema = {
+  fields: { kernel: intOrPair(1), stride: intOrPair(1), padding: intOrPair(0), dilation: intOrPair(1), ceilMode: boolean },
+  required: ['kernel'],
+  across: poolAcross,
+};
+
+/** AvgPool2d's attributes: MaxPool2d's but dilation (torch.nn.AvgPool2d takes none). */
+export const AVG_POOL2D_SCHEMA: AttrSchema = {
+  fields: { kernel: intOrPair(1), stride: intOrPair(1), padding: intOrPair(0), ceilMode: boolean },
+  required: ['kernel'],
+  across: poolAcross,
+};
+
+/** An adaptive pool's attribute: the output size, an integer >= 1 or a pair. */
+export const ADAPTIVE_POOL2D_SCHEMA: AttrSchema = { fields: { output: intOrPair(1) } };
+
+const maxPoolAttrs = attrsGuard(MAX_POOL2D_SCHEMA, true);
+const avgPoolAttrs = attrsGuard(AVG_POOL2D_SCHEMA, true);
+const adaptiveAttrs = attrsGuard(ADAPTIVE_POOL2D_SCHEMA, true);
 
 /**
  * Output length of a pooling window along one axis, as torch's `pooling_output_shape`: floor
@@ -51,8 +82,6 @@ function poolShape(shape: readonly Dim[], attrs: Pool2dAttrs, ctx: Parameters<Op
   expectAtLeast(add(h, 2 * ph), dh * (kh - 1) + 1, ctx, 'pooling window is larger than the padded input height');
   expectAtLeast(add(w, 2 * pw), dw * (kw - 1) + 1, ctx, 'pooling window is larger than the padded input width');
   const ceil = attrs.ceilMode ?? false;
-  if (typeof ceil !== 'boolean')
-    fail('bad-attribute', 'ceilMode must be a boolean', { path: [...ctx.path, 'ceilMode'], expected: 'boolean', received: String(ceil) });
   return [n, c, poolOutput(h, kh, sh, ph, dh, ceil), poolOutput(w, kw, sw, pw, dw, ceil)] as const;
 }
 
@@ -61,6 +90,7 @@ export const avgPool2dOp: OpRule<Pool2dAttrs> = {
   name: 'avg_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
+    avgPoolAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'avgPool2d');
     const shape = poolShape(input!.shape, attrs, ctx);
     return { outputs: [tensor(shape, input!.dtype)], saves: () => [{ input: 0 }], backward: () => ({ contiguousGradOutput: true }) };
@@ -78,6 +108,7 @@ export const maxPool2dOp: OpRule<Pool2dAttrs> = {
   name: 'max_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
+    maxPoolAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'maxPool2d');
     const shape = poolShape(input!.shape, attrs, ctx);
     const indices = tensor(shape, 'int64');
@@ -106,6 +137,7 @@ export const adaptiveAvgPool2dOp: OpRule<AdaptiveAvgPool2dAttrs> = {
   name: 'adaptive_avg_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
+    adaptiveAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'adaptiveAvgPool2d');
     const [oh, ow] = intPair(attrs.output ?? 1, 'output', ctx, 1);
     const [n, c] = input!.shape as [Dim, Dim];
@@ -142,6 +174,7 @@ export const adaptiveMaxPool2dOp: OpRule<AdaptiveMaxPool2dAttrs> = {
   name: 'adaptive_max_pool2d',
   arity: 1,
   apply([input], attrs, ctx) {
+    adaptiveAttrs(attrs, ctx);
     expectRank(input!, [4], ctx, 'adaptiveMaxPool2d');
     const [oh, ow] = intPair(attrs.output ?? 1, 'output', ctx, 1);
     const [n, c] = input!.shape as [Dim, Dim];

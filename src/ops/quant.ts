@@ -2,6 +2,7 @@ import { fail } from '../errors.js';
 import { ceilDiv } from '../sym/ops.js';
 import type { DType } from '../tensor/dtype.js';
 import { tensor, type TensorSpec } from '../tensor/spec.js';
+import { anything, arrayOf, boolean, integer, object, oneOf, show, type Check } from '../validate.js';
 import type { OwnedTensor } from './types.js';
 
 /**
@@ -21,6 +22,47 @@ export type QuantScheme =
   | { readonly method: 'awq'; readonly bits: 4; readonly groupSize: number; readonly version?: 'gemm' | 'gemv' }
   | { readonly method: 'fp8'; readonly block: readonly [number, number] }
   | { readonly method: 'fbgemm-fp8' };
+
+/** GPTQ's and AWQ's group size: -1 (one group per row) or an integer >= 1. */
+const groupSize: Check = (value, path, issues) => {
+  if (value !== -1) integer(1)(value, path, issues);
+};
+
+/** A number among `values` (GPTQ's and AWQ's bits). */
+function oneOfNumbers(values: readonly number[]): Check {
+  return (value, path, issues) => {
+    if (typeof value !== 'number' || !values.includes(value))
+      issues.push({ path, code: 'bad-option', message: `must be one of ${values.join(', ')}`, expected: values.join(' | '), received: show(value) });
+  };
+}
+
+const method = anything;
+const SCHEMES: Readonly<Record<string, Check>> = {
+  'bnb-4bit': object({ fields: { method, quantType: oneOf(['nf4', 'fp4'], 'quant type'), doubleQuant: boolean } }),
+  'bnb-8bit': object({ fields: { method } }),
+  gptq: object({ fields: { method, bits: oneOfNumbers([2, 3, 4, 8]), groupSize, descAct: boolean }, required: ['bits', 'groupSize'] }),
+  awq: object({ fields: { method, bits: oneOfNumbers([4]), groupSize, version: oneOf(['gemm', 'gemv'], 'AWQ version') }, required: ['bits', 'groupSize'] }),
+  fp8: object({ fields: { method, block: arrayOf(integer(1), { min: 2, max: 2 }) }, required: ['block'] }),
+  'fbgemm-fp8': object({ fields: { method } }),
+};
+const METHODS = Object.keys(SCHEMES);
+
+/** A {@link QuantScheme}: a known `method` and that format's fields (GPTQ's bits 2, 3, 4 or 8; a group size -1 or >= 1; FP8's [n, k] block). */
+export const quantScheme: Check = (value, path, issues) => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    issues.push({
+      path,
+      code: 'bad-option',
+      message: 'must be a quantization scheme',
+      expected: `{ method: ${METHODS.join(' | ')}, … }`,
+      received: show(value),
+    });
+    return;
+  }
+  const kind = (value as { method?: unknown }).method;
+  if (typeof kind === 'string' && Object.hasOwn(SCHEMES, kind)) SCHEMES[kind]!(value, path, issues);
+  else oneOf(METHODS, 'quantization method')(kind, [...path, 'method'], issues);
+};
 
 /** bitsandbytes 4-bit blocks (Params4bit's blocksize) and the nested blocks of double quantisation. */
 export const BNB4_BLOCK = 64;

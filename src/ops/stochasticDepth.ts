@@ -1,6 +1,7 @@
-import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { number, oneOf } from '../validate.js';
+import { attrsGuard, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of torchvision.ops.StochasticDepth. */
@@ -10,6 +11,14 @@ export interface StochasticDepthAttrs {
   /** `row`: one draw per sample ([N, 1, …, 1] noise); `batch`: one draw for the batch ([1, …, 1]). */
   readonly mode?: 'row' | 'batch';
 }
+
+/**
+ * StochasticDepth's attributes, as torchvision checks them: p in [0, 1] ("drop probability has to
+ * be between 0 and 1"), required; mode row or batch ("mode has to be either 'batch' or 'row'").
+ */
+export const STOCHASTIC_DEPTH_SCHEMA: AttrSchema = { fields: { p: number(0, 1), mode: oneOf(['row', 'batch'], 'mode') }, required: ['p'] };
+
+const stochasticDepthAttrs = attrsGuard(STOCHASTIC_DEPTH_SCHEMA, true);
 
 /**
  * torchvision.ops.stochastic_depth: in eval mode or with p = 0 it returns its input. In training
@@ -28,12 +37,9 @@ export const stochasticDepthOp: OpRule<StochasticDepthAttrs> = {
   name: 'stochastic_depth',
   arity: 1,
   apply([input], attrs, ctx) {
+    stochasticDepthAttrs(attrs, ctx);
     const p = attrs.p;
-    if (typeof p !== 'number' || !(p >= 0 && p <= 1))
-      fail('bad-attribute', 'stochastic depth p must be a probability', { path: [...ctx.path, 'p'], expected: '0 <= p <= 1', received: String(p) });
     const mode = attrs.mode ?? 'row';
-    if (mode !== 'row' && mode !== 'batch')
-      fail('bad-attribute', 'stochastic depth mode must be row or batch', { path: [...ctx.path, 'mode'], expected: "'row' | 'batch'", received: String(mode) });
     if (!ctx.training || p === 0) return { outputs: [input!], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
     const shape: Dim[] = input!.shape.map((d, i) => (i === 0 && mode === 'row' ? d : 1));
     const noise = tensor(shape, input!.dtype);

@@ -1,8 +1,9 @@
-import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { add, mul, product } from '../sym/ops.js';
 import { tensor } from '../tensor/spec.js';
+import { boolean, intOrPair, oneOf } from '../validate.js';
 import { expectRank } from './check.js';
+import { attrsGuard, pairOf, type AttrSchema } from './attrs.js';
 import type { OpRule } from './types.js';
 
 /** Attributes of torch.nn.Upsample / F.interpolate on [N, C, H, W]. */
@@ -18,6 +19,25 @@ export interface UpsampleAttrs {
 }
 
 /**
+ * Upsample's attributes, as F.interpolate checks them: one of size and scaleFactor ("only one of
+ * size or scale_factor should be defined"; "either size or scale_factor should be defined"),
+ * integers >= 1 here; alignCorners only with bilinear ("align_corners option can only be set with
+ * the interpolating modes").
+ */
+export const UPSAMPLE_SCHEMA: AttrSchema = {
+  fields: { mode: oneOf(['nearest', 'bilinear'], 'mode'), size: intOrPair(1), scaleFactor: intOrPair(1), alignCorners: boolean },
+  across: ({ mode, size, scaleFactor, alignCorners }, report) => {
+    if (size !== undefined && scaleFactor !== undefined)
+      report('scaleFactor', 'only one of size or scaleFactor should be defined', 'size or scaleFactor', scaleFactor);
+    if (size === undefined && scaleFactor === undefined) report('size', 'either size or scaleFactor should be defined', 'size or scaleFactor', size);
+    if (alignCorners !== undefined && (mode ?? 'nearest') !== 'bilinear')
+      report('alignCorners', 'align_corners can only be set with the interpolating modes (bilinear)', "mode 'bilinear'", alignCorners);
+  },
+};
+
+const upsampleAttrs = attrsGuard(UPSAMPLE_SCHEMA, true);
+
+/**
  * upsample_nearest2d / upsample_bilinear2d: a new output, nothing saved (the backward needs only
  * the sizes), the input's gradient a new tensor. PyTorch 1.13's CPU kernels compute per output row
  * and column an int64 source index and a float32 weight (nearest: one of each, bilinear: two),
@@ -27,32 +47,15 @@ export const upsampleOp: OpRule<UpsampleAttrs> = {
   name: 'upsample',
   arity: 1,
   apply([x], attrs, ctx) {
+    upsampleAttrs(attrs, ctx);
     expectRank(x!, [4], ctx, 'upsample');
     const mode = attrs.mode ?? 'nearest';
-    if (mode !== 'nearest' && mode !== 'bilinear')
-      fail('bad-attribute', 'upsample mode must be nearest or bilinear', {
-        path: [...ctx.path, 'mode'],
-        expected: "'nearest' | 'bilinear'",
-        received: String(mode),
-      });
     const [n, c, h, w] = x!.shape as [Dim, Dim, Dim, Dim];
     let ho: Dim;
     let wo: Dim;
-    const pair = (v: number | readonly [number, number]): readonly [number, number] => (typeof v === 'number' ? [v, v] : v);
-    const positive = (v: readonly [number, number], name: string) => {
-      if (!v.every((d) => Number.isSafeInteger(d) && d >= 1))
-        fail('bad-attribute', `upsample ${name} takes integers >= 1`, {
-          path: [...ctx.path, name],
-          expected: 'an integer >= 1 or [h, w]',
-          received: JSON.stringify(v),
-        });
-      return v;
-    };
-    if ((attrs.size === undefined) === (attrs.scaleFactor === undefined))
-      fail('bad-attribute', 'upsample takes one of size and scaleFactor', { path: ctx.path, expected: 'size or scaleFactor' });
-    if (attrs.size !== undefined) [ho, wo] = positive(pair(attrs.size), 'size');
+    if (attrs.size !== undefined) [ho, wo] = pairOf(attrs.size, 1);
     else {
-      const [sh, sw] = positive(pair(attrs.scaleFactor!), 'scaleFactor');
+      const [sh, sw] = pairOf(attrs.scaleFactor, 1);
       [ho, wo] = [mul(h, sh), mul(w, sw)];
     }
     const perLine = mode === 'nearest' ? 12 : 24;

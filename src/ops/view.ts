@@ -2,20 +2,26 @@ import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import { dimKey } from '../sym/expr.js';
 import { max, product, sub } from '../sym/ops.js';
+import { formatDim } from '../sym/format.js';
 import { specBytes, tensor } from '../tensor/spec.js';
+import { integer, show } from '../validate.js';
 import { dimIndex } from './check.js';
-import type { OpRule } from './types.js';
+import { anyInt, attrsGuard, intListAttr, offsetAttr, shapeAttr } from './attrs.js';
+import type { OpContext, OpRule } from './types.js';
 
 /** Attributes of view / reshape. */
 export interface ViewAttrs {
   readonly shape: readonly Dim[];
 }
 
+const shapeAttrs = attrsGuard({ fields: { shape: shapeAttr }, required: ['shape'] });
+
 /** `x.view(shape)` (or a reshape that needs no copy): no memory, the gradient is a view. */
 export const viewOp: OpRule<ViewAttrs> = {
   name: 'view',
   arity: 1,
   apply([x], attrs, ctx) {
+    shapeAttrs(attrs, ctx);
     if (dimKey(product(attrs.shape)) !== dimKey(product(x!.shape))) fail('shape-mismatch', 'view changes the number of elements', { path: ctx.path });
     return { outputs: [tensor(attrs.shape, x!.dtype)], alias: 'view', saves: () => [], backward: () => ({ inputGrads: ['alias'] }) };
   },
@@ -29,6 +35,7 @@ export const expandOp: OpRule<ViewAttrs> = {
   name: 'expand',
   arity: 1,
   apply([x], attrs, ctx) {
+    shapeAttrs(attrs, ctx);
     const rank = attrs.shape.length;
     const offset = rank - x!.shape.length;
     if (offset < 0) fail('shape-mismatch', 'expand cannot drop dimensions', { path: ctx.path, expected: `rank >= ${x!.shape.length}`, received: String(rank) });
@@ -46,11 +53,14 @@ export interface TransposeAttrs {
   readonly dim1: number;
 }
 
+const transposeAttrs = attrsGuard({ fields: { dim0: anyInt, dim1: anyInt }, required: ['dim0', 'dim1'] });
+
 /** `x.transpose(a, b)` / permute: a view. */
 export const transposeOp: OpRule<TransposeAttrs> = {
   name: 'transpose',
   arity: 1,
   apply([x], attrs, ctx) {
+    transposeAttrs(attrs, ctx);
     const rank = x!.shape.length;
     const a = dimIndex(attrs.dim0, rank, ctx, 'dim0');
     const b = dimIndex(attrs.dim1, rank, ctx, 'dim1');
@@ -71,11 +81,24 @@ export interface CopyAttrs {
   readonly when?: Dim;
 }
 
+// `when` is a 0/1 factor: 0, 1 or an expression.
+const copyAttrs = attrsGuard({
+  fields: {
+    shape: shapeAttr,
+    when: (value, path, issues) => {
+      if (value !== 0 && value !== 1) offsetAttr(value, path, issues);
+      if (typeof value === 'number' && value > 1)
+        issues.push({ path, code: 'bad-attribute', message: 'must be a 0/1 factor', expected: '0 | 1 | expression', received: show(value) });
+    },
+  },
+});
+
 /** `x.contiguous()` / a reshape that must copy: a new tensor, nothing saved; the gradient passes through. */
 export const copyOp: OpRule<CopyAttrs> = {
   name: 'copy',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
+    copyAttrs(attrs, ctx);
     const shape = attrs.shape ?? x!.shape;
     return {
       outputs: [tensor(shape, x!.dtype)],
@@ -110,6 +133,24 @@ export interface SliceAttrs {
   readonly end: Dim;
 }
 
+const sliceAttrs = attrsGuard({ fields: { dim: anyInt, start: offsetAttr, end: offsetAttr }, required: ['dim', 'start', 'end'] });
+
+/** Fails when a slice's bounds are surely out of order or past the dimension (numbers only: symbols pass). */
+function checkSlice(size: Dim, { start, end }: SliceAttrs, ctx: OpContext): void {
+  const bad =
+    typeof start === 'number' && typeof end === 'number' && end < start
+      ? 'end'
+      : typeof end === 'number' && typeof size === 'number' && end > size
+        ? 'end'
+        : null;
+  if (bad !== null)
+    fail('bad-attribute', 'slice bounds out of range', {
+      path: [...ctx.path, bad],
+      expected: `start <= end <= ${formatDim(size)}`,
+      received: `${formatDim(start)}:${formatDim(end)}`,
+    });
+}
+
 /**
  * `x[..., start:end]`: a view; its backward (SliceBackward) scatters the gradient into a new
  * zero tensor of the input's size.
@@ -118,7 +159,9 @@ export const sliceOp: OpRule<SliceAttrs> = {
   name: 'slice',
   arity: 1,
   apply([x], attrs, ctx) {
+    sliceAttrs(attrs, ctx);
     const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
+    checkSlice(x!.shape[dim]!, attrs, ctx);
     const shape = x!.shape.map((d, i) => (i === dim ? sub(attrs.end, attrs.start) : d));
     return { outputs: [tensor(shape, x!.dtype)], alias: 'view', saves: () => [] };
   },
@@ -130,6 +173,8 @@ export interface MaskedFillAttrs {
   readonly positions: number;
 }
 
+const positionsAttrs = attrsGuard({ fields: { positions: integer(1) }, required: ['positions'] });
+
 /**
  * `torch.where(bias[..., :S, :S], x, min)` with a registered bool buffer [1, 1, P, P]:
  * saves the condition, which is a view of the whole buffer storage (P² bytes).
@@ -137,7 +182,8 @@ export interface MaskedFillAttrs {
 export const causalWhereOp: OpRule<MaskedFillAttrs> = {
   name: 'where',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
+    positionsAttrs(attrs, ctx);
     return {
       outputs: [tensor(x!.shape, x!.dtype)],
       // `masked_bias` (a float32 scalar) is registered beside it and never read.
@@ -160,7 +206,8 @@ export const causalWhereOp: OpRule<MaskedFillAttrs> = {
 export const unusedCausalBuffersOp: OpRule<MaskedFillAttrs> = {
   name: 'register_buffer',
   arity: 1,
-  apply([x], attrs) {
+  apply([x], attrs, ctx) {
+    positionsAttrs(attrs, ctx);
     return {
       outputs: [x!],
       alias: 'view',
@@ -180,6 +227,8 @@ export interface PermuteAttrs {
   readonly dims: readonly number[];
 }
 
+const permuteAttrs = attrsGuard({ fields: { dims: intListAttr }, required: ['dims'] }, true);
+
 /**
  * `x.permute(dims)`: a view; its gradient is the incoming one permuted back (a view too).
  *
@@ -194,6 +243,7 @@ export const permuteOp: OpRule<PermuteAttrs> = {
   name: 'permute',
   arity: 1,
   apply([x], attrs, ctx) {
+    permuteAttrs(attrs, ctx);
     const rank = x!.shape.length;
     const dims = attrs.dims.map((d, i) => dimIndex(d, rank, ctx, `dims[${i}]`));
     if (dims.length !== rank || new Set(dims).size !== rank)
@@ -222,6 +272,8 @@ export interface SelectAttrs {
   readonly index: number;
 }
 
+const selectAttrs = attrsGuard({ fields: { dim: anyInt, index: anyInt }, required: ['dim', 'index'] }, true);
+
 /**
  * `x.select(dim, index)` (`x[:, 0]`, ViT's class token): a view without that dimension; its
  * backward (SelectBackward) scatters the gradient into a new zero tensor of the input's size.
@@ -238,7 +290,16 @@ export const selectOp: OpRule<SelectAttrs> = {
   name: 'select',
   arity: 1,
   apply([x], attrs, ctx) {
+    selectAttrs(attrs, ctx);
     const dim = dimIndex(attrs.dim, x!.shape.length, ctx);
+    const size = x!.shape[dim]!;
+    // torch: "select(): index out of range" (negative counts from the end); a symbolic size passes.
+    if (typeof size === 'number' && (attrs.index >= size || attrs.index < -size))
+      fail('bad-attribute', 'select index out of range', {
+        path: [...ctx.path, 'index'],
+        expected: `${-size} <= index < ${size}`,
+        received: String(attrs.index),
+      });
     return {
       outputs: [
         tensor(

@@ -1,6 +1,13 @@
+import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import { validate } from '../validate.js';
 import { boolean, integer, number, object, oneOf } from '../validate.js';
+
+// The closed forms' inputs are bounded so that every figure stays a finite double: parameters are a
+// count (at most 2^53 - 1), GPUs and nodes at most a million, factors at most a million.
+const PARAMS = number(0, Number.MAX_SAFE_INTEGER);
+const GPUS = integer(1, 1_000_000);
+const FACTOR = number(0, 1_000_000);
 
 /**
  * The published closed forms for distributed training memory, reproduced to the byte so that
@@ -37,7 +44,7 @@ export interface ZeroPaperFigures {
  * ```
  */
 export function zeroPaper(options: { readonly params: number; readonly gpus: number; readonly k?: number }): ZeroPaperFigures {
-  validate(options, object({ fields: { params: number(0), gpus: integer(1), k: number(0) }, required: ['params', 'gpus'] }), ['zeroPaper']);
+  validate(options, object({ fields: { params: PARAMS, gpus: GPUS, k: FACTOR }, required: ['params', 'gpus'] }), ['zeroPaper']);
   const { params: p, gpus: n } = options;
   const k = options.k ?? 12;
   return { baseline: (2 + 2 + k) * p, stage1: 4 * p + (k * p) / n, stage2: 2 * p + ((2 + k) * p) / n, stage3: ((2 + 2 + k) * p) / n };
@@ -70,7 +77,7 @@ export function deepspeedZero2(options: {
   validate(
     options,
     object({
-      fields: { totalParams: number(0), gpusPerNode: integer(1), nodes: integer(1), cpuOffload: boolean, additionalBufferFactor: number(0) },
+      fields: { totalParams: PARAMS, gpusPerNode: GPUS, nodes: GPUS, cpuOffload: boolean, additionalBufferFactor: FACTOR },
       required: ['totalParams'],
     }),
     ['deepspeedZero2'],
@@ -110,14 +117,14 @@ export function deepspeedZero3(options: {
     options,
     object({
       fields: {
-        totalParams: number(0),
-        largestLayerParams: number(0),
-        gpusPerNode: integer(1),
-        nodes: integer(1),
+        totalParams: PARAMS,
+        largestLayerParams: PARAMS,
+        gpusPerNode: GPUS,
+        nodes: GPUS,
         cpuOffload: boolean,
         cpuOffloadParams: boolean,
         zeroInit: boolean,
-        additionalBufferFactor: number(0),
+        additionalBufferFactor: FACTOR,
       },
       required: ['totalParams', 'largestLayerParams'],
     }),
@@ -185,6 +192,9 @@ export interface MegatronArgs {
  * ```
  */
 export function megatronPaddedVocab(vocab: number, tp: number, divisibleBy = 128): number {
+  validate(vocab, integer(1, 2 ** 40), ['megatronPaddedVocab', 'vocab']);
+  validate(tp, GPUS, ['megatronPaddedVocab', 'tp']);
+  validate(divisibleBy, integer(1, 1_000_000), ['megatronPaddedVocab', 'divisibleBy']);
   return Math.ceil(vocab / (divisibleBy * tp)) * (divisibleBy * tp);
 }
 
@@ -200,31 +210,55 @@ export interface MegatronFigures {
   readonly reportMiB: readonly [number, number, number];
 }
 
+/** A model size Megatron takes (layers, widths, heads, the vocabulary, tokens): at most 2^24, so that its products stay exact. */
+const SIZE = integer(1, 2 ** 24);
+
 /** megatronTheoretical's arguments as a check (the names of Megatron's argparse options). */
 const MEGATRON_ARGS = object({
   fields: {
-    numLayers: integer(1),
-    hiddenSize: integer(1),
-    numAttentionHeads: integer(1),
-    kvChannels: integer(1),
-    ffnHiddenSize: integer(1),
-    numQueryGroups: integer(1),
+    numLayers: integer(1, 100_000),
+    hiddenSize: SIZE,
+    numAttentionHeads: SIZE,
+    kvChannels: SIZE,
+    ffnHiddenSize: SIZE,
+    numQueryGroups: SIZE,
     swiglu: boolean,
     normalization: oneOf(['LayerNorm', 'RMSNorm']),
     untieEmbeddingsAndOutputWeights: boolean,
-    paddedVocabSize: integer(1),
-    tensorModelParallelSize: integer(1),
-    pipelineModelParallelSize: integer(1),
-    virtualPipelineModelParallelSize: integer(1),
-    dataParallelSize: integer(1),
+    paddedVocabSize: SIZE,
+    tensorModelParallelSize: GPUS,
+    pipelineModelParallelSize: GPUS,
+    virtualPipelineModelParallelSize: GPUS,
+    dataParallelSize: GPUS,
     useDistributedOptimizer: boolean,
-    seqLength: integer(1),
-    microBatchSize: integer(1),
+    seqLength: SIZE,
+    microBatchSize: SIZE,
     sequenceParallel: boolean,
     recomputeGranularity: oneOf(['selective', 'full']),
   },
   required: ['numLayers', 'hiddenSize', 'numAttentionHeads', 'paddedVocabSize', 'dataParallelSize', 'seqLength', 'microBatchSize'],
 });
+
+/**
+ * What Megatron refuses before it reports (TransformerConfig.__post_init__, arguments.py
+ * validate_args): heads and query groups split evenly over the tensor-parallel ranks, heads in
+ * whole query groups, the hidden size in whole heads (without --kv-channels), the layers evenly
+ * over the pipeline stages.
+ */
+function megatronRefusals(args: MegatronArgs): void {
+  const t = args.tensorModelParallelSize ?? 1;
+  const heads = args.numAttentionHeads;
+  const groups = args.numQueryGroups ?? heads;
+  const refuse = (field: keyof MegatronArgs, message: string, expected: string) =>
+    fail('bad-option', message, { path: ['megatronTheoretical', field], expected, received: String(args[field]) });
+  if (heads % t !== 0) refuse('numAttentionHeads', 'num_attention_heads must be a multiple of tensor_model_parallel_size', `a multiple of ${t}`);
+  if (groups % t !== 0) refuse('numQueryGroups', 'num_query_groups must be a multiple of tensor_model_parallel_size', `a multiple of ${t}`);
+  if (heads % groups !== 0) refuse('numQueryGroups', 'num_query_groups must divide num_attention_heads', `a divisor of ${heads}`);
+  if (args.kvChannels === undefined && args.hiddenSize % heads !== 0)
+    refuse('hiddenSize', 'hidden_size must be a multiple of num_attention_heads (or give kvChannels)', `a multiple of ${heads}`);
+  const p = args.pipelineModelParallelSize ?? 1;
+  if (args.numLayers % p !== 0) refuse('numLayers', 'number of layers should be divisible by the pipeline parallel size', `a multiple of ${p}`);
+}
 
 /**
  * Megatron-LM's `report_theoretical_memory` for dense models (no MoE, MLA or MTP), evaluated
@@ -242,6 +276,8 @@ const MEGATRON_ARGS = object({
  */
 export function megatronTheoretical(args: MegatronArgs, numMicrobatches?: number): MegatronFigures {
   validate(args, MEGATRON_ARGS, ['megatronTheoretical']);
+  if (numMicrobatches !== undefined) validate(numMicrobatches, integer(1, 1_000_000_000), ['megatronTheoretical', 'numMicrobatches']);
+  megatronRefusals(args);
   const h = args.hiddenSize;
   const a = args.numAttentionHeads;
   const L = args.numLayers;

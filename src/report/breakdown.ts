@@ -1,4 +1,6 @@
+import { estimateResult } from '../estimate.js';
 import type { Estimate } from '../estimate-types.js';
+import { validate } from '../validate.js';
 import { formatDim } from '../sym/format.js';
 import { add } from '../sym/ops.js';
 import type { IR } from '../trace/ir.js';
@@ -56,9 +58,12 @@ function row(label: string, detail: string, bytes: number | string): string {
   return `  ${ljust(label, 42)} ${ljust(detail, 22)}${rjust(value, 16)}  ${rjust(typeof bytes === 'number' ? formatBytes(bytes) : '', 11)}`;
 }
 
+const BREAKDOWN = ['formatBreakdown', 'result'];
+const MARKDOWN = ['formatBreakdownMarkdown', 'result'];
+
 /**
  * The default report: what is really held, by category and by module, and why
- * torchsummary's figure differs.
+ * torchsummary's figure differs. Anything but a result of estimate() (a copy too) is a VramError.
  *
  * @example
  * ```ts
@@ -67,6 +72,7 @@ function row(label: string, detail: string, bytes: number | string): string {
  * ```
  */
 export function formatBreakdown(result: Estimate): string {
+  validate(result, estimateResult, BREAKDOWN);
   const { ir, bytes, params } = result;
   const input = ir.tensors[ir.inputs[0]!]!.spec;
   const root = result.modules[0]!;
@@ -146,7 +152,7 @@ export function formatBreakdown(result: Estimate): string {
 }
 
 /**
- * The breakdown as a Markdown table (for issues, READMEs, notebooks).
+ * The breakdown as a Markdown table (for issues, READMEs, notebooks), of a result of estimate().
  *
  * @example
  * ```ts
@@ -156,6 +162,7 @@ export function formatBreakdown(result: Estimate): string {
  * ```
  */
 export function formatBreakdownMarkdown(result: Estimate): string {
+  validate(result, estimateResult, MARKDOWN);
   const { bytes, ir } = result;
   const cell = (value: typeof bytes.parameters) => (typeof value === 'number' ? pyThousands(value) : `\`${formatDim(value)}\``);
   const human = (value: typeof bytes.parameters) => (typeof value === 'number' ? formatBytes(value) : '');

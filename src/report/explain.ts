@@ -1,3 +1,4 @@
+import { estimateResult } from '../estimate.js';
 import type { Estimate } from '../estimate-types.js';
 import { CATEGORIES } from '../memory/ledger.js';
 import { savedStorages } from '../memory/saved.js';
@@ -5,7 +6,10 @@ import type { Dim } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
 import { add } from '../sym/ops.js';
 import { DTYPE_BITS } from '../tensor/dtype.js';
+import { size } from '../tensor/size.js';
 import type { IR } from '../trace/ir.js';
+import { anything, integer, string, validate, type Check } from '../validate.js';
+import { listOf, record } from './arguments.js';
 import { pyThousands } from './pyformat.js';
 import { formatBytes, formatCount } from './units.js';
 
@@ -40,7 +44,8 @@ function savedRole(ir: IR, opIndex: number, id: number): string {
 /**
  * How every figure of an estimate was computed: parameters, gradients and optimizer state
  * from the parameter tensors; saved activations storage by storage, each with the op that
- * keeps it and why; the peak as the sum of what is live at its moment.
+ * keeps it and why; the peak as the sum of what is live at its moment. Anything but a result of
+ * estimate() (a copy too) is a VramError.
  *
  * @example
  * ```ts
@@ -50,6 +55,7 @@ function savedRole(ir: IR, opIndex: number, id: number): string {
  * ```
  */
 export function explain(result: Estimate): ExplainTerm[] {
+  validate(result, estimateResult, ['explain', 'result']);
   const { ir, bytes } = result;
   const params = ir.tensors.filter((t) => t.role === 'param');
   const paramParts: ExplainTerm[] = params.map((t) => ({
@@ -115,8 +121,21 @@ export function explain(result: Estimate): ExplainTerm[] {
   return terms;
 }
 
+/** The most terms, and parts of a term, formatExplain takes (explain gives one part per parameter or saved storage). */
+const MAX_TERMS = 10_000_000;
+
+/** A term as formatExplain reads it: its figure, bytes and derivation, and its parts (whose own parts it does not read). */
+const termOf = (parts: Check): Check => record({ figure: string, bytes: size, derivation: string, parts });
+
+/** explain()'s output, checked for what formatExplain reads (terms filtered or made by hand pass too). */
+const explainTerms = listOf(termOf(listOf(termOf(anything), MAX_TERMS)), MAX_TERMS);
+const TERMS = ['formatExplain', 'terms'];
+const LIMIT = ['formatExplain', 'limit'];
+
 /**
- * The explanation as indented text; `limit` caps the parts listed under each figure (largest first).
+ * The explanation as indented text; `limit` (an integer >= 0) caps the parts listed under each
+ * figure (largest first). The terms are checked for what it reads: a VramError at the first
+ * that is not a term as explain() makes them.
  *
  * @example
  * ```ts
@@ -126,6 +145,8 @@ export function explain(result: Estimate): ExplainTerm[] {
  * ```
  */
 export function formatExplain(terms: readonly ExplainTerm[], limit = 10): string {
+  validate(terms, explainTerms, TERMS);
+  validate(limit, integer(0), LIMIT);
   const lines: string[] = [];
   const size = (d: Dim) => (typeof d === 'number' ? d : Number.MAX_SAFE_INTEGER);
   for (const term of terms) {

@@ -1,10 +1,13 @@
+import { estimateResult } from '../estimate.js';
 import type { Estimate } from '../estimate-types.js';
+import { validate } from '../validate.js';
 import { isExpr } from '../sym/expr.js';
 import { formatDim } from '../sym/format.js';
 
 /**
  * An estimate as plain JSON-ready data: numbers stay numbers, expressions become their
- * text, the IR and the replayable programs are left out.
+ * text, the IR and the replayable programs are left out. Anything but a result of estimate()
+ * (a copy too) is a VramError.
  *
  * @example
  * ```ts
@@ -14,6 +17,7 @@ import { formatDim } from '../sym/format.js';
  * ```
  */
 export function estimateToJSON(result: Estimate): Record<string, unknown> {
+  validate(result, estimateResult, ['estimateToJSON', 'result']);
   const plain = (value: unknown): unknown => {
     if (isExpr(value)) return formatDim(value);
     if (Array.isArray(value)) return value.map(plain);

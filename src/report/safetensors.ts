@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { integer, object, showJson, string, validate } from '../validate.js';
 
 /** What a safetensors header says about a checkpoint. */
 export interface SafetensorsSummary {
@@ -16,6 +17,11 @@ export interface SafetensorsCheck {
    * end exactly there, as the safetensors library requires (`MetadataIncompleteBuffer`).
    */
   readonly dataBytes?: number;
+  /**
+   * The header's JSON text, when known: a tensor (or a field of one) named twice in it is an
+   * error, where `JSON.parse` would keep the last silently and the safetensors library refuses it.
+   */
+  readonly text?: string;
 }
 
 /**
@@ -23,8 +29,8 @@ export interface SafetensorsCheck {
  * length), without the weights: each entry's shape gives its elements, its dtype their bytes,
  * which its data_offsets must span exactly. As the safetensors library validates a header: the
  * entries sorted by offset must tile the data from 0 with no gap or overlap, a tensor's bits must
- * be whole bytes, `__metadata__` is an object of strings, and with `dataBytes` the data ends at
- * the file's end. Unknown dtypes, bad offsets and totals past 2^53 are a VramError with the
+ * be whole bytes, `__metadata__` is an object of strings, with `dataBytes` the data ends at
+ * the file's end, and with `text` no object of the header names a key twice. Unknown dtypes, bad offsets and totals past 2^53 are a VramError with the
  * entry's path.
  *
  * @example
@@ -37,6 +43,8 @@ export interface SafetensorsCheck {
 export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}): SafetensorsSummary {
   if (typeof header !== 'object' || header === null || Array.isArray(header))
     fail('bad-safetensors', 'the safetensors header must be a JSON object', { path: ['header'] });
+  validate(check, object({ fields: { dataBytes: integer(0), text: string } }), ['check']);
+  if (check.text !== undefined) checkDuplicates(check.text);
   let tensors = 0;
   let params = 0;
   let bytes = 0;
@@ -68,7 +76,7 @@ export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}
       fail('bad-safetensors', 'unknown safetensors dtype', {
         path: [...at, 'dtype'],
         expected: Object.keys(SAFETENSORS_BITS).join(' | '),
-        received: JSON.stringify(e.dtype),
+        received: showJson(e.dtype),
       });
     const shape = e.shape as unknown[];
     if (!shape.every((d) => typeof d === 'number' && Number.isSafeInteger(d) && d >= 0))
@@ -84,7 +92,7 @@ export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}
     ) {
       fail('bad-safetensors', 'data_offsets must be two integers, 0 <= begin <= end', {
         path: [...at, 'data_offsets'],
-        received: JSON.stringify(e.data_offsets),
+        received: showJson(e.data_offsets),
       });
     }
     const elements = exact(
@@ -102,7 +110,7 @@ export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}
     if (finish - begin !== size)
       fail('bad-safetensors', 'data_offsets do not span the tensor', {
         path: [...at, 'data_offsets'],
-        expected: `${size} bytes for ${e.dtype} ${JSON.stringify(shape)}`,
+        expected: `${size} bytes for ${String(e.dtype)} ${showJson(shape)}`,
         received: `${finish - begin} bytes`,
       });
     spans.push([begin as number, finish as number, name]);
@@ -117,7 +125,7 @@ export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}
     fail('bad-safetensors', 'data_offsets run past the end of the file', {
       path: ['header', last![2], 'data_offsets'],
       expected: `end ≤ ${check.dataBytes}`,
-      received: JSON.stringify([last![0], last![1]]),
+      received: showJson([last![0], last![1]]),
     });
   if (check.dataBytes !== undefined && end < check.dataBytes)
     fail('bad-safetensors', 'the file has data past its last tensor (safetensors: MetadataIncompleteBuffer)', {
@@ -126,6 +134,70 @@ export function safetensorsSummary(header: unknown, check: SafetensorsCheck = {}
       received: `${check.dataBytes} bytes`,
     });
   return { tensors, params, bytes, byDtype };
+}
+
+/** A key named twice in one object of the header's text: an error naming it (a tensor at the top level). */
+function checkDuplicates(text: string): void {
+  const path = duplicateKeyPath(text);
+  if (path === undefined) return;
+  const key = JSON.stringify(path[path.length - 1]);
+  fail(
+    'bad-safetensors',
+    path.length === 1
+      ? `the header names the tensor ${key} twice (JSON.parse keeps the last; the safetensors library refuses it)`
+      : `the header gives the key ${key} twice in one object (JSON.parse keeps the last)`,
+    { path: ['header', ...path], expected: 'each name once', received: `${key} twice` },
+  );
+}
+
+/** An object or array of a JSON text still open while scanning it. */
+interface Open {
+  /** The keys read so far (an object), undefined for an array. */
+  readonly keys: Set<string> | undefined;
+  /** An object: the next string is a key. */
+  awaitingKey: boolean;
+  /** The key of the value being read (an object), or its index (an array). */
+  at: string | number;
+}
+
+/**
+ * The path (keys and indices) of the first key that an object of a JSON text names twice, or
+ * undefined. `JSON.parse` keeps the last value silently; this finds what it hid. `text` must be
+ * valid JSON (JSON.parse has read it). One pass, linear in the text; the open objects and arrays
+ * are an explicit stack, so nesting depth costs memory only, never the call stack. Keys compare
+ * after unescaping (`"a"` and `"\u0061"` are the same key).
+ */
+export function duplicateKeyPath(text: string): (string | number)[] | undefined {
+  const stack: Open[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const top = stack[stack.length - 1];
+    if (c === 0x22) {
+      const end = stringEnd(text, i);
+      if (top?.keys !== undefined && top.awaitingKey) {
+        const raw = text.slice(i + 1, end);
+        const key = raw.includes('\\') ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+        if (top.keys.has(key)) return [...stack.slice(0, -1).map((o) => o.at), key];
+        top.keys.add(key);
+        top.at = key;
+        top.awaitingKey = false;
+      }
+      i = end;
+    } else if (c === 0x7b || c === 0x5b) stack.push({ keys: c === 0x7b ? new Set() : undefined, awaitingKey: c === 0x7b, at: 0 });
+    else if (c === 0x7d || c === 0x5d) stack.pop();
+    else if (c === 0x2c && top !== undefined) {
+      if (top.keys !== undefined) top.awaitingKey = true;
+      else top.at = (top.at as number) + 1;
+    }
+  }
+  return undefined;
+}
+
+/** The index of the quote closing the JSON string that opens at `start` (escapes skipped). */
+function stringEnd(text: string, start: number): number {
+  let j = start + 1;
+  while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+  return j;
 }
 
 /** `__metadata__`: an object of string values (the library reads it as a map of strings). */

@@ -1,6 +1,10 @@
+import { isEstimate } from '../estimate.js';
 import type { Estimate } from '../estimate-types.js';
 import { fail } from '../errors.js';
 import { CATEGORIES, type Category } from '../memory/ledger.js';
+import { size } from '../tensor/size.js';
+import { integer, number, object, string, validate, type Check } from '../validate.js';
+import { listOf, record } from './arguments.js';
 import { formatBytes } from './units.js';
 
 /** Options of {@link timelineSvg} and {@link breakdownSvg}. */
@@ -45,10 +49,33 @@ function concrete(value: unknown, what: string): number {
   return value;
 }
 
+/** A chart's options: a title, or an object of them (a capacity of at least 1 byte, columns >= 1). */
+const chartObject = object({ fields: { title: string, capacity: number(1), maxColumns: integer(1) } });
+const chartOptions: Check = (value, path, issues) => (typeof value === 'string' ? undefined : chartObject(value, path, issues));
+
+/** What the charts read of a category breakdown: a size for every category. */
+const byCategory = record(Object.fromEntries(CATEGORIES.map((c) => [c, size])));
+
+/** What breakdownSvg reads of an estimate: its peak. */
+const peakOf = record({ peak: record({ bytes: size, phase: string, byCategory }) });
+
+/** The most events a timeline chart takes (decimated to its columns). */
+const MAX_EVENTS = 10_000_000;
+
+/** What timelineSvg reads of an estimate: its timeline's events. */
+const timelineOf = record({ timeline: listOf(record({ phase: string, label: string, live: size, byCategory }), MAX_EVENTS) });
+
+/**
+ * A chart's estimate: a result of estimate() as it is, anything else checked for what the chart
+ * reads (so that a timeline made by hand, or measured, charts too), then its options.
+ */
+function chartArgs(fn: string, result: unknown, shape: Check, options: unknown): void {
+  if (!isEstimate(result)) validate(result, shape, [fn, 'result']);
+  if (options !== undefined) validate(options, chartOptions, [fn, 'options']);
+}
+
 function optionsOf(options: string | ChartOptions | undefined, title: string): Required<Pick<ChartOptions, 'title'>> & ChartOptions {
   const o = typeof options === 'string' ? { title: options } : (options ?? {});
-  if (o.capacity !== undefined && !(Number.isFinite(o.capacity) && o.capacity > 0))
-    fail('bad-option', 'capacity is a positive number of bytes', { path: ['capacity'], expected: 'bytes > 0', received: String(o.capacity) });
   return { ...o, title: o.title ?? title };
 }
 
@@ -129,6 +156,7 @@ const textWidth = (text: string, fontSize: number) => text.length * fontSize * 0
  * ```
  */
 export function breakdownSvg(result: Estimate, options?: string | ChartOptions): string {
+  chartArgs('breakdownSvg', result, peakOf, options);
   const { title, capacity } = optionsOf(options, 'Memory at the peak');
   const width = 640;
   const barX = 40;
@@ -237,6 +265,7 @@ function capacityMark(capacity: number | undefined, capacityShown: boolean, peak
  * ```
  */
 export function timelineSvg(result: Estimate, options?: string | ChartOptions): string {
+  chartArgs('timelineSvg', result, timelineOf, options);
   const { title, capacity, maxColumns = 250 } = optionsOf(options, 'Live memory over the step');
   const events = result.timeline;
   if (events.length === 0) fail('no-timeline', 'the estimate kept no timeline (estimate with timeline: true)', { path: ['timeline'] });

@@ -1,6 +1,9 @@
+import { tracedModel } from '../estimate.js';
 import { fail } from '../errors.js';
 import { DTYPE_BITS } from '../tensor/dtype.js';
 import type { IR, IRModule } from '../trace/ir.js';
+import { integer, object, oneOf, string, validate } from '../validate.js';
+import { listOf } from './arguments.js';
 import { ljust, pyFixed, pyList, pyThousands } from './pyformat.js';
 
 /** The columns torchinfo can show (its `col_names`). */
@@ -22,6 +25,17 @@ export interface TorchinfoOptions {
   /** Class name of a module wrapping the model (the seed's `PlantDiseaseClassifier`): one more level. */
   readonly wrapper?: string;
 }
+
+/** TorchinfoOptions, key by key (an unknown key is an error with the closest known one). */
+const torchinfoOptions = object({
+  fields: {
+    depth: integer(0, 1000),
+    columns: listOf(oneOf(['input_size', 'output_size', 'num_params', 'params_percent', 'kernel_size', 'groups', 'mult_adds', 'trainable'], 'column'), 64),
+    colWidth: integer(1, 1000),
+    inputObjectOverhead: integer(0),
+    wrapper: string,
+  },
+});
 
 const TITLES: Readonly<Record<TorchinfoColumn, string>> = {
   input_size: 'Input Shape',
@@ -269,7 +283,8 @@ function withSeparators(fixed: string): string {
 /**
  * The table TylerYep/torchinfo prints for the same model and input, reproduced from
  * the IR (rows in call order, per-depth numbering, hidden rows counted, decimal units).
- * docs/notes/summary-formats.md describes every rule.
+ * docs/notes/summary-formats.md describes every rule. The IR must be one traceModel() made (an
+ * estimate's `ir`), the options torchinfo's: a VramError with the path otherwise.
  *
  * @example
  * ```ts
@@ -279,6 +294,8 @@ function withSeparators(fixed: string): string {
  * ```
  */
 export function formatTorchinfo(ir: IR, options: TorchinfoOptions = {}): string {
+  validate(ir, tracedModel, ['formatTorchinfo', 'ir']);
+  validate(options, torchinfoOptions, ['formatTorchinfo', 'options']);
   const maxDepth = options.depth ?? 3;
   const columns = options.columns ?? ['output_size', 'num_params'];
   const colWidth = options.colWidth ?? 25;

@@ -1,6 +1,8 @@
+import { tracedModel } from '../estimate.js';
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
 import type { IR, IRModule } from '../trace/ir.js';
+import { integer, object, oneOf, string, validate } from '../validate.js';
 import { pyFixed, pyList, pyThousands, rjust } from './pyformat.js';
 
 /** Options of the torchsummary-compatible table. */
@@ -19,6 +21,9 @@ export interface TorchsummaryOptions {
   /** torchsummary's `batch_size` argument (default -1). */
   readonly batchSize?: number;
 }
+
+/** TorchsummaryOptions, key by key (an unknown key is an error with the closest known one). */
+const torchsummaryOptions = object({ fields: { variant: oneOf(['master', '1.5.1'], 'variant'), wrapper: string, batchSize: integer(-1) } });
 
 const RULE = '-'.repeat(64);
 const DOUBLE = '='.repeat(64);
@@ -43,7 +48,8 @@ export function torchsummaryModules(ir: IR, includeRoot = true): IRModule[] {
 /**
  * The text sksq96/pytorch-summary prints, reproduced from the IR: one row per hooked
  * module (not Sequential subclasses), weight + bias parameters per row, the -1 batch
- * convention, "Forward/backward pass size" = 2 × Σ row output elements × 4 B in MiB.
+ * convention, "Forward/backward pass size" = 2 × Σ row output elements × 4 B in MiB. The IR must
+ * be one traceModel() made (an estimate's `ir`), the options torchsummary's: a VramError otherwise.
  *
  * @example
  * ```ts
@@ -53,6 +59,8 @@ export function torchsummaryModules(ir: IR, includeRoot = true): IRModule[] {
  * ```
  */
 export function formatTorchsummary(ir: IR, options: TorchsummaryOptions = {}): string {
+  validate(ir, tracedModel, ['formatTorchsummary', 'ir']);
+  validate(options, torchsummaryOptions, ['formatTorchsummary', 'options']);
   const batch = options.batchSize ?? -1;
   const master = (options.variant ?? 'master') === 'master';
   const wrapper = options.wrapper;

@@ -9,6 +9,7 @@
  * free memory; the remaining fraction is left for activations and CUDA graphs.
  */
 import { fail } from '../errors.js';
+import { decoderModel, exactBytes, optionsObject } from '../catalog/decoder-check.js';
 import { gpu } from '../gpus/catalog.js';
 import type { ModuleLayer } from '../nn/types.js';
 import { integer, number, object, oneOf, show, string, validate } from '../validate.js';
@@ -74,8 +75,8 @@ const GiB = 2 ** 30;
  * ```
  */
 export function sglangEngine(model: ModuleLayer, options: SglangOptions): SglangEngine {
-  validate(options, shape);
-  const meta = model.meta ?? fail('not-modelled', 'sglangEngine needs a decoder from the catalog', { path: ['model'], received: model.className });
+  validate(optionsObject(options, ['options']), shape);
+  const meta = decoderModel(model, ['model'], 'sglangEngine').meta;
   const tp = options.tensorParallelSize ?? 1;
   if (meta.heads % tp !== 0)
     fail('bad-option', `the attention heads (${meta.heads}) must be divisible by the tensor parallel size`, {
@@ -93,10 +94,13 @@ export function sglangEngine(model: ModuleLayer, options: SglangOptions): Sglang
   const weights = options.weightsBytes ?? vllmModelWeights(model, meta, tp).bytes;
   const dtype = options.kvCacheDtype ?? 'auto';
   const kvSize = dtype === 'auto' ? (model.dtype === 'float32' ? 4 : 2) : dtype.startsWith('fp8') ? 1 : 2;
-  const cellSize =
+  const cellSize = exactBytes(
     meta.mla !== undefined
       ? meta.mla.latentPerToken * meta.layers * kvSize
-      : Math.max(1, Math.floor(meta.kvHeads / tp)) * 2 * meta.headDim * meta.layers * kvSize;
+      : Math.max(1, Math.floor(meta.kvHeads / tp)) * 2 * meta.headDim * meta.layers * kvSize,
+    ['model', 'meta'],
+    "a token's KV cell",
+  );
   // get_available_gpu_memory reports GiB as a float; the product goes back to bytes before the division.
   const restGiB = (freeBefore - weights) / GiB - (freeBefore / GiB) * (1 - options.memFractionStatic);
   const tokens = Math.max(0, Math.floor(Math.trunc(restGiB * GiB) / cellSize));

@@ -11,6 +11,7 @@
 import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import { gpu } from '../gpus/catalog.js';
+import { checkedMeta, decoderModel, exactBytes, optionsObject } from '../catalog/decoder-check.js';
 import type { ModelMeta, ModuleLayer } from '../nn/types.js';
 import { boolean, integer, number, object, oneOf, show, string, validate } from '../validate.js';
 import { vllmProfilePeak } from './vllm-profile.js';
@@ -140,19 +141,22 @@ export interface VllmEngine {
 
 const KV_BYTES: Readonly<Record<Exclude<KvCacheDtype, 'auto'>, number>> = { bfloat16: 2, float16: 2, float32: 4, fp8: 1, fp8_e4m3: 1, fp8_e5m2: 1 };
 
+/** A release as `major.minor.patch`, and at least the first one read (V1's rule): else a VramError at `release`. */
+function checkRelease(release: unknown): string {
+  if (typeof release !== 'string' || !/^\d+\.\d+\.\d+$/.test(release) || before(release, VLLM_RELEASES[0]))
+    fail('unsupported-release', "vLLM's V0 engine rule is not modelled: a V1 release (major.minor.patch)", {
+      path: ['release'],
+      expected: `≥ ${VLLM_RELEASES[0]}`,
+      received: show(release),
+    });
+  return release;
+}
+
 function before(release: string, than: string): boolean {
   const a = release.split('.').map(Number);
   const b = than.split('.').map(Number);
   for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) < (b[i] ?? 0);
   return false;
-}
-
-/** The model's attention facts vLLM's page size reads. */
-function attentionOf(model: ModuleLayer): ModelMeta {
-  return (
-    model.meta ??
-    fail('not-modelled', 'vllmEngine needs a decoder from the catalog (its meta gives the layers and KV heads)', { path: ['model'], received: model.className })
-  );
 }
 
 /**
@@ -171,10 +175,18 @@ export function vllmPageBytes(
   meta: ModelMeta,
   options: { readonly blockSize: number; readonly tensorParallelSize: number; readonly dtypeBytes: number },
 ): number {
-  if (meta.mla !== undefined) return options.blockSize * meta.mla.latentPerToken * options.dtypeBytes;
-  const kvHeads = Math.max(1, Math.floor(meta.kvHeads / options.tensorParallelSize));
-  return 2 * options.blockSize * kvHeads * meta.headDim * options.dtypeBytes;
+  const m = checkedMeta(meta, ['meta']);
+  validate(optionsObject(options, ['options']), pageShape, ['options']);
+  if (m.mla !== undefined) return exactBytes(options.blockSize * m.mla.latentPerToken * options.dtypeBytes, ['options', 'blockSize'], 'a page');
+  const kvHeads = Math.max(1, Math.floor(m.kvHeads / options.tensorParallelSize));
+  return exactBytes(2 * options.blockSize * kvHeads * m.headDim * options.dtypeBytes, ['options', 'blockSize'], 'a page');
 }
+
+/** vllmPageBytes' options: every one required. */
+const pageShape = object({
+  fields: { blockSize: integer(1, 1_000_000), tensorParallelSize: integer(1, 1_000_000), dtypeBytes: integer(1, 8) },
+  required: ['blockSize', 'tensorParallelSize', 'dtypeBytes'],
+});
 
 const GiB = 2 ** 30;
 
@@ -195,7 +207,7 @@ export const VLLM_ENGINE_FIELDS = {
   blockSize: integer(1),
   kvCacheMemoryBytes: number(0),
   enforceEager: boolean,
-  cpuOffloadGb: number(0),
+  cpuOffloadGb: number(0, 1_000_000),
   release: string,
   measured: measuredShape,
 };
@@ -340,12 +352,10 @@ const SOURCES = {
  * ```
  */
 export function vllmEngine(model: ModuleLayer, options: VllmOptions): VllmEngine {
-  validate(options, optionsShape, []);
-  const meta = attentionOf(model);
+  validate(optionsObject(options, ['options']), optionsShape, []);
+  const meta = decoderModel(model, ['model'], 'vllmEngine').meta;
   checkModel(meta, options);
-  const release = options.release ?? DEFAULT_VLLM;
-  if (before(release, VLLM_RELEASES[0]))
-    fail('unsupported-release', "vLLM's V0 engine rule is not modelled", { path: ['release'], expected: `≥ ${VLLM_RELEASES[0]}`, received: show(release) });
+  const release = checkRelease(options.release ?? DEFAULT_VLLM);
   const total = totalOf(options);
   const s = settingsOf(meta, options, release, total);
   const activationBytes = options.dtype === undefined || options.dtype === 'auto' ? (model.dtype === 'float32' ? 4 : 2) : KV_BYTES[options.dtype];
@@ -375,7 +385,13 @@ export function vllmEngine(model: ModuleLayer, options: VllmOptions): VllmEngine
     nonTorch: m.nonTorch,
     cudaGraphs: m.cudaGraphs,
     cpuOffloaded: m.cpuOffloaded,
-    kvCache: { bytes: available, blocks, tokens, bytesPerToken: (pageBytes / s.blockSize) * meta.layers, pageBytes },
+    kvCache: {
+      bytes: available,
+      blocks,
+      tokens,
+      bytesPerToken: exactBytes((pageBytes / s.blockSize) * meta.layers, ['model', 'meta'], 'a token of KV cache'),
+      pageBytes,
+    },
     maxConcurrency,
     maxModelLen: s.maxModelLen,
     footprint,

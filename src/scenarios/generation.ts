@@ -63,8 +63,8 @@ export function generation(model: Layer, options: GenerationOptions): Generation
   const prefillCache = kvCache(model, { batch, seq: prompt, dtype }) as number;
   const total = prompt + generate;
   const decodeCache = kvCache(model, { batch, seq: total, dtype }) as number;
-  // One layer's keys and values exist twice while torch.cat grows them.
-  const growing = (kvCache(model, { batch, seq: total - 1, dtype }) as number) / meta.layers;
+  // One layer's keys and values exist twice while torch.cat grows them (nothing to grow for one token).
+  const growing = total > 1 ? (kvCache(model, { batch, seq: total - 1, dtype }) as number) / meta.layers : 0;
   const decodeInput = decodeRun.bytes.input as number;
   return {
     weights,

@@ -3,6 +3,7 @@ import { korthikantiOptions } from '../estimate-options.js';
 import { validate } from '../validate.js';
 import type { Dim } from '../sym/expr.js';
 import { add, floorDiv, mul } from '../sym/ops.js';
+import { sizeArg } from '../tensor/size.js';
 
 /** Options of {@link korthikanti}. */
 export interface KorthikantiOptions {
@@ -31,6 +32,9 @@ export interface KorthikantiOptions {
  */
 export function korthikanti(options: KorthikantiOptions): Dim {
   validate(options, korthikantiOptions);
+  // An expression must be one all the way down (the schema's dim looks at its kind only).
+  sizeArg(options.seq, ['seq']);
+  sizeArg(options.batch, ['batch']);
   const t = options.tensorParallel ?? 1;
   const sp = options.sequenceParallel ?? false;
   const { hidden: h, heads: a } = options;

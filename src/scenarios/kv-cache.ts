@@ -1,11 +1,14 @@
 /** The KV cache of a decoder (its ModelMeta): bytes for a batch and a length, no trace needed. */
+import { checkModel } from '../estimate.js';
 import { kvCacheOptions } from '../estimate-options.js';
-import { validate } from '../validate.js';
+import { show, validate } from '../validate.js';
 import { fail } from '../errors.js';
+import { LIMITS } from '../limits.js';
 import type { Layer, ModelMeta } from '../nn/types.js';
 import type { Dim } from '../sym/expr.js';
 import { add, max, mul, sub, sum } from '../sym/ops.js';
 import { bytesOf, checkDType, type DType } from '../tensor/dtype.js';
+import { sizeArg } from '../tensor/size.js';
 
 /** Options of {@link kvCache}. */
 export interface KvCacheOptions {
@@ -15,8 +18,33 @@ export interface KvCacheOptions {
   readonly dtype?: DType;
 }
 
+const count = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
+
+/** Per-layer windows: a list without holes of window sizes and nulls (every always skips holes, so a loop). */
+function windowsOk(windows: unknown): boolean {
+  if (!Array.isArray(windows) || windows.length > LIMITS.layers) return false;
+  for (let i = 0; i < windows.length; i += 1) if (!Object.hasOwn(windows, i) || !(windows[i] === null || count(windows[i]))) return false;
+  return true;
+}
+
+/** The first field of a decoder's facts the KV cache reads that is not as the builders record it, or undefined. */
+function metaProblem(meta: ModelMeta): string | undefined {
+  const fields = meta as unknown as Record<string, unknown>;
+  const bad = ['layers', 'kvHeads', 'headDim'].find((key) => !count(fields[key]));
+  if (bad !== undefined) return bad;
+  if (meta.slidingWindow !== undefined && !count(meta.slidingWindow)) return 'slidingWindow';
+  const windows: unknown = meta.layerWindows;
+  if (windows !== undefined && !windowsOk(windows)) return 'layerWindows';
+  const tp: unknown = meta.tensorParallel;
+  if (tp !== undefined && !(typeof tp === 'object' && tp !== null && count((tp as { size?: unknown }).size))) return 'tensorParallel';
+  const mla: unknown = meta.mla;
+  if (mla !== undefined && !(typeof mla === 'object' && mla !== null && count((mla as { hfCachePerToken?: unknown }).hfCachePerToken))) return 'mla';
+  return undefined;
+}
+
 /**
- * The decoder facts a catalog model or fromHFConfig records; a VramError for anything else.
+ * The decoder facts a catalog model or fromHFConfig records; a VramError for anything else
+ * (a value that is no model, a model that is no decoder, facts that are not as builders record them).
  *
  * @example
  * ```ts
@@ -25,9 +53,21 @@ export interface KvCacheOptions {
  * ```
  */
 export function decoderMeta(model: Layer): ModelMeta {
-  const meta = model.kind === 'module' ? model.meta : undefined;
-  if (meta === undefined || meta.kind !== 'decoder') fail('not-a-decoder', 'this needs a decoder LLM (fromHFConfig or the LLM catalog)', { path: ['model'] });
-  return meta;
+  checkModel(model);
+  const meta: unknown = model.kind === 'module' ? model.meta : undefined;
+  if (typeof meta !== 'object' || meta === null || (meta as { kind?: unknown }).kind !== 'decoder')
+    fail('not-a-decoder', 'this needs a decoder LLM (fromHFConfig or the LLM catalog)', {
+      path: ['model'],
+      expected: 'a decoder model',
+      received: show(model),
+    });
+  const problem = metaProblem(meta as ModelMeta);
+  if (problem !== undefined)
+    fail('bad-model', `the decoder's ${problem} is not as its builder records it`, {
+      path: ['model', 'meta', problem],
+      received: show((meta as Record<string, unknown>)[problem]),
+    });
+  return meta as ModelMeta;
 }
 
 /** min(a, b) = a + b - max(a, b), exact for numbers and expressions. */
@@ -53,6 +93,9 @@ export function kvCache(model: Layer, options: KvCacheOptions & { readonly batch
 export function kvCache(model: Layer, options: KvCacheOptions): Dim;
 export function kvCache(model: Layer, options: KvCacheOptions): Dim {
   validate(options, kvCacheOptions);
+  // An expression must be one all the way down (the schema's dim looks at its kind only).
+  sizeArg(options.batch, ['batch']);
+  sizeArg(options.seq, ['seq']);
   const meta = decoderMeta(model);
   const dtype = checkDType(options.dtype ?? 'bfloat16', ['dtype']);
   // A tensor-parallel rank caches its own kv heads (kvHeads / t).

@@ -1,3 +1,4 @@
+import { dimArg, isDim } from './args.js';
 import type { Atom, Dim, Expr } from './expr.js';
 
 /** The range a dimension can take under its symbols' assumptions; `max` may be `Infinity`. */
@@ -48,6 +49,7 @@ function atomBounds(atom: Atom): Bounds {
  * ```
  */
 export function bounds(dim: Dim): Bounds {
+  if (!isDim(dim)) dimArg(dim, ['dim']);
   if (typeof dim === 'number') return { min: dim, max: dim };
   let known = computed.get(dim);
   if (known === undefined) {

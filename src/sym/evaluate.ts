@@ -1,4 +1,6 @@
 import { fail } from '../errors.js';
+import { show } from '../validate.js';
+import { dimArg, isDim, recordArg } from './args.js';
 import { atomExpr, checkSafe, type Atom, type Dim, type Expr, type SymAtom } from './expr.js';
 import { floorDiv, max, mul, sum } from './ops.js';
 
@@ -19,7 +21,20 @@ function checkAssumptions(atom: SymAtom, value: number): void {
     ]
       .filter(Boolean)
       .join(', ');
-    fail('bad-dimension', `value of ${atom.name} breaks its assumptions`, { expected: rule, received: String(value) });
+    fail('bad-dimension', `value of ${atom.name} breaks its assumptions`, { path: ['env', atom.name], expected: rule, received: show(value) });
+  }
+}
+
+const DIM = ['dim'];
+const ENV = ['env'];
+
+/** evaluate's symbol values: an object of safe integers >= 1 (every symbol's least value is 1 or more). */
+function checkValues(env: unknown): void {
+  const record = recordArg(env, ENV, '{ name: integer >= 1 }');
+  for (const key of Object.keys(record)) {
+    const value = record[key];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
+      fail('bad-dimension', `the value of ${key} must be an integer >= 1`, { path: ['env', key], expected: 'an integer >= 1', received: show(value) });
   }
 }
 
@@ -29,8 +44,9 @@ function evaluateAtom(atom: Atom, env: Readonly<Record<string, number>>, cache: 
   let value: number;
   switch (atom.kind) {
     case 'sym': {
-      const given = env[atom.name];
-      if (given === undefined) fail('unbound-symbol', `no value for symbol ${atom.name}`, { expected: `a value for ${atom.name}` });
+      // Own keys only: a symbol named toString has no value in {}.
+      const given = Object.hasOwn(env, atom.name) ? env[atom.name] : undefined;
+      if (given === undefined) fail('unbound-symbol', `no value for symbol ${atom.name}`, { path: ['env', atom.name], expected: `a value for ${atom.name}` });
       checkAssumptions(atom, given);
       value = given;
       break;
@@ -71,6 +87,8 @@ function evaluateExpr(expr: Expr, env: Readonly<Record<string, number>>, cache: 
  * ```
  */
 export function evaluate(dim: Dim, env: Readonly<Record<string, number>>): number {
+  if (!isDim(dim)) dimArg(dim, DIM);
+  checkValues(env);
   if (typeof dim === 'number') return dim;
   return evaluateExpr(dim, env, new Map());
 }
@@ -86,14 +104,16 @@ export function evaluate(dim: Dim, env: Readonly<Record<string, number>>): numbe
  * ```
  */
 export function compile(dim: Dim): (env: Readonly<Record<string, number>>) => number {
+  if (!isDim(dim)) dimArg(dim, DIM);
   if (typeof dim === 'number') return () => dim;
-  return (env) => evaluateExpr(dim, env, new Map());
+  // Run at every probe of a solver: the values it reads are checked as they are read.
+  return (env) => evaluateExpr(dim, recordArg(env, ENV, '{ name: integer >= 1 }') as Readonly<Record<string, number>>, new Map());
 }
 
 function substituteAtom(atom: Atom, env: Env): Dim {
   switch (atom.kind) {
     case 'sym': {
-      const given = env[atom.name];
+      const given = Object.hasOwn(env, atom.name) ? env[atom.name] : undefined;
       if (given === undefined) return atomExpr(atom);
       if (typeof given === 'number') checkAssumptions(atom, given);
       return given;
@@ -116,6 +136,8 @@ function substituteAtom(atom: Atom, env: Env): Dim {
  * ```
  */
 export function substitute(dim: Dim, env: Env): Dim {
+  if (!isDim(dim)) dimArg(dim, DIM);
+  for (const [key, value] of Object.entries(recordArg(env, ENV, '{ name: integer | Expr }'))) if (!isDim(value)) dimArg(value, ['env', key]);
   if (typeof dim === 'number') return dim;
   const parts: Dim[] = [];
   for (const term of dim.terms) {

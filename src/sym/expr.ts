@@ -1,4 +1,5 @@
 import { fail } from '../errors.js';
+import { wellFormed } from './args.js';
 import { formatExpr } from './format.js';
 import type { Atom, Dim, Expr, Factor, Term } from './types.js';
 
@@ -72,7 +73,7 @@ export function fromTerms(terms: readonly Term[]): Dim {
   if (kept.length === 1 && kept[0]!.factors.length === 0) return kept[0]!.coef;
   const key = kept.map((term) => `${term.coef}${term.key === '' ? '' : `*${term.key}`}`).join('+');
   const expr: Expr = { kind: 'expr', terms: kept, key, toString: exprToStringMethod };
-  return Object.freeze(expr);
+  return wellFormed(Object.freeze(expr));
 }
 
 /** The expression that is exactly one atom. */

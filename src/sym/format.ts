@@ -1,3 +1,4 @@
+import { dimArg, isDim } from './args.js';
 import type { Atom, Dim, Expr, Term } from './types.js';
 
 const SUPERSCRIPTS = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
@@ -40,5 +41,6 @@ export function formatExpr(expr: Expr): string {
  * ```
  */
 export function formatDim(dim: Dim): string {
+  if (!isDim(dim)) dimArg(dim, ['dim']);
   return typeof dim === 'number' ? String(dim) : formatExpr(dim);
 }

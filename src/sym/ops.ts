@@ -1,8 +1,29 @@
 import { fail } from '../errors.js';
+import { show } from '../validate.js';
+import { dimArg, dimsArg, isDim, recordArg } from './args.js';
 import { bounds } from './bounds.js';
 import { atomExpr, checkSafe, dimKey, fromTerms, isExpr, makeTerm, termsOf, type Dim, type Expr, type SymAssumptions, type Term } from './expr.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_']*$/;
+/** The longest symbol name: a name is part of every key of every expression it is in. */
+const NAME_MAX = 256;
+
+const ASSUMPTIONS = ['min', 'max', 'multipleOf'] as const;
+
+/** sym's assumptions: an object of `min`, `max` and `multipleOf` only, each a safe integer >= 1 and max >= min; a VramError at the key otherwise. */
+function checkAssumptions(name: string, assumptions: unknown): void {
+  const record = recordArg(assumptions, ['assumptions'], '{ min?, max?, multipleOf? }');
+  for (const key of Object.keys(record)) {
+    const value = record[key];
+    if (!(ASSUMPTIONS as readonly string[]).includes(key))
+      fail('bad-symbol', `unknown assumption of ${name}`, { path: ['assumptions', key], expected: ASSUMPTIONS.join(' | '), received: show(value) });
+    if (value !== undefined && (!Number.isSafeInteger(value) || (value as number) < 1))
+      fail('bad-symbol', `${key} of ${name} must be an integer >= 1`, { path: ['assumptions', key], expected: 'an integer >= 1', received: show(value) });
+  }
+  const { min = 1, max } = record as SymAssumptions;
+  if (max !== undefined && max < min)
+    fail('bad-symbol', `max of ${name} must be >= min`, { path: ['assumptions', 'max'], expected: `an integer >= ${min}`, received: String(max) });
+}
 
 /**
  * A named symbolic dimension (an integer >= 1 unless `min` says more).
@@ -18,13 +39,15 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_']*$/;
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function sym(name: string, assumptions: SymAssumptions = {}): Expr {
-  if (!NAME.test(name)) fail('bad-symbol', 'a symbol name is a letter or _ followed by letters, digits, _', { received: JSON.stringify(name) });
+  if (typeof name !== 'string' || name.length > NAME_MAX || !NAME.test(name))
+    fail('bad-symbol', `a symbol name is a letter or _ followed by letters, digits, _ (at most ${NAME_MAX})`, {
+      path: ['name'],
+      expected: 'a name such as B or seq_len',
+      received: show(name),
+    });
+  checkAssumptions(name, assumptions);
   const min = assumptions.min ?? 1;
   const { max, multipleOf } = assumptions;
-  if (!Number.isSafeInteger(min) || min < 1) fail('bad-symbol', `min of ${name} must be an integer >= 1`, { received: String(min) });
-  if (max !== undefined && (!Number.isSafeInteger(max) || max < min)) fail('bad-symbol', `max of ${name} must be an integer >= min`, { received: String(max) });
-  if (multipleOf !== undefined && (!Number.isSafeInteger(multipleOf) || multipleOf < 1))
-    fail('bad-symbol', `multipleOf of ${name} must be an integer >= 1`, { received: String(multipleOf) });
   const extra = [max !== undefined ? `<=${max}` : '', multipleOf !== undefined ? `%${multipleOf}` : '', min !== 1 ? `>=${min}` : ''].join('');
   return atomExpr({ kind: 'sym', key: extra === '' ? name : `${name}{${extra}}`, name, min, max, multipleOf });
 }
@@ -85,6 +108,12 @@ function checkDim(dim: Dim): Dim {
   return dim;
 }
 
+// The paths of the arithmetic's arguments (made once: add and mul run for every shape of a trace).
+const A = ['a'];
+const B = ['b'];
+const DEN = ['den'];
+const DIMS = ['dims'];
+
 /**
  * `a + b` for numbers or expressions.
  *
@@ -95,6 +124,8 @@ function checkDim(dim: Dim): Dim {
  * ```
  */
 export function add(a: Dim, b: Dim): Dim {
+  if (!isDim(a)) dimArg(a, A);
+  if (!isDim(b)) dimArg(b, B);
   if (typeof a === 'number' && typeof b === 'number') return checkSafe(a + b, 'sum');
   if (a === 0) return checkDim(b);
   if (b === 0) return checkDim(a);
@@ -111,6 +142,7 @@ export function add(a: Dim, b: Dim): Dim {
  * ```
  */
 export function sum(dims: readonly Dim[]): Dim {
+  dimsArg(dims, DIMS);
   let numeric = 0;
   const terms: Term[] = [];
   for (const dim of dims) {
@@ -132,6 +164,7 @@ export function sum(dims: readonly Dim[]): Dim {
  * ```
  */
 export function neg(a: Dim): Dim {
+  if (!isDim(a)) dimArg(a, A);
   return mul(a, -1);
 }
 
@@ -145,6 +178,8 @@ export function neg(a: Dim): Dim {
  * ```
  */
 export function sub(a: Dim, b: Dim): Dim {
+  if (!isDim(a)) dimArg(a, A);
+  if (!isDim(b)) dimArg(b, B);
   if (typeof a === 'number' && typeof b === 'number') return checkSafe(a - b, 'difference');
   return add(a, mul(b, -1));
 }
@@ -159,6 +194,8 @@ export function sub(a: Dim, b: Dim): Dim {
  * ```
  */
 export function mul(a: Dim, b: Dim): Dim {
+  if (!isDim(a)) dimArg(a, A);
+  if (!isDim(b)) dimArg(b, B);
   if (typeof a === 'number' && typeof b === 'number') return checkSafe(a * b, 'product');
   if (a === 0 || b === 0) return 0;
   if (a === 1) return b;
@@ -184,6 +221,7 @@ export function mul(a: Dim, b: Dim): Dim {
  * ```
  */
 export function product(dims: readonly Dim[]): Dim {
+  dimsArg(dims, DIMS);
   let numeric = 1;
   let symbolic: Dim = 1;
   // Indexed: shapes are frozen arrays, which for...of iterates through an allocated iterator.
@@ -211,7 +249,8 @@ function gcd(a: number, b: number): number {
 }
 
 function checkDivisor(den: number): void {
-  if (!Number.isSafeInteger(den) || den < 1) fail('bad-divisor', 'divisor must be an integer >= 1', { received: String(den) });
+  if (!Number.isSafeInteger(den) || den < 1)
+    fail('bad-divisor', 'divisor must be an integer >= 1', { path: DEN, expected: 'an integer >= 1', received: show(den) });
 }
 
 /**
@@ -226,6 +265,7 @@ function checkDivisor(den: number): void {
  * ```
  */
 export function floorDiv(a: Dim, den: number): Dim {
+  if (!isDim(a)) dimArg(a, A);
   checkDivisor(den);
   if (typeof a === 'number') return floorInt(checkSafe(a, 'dimension'), den);
   if (den === 1) return a;
@@ -281,6 +321,7 @@ function scaleDown(expr: Expr, g: number): Dim {
  * ```
  */
 export function ceilDiv(a: Dim, den: number): Dim {
+  if (!isDim(a)) dimArg(a, A);
   checkDivisor(den);
   return floorDiv(add(a, den - 1), den);
 }
@@ -298,7 +339,8 @@ export function ceilDiv(a: Dim, den: number): Dim {
  * ```
  */
 export function max(...dims: readonly Dim[]): Dim {
-  if (dims.length === 0) fail('empty-max', 'max needs at least one argument');
+  if (dims.length === 0) fail('empty-max', 'max needs at least one argument', { path: DIMS, expected: 'at least one dimension' });
+  dimsArg(dims, DIMS);
   const flat: Dim[] = [];
   for (const dim of dims) {
     checkDim(dim);

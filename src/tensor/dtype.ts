@@ -1,6 +1,8 @@
 import { fail } from '../errors.js';
 import { ceilDiv, mul } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
+import { show } from '../validate.js';
+import { sizeArg } from './size.js';
 
 /** Element types vram-ts knows the storage size of. */
 export type DType =
@@ -54,12 +56,18 @@ export function isDType(name: unknown): name is DType {
 
 /** Fails with a VramError naming the allowed dtypes unless `name` is one. */
 export function checkDType(name: unknown, path: readonly (string | number)[] = []): DType {
-  if (!isDType(name)) fail('unknown-dtype', 'unknown dtype', { path, expected: Object.keys(DTYPE_BITS).join(' | '), received: String(name) });
+  if (!isDType(name)) fail('unknown-dtype', 'unknown dtype', { path, expected: Object.keys(DTYPE_BITS).join(' | '), received: show(name) });
   return name;
 }
 
+// Argument paths, made once: bytesOf and isFloating run for every tensor of a trace.
+const BYTES_NUMEL = ['bytesOf', 'numel'];
+const BYTES_DTYPE = ['bytesOf', 'dtype'];
+const FLOATING_DTYPE = ['isFloating', 'dtype'];
+
 /**
  * Exact storage bytes of `numel` elements of a dtype (sub-byte types rounded up to whole bytes).
+ * A count that is not an integer >= 0 or an expression, or an unknown dtype, is a VramError.
  *
  * @example
  * ```ts
@@ -68,12 +76,14 @@ export function checkDType(name: unknown, path: readonly (string | number)[] = [
  * ```
  */
 export function bytesOf(numel: Dim, dtype: DType): Dim {
-  const bits = DTYPE_BITS[dtype];
+  sizeArg(numel, BYTES_NUMEL, 'an element count');
+  const bits = DTYPE_BITS[checkDType(dtype, BYTES_DTYPE)];
   return bits >= 8 ? mul(numel, bits / 8) : ceilDiv(mul(numel, bits), 8);
 }
 
 /**
- * True for floating types (the ones that can carry gradients).
+ * True for floating types (the ones that can carry gradients); a VramError for a name that is
+ * no dtype (`isDType` asks that).
  *
  * @example
  * ```ts
@@ -82,5 +92,6 @@ export function bytesOf(numel: Dim, dtype: DType): Dim {
  * ```
  */
 export function isFloating(dtype: DType): boolean {
+  checkDType(dtype, FLOATING_DTYPE);
   return dtype.startsWith('float') || dtype === 'bfloat16';
 }

@@ -1,7 +1,9 @@
 import { fail } from '../errors.js';
 import { product } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
+import { show } from '../validate.js';
 import { bytesOf, checkDType, type DType } from './dtype.js';
+import { isExprValue, isSize, sizeArg } from './size.js';
 
 /** The shape and element type of a tensor; dimensions may be symbolic. */
 export interface TensorSpec {
@@ -10,8 +12,8 @@ export interface TensorSpec {
 }
 
 /**
- * A tensor spec. Number dimensions must be integers >= 0 and the dtype a known one (a
- * VramError otherwise); symbolic dimensions are checked where they are used.
+ * A tensor spec. The shape must be a list of integers >= 0 and expressions of sym(), the dtype
+ * a known one (a VramError with the path otherwise).
  *
  * @example
  * ```ts
@@ -21,15 +23,30 @@ export interface TensorSpec {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorSpec {
+  if (!Array.isArray(shape)) fail('bad-dimension', 'a shape must be a list of dimensions', { path: ['shape'], expected: 'array', received: show(shape) });
   for (let i = 0; i < shape.length; i += 1) {
     const dim = shape[i];
-    if (typeof dim === 'number' && !(Number.isSafeInteger(dim) && dim >= 0)) {
-      fail('bad-dimension', 'a dimension must be a non-negative integer', { path: ['shape', i], expected: 'integer >= 0', received: String(dim) });
+    if (typeof dim === 'number' ? !(Number.isSafeInteger(dim) && dim >= 0) : !isExprValue(dim)) {
+      fail('bad-dimension', 'a dimension must be a non-negative integer or an expression of sym()', {
+        path: ['shape', i],
+        expected: 'integer >= 0 | Expr',
+        received: show(dim),
+      });
     }
   }
-  if (!Array.isArray(shape)) fail('bad-dimension', 'a shape must be a list of dimensions', { path: ['shape'], expected: 'array', received: typeof shape });
   // The spec owns its shape: a caller's array changed later changes nothing here.
   return { shape: Object.freeze([...shape]), dtype: checkDType(dtype, ['dtype']) };
+}
+
+/** The spec argument of `fn`: an object with a shape list (its dimensions are product's to check). */
+function specArg(spec: unknown, fn: string): TensorSpec {
+  if (typeof spec !== 'object' || spec === null || !Array.isArray((spec as { shape?: unknown }).shape))
+    fail('bad-tensor', 'must be a tensor spec ({ shape, dtype }, as tensor() makes)', {
+      path: [fn, 'spec'],
+      expected: '{ shape: Dim[], dtype }',
+      received: show(spec),
+    });
+  return spec as TensorSpec;
 }
 
 /**
@@ -42,7 +59,13 @@ export function tensor(shape: readonly Dim[], dtype: DType = 'float32'): TensorS
  * ```
  */
 export function numel(spec: TensorSpec): Dim {
-  return product(spec.shape);
+  return shapeProduct(specArg(spec, 'numel').shape, 'numel');
+}
+
+/** The product of a spec's shape, every dimension checked (a VramError at `[fn, 'spec', 'shape', i]`). */
+function shapeProduct(shape: readonly Dim[], fn: string): Dim {
+  for (let i = 0; i < shape.length; i += 1) if (!isSize(shape[i])) sizeArg(shape[i], [fn, 'spec', 'shape', i], 'a dimension');
+  return product(shape);
 }
 
 /**
@@ -55,5 +78,8 @@ export function numel(spec: TensorSpec): Dim {
  * ```
  */
 export function specBytes(spec: TensorSpec): Dim {
-  return bytesOf(numel(spec), spec.dtype);
+  const checked = specArg(spec, 'specBytes');
+  return bytesOf(shapeProduct(checked.shape, 'specBytes'), checkDType(checked.dtype, SPEC_DTYPE));
 }
+
+const SPEC_DTYPE = ['specBytes', 'spec', 'dtype'];

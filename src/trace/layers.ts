@@ -8,7 +8,11 @@ import { formatDim } from '../sym/format.js';
 import { loraTarget, traceLora } from './lora.js';
 import { QUANT_CLASS, childKey, isLinear, quantFor } from './quant.js';
 import { runOp, runOpModule } from './run-op.js';
-import { closeModule, current, defaultName, first, modulePath, openShared, type State } from './state.js';
+import { checkRef, checkRefs, closeModule, current, defaultName, first, modulePath, openShared, type State } from './state.js';
+import { checkDepth } from './depth.js';
+import { isExpr } from '../sym/expr.js';
+import type { OpRule } from '../ops/types.js';
+import { show } from '../validate.js';
 
 // The walk over a model's layers: each kind of layer becomes modules and ops.
 
@@ -113,22 +117,35 @@ function mergePaths(state: State, layer: BranchLayer, outs: readonly TensorRef[]
 
 /** A graph layer: its build function runs with a tracer that applies layers, calls op rules and holds tensors. */
 function traceGraph(state: State, layer: GraphLayer, inputs: readonly TensorRef[]): TensorRef[] {
-  const built = layer.build(
+  // Every argument is checked where it enters: a graph is user code, and a wrong argument must be
+  // a VramError at the module's path, not a TypeError inside the tracer.
+  const at = (what: string) => () => [...modulePath(state), what];
+  const tensors = (args: readonly unknown[], what: string) => checkRefs(state, args, at(what));
+  const applied = (child: Layer, args: readonly unknown[], what: string) => {
+    checkDepth(child, at(what));
+    return traceLayer(state, child, tensors(args, what), undefined);
+  };
+  const built: unknown = layer.build(
     {
-      apply: (child, ...args) => first(traceLayer(state, child, args, undefined), modulePath(state)),
-      applyAll: (child, ...args) => traceLayer(state, child, args, undefined),
-      call: (rule, args, attrs) => runOp(state, rule, attrs, args),
+      apply: (child, ...args) => first(applied(child, args, 'apply'), modulePath(state)),
+      applyAll: (child, ...args) => applied(child, args, 'applyAll'),
+      call: (rule, args, attrs) => {
+        checkRule(rule, at('call'));
+        return runOp(state, rule, attrs, tensors(args, 'call'));
+      },
+      path: Object.freeze(modulePath(state)),
       training: state.options.training,
       gradEnabled: state.options.gradEnabled,
       checkpointing: state.options.gradEnabled && state.options.checkpoint !== undefined,
       device: state.options.device,
       hold: (t, until = 'module') => {
-        const storage = state.tensors[t.id]!.storage;
+        const storage = state.tensors[checkRef(state, t, at('hold')).id]!.storage;
         if (until === 'forward') state.holdsToEnd.add(storage);
-        else current(state).held.push(storage);
+        else if (until === 'module') current(state).held.push(storage);
+        else fail('bad-option', "hold's until is 'module' or 'forward'", { path: at('hold')(), expected: "'module' | 'forward'", received: show(until) });
       },
       touch: (t) => {
-        state.holds.push({ storage: state.tensors[t.id]!.storage, until: state.ops.length - 1 });
+        state.holds.push({ storage: state.tensors[checkRef(state, t, at('touch')).id]!.storage, until: state.ops.length - 1 });
       },
       endForward: () => {
         for (const storage of state.holdsToEnd) state.holds.push({ storage, until: state.ops.length - 1 });
@@ -137,12 +154,30 @@ function traceGraph(state: State, layer: GraphLayer, inputs: readonly TensorRef[
         state.stage = 'loss';
       },
       require: (value, message) => {
+        if (typeof value !== 'number' ? !isExpr(value) : !Number.isFinite(value))
+          fail('bad-option', "require's value must be a dimension (a number or a symbolic expression)", {
+            path: at('require')(),
+            expected: 'Dim',
+            received: show(value),
+          });
         if (typeof value === 'number' ? value < 1 : bounds(value).max < 1)
-          fail('bad-input', message, { path: modulePath(state), expected: '>= 1', received: formatDim(value) });
+          fail('bad-input', String(message), { path: modulePath(state), expected: '>= 1', received: formatDim(value) });
         if (typeof value !== 'number' && bounds(value).min < 1) state.constraints.set(value.key, value);
       },
     },
     inputs,
   );
-  return Array.isArray(built) ? [...(built as readonly TensorRef[])] : [built as TensorRef];
+  return Array.isArray(built) ? [...checkRefs(state, built, at('build'))] : [checkRef(state, built, at('build'))];
+}
+
+/** A graph's `call` rule: an op rule (a name, an arity and an apply function). */
+function checkRule(rule: unknown, where: () => readonly string[]): void {
+  const r = rule as Partial<OpRule<unknown>> | null;
+  const ok =
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.name === 'string' &&
+    typeof r.apply === 'function' &&
+    (r.arity === 'variadic' || Number.isSafeInteger(r.arity));
+  if (!ok) fail('bad-option', 'must be an op rule (such as matmulOp)', { path: where(), expected: 'OpRule', received: show(rule) });
 }

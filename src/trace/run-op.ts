@@ -96,6 +96,8 @@ export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonl
   } catch (error) {
     throw withPath(runningPath(state), error);
   }
+  if (!isOpResult(result))
+    fail('bad-rule', `op rule ${rule.name} returned no op result (outputs and saves)`, { path: runningPath(state), expected: 'OpResult' });
   const index = state.ops.length;
   const params = ownedIds(state, result.params, 'param', reuse);
   const buffers = ownedIds(state, result.buffers, 'buffer', reuse);
@@ -296,4 +298,15 @@ function backwardPlan(result: OpResult, needsInputs: readonly boolean[], paramsN
   const plan = result.backward?.({ inputs: needsInputs, params: paramsNeed }) ?? {};
   const inputGrads = needsInputs.map((needs, i) => (needs ? (plan.inputGrads?.[i] ?? 'new') : 'none'));
   return { inputGrads, steps: plan.steps ?? GRADS_ONLY, contiguousGradOutput: plan.contiguousGradOutput ?? false, stridedFactor: plan.stridedFactor ?? 1 };
+}
+
+/** What runOp reads of a rule's result, checked: an op rule may be a user's (opLayer in vram-ts/internals). */
+function isOpResult(result: unknown): boolean {
+  const r = result as Partial<OpResult> | null;
+  if (typeof r !== 'object' || r === null || !Array.isArray(r.outputs) || typeof r.saves !== 'function') return false;
+  for (const out of r.outputs as unknown[]) {
+    const spec = out as Partial<TensorSpec> | null;
+    if (typeof spec !== 'object' || spec === null || !Array.isArray(spec.shape) || typeof spec.dtype !== 'string') return false;
+  }
+  return (r.params === undefined || Array.isArray(r.params)) && (r.buffers === undefined || Array.isArray(r.buffers));
 }

@@ -8,6 +8,7 @@ import type { DType } from '../tensor/dtype.js';
 import type { TensorSpec } from '../tensor/spec.js';
 import type { IROp, IRStorage, IRTensor, TensorRole } from './ir.js';
 import type { TraceOptions } from './options.js';
+import { show } from '../validate.js';
 
 // The tracer's state and its module tree: modules opened and closed, checkpoint regions,
 // tensors and storages made, paths for errors.
@@ -112,6 +113,27 @@ export function newTensor(
 export function ref(state: State, id: number): TensorRef {
   const t = state.tensors[id]!;
   return { id, shape: t.spec.shape, dtype: t.spec.dtype };
+}
+
+/**
+ * A graph callback's tensor argument: a ref this trace handed out (its id in range and its
+ * shape the tensor's own), or a VramError at `where()` (built only on failure: this is the hot path).
+ * A forged or stale ref would read another tensor.
+ */
+export function checkRef(state: State, t: unknown, where: () => readonly (string | number)[]): TensorRef {
+  const given = t as Partial<TensorRef> | null;
+  const id = typeof given === 'object' && given !== null ? given.id : undefined;
+  const known = typeof id === 'number' && Number.isSafeInteger(id) && id >= 0 && id < state.tensors.length ? state.tensors[id]! : undefined;
+  if (known === undefined || given!.shape !== known.spec.shape)
+    fail('bad-tensor', 'must be a tensor of this trace (a ref the graph builder returned)', { path: where(), expected: 'TensorRef', received: show(t) });
+  return given as TensorRef;
+}
+
+/** A list of refs of this trace (see {@link checkRef}), each failure at `where()` plus its index. */
+export function checkRefs(state: State, refs: unknown, where: () => readonly (string | number)[]): readonly TensorRef[] {
+  if (!Array.isArray(refs)) fail('bad-tensor', 'must be a list of tensors', { path: where(), expected: 'TensorRef[]', received: show(refs) });
+  for (let i = 0; i < refs.length; i += 1) checkRef(state, refs[i], () => [...where(), i]);
+  return refs as readonly TensorRef[];
 }
 
 /** The module being traced (the top of the stack). */

@@ -64,7 +64,10 @@ function traceChecked(model: Layer, options: TraceOptions): IR {
   checkDType(options.paramDtype, ['dtype']);
   const inputRefs = traceInputs(state);
   let outputs: TensorRef[];
-  if ((model.kind === 'op' && model.className !== null) || model.kind === 'seq' || model.kind === 'branch' || model.kind === 'module') {
+  // An inline branch opens no module of its own: at the root it runs in the root module, as a residual does.
+  const ownModule =
+    (model.kind === 'op' && model.className !== null) || model.kind === 'seq' || (model.kind === 'branch' && model.inline !== true) || model.kind === 'module';
+  if (ownModule) {
     outputs = traceLayer(state, model, inputRefs, '');
   } else {
     const root = openModule(state, '', rootClassName(model), inputRefs);

@@ -6,7 +6,8 @@
  */
 import { fail, type VramIssue as Issue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
-import { didYouMean, show } from '../validate.js';
+import { type Check, didYouMean, object, show, string, validate } from '../validate.js';
+import { choice, fieldsObject, flag, nonNegative, type Path, plain, positiveInt, sameValue, trainerKind } from './field-checks.js';
 import { FIELDS_TRL_1_13_0 } from './fields.js';
 
 /** The TRL releases whose trainers were read (with the transformers and PEFT releases they were read with). */
@@ -227,6 +228,33 @@ export interface ResolvedTrainerArgs {
   readonly lora?: { readonly rank: number; readonly targets?: readonly string[] | 'all-linear'; readonly dropout: number };
 }
 
+/** The fields of a TRL release read, else a VramError at `trl` listing the releases read. */
+function releaseFields(trl: unknown): typeof FIELDS_TRL_1_13_0 {
+  if (typeof trl !== 'string' || !Object.hasOwn(RELEASES, trl))
+    fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(trl) });
+  return RELEASES[trl]!;
+}
+
+/** PEFT's LoraConfig option: a plain object, or null for none. */
+export const loraOrNull: Check = (value, path, issues) => {
+  if (value !== null && !plain(value))
+    issues.push({
+      path,
+      code: 'bad-option',
+      message: 'must be a LoraConfig object or null',
+      expected: '{ r, target_modules, … } | null',
+      received: show(value),
+    });
+};
+
+/** resolveTrainerArgs' options: the TRL release and PEFT's LoraConfig (a plain object, or null for none). */
+const resolveOptions = object({
+  fields: {
+    trl: string,
+    peft: loraOrNull,
+  },
+});
+
 /** A trainer's config class in one TRL release: every field with its default, and how vram-ts reads each. */
 export interface TrainerFields {
   /** `TrainingArguments`, `SFTConfig` or `GRPOConfig`. */
@@ -251,9 +279,8 @@ export interface TrainerFields {
  * ```
  */
 export function trainerFields(trainer: TrainerKind, trl: string = DEFAULT_TRL): TrainerFields {
-  const fields = RELEASES[trl];
-  if (fields === undefined)
-    return fail('unsupported-release', 'TRL release whose trainers were not read', { path: ['trl'], expected: TRL_RELEASES.join(', '), received: show(trl) });
+  validate(trainer, trainerKind, ['trainer']);
+  const fields = releaseFields(trl);
   const className = CLASS_NAMES[trainer];
   const defaults: Readonly<Record<string, unknown>> = fields[className];
   const names = Object.keys(defaults);
@@ -264,12 +291,6 @@ export function trainerFields(trainer: TrainerKind, trl: string = DEFAULT_TRL): 
     neutral: names.filter((n) => NEUTRAL.has(n)),
   });
 }
-
-function sameValue(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
-type Path = readonly (string | number)[];
 
 function readFields(
   given: Readonly<Record<string, unknown>>,
@@ -308,55 +329,6 @@ function readFields(
     out[name] = value;
   }
   return out;
-}
-
-function positiveInt(v: Record<string, unknown>, name: string, path: Path, issues: Issue[], allowNull = false): number | null {
-  const value = v[name];
-  if (allowNull && value === null) return null;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    issues.push({
-      path: [...path, name],
-      code: 'bad-option',
-      message: 'must be a positive integer',
-      expected: allowNull ? 'an integer ≥ 1 or null' : 'an integer ≥ 1',
-      received: show(value),
-    });
-    return 1;
-  }
-  return value;
-}
-
-function nonNegative(v: Record<string, unknown>, name: string, path: Path, issues: Issue[]): number {
-  const value = v[name] ?? 0;
-  if (typeof value !== 'number' || !(value >= 0)) {
-    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be a number ≥ 0', expected: 'a number ≥ 0', received: show(value) });
-    return 0;
-  }
-  return value;
-}
-
-function flag(v: Record<string, unknown>, name: string, path: Path, issues: Issue[]): boolean {
-  const value = v[name];
-  if (typeof value !== 'boolean') {
-    issues.push({ path: [...path, name], code: 'bad-option', message: 'must be true or false', expected: 'a boolean', received: show(value) });
-    return false;
-  }
-  return value;
-}
-
-function choice<T extends string>(v: Record<string, unknown>, name: string, values: readonly T[], path: Path, issues: Issue[]): T {
-  const value = v[name];
-  if (typeof value !== 'string' || !values.includes(value as T)) {
-    issues.push({
-      path: [...path, name],
-      code: 'not-modelled',
-      message: `${name} ${show(value)} is not modelled`,
-      expected: values.join(', '),
-      received: show(value),
-    });
-    return values[0]!;
-  }
-  return value as T;
 }
 
 function loraOf(config: LoraConfig, fields: Readonly<Record<string, unknown>>, release: string, path: Path, issues: Issue[]): ResolvedTrainerArgs['lora'] {
@@ -555,18 +527,15 @@ export function resolveTrainerArgs(
   args: TrainerArgs,
   options: { readonly trl?: string; readonly peft?: LoraConfig | null } = {},
 ): ResolvedTrainerArgs {
+  validate(trainer, trainerKind, ['trainer']);
+  if (!plain(options)) fail('bad-option', 'must be an options object ({ trl, peft })', { path: ['options'], received: show(options) });
+  validate(options, resolveOptions, ['options']);
   const release = options.trl ?? DEFAULT_TRL;
-  const fields = RELEASES[release];
-  if (fields === undefined)
-    return fail('unsupported-release', 'TRL release whose trainers were not read', {
-      path: ['trl'],
-      expected: TRL_RELEASES.join(', '),
-      received: show(release),
-    });
+  const fields = releaseFields(release);
   const className = CLASS_NAMES[trainer];
   const path = [trainer === 'trainer' ? 'args' : 'config'];
   const issues: Issue[] = [];
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) fail('bad-option', `${className} fields as an object`, { path, received: show(args) });
+  fieldsObject(args, className, path);
   const releaseName = trainer === 'trainer' ? `transformers ${fields.transformers}` : `trl ${release}`;
   const v = readFields(args, fields[className], className, releaseName, MODELLED[trainer], NEUTRAL, path, issues);
   const common = commonArgs(v, path, issues);

@@ -13,7 +13,18 @@ import { kvCache } from '../scenarios/kv-cache.js';
 import { vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type ResolvedTrainerArgs, type TrainerArgs } from './args.js';
-import { layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
+import { anything, integer, number, object, oneOf, string } from '../validate.js';
+import {
+  layersOf,
+  releaseOptions,
+  runStep,
+  stepInputs,
+  stepOptions,
+  withHead,
+  type TrainerOptions,
+  type TrainerPhase,
+  type TrainerStepEstimate,
+} from './step.js';
 import { peakOf, residentOf, trainerPhases } from './trainer.js';
 
 /** Options of {@link grpoStep}. */
@@ -201,6 +212,14 @@ export function trlEngine(model: ModuleLayer, r: ResolvedTrainerArgs, options: G
   });
 }
 
+/** grpoStep's own options (beside trl, peft and device). */
+const GRPO_OPTIONS = {
+  prompt: integer(1),
+  gpuTotalBytes: number(1),
+  // vllmEngine checks `measured` when the engine is built.
+  vllm: object({ fields: { release: string, measured: anything, dtype: oneOf(['auto', 'bfloat16', 'float16', 'float32'], 'dtype') } }),
+};
+
 /**
  * One GRPOTrainer step with generation, from GRPOConfig's own fields (`per_device_train_batch_size`,
  * `gradient_accumulation_steps`, `num_generations`, `max_completion_length`, `beta` (default 0:
@@ -217,12 +236,11 @@ export function trlEngine(model: ModuleLayer, r: ResolvedTrainerArgs, options: G
  * ```
  */
 export function grpoStep(model: ModuleLayer, config: TrainerArgs, options: GrpoStepOptions): GrpoStepEstimate {
-  const r = resolveTrainerArgs('grpo', config, options);
+  stepInputs(model, options, GRPO_OPTIONS, ['prompt'], 'grpoStep');
+  const r = resolveTrainerArgs('grpo', config, releaseOptions(options));
   const g = r.grpo!;
   const device = options.device ?? 'cuda';
   const prompt = options.prompt;
-  if (!Number.isSafeInteger(prompt) || prompt < 1)
-    fail('bad-option', 'prompt tokens', { path: ['options', 'prompt'], expected: 'an integer ≥ 1', received: String(prompt) });
   const L = g.maxCompletionLength;
   const length = prompt + L;
   const layers = layersOf(model);

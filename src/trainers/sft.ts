@@ -7,7 +7,8 @@
 import type { ModuleLayer } from '../nn/types.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type TrainerArgs } from './args.js';
-import { checkLiger, layersOf, runStep, stepOptions, withHead, type TrainerOptions, type TrainerStepEstimate } from './step.js';
+import { integer } from '../validate.js';
+import { checkLiger, layersOf, releaseOptions, runStep, stepInputs, stepOptions, withHead, type TrainerOptions, type TrainerStepEstimate } from './step.js';
 import { trainerResult } from './trainer.js';
 
 /** Options of {@link sftStep}. */
@@ -30,12 +31,11 @@ export interface SftStepOptions extends TrainerOptions {
  * ```
  */
 export function sftStep(model: ModuleLayer, config: TrainerArgs, options: SftStepOptions = {}): TrainerStepEstimate {
-  const r = resolveTrainerArgs('sft', config, options);
+  stepInputs(model, options, { sequence: integer(2) }, [], 'sftStep');
+  const r = resolveTrainerArgs('sft', config, releaseOptions(options));
   const device = options.device ?? 'cuda';
   const max = r.maxLength ?? undefined;
   const given = options.sequence;
-  if (given !== undefined && (!Number.isSafeInteger(given) || given < 2))
-    fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(given) });
   const sequence = given === undefined ? max : max === undefined ? given : Math.min(given, max);
   if (sequence === undefined)
     return fail('bad-option', 'max_length is null: give the tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2' });

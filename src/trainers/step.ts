@@ -10,7 +10,9 @@ import type { OptimizerSpec } from '../memory/optimizers.js';
 import type { LmHead, ModuleLayer } from '../nn/types.js';
 import type { Device } from '../ops/types.js';
 import { fail } from '../errors.js';
-import type { ResolvedTrainerArgs } from './args.js';
+import { decoderModel, optionsObject } from '../catalog/decoder-check.js';
+import { type Check, object, oneOf, string, validate } from '../validate.js';
+import { loraOrNull, type ResolvedTrainerArgs } from './args.js';
 
 /** A phase of a trainer's step (names as the trainers' methods: see each trainer). */
 export type TrainerPhaseName =
@@ -72,6 +74,22 @@ export interface TrainerOptions {
   readonly peft?: Readonly<Record<string, unknown>> | null;
   /** Where the step runs (default `cuda`); `cpu` follows PyTorch's CPU kernels, as the oracle measures. */
   readonly device?: Device;
+}
+
+/**
+ * What a trainer step checks first: its model, a decoder from the catalog (at `model`), and its
+ * options (at `options`): the fields every trainer shares (`trl`, `peft`, `device`) and `own`.
+ */
+export function stepInputs(model: unknown, options: unknown, own: Readonly<Record<string, Check>>, required: readonly string[], who: string): ModuleLayer {
+  const checked = decoderModel(model, ['model'], who);
+  const shape = object({ fields: { trl: string, peft: loraOrNull, device: oneOf(['cuda', 'cpu'], 'device'), ...own }, required });
+  validate(optionsObject(options, ['options']), shape, ['options']);
+  return checked;
+}
+
+/** The options resolveTrainerArgs reads from a step's (the release and PEFT's LoraConfig). */
+export function releaseOptions(o: TrainerOptions): Pick<TrainerOptions, 'trl' | 'peft'> {
+  return { ...(o.trl !== undefined ? { trl: o.trl } : {}), ...(o.peft !== undefined ? { peft: o.peft } : {}) };
 }
 
 /** The torch optimizer an `optim` value builds on `device`: torch's defaults pick foreach only for CUDA tensors. */

@@ -9,7 +9,20 @@ import type { ModuleLayer } from '../nn/types.js';
 import type { Device } from '../ops/types.js';
 import { fail } from '../errors.js';
 import { resolveTrainerArgs, type ResolvedTrainerArgs, type TrainerArgs } from './args.js';
-import { checkLiger, layersOf, phaseTotals, runStep, stepOptions, withHead, type TrainerOptions, type TrainerPhase, type TrainerStepEstimate } from './step.js';
+import { integer } from '../validate.js';
+import {
+  checkLiger,
+  layersOf,
+  phaseTotals,
+  releaseOptions,
+  runStep,
+  stepInputs,
+  stepOptions,
+  withHead,
+  type TrainerOptions,
+  type TrainerPhase,
+  type TrainerStepEstimate,
+} from './step.js';
 import type { Estimate } from '../estimate-types.js';
 
 /** Options of {@link trainerStep}. */
@@ -120,11 +133,10 @@ export function peakOf(phases: readonly TrainerPhase[]): Pick<TrainerStepEstimat
  * ```
  */
 export function trainerStep(model: ModuleLayer, args: TrainerArgs, options: TrainerStepOptions): TrainerStepEstimate {
-  const r = resolveTrainerArgs('trainer', args, options);
+  stepInputs(model, options, { sequence: integer(2) }, ['sequence'], 'trainerStep');
+  const r = resolveTrainerArgs('trainer', args, releaseOptions(options));
   const device = options.device ?? 'cuda';
   const sequence = options.sequence;
-  if (!Number.isSafeInteger(sequence) || sequence < 2)
-    fail('bad-option', 'tokens per example', { path: ['options', 'sequence'], expected: 'an integer ≥ 2', received: String(sequence) });
   checkLiger(r, device);
   // use_liger_kernel: transformers patches the forward with Liger's fused linear cross-entropy (no logits in training).
   const headed = r.liger

@@ -72,7 +72,7 @@ describe('builders', () => {
     );
     expect(r.modules.filter((m) => m.depth === 1).map((m) => m.path)).toEqual([['0'], ['1'], ['2']]);
     expect(r.params.total).toBe(3 * (16 * 16 + 16));
-    for (const n of [-1, 2.5, Number.NaN]) expect(issueOf(() => repeat(n, () => relu())).code).toBe('bad-attribute');
+    for (const n of [-1, 2.5, Number.NaN]) expect(issueOf(() => repeat(n, () => relu()))).toMatchObject({ code: 'bad-option', path: ['repeat', 'n'] });
   });
 
   it('checks dimension indices the way PyTorch takes them (negative from the end)', () => {

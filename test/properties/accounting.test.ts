@@ -198,9 +198,16 @@ describe('invalid models', () => {
         const probe = estimate(seq(...layers), { input: m.input });
         const shape = probe.modules[0]!.outputShape!;
         if (shape.length !== 4) return;
-        const { layer } = breakers[which]!(shape[1] as number, shape[2] as number);
         const cut = layers.length; // the broken layer comes after the valid ones
-        const broken = seq(...layers.slice(0, cut), layer);
+        let broken: ReturnType<typeof seq>;
+        try {
+          // A value its builder's schema refuses (out: 0, stride: 1.5) fails as the layer is built, at the builder's option.
+          broken = seq(...layers.slice(0, cut), breakers[which]!(shape[1] as number, shape[2] as number).layer);
+        } catch (error) {
+          expect(error).toBeInstanceOf(VramError);
+          expect((error as VramError).issues[0]!.path.length).toBeGreaterThan(1);
+          return;
+        }
         try {
           estimate(broken, { input: m.input });
           expect.unreachable('should have thrown');

@@ -6,6 +6,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { safetensorsSummary } from '../../src/index.js';
+import { duplicateKeyPath } from '../../src/report/safetensors.js';
+import { cli, scratch } from '../helpers/cli.js';
 import { errorOf } from '../helpers/errors.js';
 
 type Entry = { dtype: string; shape: number[]; data_offsets: [number, number] };
@@ -68,5 +70,68 @@ describe('safetensorsSummary: the library’s header checks', () => {
     expect(errorOf(() => safetensorsSummary({ __metadata__: [] })).issues[0]?.path).toEqual(['header', '__metadata__']);
     expect(errorOf(() => safetensorsSummary({ __metadata__: { format: 1 } })).issues[0]?.path).toEqual(['header', '__metadata__', 'format']);
     expect(safetensorsSummary({ __metadata__: { format: 'pt' } }).tensors).toBe(0);
+  });
+});
+
+describe('a tensor named twice: JSON.parse keeps the last, the header is refused', () => {
+  const w = '{"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}';
+  const v = '{"dtype": "F32", "shape": [4], "data_offsets": [16, 32]}';
+
+  it('safetensorsSummary with the text names the tensor', () => {
+    const hidden = '{"dtype": "BF16", "shape": [1000], "data_offsets": [0, 2000]}';
+    const text = `{"w": ${hidden}, "v": ${v}, "w": ${w}}`;
+    // Without the text the parsed object looks fine: the first w is gone.
+    expect(safetensorsSummary(JSON.parse(text), { dataBytes: 32 }).tensors).toBe(2);
+    const error = errorOf(() => safetensorsSummary(JSON.parse(text), { text, dataBytes: 32 }));
+    expect(error.issues[0]).toMatchObject({ code: 'bad-safetensors', path: ['header', 'w'] });
+    expect(error.issues[0]?.message).toMatch(/names the tensor "w" twice/);
+    expect(safetensorsSummary(JSON.parse(`{"w": ${w}, "v": ${v}}`), { text: `{"w": ${w}, "v": ${v}}`, dataBytes: 32 }).tensors).toBe(2);
+  });
+
+  it('keys compare unescaped; a key inside a string value is no key; a field twice in one entry is named too', () => {
+    expect(duplicateKeyPath(`{"w": ${w}, "\\u0077": ${v}}`)).toEqual(['w']);
+    expect(duplicateKeyPath(`{"__metadata__": {"note": "{\\"w\\": 1, \\"w\\": 2}"}, "w": ${w}}`)).toBeUndefined();
+    expect(duplicateKeyPath('{"a\\\\": 1, "a\\"": 2, "a": 3}')).toBeUndefined();
+    expect(duplicateKeyPath('{"w": {"dtype": "F32", "dtype": "BF16"}}')).toEqual(['w', 'dtype']);
+    expect(duplicateKeyPath('{"w": {"shape": [1, {"k": 1, "k": 2}]}}')).toEqual(['w', 'shape', 1, 'k']);
+    // The same key in two different objects is no duplicate.
+    expect(duplicateKeyPath('{"a": {"k": 1}, "b": {"k": 1}, "c": [{"k": 1}, {"k": 2}]}')).toBeUndefined();
+    const error = errorOf(() => safetensorsSummary({ w: { dtype: 'BF16' } }, { text: '{"w": {"dtype": "F32", "dtype": "BF16"}}' }));
+    expect(error.issues[0]?.path).toEqual(['header', 'w', 'dtype']);
+  });
+
+  it('agrees with a reference over random objects with repeated keys', () => {
+    const key = fc.constantFrom('a', 'b', 'w', 'a"b', 'é', '\\', '{', ',');
+    fc.assert(
+      fc.property(fc.array(fc.tuple(key, fc.oneof(fc.integer(), fc.string(), fc.array(key))), { maxLength: 6 }), (pairs) => {
+        const text = `{${pairs.map(([k, value]) => `${JSON.stringify(k)}: ${JSON.stringify(value)}`).join(', ')}}`;
+        const seen = new Set<string>();
+        const first = pairs.find(([k]) => seen.has(k) || !seen.add(k));
+        expect(duplicateKeyPath(text)).toEqual(first === undefined ? undefined : [first[0]]);
+      }),
+    );
+  });
+
+  it('deep nesting and long headers: linear, no recursion', () => {
+    const depth = 100_000;
+    expect(duplicateKeyPath(`${'['.repeat(depth)}${']'.repeat(depth)}`)).toBeUndefined();
+    expect(duplicateKeyPath(`${'{"a":'.repeat(depth)}{"k": 1, "k": 2}${'}'.repeat(depth)}`)?.length).toBe(depth + 1);
+    const many = Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`t${i}`, { dtype: 'F32', shape: [1], data_offsets: [4 * i, 4 * i + 4] }]));
+    const text = JSON.stringify(many);
+    const start = performance.now();
+    expect(duplicateKeyPath(`${text.slice(0, -1)}, "t7": {}}`)).toEqual(['t7']);
+    expect(performance.now() - start).toBeLessThan(2000);
+  });
+
+  it('vram-ts --safetensors refuses a tensor named twice, naming it', () => {
+    const { file } = scratch('safetensors-duplicates');
+    const text = new TextEncoder().encode(`{"w": ${w}, "w": ${w}}`);
+    const bytes = new Uint8Array(8 + text.length + 16);
+    new DataView(bytes.buffer).setBigUint64(0, BigInt(text.length), true);
+    bytes.set(text, 8);
+    const r = cli('--safetensors', file('twice.safetensors', bytes));
+    expect(r.code).toBe(2);
+    expect(r.out).toBe('');
+    expect(r.err).toMatch(/^vram-ts: .*twice\.safetensors: header\.w: the header names the tensor "w" twice/);
   });
 });

@@ -1,5 +1,7 @@
 import { fail } from '../../errors.js';
 import { deepFreeze } from '../../freeze.js';
+import { decoderOptions } from '../../options.js';
+import { show, validate } from '../../validate.js';
 import type { ModuleLayer } from '../../nn/types.js';
 import type { DecoderOptions } from '../llama.js';
 import { fromHFConfig } from '../hf.js';
@@ -39,8 +41,10 @@ function normalise(name: string): string {
  * ```
  */
 export function llm(name: string, options: DecoderOptions = {}): ModuleLayer {
+  // The options' schema (the decoders' own) before the name is looked up: a bad option is found whatever the name.
+  validate(options, decoderOptions, ['options']);
   if (typeof name !== 'string')
-    fail('unknown-model', 'a catalog LLM is named by a string', { path: ['model'], expected: LLMS.map((e) => e.id).join(' | '), received: String(name) });
+    fail('unknown-model', 'a catalog LLM is named by a string', { path: ['model'], expected: LLMS.map((e) => e.id).join(' | '), received: show(name) });
   const key = normalise(name);
   const entry = LLMS.find((e) => e.id === key || normalise(e.repo) === key);
   if (entry === undefined) fail('unknown-model', 'unknown catalog LLM', { path: ['model'], expected: LLMS.map((e) => e.id).join(' | '), received: name });

@@ -17,6 +17,7 @@ import {
   summary,
   timelineSvg,
   wholeParams,
+  VramError,
   type Estimate,
   type EstimateOptions,
   type FitResult,
@@ -50,6 +51,8 @@ interface Step {
   readonly options: EstimateOptions;
   readonly gpu: string | undefined;
   readonly verdict: FitResult | undefined;
+  /** --all-ranks: every rank's figures. */
+  readonly ranks: readonly RankFigures[] | undefined;
 }
 
 function runEstimate(ref: ModelRef, values: Values): Outcome {
@@ -59,6 +62,8 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
   }
   const model = buildModel(ref, values, tensorParallelOf(values));
   const options = estimateOptions(values, ref, model);
+  // Listed first: a job of too many ranks is refused before any estimate.
+  const ranks = values['all-ranks'] ? allRanks(model, options) : undefined;
   const gpu = values.gpu;
   const verdict = gpu !== undefined ? fits(model, { ...options, gpu }) : undefined;
   const code = values.check && verdict !== undefined && !verdict.fits ? 1 : 0;
@@ -68,7 +73,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
   // With --gpu the charts draw the card's memory.
   const chartOptions = gpu !== undefined ? { capacity: gpuBudget(gpu) } : {};
   const result = needsEstimate ? estimate(model, options) : undefined;
-  const step: Step = { ref, values, model, options, gpu, verdict };
+  const step: Step = { ref, values, model, options, gpu, verdict, ranks };
   const text = format === 'torchsummary' || format === 'torchinfo' ? summary(model, { ...options, format }) : formatted(format, result!, step, chartOptions);
   if (values.svg !== undefined) {
     try {
@@ -105,7 +110,7 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
     moeNote(model, r.params.total) +
     hubNote(ref) +
     (verdict !== undefined && gpu !== undefined ? `\n${fitVerdictLine(gpu, verdict)}` : '');
-  const ranks = values['all-ranks'] ? estimateRanks(model, { ...options, timeline: false }) : undefined;
+  const ranks = step.ranks;
   const rankText = ranks === undefined ? '' : `\n${formatRanks(ranks, format === 'markdown')}`;
   switch (format) {
     case 'table':
@@ -138,6 +143,19 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
       return formatExplain(explain(r));
     case 'svg':
       return breakdownSvg(r, chartOptions);
+  }
+}
+
+/** --all-ranks: every rank of the job (its plan less the rank one estimate names); too many ranks is --gpus's error. */
+function allRanks(model: Layer, options: EstimateOptions): readonly RankFigures[] {
+  const { rank: _rank, ...plan } = options.parallel!;
+  try {
+    return estimateRanks(model, { ...options, timeline: false, parallel: plan });
+  } catch (error) {
+    const issue = error instanceof VramError ? error.issues[0] : undefined;
+    if (issue?.code === 'too-many-ranks')
+      usage('--gpus', 'is more ranks than --all-ranks lists: estimate the ones you need with --rank R', { expected: issue.expected, received: issue.received });
+    throw error;
   }
 }
 

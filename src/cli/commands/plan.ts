@@ -1,5 +1,5 @@
 /** `vram-ts plan <model> --gpu <gpu> --gpus N --global-batch G`: which layouts fit, and the fewest GPUs. */
-import { GPUS, decoderMeta, formatBytes, gpusOf, plan, type Layer, type Layout, type PlanResult } from '../lib.js';
+import { GPUS, VramError, decoderMeta, formatBytes, gpusOf, plan, type Layer, type Layout, type PlanOptions, type PlanResult } from '../lib.js';
 import { listOf } from '../args.js';
 import { usage } from '../errors.js';
 import { DEFAULTS, type Values } from '../flags.js';
@@ -110,6 +110,21 @@ function contextParallelSearch(ref: ModelRef, values: Values) {
     : undefined;
 }
 
+/** The job's options that are flags, by the path plan reports them at. */
+const FLAG_OF: Readonly<Record<string, string>> = { gpus: '--gpus', globalBatch: '--global-batch', pipelines: '--pp' };
+
+/** The plan, a refusal of the job's size (too many GPUs or ranks to weigh) being its flag's error. */
+function planOf(model: Layer, options: PlanOptions): PlanResult {
+  try {
+    return plan(model, options);
+  } catch (error) {
+    const issue = error instanceof VramError ? error.issues[0] : undefined;
+    const flag = issue === undefined ? undefined : FLAG_OF[String(issue.path[0])];
+    if (issue !== undefined && flag !== undefined) usage(flag, issue.message, { expected: issue.expected, received: issue.received });
+    throw error;
+  }
+}
+
 function runPlan(ref: ModelRef, values: Values): Outcome {
   const format = formatOf(values, 'plan', DEFAULTS.format);
   const model = buildModel(ref, values);
@@ -123,7 +138,7 @@ function runPlan(ref: ModelRef, values: Values): Outcome {
   const pipelines = Array.from({ length: maxPp }, (_, i) => i + 1);
   const tensorParallel = tensorParallelSearch(ref, values, model);
   const contextParallel = contextParallelSearch(ref, values);
-  const result = plan(model, {
+  const result = planOf(model, {
     ...options,
     ...job,
     sample: (input as readonly number[]).slice(1),
