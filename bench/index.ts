@@ -8,9 +8,14 @@ import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import * as lib from '../dist/index.js';
+import { allocatorRows } from './allocator.js';
 import { fastest, scaling } from './scaling.js';
 
 const { rows, budgets } = scaling(lib, { rounds: 30, calls: 5 });
+// The allocator replay at 10^4, 10^5, 10^6 entries (issue 24): linear within 1.5× over 100× the entries.
+const allocator = allocatorRows(lib);
+rows.push(...allocator);
+budgets.push({ name: 'replayAllocator 10^6 / 10^4 entries', ratio: allocator.at(-1)!.ratio, limit: 150 });
 
 // The CLI's cold start: a new Node process each time, as a shell user meets it.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));

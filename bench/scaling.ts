@@ -121,9 +121,22 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
     inputs.map(([name, input]) => [`Qwen2.5-0.5B ${name} bf16 training step`, () => read(lib.estimate(qwen, { input, precision: 'bf16' }))]),
   );
   const big = lib.fromHFConfig(LLAMA_405B);
+  // The search itself (issue 11) on the allocated-only verdict; the default one (issue 24) also traces
+  // the full model once and replays the caching allocator at a few values: against one estimate
+  // that reads its reserved bytes (the same trace and one replay).
   group('maxFitting', [
     ['estimate: Llama-3.1-405B 1×8192 bf16 training step', () => read(lib.estimate(big, train405))],
-    ['maxFitting: batch of Llama-3.1-405B at 8192 on 8 TiB', () => lib.maxFitting(big, 'B', { input: [B, 8192], precision: 'bf16', gpu: '8192GB' })],
+    [
+      'maxFitting: batch of Llama-3.1-405B at 8192 on 8 TiB (allocated verdict)',
+      () => lib.maxFitting(big, 'B', { input: [B, 8192], precision: 'bf16', gpu: '8192GB', verdict: 'allocated' }),
+    ],
+  ]);
+  group('maxFitting (reserved)', [
+    ['estimate + bytes.reserved: Llama-3.1-405B 1×8192 bf16 training step', () => lib.estimate(big, train405).bytes.reserved],
+    [
+      'maxFitting: batch of Llama-3.1-405B at 8192 on 8 TiB (default verdict)',
+      () => lib.maxFitting(big, 'B', { input: [B, 8192], precision: 'bf16', gpu: '8192GB' }),
+    ],
   ]);
   // A GRPOTrainer step (issue 20): generation, the log-prob passes and the loss, against the one
   // training-step estimate it contains (the same loss step: 8 × 4352 tokens, autocast, checkpointing).
@@ -152,6 +165,7 @@ export function scaling(lib: Library, options: { rounds?: number; calls?: number
       { name: `${last('depth').task.split(',')[1]!.trim()} / 1 layer`, ratio: last('depth').ratio, limit: 3 },
       { name: '[B, S] symbolic / concrete', ratio: last('symbols').ratio, limit: 3 },
       { name: 'maxFitting / one estimate', ratio: last('maxFitting').ratio, limit: 3 },
+      { name: 'maxFitting (reserved) / one estimate with its reserved bytes', ratio: last('maxFitting (reserved)').ratio, limit: 3 },
       { name: 'grpoStep / one training-step estimate', ratio: last('grpo').ratio, limit: 5 },
       { name: 'vllmEngine / one inference estimate', ratio: last('vllm').ratio, limit: 3 },
     ],

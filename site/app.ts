@@ -6,7 +6,7 @@ import {
   breakdownSvg,
   CATEGORIES,
   decoderMeta,
-  estimate,
+  fits,
   formatBytes,
   formatCount,
   fromHFConfig,
@@ -14,7 +14,6 @@ import {
   llm,
   LLMS,
   maxFitting,
-  memoryBudget,
   mobilenetV3Large,
   mobilenetV3Small,
   sym,
@@ -264,14 +263,41 @@ function render(state: State): void {
   try {
     const model = buildModel(state);
     const options = optionsOf(state, model);
-    const result: Estimate = estimate(model, options);
+    // The verdict's estimate is the page's (with its timeline): capacity − runtime lines against reserved.
+    const verdict = fits(model, { ...options, timeline: true, gpu: state.gpu });
+    const result: Estimate = verdict.estimate;
     const bytes = result.bytes;
     const peak = bytes.peak as number;
-    const budget = memoryBudget(state.gpu);
-    const fits = peak <= budget;
+    const budget = verdict.capacity;
     const ranks = options.parallel !== undefined ? ` per GPU (rank 0 of ${state.gpus})` : '';
+    const line = (label: string, value: number, id: string, note = '') =>
+      `<tr><th scope="row">${label}</th><td class="num" id="${id}" data-bytes="${value}">${value < 0 ? '−' : ''}${formatBytes(Math.abs(value))}</td><td>${note}</td></tr>`;
+    const lines = [
+      line(
+        'capacity',
+        verdict.capacity,
+        'fit-capacity',
+        verdict.capacityFrom === 'torch'
+          ? 'as PyTorch reports it'
+          : verdict.capacityFrom === 'driver'
+            ? "the driver's total (PyTorch's figure not known)"
+            : 'as given',
+      ),
+      ...verdict.runtime.map((r, i) => line(`− ${r.label}`, r.bytes, `fit-runtime-${i}`, r.source)),
+      line('= usable', verdict.usable, 'fit-usable'),
+      line(
+        verdict.reservedFrom === 'allocator' ? '− reserved by the caching allocator' : '− allocated peak',
+        verdict.reserved,
+        'reserved',
+        verdict.reservedFrom === 'allocator'
+          ? `allocated ${formatBytes(verdict.allocated)} + fragmentation ${formatBytes(verdict.fragmentation)} at the peak`
+          : 'no allocator replay',
+      ),
+      line('= headroom', verdict.headroom, 'fit-headroom'),
+    ];
     $('verdict').innerHTML =
-      `Peak <strong id="peak" data-bytes="${peak}">${formatBytes(peak)}</strong>${ranks} — <span class="${fits ? 'fits' : 'nofit'}">${fits ? 'fits' : 'does not fit'}</span> ${state.gpu} (${formatBytes(budget)}, ${((peak / budget) * 100).toFixed(1)}%).`;
+      `Peak <strong id="peak" data-bytes="${peak}">${formatBytes(peak)}</strong>${ranks} — <span class="${verdict.fits ? 'fits' : 'nofit'}">${verdict.fits ? 'fits' : 'does not fit'}</span> ${state.gpu} (${formatBytes(verdict.capacity)}, ${((verdict.needed / verdict.capacity) * 100).toFixed(1)}% with the runtime).` +
+      `<table id="fit-lines" class="fit-lines"><tbody>${lines.join('')}</tbody></table>`;
     const train = state.mode === 'train';
     const rows = [
       row(

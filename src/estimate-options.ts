@@ -111,7 +111,7 @@ export const budget = anyOf([string, integer(1)], 'a GPU name, a size such as "2
 
 /** FitOptions (fits, maxFitting). */
 export const fitOptions = object({
-  fields: { ...ESTIMATE_FIELDS, gpu: budget, runtime: runtimeOptions, env: symbolValues },
+  fields: { ...ESTIMATE_FIELDS, gpu: budget, runtime: runtimeOptions, env: symbolValues, verdict: oneOf(['reserved', 'allocated'], 'fit verdict') },
   misplaced: MODEL_KEYS,
   required: ['input', 'gpu'],
 });

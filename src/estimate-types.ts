@@ -95,6 +95,21 @@ export interface ByteCounts<D extends Dim = Dim> {
    * counts them (512-byte blocks) on `cuda`, exact bytes on `cpu`; runtime lines excluded.
    */
   readonly peak: D;
+  /**
+   * What PyTorch's caching allocator reserves over the step (`torch.cuda.max_memory_reserved`):
+   * the step's allocations and frees, in the order the simulator makes them, replayed through
+   * `replayAllocator` after a first step (training: the first step, then the steady one;
+   * inference: the forward twice), so that the segments the first step left are there. At least
+   * the allocated peak. Runtime lines (CUDA context, cuBLAS workspaces) excluded.
+   *
+   * Only for a concrete input on `cuda`: absent on `cpu` (no caching allocator: what is allocated
+   * is what is held, `peak`) and for symbolic inputs (evaluate them first; `maxFitting`
+   * replays at each value it tries). Undefined when the two steps' log passes 2,000,000 entries
+   * (REPLAY_LIMIT, which bounds the replay's cost). Made when first read, and not enumerable (`Object.keys`
+   * and a spread leave it out, so the concrete and symbolic `bytes` have the same keys);
+   * `estimateToJSON` writes it.
+   */
+  readonly reserved?: number;
 }
 
 /** Where the peak happens and what is live then. */
@@ -107,6 +122,17 @@ export interface PeakDetails {
   readonly byCategory: Readonly<Record<Category, Dim>>;
   /** For symbolic sizes: every candidate that can be the peak for some dimension values. */
   readonly candidates: readonly PeakPoint[];
+  /**
+   * Bytes the caching allocator has reserved at the peak (segments are never returned, so what
+   * it reserved up to then). Present where `bytes.reserved` is (concrete input on `cuda`), and
+   * like it made when first read and not enumerable.
+   */
+  readonly reserved?: number;
+  /**
+   * `reserved - bytes` at the peak: memory in the allocator's segments that no live tensor holds
+   * (cached free blocks, the unused ends of segments). Present where `reserved` is.
+   */
+  readonly fragmentation?: number;
 }
 
 /** One simulated step: its peak and the live bytes before and after. */

@@ -6,6 +6,7 @@ import { show, validate, type Check } from './validate.js';
 import type { StepProgram } from './memory/ledger.js';
 import { optimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
+import { concreteStep, replayReserved } from './memory/reserved.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
@@ -472,8 +473,31 @@ function assemble(
     return main.program.sizes.every((size) => typeof size === 'number') ? concreteTimeline(main.program) : programTimeline(main.program);
   });
   lazy(result, 'ir', () => (reduced === undefined ? ir : reduced.fullIr()));
+  if (rounded && typeof peak.bytes === 'number') reservedFigures(result, train);
   ESTIMATES.add(result);
   return result;
+}
+
+/**
+ * A concrete CUDA estimate's caching-allocator figures, made when first read (one replay for all
+ * three): `bytes.reserved`, `peak.reserved`, `peak.fragmentation`. The log is the first step then
+ * the peak's step (training: the first step, then the steady one; inference: the forward twice),
+ * each the full model's program (a model estimated from reduced blocks is traced whole here).
+ */
+function reservedFigures(result: Estimate, train: boolean): void {
+  const replay = once(() => {
+    const step = (train ? result.steps.steady : result.steps.inference)!;
+    const before = train ? result.steps.first! : step;
+    return replayReserved(concreteStep(before.program), concreteStep(step.program));
+  });
+  // Not enumerable: what reads `bytes` key by key (its symbolic twin has no such key) or copies it does not replay.
+  const hidden = (target: object, key: string, make: () => number | undefined) => Object.defineProperty(target, key, { enumerable: false, get: make });
+  hidden(result.bytes, 'reserved', () => replay()?.reserved);
+  hidden(result.peak, 'reserved', () => replay()?.reservedAtPeak);
+  hidden(result.peak, 'fragmentation', () => {
+    const r = replay();
+    return r === undefined ? undefined : r.reservedAtPeak - r.allocatedAtPeak;
+  });
 }
 
 function details(r: StepResult, step: PeakDetails['step'], bytes: Dim = r.peak.bytes): PeakDetails {

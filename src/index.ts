@@ -14,7 +14,7 @@ export { numel, specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 // Estimate, fit, plan.
 export { estimate, traceModel } from './estimate.js';
 export type { ByteCounts, Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
-export { fits, maxFitting, type FitOptions, type FitResult } from './fit.js';
+export { fits, gpuCapacity, maxFitting, type FitOptions, type FitResult, type FitVerdict } from './fit.js';
 export { estimateRanks, type RankFigures } from './ranks.js';
 export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
 export type { Device, Framework } from './ops/types.js';
@@ -230,8 +230,19 @@ export { safetensorsSummary, type SafetensorsCheck, type SafetensorsSummary } fr
 export { breakdownSvg, timelineSvg, type ChartOptions } from './report/svg.js';
 
 // GPUs and the run time around a step.
-export { GPUS, gpu, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
+export {
+  GPUS,
+  gpu,
+  memoryBudget,
+  torchCapacity,
+  type CapacityFigure,
+  type CapacityPrecision,
+  type GpuFamily,
+  type GpuSpec,
+  type TorchCapacity,
+} from './gpus/catalog.js';
 export { CONTEXT_DEFAULTS, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
-export { replayAllocator, type AllocatorReplay } from './memory/allocator.js';
+export { formatSize, replayAllocator, roundSize, type AllocatorOom, type AllocatorOptions, type AllocatorReplay } from './memory/allocator.js';
+export { parseAllocConf, type AllocConf } from './memory/alloc-conf.js';
 export type { OptimizerImpl, OptimizerName, OptimizerSpec } from './memory/optimizers.js';
 export { CATEGORIES, type Category, type PeakPoint, type Phase, type StepProgram, type TimelineEvent } from './memory/ledger.js';

@@ -389,6 +389,8 @@ function bestLayout(model: Layer, trial: Trial): Layout {
     input: [sym('B', { max: Math.floor(share / pp) }), ...sample],
     ...(pp > 1 ? { microBatches: pp } : {}),
     gpu,
+    // The plan compares allocated peaks with the nominal memory (below); the reserved verdict is not its yet.
+    verdict: 'allocated',
   });
   const micros = microBatchesOf(share, pp);
   for (const micro of micros) {

@@ -6,7 +6,9 @@ import { formatDim } from '../sym/format.js';
 
 /**
  * An estimate as plain JSON-ready data: numbers stay numbers, expressions become their
- * text, the IR and the replayable programs are left out. Anything but a result of estimate()
+ * text, the IR and the replayable programs are left out; a concrete CUDA estimate's
+ * `bytes.reserved`, `peak.reserved` and `peak.fragmentation` are written (they replay the
+ * step). Anything but a result of estimate()
  * (a copy too) is a VramError.
  *
  * @example
@@ -31,8 +33,11 @@ export function estimateToJSON(result: Estimate): Record<string, unknown> {
     return value;
   };
   const { ir, ...rest } = result;
-  return {
-    ...(plain(rest) as Record<string, unknown>),
-    settings: plain(ir.settings),
-  };
+  const json = plain(rest) as Record<string, Record<string, unknown>>;
+  // The caching allocator's figures (concrete CUDA estimates), read here: not enumerable.
+  if (result.bytes.reserved !== undefined) {
+    json.bytes = { ...json.bytes, reserved: result.bytes.reserved };
+    json.peak = { ...json.peak, reserved: result.peak.reserved, fragmentation: result.peak.fragmentation };
+  }
+  return { ...json, settings: plain(ir.settings) };
 }

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  CONTEXT_DEFAULTS,
   CATEGORIES,
   conv2d,
   estimate,
@@ -166,15 +167,17 @@ describe('the training step (property-based)', () => {
 
   it('maxFitting returns v such that v fits and v + 1 does not', () => {
     fc.assert(
-      fc.property(randomModel, fc.integer({ min: 1, max: 400 }), (m, scale) => {
+      fc.property(randomModel, fc.integer({ min: 1, max: 400 }), fc.constantFrom('reserved' as const, 'allocated' as const), (m, scale, verdict) => {
         const model = seqFromSpecs(m.layers);
         const [, c, h, w] = m.input;
-        const one = num(estimate(model, { input: [1, c, h, w], timeline: false }).bytes.peak);
-        const budget = one * (1 + scale / 10);
-        const B = maxFitting(model, 'B', { input: [sym('B'), c, h, w], gpu: Math.floor(budget) });
+        // No runtime lines (a budget the size of these small models' steps): reserved or allocated alone.
+        const runtime = { context: false, cublas: false };
+        const one = fits(model, { input: [1, c, h, w], gpu: 1, verdict, runtime });
+        const gpu = Math.floor(one.needed * (1 + scale / 10));
+        const B = maxFitting(model, 'B', { input: [sym('B'), c, h, w], gpu, verdict, runtime });
         expect(B).toBeGreaterThanOrEqual(1);
-        expect(fits(model, { input: [B, c, h, w], gpu: Math.floor(budget) }).fits).toBe(true);
-        expect(fits(model, { input: [B + 1, c, h, w], gpu: Math.floor(budget) }).fits).toBe(false);
+        expect(fits(model, { input: [B, c, h, w], gpu, verdict, runtime }).fits).toBe(true);
+        expect(fits(model, { input: [B + 1, c, h, w], gpu, verdict, runtime }).fits).toBe(false);
       }),
       { numRuns: 40 },
     );
@@ -196,16 +199,33 @@ describe('the training step (property-based)', () => {
 describe('fitting', () => {
   it('solves the largest batch of MobileNetV3-small on a GPU exactly', () => {
     const model = mobilenetV3Small({ numClasses: 3 });
-    const B = maxFitting(model, 'B', { input: [sym('B'), 3, 224, 224], gpu: 'RTX-4060' });
+    // The allocated-only verdict: the allocated peak against the nominal memory, as before.
+    const B = maxFitting(model, 'B', { input: [sym('B'), 3, 224, 224], gpu: 'RTX-4060', verdict: 'allocated' });
     const budget = memoryBudget('RTX-4060');
     expect(num(estimate(model, { input: [B, 3, 224, 224], timeline: false }).bytes.peak)).toBeLessThanOrEqual(budget);
     expect(num(estimate(model, { input: [B + 1, 3, 224, 224], timeline: false }).bytes.peak)).toBeGreaterThan(budget);
+    // The default: the step replayed through the caching allocator within capacity − context − two
+    // cuBLAS workspaces (its cached blocks freed and retried before an OOM, as PyTorch does).
+    const R = maxFitting(model, 'B', { input: [sym('B'), 3, 224, 224], gpu: 'RTX-4060' });
+    const at = (b: number) => fits(model, { input: [b, 3, 224, 224], gpu: 'RTX-4060' });
+    expect(at(R).fits).toBe(true);
+    expect(at(R).oom).toBeUndefined();
+    expect(at(R + 1).fits).toBe(false);
+    expect(at(R + 1).oom).toMatch(/^CUDA out of memory\. Tried to allocate /);
+    expect(R).toBeLessThan(B);
   });
   it('solves for a resolution with constraints (shapes must exist) and runtime lines', () => {
     const model = seq(conv2d({ out: 8, kernel: 3, stride: 2 }), relu(), conv2d({ out: 8, kernel: 3 }));
-    const H = maxFitting(model, 'H', { input: [1, 3, sym('H'), 64], gpu: '64MB', runtime: { cublas: true } });
-    expect(fits(model, { input: [1, 3, H, 64], gpu: '64MB', runtime: { cublas: true } }).fits).toBe(true);
-    expect(fits(model, { input: [1, 3, H + 1, 64], gpu: '64MB', runtime: { cublas: true } }).fits).toBe(false);
+    // The allocated-only verdict with the runtime line asked for (64 MB would not hold the default CUDA context).
+    const old = { gpu: '64MB', runtime: { cublas: true }, verdict: 'allocated' } as const;
+    const H = maxFitting(model, 'H', { input: [1, 3, sym('H'), 64], ...old });
+    expect(fits(model, { input: [1, 3, H, 64], ...old }).fits).toBe(true);
+    expect(fits(model, { input: [1, 3, H + 1, 64], ...old }).fits).toBe(false);
+    // The default on 512 MB: 400 MiB of context and two workspaces off it.
+    const R = maxFitting(model, 'H', { input: [1, 3, sym('H'), 64], gpu: '512MB' });
+    expect(R).toBeGreaterThan(0);
+    expect(fits(model, { input: [1, 3, R, 64], gpu: '512MB' }).fits).toBe(true);
+    expect(fits(model, { input: [1, 3, R + 1, 64], gpu: '512MB' }).fits).toBe(false);
     expect(maxFitting(seq(linear({ out: 4 })), 'B', { input: [sym('B'), 8], gpu: 10 })).toBe(0);
   });
 });
@@ -221,12 +241,20 @@ describe('runtime lines and the allocator replay', () => {
   it('fits counts a cuBLAS workspace per thread: two when training (autograd has its own), one in inference', () => {
     const model = mobilenetV3Small({ numClasses: 3 });
     const input = [1, 3, 224, 224];
-    const train = fits(model, { input, gpu: 'H100-80GB', runtime: { cublas: true } });
-    const infer = fits(model, { input, mode: 'inference', gpu: 'H100-80GB', runtime: { cublas: true } });
+    // The allocated-only verdict adds only the lines asked for.
+    const old = { gpu: 'H100-80GB', runtime: { cublas: true }, verdict: 'allocated' } as const;
+    const train = fits(model, { input, ...old });
+    const infer = fits(model, { input, mode: 'inference', ...old });
     expect(train.runtime.map((l) => l.bytes)).toEqual([2 * cublasWorkspace('hopper')]);
     expect(infer.runtime.map((l) => l.bytes)).toEqual([cublasWorkspace('hopper')]);
     expect(train.needed).toBe((train.estimate.bytes.peak as number) + 2 * cublasWorkspace('hopper'));
-    expect(fits(model, { input, gpu: 'H100-80GB', runtime: { cublas: true, cublasHandles: 1 } }).runtime[0]!.bytes).toBe(cublasWorkspace('hopper'));
+    expect(fits(model, { input, ...old, runtime: { cublas: true, cublasHandles: 1 } }).runtime[0]!.bytes).toBe(cublasWorkspace('hopper'));
+    // The default counts the context and the same workspaces without being asked.
+    expect(fits(model, { input, gpu: 'H100-80GB' }).runtime.map((l) => l.bytes)).toEqual([CONTEXT_DEFAULTS.hopper, 2 * cublasWorkspace('hopper')]);
+    expect(fits(model, { input, mode: 'inference', gpu: 'H100-80GB' }).runtime.map((l) => l.bytes)).toEqual([
+      CONTEXT_DEFAULTS.hopper,
+      cublasWorkspace('hopper'),
+    ]);
   });
   it('replays the caching allocator: 2 MiB small segments, 20 MiB for 1-10 MiB, reuse after free', () => {
     const MiB = 2 ** 20;

@@ -38,9 +38,50 @@ import type { ModelCommand, Outcome } from './command.js';
 /** Formats with no room for a fit verdict: there --gpu only makes sense with --check. */
 const NO_VERDICT_FORMATS = ['torchsummary', 'torchinfo', 'explain', 'svg'];
 
-/** The fit verdict's line under a table. */
+const CAPACITY_NOTE: Readonly<Record<FitResult['capacityFrom'], string>> = {
+  torch: 'as PyTorch reports it (a cited log: docs/gpus.md)',
+  driver: "the driver's total: no log of PyTorch's figure for this GPU is known (it reports somewhat less)",
+  given: 'as given',
+  nominal: 'nominal',
+};
+
+/**
+ * The fit verdict under a table: a line that says whether it fits, then every line of the sum
+ * (capacity, − each runtime line, = usable, − reserved or the allocated peak, = headroom).
+ */
 export function fitVerdictLine(gpu: string, verdict: FitResult): string {
-  return `${verdict.fits ? 'Fits' : 'Does not fit'} ${gpu} (${formatBytes(verdict.budget)}): needs ${formatBytes(verdict.needed)}, ${verdict.fits ? 'leaves' : 'short by'} ${formatBytes(Math.abs(verdict.headroom))} (CUDA context and library workspaces not included).\n`;
+  const reservedVerdict = verdict.verdict === 'reserved';
+  const compared = reservedVerdict ? verdict.reserved : verdict.allocated;
+  const short = verdict.headroom < 0;
+  const head =
+    verdict.fits && short
+      ? `Fits ${gpu} (${formatBytes(verdict.capacity)}): needs ${formatBytes(verdict.needed)} with the cache kept, ${formatBytes(-verdict.headroom)} past it, but every allocation is placed once the caching allocator frees its cached blocks and retries, as PyTorch does before an out-of-memory error.`
+      : `${verdict.fits ? 'Fits' : 'Does not fit'} ${gpu} (${formatBytes(verdict.capacity)}): needs ${formatBytes(verdict.needed)}, ${verdict.fits ? 'leaves' : 'short by'} ${formatBytes(Math.abs(verdict.headroom))}.`;
+  const oom = verdict.oom !== undefined ? `  PyTorch would raise: OutOfMemoryError: ${verdict.oom}\n` : '';
+  const what = !reservedVerdict
+    ? 'allocated peak'
+    : verdict.reservedFrom === 'allocator'
+      ? 'reserved (caching allocator)'
+      : 'allocated peak (no allocator replay)';
+  const note = !reservedVerdict
+    ? 'the allocated-only verdict'
+    : verdict.reservedFrom === 'allocator'
+      ? `allocated ${formatBytes(verdict.allocated)} + fragmentation ${formatBytes(verdict.fragmentation)} at the peak`
+      : verdict.estimate.ir.settings.device === 'cpu'
+        ? 'cpu: no caching allocator'
+        : 'the step is too long to replay';
+  const rows: [string, number, string][] = [
+    [reservedVerdict ? 'capacity' : 'memory', verdict.capacity, CAPACITY_NOTE[verdict.capacityFrom]],
+    ...verdict.runtime.map((line): [string, number, string] => [`- ${line.label}`, line.bytes, line.source]),
+    ['= usable', verdict.usable, ''],
+    [`- ${what}`, compared, note],
+    ['= headroom', verdict.headroom, ''],
+  ];
+  const width = Math.max(...rows.map(([label]) => label.length));
+  const sizes = rows.map(([, bytes]) => (bytes < 0 ? `-${formatBytes(-bytes)}` : formatBytes(bytes)));
+  const sizeWidth = Math.max(...sizes.map((t) => t.length));
+  const lines = rows.map(([label, , source], i) => `  ${label.padEnd(width)}  ${sizes[i]!.padStart(sizeWidth)}${source === '' ? '' : `  ${source}`}`.trimEnd());
+  return `${head}\n${lines.join('\n')}\n${oom}`;
 }
 
 /** What one estimate prints besides its breakdown. */
@@ -135,7 +176,7 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
           : {}),
         ...(kv !== undefined ? { kvCache: kv } : {}),
         ...(ref.hub !== undefined ? { hub: hubJSON(ref.hub) } : {}),
-        ...(verdict !== undefined ? { fit: { gpu, fits: verdict.fits, needed: verdict.needed, budget: verdict.budget, headroom: verdict.headroom } } : {}),
+        ...(verdict !== undefined ? { fit: fitJSON(gpu!, verdict) } : {}),
       };
       return `${JSON.stringify(json, null, 2)}\n`;
     }
@@ -144,6 +185,27 @@ function formatted(format: 'table' | 'json' | 'markdown' | 'explain' | 'svg', r:
     case 'svg':
       return breakdownSvg(r, chartOptions);
   }
+}
+
+/** The verdict's lines in --format json (the estimate is the document's own). */
+function fitJSON(gpu: string, v: FitResult): Record<string, unknown> {
+  return {
+    gpu,
+    fits: v.fits,
+    verdict: v.verdict,
+    capacity: v.capacity,
+    capacityFrom: v.capacityFrom,
+    runtime: v.runtime,
+    usable: v.usable,
+    reserved: v.reserved,
+    reservedFrom: v.reservedFrom,
+    allocated: v.allocated,
+    fragmentation: v.fragmentation,
+    needed: v.needed,
+    budget: v.budget,
+    headroom: v.headroom,
+    ...(v.oom !== undefined ? { oom: v.oom } : {}),
+  };
 }
 
 /** --all-ranks: every rank of the job (its plan less the rank one estimate names); too many ranks is --gpus's error. */
