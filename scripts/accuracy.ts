@@ -32,6 +32,7 @@ import { compareDeepSpeedFixture, deepspeedTolerance, loadDeepSpeedFixtures, typ
 import {
   MIRROR_RELEASE,
   compareCudaFixture,
+  compareCudaReserved,
   compareFixture,
   loadCudaFixtures,
   loadFixtures,
@@ -177,6 +178,30 @@ ${summarize(cudaRows).join('\n')}
 | case | figure | PyTorch | vram-ts | error |
 | --- | --- | ---: | ---: | ---: |
 ${cudaRows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${pct(r.error)} |`).join('\n')}`;
+
+  // The same fixtures' max_memory_reserved next to the caching allocator's replay (issue 24).
+  const reservedRows = cudaFixtures.flatMap((fixture) => {
+    const built = modelFor({ case: fixture.case } as OracleFixture);
+    return 'pending' in built ? [] : compareCudaReserved(fixture, built.layer);
+  });
+  const MiB = 2 ** 20;
+  const reservedError = (r: (typeof reservedRows)[number]) => (r.ours - r.pytorch) / r.pytorch;
+  const reservedWithin = reservedRows.filter((r) => Math.abs(reservedError(r)) <= 0.05).length;
+  const oneSegment = reservedRows.filter((r) => Math.abs(r.ours - r.pytorch) <= 20 * MiB).length;
+  const worstReserved = reservedRows.reduce((w, r) => (Math.abs(reservedError(r)) > Math.abs(w) ? reservedError(r) : w), 0);
+  const reservedSection =
+    reservedRows.length === 0
+      ? 'No CUDA fixtures are committed.'
+      : `\`bytes.reserved\` (the step's allocations replayed through the caching allocator, \`src/memory/allocator.ts\`)
+next to \`torch.cuda.max_memory_reserved\` of the same runs, less the two 32 MiB cuBLAS workspaces reserved
+before each case. These are the small fixtures above (reserved 2–200 MiB), where one segment is a large
+share: ${reservedRows.length} runs, ${reservedWithin} within 5%, ${oneSegment} within one large segment (20 MiB), worst ${pct(worstReserved)}.
+Real-size measurements (Qwen2.5-0.5B under the Trainer, MobileNetV3-small at 3×4000×2672, ResNet-50, with
+the largest batch before OOM) need a CUDA machine and are not committed yet.
+
+| case | run | PyTorch reserved | vram-ts reserved | difference | error |
+| --- | --- | ---: | ---: | ---: | ---: |
+${reservedRows.map((r) => `| ${r.id} | ${r.run} | ${n(r.pytorch)} | ${n(r.ours)} | ${((r.ours - r.pytorch) / MiB).toFixed(0)} MiB | ${pct(reservedError(r))} |`).join('\n')}`;
 
   // One rank of a data-parallel job: the distributed oracles' fixtures.
   const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
@@ -544,6 +569,10 @@ ${rows.map((r) => `| ${r.id} | ${r.figure} | ${n(r.pytorch)} | ${n(r.ours)} | ${
 ## PyTorch 2.x on CUDA
 
 ${cudaSection}
+
+### Reserved memory: the caching allocator
+
+${reservedSection}
 
 ## One rank of a data-parallel job
 

@@ -40,7 +40,7 @@ export interface Gpt2Shape {
   readonly activation?: string;
 }
 
-/** {@link Gpt2Shape} as GPT2Config holds it: sizes >= 1, up to {@link LIMITS}.layers blocks, dropout probabilities, `tie_word_embeddings`, an `ACT2FN` name. */
+/** {@link Gpt2Shape} as GPT2Config holds it: sizes >= 1, up to `LIMITS.layers` blocks, dropout probabilities, `tie_word_embeddings`, an `ACT2FN` name. */
 const GPT2_SHAPE = object({
   fields: {
     ...fieldsOf(['hidden', 'heads', 'inner', 'vocab', 'positions'], integer(1)),

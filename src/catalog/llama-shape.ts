@@ -25,7 +25,7 @@ const window: Check = (value, path, issues) => {
   if (value !== null) size(value, path, issues);
 };
 
-/** {@link LlamaShape} field by field: the families, sizes >= 1, up to {@link LIMITS}.layers layers, flags, probabilities, positive soft-caps. */
+/** {@link LlamaShape} field by field: the families, sizes >= 1, up to `LIMITS.layers` layers, flags, probabilities, positive soft-caps. */
 const LLAMA_SHAPE = object({
   fields: {
     family: oneOf(['llama', 'qwen2', 'mistral', 'qwen3', 'gemma', 'gemma2', 'gemma3_text', 'phi3'], 'family'),

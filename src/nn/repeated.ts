@@ -24,7 +24,7 @@ function built(model: unknown, path: readonly string[]): ModuleLayer {
  * what the declaration describes, and estimate then traces it whole), how to build the
  * same model with another count (each count built once), and optionally one pipeline stage of
  * it (blocks [start, end), see {@link RepeatedBlocks.stage}). Every argument is checked: `count`
- * an integer from 0 to {@link LIMITS}.layers, `prefix` a string, `body` a layer, `build` and
+ * an integer from 0 to `LIMITS.layers`, `prefix` a string, `body` a layer, `build` and
  * `stage` functions returning module layers (checked when called).
  *
  * @example

@@ -351,3 +351,47 @@ export function compareCudaFixture(fixture: CudaFixture, layer: Layer): Comparis
   out.push(compare(oracle, 'inference peak', fixture.inference.maxAllocated - fixture.inference.allocatedBeforeBuild, inference.bytes.peak as number));
   return out;
 }
+
+/** One reserved-memory row of a CUDA fixture: torch.cuda.max_memory_reserved less the runtime's two 32 MiB cuBLAS workspaces, next to vram-ts's `bytes.reserved`. */
+export interface ReservedComparison {
+  readonly id: string;
+  readonly run: string;
+  readonly pytorch: number;
+  readonly ours: number;
+}
+
+const RESERVED_OPTIMIZERS: Readonly<Record<string, 'sgd' | 'sgd_momentum' | 'adam' | 'adamw'>> = {
+  sgd: 'sgd',
+  sgd_momentum: 'sgd_momentum',
+  adam: 'adam',
+  adamw: 'adamw',
+};
+
+/**
+ * The reserved peaks of one CUDA fixture (each optimizer's training run, and the no-grad forward)
+ * next to vram-ts's replay of the step through the caching allocator. The measured figure includes
+ * the two 32 MiB cuBLAS workspaces reserved before the case (whole large segments), taken off here
+ * as they are runtime lines, not part of `bytes.reserved`.
+ */
+export function compareCudaReserved(fixture: CudaFixture, layer: Layer): ReservedComparison[] {
+  const base = { input: fixture.case.input, device: 'cuda' as const, moduleMode: fixture.case.mode, timeline: false };
+  const workspaces = 64 * 2 ** 20;
+  const out: ReservedComparison[] = [];
+  for (const [name, measured] of Object.entries(fixture.train)) {
+    const optimizer = RESERVED_OPTIMIZERS[name];
+    if (optimizer === undefined) continue;
+    out.push({
+      id: fixture.id,
+      run: `train (${name})`,
+      pytorch: measured.maxReserved - workspaces,
+      ours: estimate(layer, { ...base, optimizer }).bytes.reserved!,
+    });
+  }
+  out.push({
+    id: fixture.id,
+    run: 'inference',
+    pytorch: fixture.inference.maxReserved - workspaces,
+    ours: estimate(layer, { ...base, mode: 'inference' }).bytes.reserved!,
+  });
+  return out;
+}
