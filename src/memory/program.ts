@@ -222,6 +222,15 @@ export function sweepConcrete(program: StepProgram, repeat?: Repetition): { peak
  * is evaluated once, then the log is swept. Exact: equals the peak of the concrete run.
  */
 export function programPeakAt(program: StepProgram, repeat?: Repetition): (env: Readonly<Record<string, number>>) => number {
+  const sizes = programSizesAt(program, (bytes) => roundNumber(bytes, program.rounded));
+  return (env) => sweep(program, repeat, sizes(env)).peak;
+}
+
+/**
+ * A program's block sizes at symbol values: each distinct size compiled once, then at each env
+ * evaluated once (through `value`) and looked up by block id.
+ */
+export function programSizesAt(program: StepProgram, value: (bytes: number) => number): (env: Readonly<Record<string, number>>) => (id: number) => number {
   const keys = new Map<string, number>();
   const evaluators: ((env: Readonly<Record<string, number>>) => number)[] = [];
   const slot = program.sizes.map((size) => {
@@ -235,8 +244,8 @@ export function programPeakAt(program: StepProgram, repeat?: Repetition): (env: 
     return index;
   });
   return (env) => {
-    const values = evaluators.map((f) => roundNumber(f(env), program.rounded));
-    return sweep(program, repeat, (id) => values[slot[id]!]!).peak;
+    const values = evaluators.map((f) => value(f(env)));
+    return (id) => values[slot[id]!]!;
   };
 }
 

@@ -11,10 +11,9 @@
  * size). Zero-byte requests allocate nothing (PyTorch returns a null pointer).
  */
 
-import { compile } from '../sym/evaluate.js';
 import { replayAllocator, type AllocatorOom } from './allocator.js';
 import { type Category, MARK, type StepProgram } from './ledger.js';
-import { roundNumber } from './program.js';
+import { programSizesAt, roundNumber } from './program.js';
 
 /** The most entries a replayed log may have: the replay is O(n log n), and this bounds an estimate's cost to well under a second. */
 export const REPLAY_LIMIT = 2_000_000;
@@ -157,24 +156,9 @@ export function concreteStep(program: StepProgram): ReplayStep {
   return { program, size: (id) => program.sizes[id] as number };
 }
 
-/** Byte counts of a program's blocks at symbol values: each distinct size compiled once. */
+/** Byte counts of a program's blocks at symbol values (each distinct size compiled once; a negative one is none). */
 function sizesAt(program: StepProgram): (env: Readonly<Record<string, number>>) => (id: number) => number {
-  const keys = new Map<string, number>();
-  const evaluators: ((env: Readonly<Record<string, number>>) => number)[] = [];
-  const slot = program.sizes.map((size) => {
-    const key = typeof size === 'number' ? `#${size}` : size.key;
-    let index = keys.get(key);
-    if (index === undefined) {
-      index = evaluators.length;
-      keys.set(key, index);
-      evaluators.push(typeof size === 'number' ? () => size : compile(size));
-    }
-    return index;
-  });
-  return (env) => {
-    const values = evaluators.map((f) => Math.max(0, f(env)));
-    return (id) => values[slot[id]!]!;
-  };
+  return programSizesAt(program, (bytes) => Math.max(0, bytes));
 }
 
 /**
