@@ -2,6 +2,7 @@ import type { Check, ObjectShape } from './validate.js';
 import { anyOf, anything, arrayOf, boolean, integer, number, object, oneOf, string } from './validate.js';
 import { LIMITS } from './limits.js';
 import { dim, dtype } from './options.js';
+import { ncclOptions } from './memory/nccl.js';
 import { parallelSchema } from './parallel/plan.js';
 
 /**
@@ -103,7 +104,7 @@ const bytesOrDefault = anyOf([boolean, integer(0)], 'true, false or a byte count
 
 /** RuntimeOptions (runtimeLines, fits). */
 export const runtimeOptions = object({
-  fields: { context: bytesOrDefault, cublas: bytesOrDefault, cublasHandles: integer(0, 1024), cudnnWorkspace: integer(0) },
+  fields: { context: bytesOrDefault, cublas: bytesOrDefault, cublasHandles: integer(0, 1024), cudnnWorkspace: integer(0), nccl: ncclOptions },
 });
 
 /** A memory budget: a catalog GPU name or size (`24GB`), or a byte count. */

@@ -242,6 +242,7 @@ export {
   type TorchCapacity,
 } from './gpus/catalog.js';
 export { CONTEXT_DEFAULTS, runtimeLines, type RuntimeLine, type RuntimeOptions } from './memory/runtime.js';
+export { NCCL_CONSTANTS, ncclConnectionBytes, ncclLines, type NcclGroup, type NcclLine, type NcclNvlsOptions, type NcclOptions } from './memory/nccl.js';
 export { formatSize, replayAllocator, roundSize, type AllocatorOom, type AllocatorOptions, type AllocatorReplay } from './memory/allocator.js';
 export { parseAllocConf, type AllocConf } from './memory/alloc-conf.js';
 export type { OptimizerImpl, OptimizerName, OptimizerSpec } from './memory/optimizers.js';

@@ -2,6 +2,7 @@ import { fail } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { GpuFamily } from '../gpus/catalog.js';
 import { anyOf, boolean, integer, object, oneOf, validate } from '../validate.js';
+import { type NcclOptions, ncclLinesUnchecked, ncclOptions } from './nccl.js';
 
 /** Opt-in runtime lines: memory the CUDA runtime and libraries take beside tensors. */
 export interface RuntimeOptions {
@@ -17,6 +18,8 @@ export interface RuntimeOptions {
   readonly cublasHandles?: number;
   /** cuDNN workspace in bytes (algorithm-dependent; no default). */
   readonly cudnnWorkspace?: number;
+  /** NCCL communicator buffers, one line per buffer kind and communicator (see `ncclLines`; fits does not take it yet). */
+  readonly nccl?: NcclOptions;
 }
 
 /** One runtime line, reported beside the allocated peak, never folded into it. */
@@ -66,7 +69,7 @@ const bytesOrDefault = anyOf([boolean, integer(0)], 'true, false or a byte count
 
 /** RuntimeOptions, key by key (fits checks them as its `runtime`). */
 const runtimeOptions = object({
-  fields: { context: bytesOrDefault, cublas: bytesOrDefault, cublasHandles: integer(0, 1024), cudnnWorkspace: integer(0) },
+  fields: { context: bytesOrDefault, cublas: bytesOrDefault, cublasHandles: integer(0, 1024), cudnnWorkspace: integer(0), nccl: ncclOptions },
 });
 
 /**
@@ -114,5 +117,6 @@ export function runtimeLines(options: RuntimeOptions, family: GpuFamily): Runtim
   if (options.cudnnWorkspace !== undefined && options.cudnnWorkspace > 0) {
     lines.push({ label: 'cuDNN workspace', bytes: options.cudnnWorkspace, source: 'given' });
   }
+  if (options.nccl !== undefined) lines.push(...ncclLinesUnchecked(options.nccl, ['runtimeLines', 'options', 'nccl']));
   return lines;
 }

@@ -999,6 +999,37 @@ export function specs(): Record<string, Spec> {
         invariant(typeof r === 'number' && Number.isSafeInteger(r) && r <= spec.memoryBytes && r >= 0.95 * spec.memoryBytes, `torchCapacity gave ${str(r)}`);
       },
     },
+    ncclConnectionBytes: {
+      valid: () => v([{}], [{ p2pRead: true }], [{ buffSize: 2 ** 23 }]),
+      numRuns: 3000,
+      arity: 2,
+      check: (r) => {
+        const c = r as { send: number; recv: number };
+        exactCount(c.send, 'send');
+        exactCount(c.recv, 'recv');
+      },
+    },
+    ncclLines: {
+      valid: () =>
+        v(
+          [{ groups: [{ name: 'dp', ranks: 8 }], channels: 16 }],
+          [
+            {
+              groups: [
+                { name: 'tp', ranks: 2 },
+                { name: 'dp', ranks: 4 },
+              ],
+              channels: 8,
+            },
+          ],
+        ),
+      numRuns: 2000,
+      arity: 2,
+      check: (r) => {
+        invariant(Array.isArray(r), 'ncclLines gave no list');
+        for (const line of r as api.RuntimeLine[]) exactCount(line.bytes, `ncclLines ${line.label}`);
+      },
+    },
     parseAllocConf: {
       valid: () =>
         v(['expandable_segments:True'], ['max_split_size_mb:128,garbage_collection_threshold:0.6'], ['roundup_power2_divisions:[256:1,512:2,>:8]'], ['']),

@@ -100,6 +100,14 @@ describe('fits: capacity − runtime lines against reserved by default', () => {
     expect(fits(model, { input, gpu: 'RTX-3090' }).capacity).toBe(gpu('RTX-3090').torchTotal!.bytes);
     expect(() => fits(model, { input, gpu: 'RTX-3090', verdict: 'nominal' as never })).toThrow(/verdict/);
   });
+  it('takes NCCL communicator buffers as runtime lines (outside the caching allocator) off the usable memory', () => {
+    const plain = fits(model, { input, gpu: 'H100-80GB' });
+    const withNccl = fits(model, { input, gpu: 'H100-80GB', runtime: { nccl: { groups: [{ name: 'dp', ranks: 8 }], channels: 16 } } });
+    const line = withNccl.runtime.find((l) => l.label.startsWith('NCCL dp'));
+    expect(line?.bytes).toBe(16 * 12 * 2 ** 20);
+    expect(withNccl.usable).toBe(plain.usable - line!.bytes);
+    expect(() => fits(model, { input, gpu: 'H100-80GB', runtime: { nccl: { groups: [] } } as never })).toThrow(/nccl/);
+  });
   it('on cpu: the allocated peak, no runtime lines unless asked', () => {
     const r = fits(model, { input, device: 'cpu', gpu: '8GB' });
     expect(r.reservedFrom).toBe('allocated');
