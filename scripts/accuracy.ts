@@ -42,6 +42,7 @@ import {
   type Comparison,
   type OracleFixture,
 } from '../test/helpers/oracle.js';
+import { compareCudaOom, loadCudaOomFixtures } from '../test/helpers/oracle.js';
 
 /** One figure's row of a table: vram-ts beside PyTorch, error relative to PyTorch (0 where both are 0, Infinity where only PyTorch's is). */
 function comparisonRow(id: string, label: string) {
@@ -574,6 +575,10 @@ ${cudaSection}
 
 ${reservedSection}
 
+### Real sizes: reserved and the OOM threshold
+
+${realSizesSection()}
+
 ## One rank of a data-parallel job
 
 ${rankSection}
@@ -636,4 +641,46 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   writeFileSync(new URL('../docs/accuracy.md', import.meta.url), text);
   console.log(`docs/accuracy.md: ${rows} rows, ${pending} cases pending`);
   console.log(summary.join('\n'));
+}
+
+/** Real sizes on CUDA (tools/measure_oom.py, test/fixtures/cuda-oom): reserved peaks and the largest batch or context before OOM. */
+function realSizesSection(): string {
+  const fixtures = loadCudaOomFixtures();
+  if (fixtures.length === 0)
+    return `Still to measure: \`tools/measure_oom.py\` (Qwen2.5-0.5B in bf16 with sdpa under a Trainer-like step, 2k–16k tokens,
+with and without gradient checkpointing; MobileNetV3-small at 3×4000×2672, training with Adam and inference;
+ResNet-50 at 224×224, batches 32–128; and under GPUs of 24 and 80 GiB emulated with
+\`torch.cuda.set_per_process_memory_fraction\`, the largest context or batch that runs) writes
+\`test/fixtures/cuda-oom/\` on a CUDA GPU. No fixture is committed yet; test/fidelity/cuda-oom.test.ts compares
+them once they are.`;
+  const env = fixtures[0]!.env;
+  const MiB = 2 ** 20;
+  const rows = fixtures.flatMap((f) => compareCudaOom(f));
+  const fmt = (x: number) => x.toLocaleString('en-US');
+  const peakRows = rows
+    .filter((r) => r.figure !== 'threshold')
+    .map((r) => {
+      const error = r.pytorch === 0 ? 0 : (r.ours - r.pytorch) / r.pytorch;
+      return `| ${r.id} | ${r.at} | ${r.figure} | ${fmt(r.pytorch)} | ${fmt(r.ours)} | ${((r.ours - r.pytorch) / MiB).toFixed(0)} MiB | ${(error * 100).toFixed(2)}% |`;
+    });
+  const thresholdRows = rows
+    .filter((r) => r.figure === 'threshold')
+    .map(
+      (r) =>
+        `| ${r.id} | ${r.at} | ${fmt(r.pytorch)}${r.capped === true ? ' (ceiling)' : ''} | ${fmt(r.ours)} | ${r.step} | ${r.ours === r.pytorch ? 'equal' : Math.abs(r.ours - r.pytorch) <= r.step ? 'one step' : 'off'} |`,
+    );
+  return `Measured by \`tools/measure_oom.py\` on an ${env.gpu ?? 'unknown GPU'} with PyTorch ${env.torch}${env.transformers !== undefined ? ` and transformers ${env.transformers}` : ''}.
+Peaks are the maxima over the whole run (model build, three training steps or two no-grad forwards) less what
+the runtime held before the model (its cuBLAS workspaces), next to \`bytes.reserved\` and \`bytes.peak\`. Thresholds:
+the largest context (step 1024) or batch whose first and steady steps run under
+\`set_per_process_memory_fraction(budget / total)\`, next to \`maxFitting\` with the allowed bytes as the GPU,
+no CUDA-context line (the fraction does not count it) and the measured before-model reservation as the runtime line.
+
+| case | size | figure | PyTorch | vram-ts | difference | error |
+| --- | --- | --- | ---: | ---: | ---: | ---: |
+${peakRows.join('\n')}
+
+| case | GPU budget | PyTorch largest | vram-ts maxFitting | step | agreement |
+| --- | --- | ---: | ---: | ---: | --- |
+${thresholdRows.join('\n')}`;
 }
