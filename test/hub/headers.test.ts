@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VramError, fromHub, type HubCache, type HubCacheEntry } from '../../src/index.js';
+import { countingFetch } from '../helpers/counting-fetch.js';
 import { MAX_IN_FLIGHT } from '../../src/hub/headers.js';
 
 const COMMIT = 'c'.repeat(40);
@@ -131,27 +132,6 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise<void>((done) => server.close(() => done()));
 });
-
-/** The platform fetch, counting the body bytes handed to the reader. */
-function countingFetch(): { fetch: (input: string, init?: RequestInit) => Promise<Response>; read: () => number } {
-  let read = 0;
-  return {
-    read: () => read,
-    fetch: async (input, init) => {
-      const response = await fetch(input, init);
-      if (response.body === null) return response;
-      const counted = response.body.pipeThrough(
-        new TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            read += chunk.length;
-            controller.enqueue(chunk);
-          },
-        }),
-      );
-      return new Response(counted, { status: response.status, headers: response.headers });
-    },
-  };
-}
 
 async function failure(promise: Promise<unknown>): Promise<VramError> {
   try {

@@ -10,6 +10,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VramError, fromHub } from '../../src/index.js';
 import { JSON_CAP } from '../../src/hub/fetch.js';
+import { countingFetch } from '../helpers/counting-fetch.js';
 import { cliAsync } from '../helpers/cli.js';
 
 const COMMIT = 'b'.repeat(40);
@@ -80,27 +81,6 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise<void>((done) => server.close(() => done()));
 });
-
-/** The platform fetch, counting the body bytes handed to the reader. */
-function countingFetch(): { fetch: (input: string, init?: RequestInit) => Promise<Response>; read: () => number } {
-  let read = 0;
-  return {
-    read: () => read,
-    fetch: async (input, init) => {
-      const response = await fetch(input, init);
-      if (response.body === null) return response;
-      const counted = response.body.pipeThrough(
-        new TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            read += chunk.length;
-            controller.enqueue(chunk);
-          },
-        }),
-      );
-      return new Response(counted, { status: response.status, headers: response.headers });
-    },
-  };
-}
 
 async function failure(promise: Promise<unknown>): Promise<{ error: VramError; ms: number }> {
   const start = performance.now();
