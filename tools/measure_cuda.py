@@ -40,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "oracle"))
 
 import torch  # noqa: E402
+from cuda_env import cuda_properties  # noqa: E402  (tools/cuda_env.py)
 
 import oracle  # noqa: E402  (builders, inputs, optimizers, loss, saved-bytes measurement)
 
@@ -52,14 +53,7 @@ def to_device(case, model, x, y, device):
 def env_info(device) -> dict:
     info = {"torch": torch.__version__, "device": str(device)}
     if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info.update(
-            gpu=props.name,
-            totalMemory=props.total_memory,
-            cuda=torch.version.cuda,
-            cudnn=torch.backends.cudnn.version(),
-            capability=f"{props.major}.{props.minor}",
-        )
+        info.update(cuda_properties(torch, device))
     return info
 
 

@@ -54,6 +54,7 @@ import sys
 import time
 
 import torch
+from cuda_env import cuda_properties  # noqa: E402  (tools/cuda_env.py)
 
 GiB = 2**30
 
@@ -157,14 +158,7 @@ def env_info(device: torch.device) -> dict:
     except ImportError:
         pass
     if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        info.update(
-            gpu=props.name,
-            totalMemory=props.total_memory,
-            cuda=torch.version.cuda,
-            cudnn=torch.backends.cudnn.version(),
-            capability=f"{props.major}.{props.minor}",
-        )
+        info.update(cuda_properties(torch, device))
     return info
 
 

@@ -6,31 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { activeParams, deepseekFromHFConfig, estimate, fromHFConfig, linear, moeFromHFConfig, transformersRules, wholeParams } from '../../src/index.js';
+import { TINY_MIXTRAL, TINY_QWEN3_MOE } from '../helpers/tiny-configs.js';
 import { errorOf, issueOf } from '../helpers/errors.js';
 
-const MIXTRAL = {
-  model_type: 'mixtral',
-  hidden_size: 64,
-  intermediate_size: 96,
-  num_hidden_layers: 1,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  vocab_size: 128,
-  num_local_experts: 4,
-};
-const QWEN3_MOE = {
-  model_type: 'qwen3_moe',
-  hidden_size: 64,
-  intermediate_size: 128,
-  moe_intermediate_size: 32,
-  num_hidden_layers: 1,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  head_dim: 16,
-  vocab_size: 128,
-  num_experts: 4,
-  num_experts_per_tok: 2,
-};
+const MIXTRAL = TINY_MIXTRAL;
+const QWEN3_MOE = TINY_QWEN3_MOE;
 
 describe('moeFromHFConfig and deepseekFromHFConfig refuse junk configs and options', () => {
   it.each([

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { activeParams, estimate, fromHFConfig, kvCache, llm, moeBlock, VramError } from '../../src/index.js';
 import { mlaCachePerToken } from '../../src/internals.js';
+import { TINY_DEEPSEEK } from '../helpers/tiny-configs.js';
 import { errorOf } from '../helpers/errors.js';
 
 const fixture = (name: string) =>
@@ -17,26 +18,8 @@ const fixture = (name: string) =>
   };
 
 /** A small DeepSeek-V3: 8 routed experts, 2 groups, one dense layer, MLA with q and kv LoRA. */
-const DEEPSEEK_V3 = {
-  model_type: 'deepseek_v3',
-  hidden_size: 64,
-  intermediate_size: 128,
-  moe_intermediate_size: 32,
-  num_hidden_layers: 3,
-  num_attention_heads: 4,
-  num_key_value_heads: 4,
-  n_routed_experts: 8,
-  num_experts_per_tok: 2,
-  n_group: 2,
-  topk_group: 1,
-  first_k_dense_replace: 1,
-  q_lora_rank: 32,
-  kv_lora_rank: 16,
-  qk_rope_head_dim: 8,
-  qk_nope_head_dim: 16,
-  v_head_dim: 16,
-  vocab_size: 256,
-};
+// TINY_DEEPSEEK with three layers (two of them MoE) and a larger vocabulary.
+const DEEPSEEK_V3 = { ...TINY_DEEPSEEK, num_hidden_layers: 3, vocab_size: 256 };
 
 describe('MoE catalog entries: totals against the real code on the meta device', () => {
   // Source of each total: test/fixtures/hf-configs/<file>.json `totalParams` — transformers 5.18.0's

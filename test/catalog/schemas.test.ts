@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { estimate, gpt2Model, llamaFamily, llm, mobilenetV3Large, mobilenetV3Small, unet, vision, type LlamaShape } from '../../src/index.js';
+import { LLAMA_SHAPE } from '../helpers/tiny-configs.js';
 import { errorOf } from '../helpers/errors.js';
 
 /** Every issue of the VramError a call throws, as `path:code`. */
@@ -90,21 +91,7 @@ describe('gpt2Model', () => {
   });
 });
 
-const LLAMA: LlamaShape = {
-  family: 'llama',
-  hidden: 64,
-  intermediate: 172,
-  layers: 1,
-  heads: 4,
-  kvHeads: 4,
-  headDim: 16,
-  vocab: 256,
-  tied: false,
-  qkvBias: false,
-  outBias: false,
-  mlpBias: false,
-  attentionDropout: 0,
-};
+const LLAMA: LlamaShape = LLAMA_SHAPE;
 
 describe('llamaFamily', () => {
   it.each([

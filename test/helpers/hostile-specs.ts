@@ -7,6 +7,7 @@
 import fc from 'fast-check';
 import * as api from '../../src/index.js';
 import type { Estimate, EstimateOptions, Layer, ModuleLayer } from '../../src/index.js';
+import { LLAMA_SHAPE, TINY_DEEPSEEK, TINY_MIXTRAL, TINY_QWEN3_MOE } from './tiny-configs.js';
 import { junk } from './hostile-values.js';
 
 /** An invariant of a returned result broke (not an exception of the library). */
@@ -130,64 +131,6 @@ const TINY_LLAMA = {
   vocab_size: 64,
 };
 const TINY_GPT2 = { model_type: 'gpt2', n_embd: 64, n_layer: 1, n_head: 4, n_positions: 64, vocab_size: 128 };
-const TINY_MIXTRAL = {
-  model_type: 'mixtral',
-  hidden_size: 64,
-  intermediate_size: 96,
-  num_hidden_layers: 1,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  vocab_size: 128,
-  num_local_experts: 4,
-};
-const TINY_QWEN3_MOE = {
-  model_type: 'qwen3_moe',
-  hidden_size: 64,
-  intermediate_size: 128,
-  moe_intermediate_size: 32,
-  num_hidden_layers: 1,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  head_dim: 16,
-  vocab_size: 128,
-  num_experts: 4,
-  num_experts_per_tok: 2,
-};
-const TINY_DEEPSEEK = {
-  model_type: 'deepseek_v3',
-  hidden_size: 64,
-  intermediate_size: 128,
-  moe_intermediate_size: 32,
-  num_hidden_layers: 2,
-  num_attention_heads: 4,
-  num_key_value_heads: 4,
-  n_routed_experts: 8,
-  num_experts_per_tok: 2,
-  n_group: 2,
-  topk_group: 1,
-  first_k_dense_replace: 1,
-  q_lora_rank: 32,
-  kv_lora_rank: 16,
-  qk_rope_head_dim: 8,
-  qk_nope_head_dim: 16,
-  v_head_dim: 16,
-  vocab_size: 128,
-};
-const LLAMA_SHAPE = {
-  family: 'llama',
-  hidden: 64,
-  intermediate: 172,
-  layers: 1,
-  heads: 4,
-  kvHeads: 4,
-  headDim: 16,
-  vocab: 256,
-  tied: false,
-  qkvBias: false,
-  outBias: false,
-  mlpBias: false,
-  attentionDropout: 0,
-};
 const GPT2_SHAPE = { hidden: 64, layers: 1, heads: 4, inner: 256, vocab: 256, positions: 64, attnDropout: 0, residDropout: 0, embdDropout: 0 };
 
 let cache: Record<string, unknown> | undefined;
