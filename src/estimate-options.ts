@@ -117,6 +117,18 @@ export const fitOptions = object({
   required: ['input', 'gpu'],
 });
 
+/** UsableMemoryOptions. */
+export const usableOptions = object({
+  fields: {
+    gpu: budget,
+    mode: oneOf(['training', 'inference'], 'mode'),
+    device: oneOf(['cuda', 'cpu'], 'device'),
+    runtime: runtimeOptions,
+    verdict: oneOf(['reserved', 'allocated'], 'fit verdict'),
+  },
+  required: ['gpu'],
+});
+
 const TORCHINFO_COLUMNS = ['input_size', 'output_size', 'num_params', 'params_percent', 'kernel_size', 'groups', 'mult_adds', 'trainable'];
 
 /** SummaryOptions. */

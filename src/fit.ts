@@ -1,6 +1,6 @@
 import { estimate, stepPeakAt } from './estimate.js';
 import type { Estimate, EstimateOptions } from './estimate-types.js';
-import { fitOptions } from './estimate-options.js';
+import { fitOptions, usableOptions } from './estimate-options.js';
 import { show, validate } from './validate.js';
 import { VramError, fail } from './errors.js';
 import { gpu as gpuByName, memoryBudget, type GpuFamily, type GpuSpec } from './gpus/catalog.js';
@@ -118,7 +118,6 @@ function familyOf(value: string | number): GpuFamily {
   return 'ampere';
 }
 
-/** The verdict's setup: the capacity and the runtime lines taken off it. */
 /** Where the capacity of a budget comes from (see FitResult.capacityFrom). */
 function capacityFrom(value: string | number, verdict: FitVerdict): FitResult['capacityFrom'] {
   const spec = catalogGpu(value);
@@ -127,17 +126,66 @@ function capacityFrom(value: string | number, verdict: FitVerdict): FitResult['c
   return spec.capacity !== undefined ? 'torch' : 'driver';
 }
 
-function budgetOf(options: FitOptions): { verdict: FitVerdict; capacity: number; lines: RuntimeLine[]; total: number } {
+/** Options of {@link usableMemory}: the GPU and what runs on it. */
+export interface UsableMemoryOptions {
+  /** A catalog GPU name, a size (`24GB`, read as GiB) or a byte count, as {@link FitOptions.gpu}. */
+  readonly gpu: string | number;
+  /** `training` (default: two cuBLAS handles, the caller's thread and autograd's) or `inference` (one). */
+  readonly mode?: 'training' | 'inference';
+  /** `cpu`: no CUDA runtime, no lines unless asked. */
+  readonly device?: 'cuda' | 'cpu';
+  /** The runtime lines, as {@link FitOptions.runtime}. */
+  readonly runtime?: RuntimeOptions;
+  /** As {@link FitOptions.verdict}: `allocated` starts from the nominal memory and counts only the lines asked for. */
+  readonly verdict?: FitVerdict;
+}
+
+/** What the caching allocator of a GPU can reserve: the capacity, the runtime lines taken off it, and what is left. */
+export interface UsableMemory {
+  readonly verdict: FitVerdict;
+  readonly capacity: number;
+  readonly capacityFrom: FitResult['capacityFrom'];
+  readonly runtime: readonly RuntimeLine[];
+  /** capacity − the runtime lines (negative when the runtime alone does not fit). */
+  readonly usable: number;
+}
+
+/**
+ * The memory of a GPU the fit verdict has for the caching allocator: the capacity PyTorch reports
+ * (see {@link gpuCapacity}), less the CUDA context and the cuBLAS workspaces (two handles in
+ * training, one in inference: {@link runtimeLines}), each line with its source. {@link fits} and
+ * the trainers' verdicts start from it.
+ *
+ * @example
+ * ```ts
+ * import { usableMemory } from 'vram-ts';
+ * const u = usableMemory({ gpu: 'RTX-3090' });
+ * console.log(u.runtime.map((l) => l.label).length, u.usable < u.capacity); // 2 true
+ * ```
+ */
+export function usableMemory(options: UsableMemoryOptions): UsableMemory {
+  validate(options, usableOptions);
   const verdict = options.verdict ?? 'reserved';
   // Training runs matmuls on two threads (the caller's and autograd's), each with a handle.
   const handles = options.runtime?.cublasHandles ?? (options.mode === 'inference' ? 1 : 2);
   // On cpu there is no CUDA runtime to count unless asked.
   const asked = verdict === 'allocated' || options.device === 'cpu' ? options.runtime : { context: true, cublas: true, ...options.runtime };
-  const lines = asked ? runtimeLines({ ...asked, cublasHandles: handles }, familyOf(options.gpu)) : [];
+  const runtime = asked ? runtimeLines({ ...asked, cublasHandles: handles }, familyOf(options.gpu)) : [];
   const capacity = verdict === 'allocated' ? memoryBudget(options.gpu) : gpuCapacity(options.gpu);
-  const total = lines.reduce((s, l) => s + l.bytes, 0);
+  const total = runtime.reduce((s, l) => s + l.bytes, 0);
   if (!Number.isSafeInteger(total)) fail('overflow', 'the runtime lines together are past 2^53 bytes', { path: ['runtime'] });
-  return { verdict, capacity, lines, total };
+  return { verdict, capacity, capacityFrom: capacityFrom(options.gpu, verdict), runtime, usable: capacity - total };
+}
+
+function budgetOf(options: FitOptions): { verdict: FitVerdict; capacity: number; lines: readonly RuntimeLine[]; total: number } {
+  const u = usableMemory({
+    gpu: options.gpu,
+    ...(options.mode === 'inference' ? { mode: 'inference' } : {}),
+    ...(options.device === 'cpu' ? { device: 'cpu' } : {}),
+    ...(options.runtime !== undefined ? { runtime: options.runtime } : {}),
+    ...(options.verdict !== undefined ? { verdict: options.verdict } : {}),
+  });
+  return { verdict: u.verdict, capacity: u.capacity, lines: u.runtime, total: u.capacity - u.usable };
 }
 
 /**

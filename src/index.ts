@@ -14,7 +14,17 @@ export { numel, specBytes, tensor, type TensorSpec } from './tensor/spec.js';
 // Estimate, fit, plan.
 export { estimate, traceModel } from './estimate.js';
 export type { ByteCounts, Estimate, EstimateOptions, ModuleRow, ParamCounts, PeakDetails, Precision, StepSummary } from './estimate-types.js';
-export { fits, gpuCapacity, maxFitting, type FitOptions, type FitResult, type FitVerdict } from './fit.js';
+export {
+  fits,
+  gpuCapacity,
+  maxFitting,
+  usableMemory,
+  type FitOptions,
+  type FitResult,
+  type FitVerdict,
+  type UsableMemory,
+  type UsableMemoryOptions,
+} from './fit.js';
 export { estimateRanks, type RankFigures } from './ranks.js';
 export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
 export type { Device, Framework } from './ops/types.js';

@@ -69,6 +69,9 @@ export const ENGINE_FORMATS = ['table', 'json'] as const;
 export const PLAN_FORMATS = ['table', 'json'] as const;
 /** --chart: which chart --svg writes. */
 export const CHARTS = ['timeline', 'breakdown'] as const;
+/** --verdict: what the fit verdict compares. */
+export const VERDICTS = ['reserved', 'allocated'] as const;
+
 /** --solve: what fit solves for. */
 export const SOLVES = ['batch', 'seq', 'resolution'] as const;
 
@@ -348,6 +351,13 @@ export const FLAGS = {
     values: SOLVES,
     meta: 'WHAT',
     help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
+  },
+  verdict: {
+    type: 'string',
+    scope: ['estimate', 'fit'],
+    values: VERDICTS,
+    meta: 'V',
+    help: 'reserved (default): capacity − CUDA context − cuBLAS workspaces against what the\ncaching allocator reserves; allocated: the allocated peak against the nominal memory',
   },
   safetensors: { type: 'string', scope: ['safetensors'] },
   prompt: { type: 'string', max: 1_000_000_000, scope: ['grpo', 'rl'], meta: 'P', help: `prompt tokens of every prompt (default ${DEFAULTS.prompt})` },

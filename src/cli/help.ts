@@ -151,7 +151,7 @@ Usage
 ${MODEL}
 
 Options of an estimate (an option that does not apply is an error)
-${options('estimate', ['input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, 'all-ranks', ...LLM, ...RUNTIME, 'gpu', 'check', 'format', 'svg', 'chart'])}
+${options('estimate', ['input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, 'all-ranks', ...LLM, ...RUNTIME, 'gpu', 'verdict', 'check', 'format', 'svg', 'chart'])}
 
 ${EXIT}
 
@@ -174,7 +174,7 @@ Prints one number: the largest batch, sequence length or image side whose step f
 ${MODEL}
 
 Options
-${options('fit', ['gpu', 'solve', 'check', 'input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, ...LLM, ...RUNTIME])}
+${options('fit', ['gpu', 'verdict', 'solve', 'check', 'input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, ...LLM, ...RUNTIME])}
 
 ${EXIT}
 

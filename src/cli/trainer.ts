@@ -4,8 +4,18 @@
  * errors named by where the value came from (the flag, or the file and its key), and the
  * phase table or JSON of the step.
  */
-import { formatBytes, VramError, type ModuleLayer, type ResolvedTrainerArgs, type TrainerOptions, type TrainerStepEstimate, type VramIssue } from '../index.js';
+import {
+  formatBytes,
+  usableMemory,
+  VramError,
+  type ModuleLayer,
+  type ResolvedTrainerArgs,
+  type TrainerOptions,
+  type TrainerStepEstimate,
+  type VramIssue,
+} from '../index.js';
 import { gpuBudget } from './args.js';
+import { CAPACITY_NOTE, sumLines, type SumRow } from './verdict.js';
 import { readConfigFile } from './config-file.js';
 import { CliError, usage } from './errors.js';
 import { FIELD_FLAGS, specOf, type Values } from './flags.js';
@@ -139,20 +149,59 @@ function residentLine(e: TrainerStepEstimate): string {
 }
 
 /**
+ * The trainer's fit verdict: the capacity PyTorch reports for --gpu, less the CUDA context and the
+ * cuBLAS workspaces (usableMemory), against the step's allocated peak. The phases come from
+ * several estimates and added tensors, with no one allocation log to replay through the caching
+ * allocator: reserved can pass this peak by the allocator's fragmentation, and the lines say so.
+ */
+function trainerVerdict(gpu: string, device: 'cuda' | 'cpu', e: TrainerStepEstimate) {
+  gpuBudget(gpu);
+  const u = usableMemory({ gpu, ...(device === 'cpu' ? { device: 'cpu' } : {}) });
+  const runtime = u.capacity - u.usable;
+  const needed = e.peak + runtime;
+  return {
+    gpu,
+    fits: needed <= u.capacity,
+    capacity: u.capacity,
+    capacityFrom: u.capacityFrom,
+    runtime: u.runtime,
+    usable: u.usable,
+    allocated: e.peak,
+    needed,
+    headroom: u.capacity - needed,
+  };
+}
+
+function verdictText(v: ReturnType<typeof trainerVerdict>, device: 'cuda' | 'cpu'): string {
+  const rows: SumRow[] = [
+    ['capacity', v.capacity, CAPACITY_NOTE[v.capacityFrom]],
+    ...v.runtime.map((line): SumRow => [`- ${line.label}`, line.bytes, line.source]),
+    ['= usable', v.usable, ''],
+    [
+      '- allocated peak',
+      v.allocated,
+      device === 'cpu' ? 'cpu: no caching allocator' : 'the phases are not replayed through the caching allocator: reserved can be higher by its fragmentation',
+    ],
+    ['= headroom', v.headroom, ''],
+  ];
+  return `${v.fits ? 'Fits' : 'Does not fit'} ${v.gpu} (${formatBytes(v.capacity)}): needs ${formatBytes(v.needed)}, ${v.fits ? 'leaves' : 'short by'} ${formatBytes(Math.abs(v.headroom))}.\n${sumLines(rows)}\n`;
+}
+
+/**
  * The command's output: the table (title, phases, the peak and its phase, bytes between steps,
  * `notes`, the fit verdict) or the estimate as JSON (with `fit` when --gpu is given); exit 1
  * with --check when it does not fit.
  */
 export function trainerOutcome(values: Values, format: 'table' | 'json', title: string, e: TrainerStepEstimate, notes: readonly string[]): Outcome {
-  const budget = values.gpu !== undefined ? gpuBudget(values.gpu) : undefined;
-  const fits = budget !== undefined ? e.peak <= budget : undefined;
-  const code = values.check && fits === false ? 1 : 0;
+  const device = choice(values, 'device') === 'cpu' ? 'cpu' : 'cuda';
+  const verdict = values.gpu !== undefined ? trainerVerdict(values.gpu, device, e) : undefined;
+  const code = values.check && verdict !== undefined && !verdict.fits ? 1 : 0;
   if (format === 'json') {
-    const fit = budget !== undefined ? { fit: { gpu: values.gpu, fits, needed: e.peak, budget, headroom: budget - e.peak } } : {};
+    const fit = verdict !== undefined ? { fit: { ...verdict, budget: verdict.capacity } } : {};
     return { stdout: `${JSON.stringify({ ...e, ...fit }, null, 2)}\n`, code };
   }
   let text = `${title}\n${phaseTable(e)}  ${'peak'.padEnd(10)} ${' '.repeat(11)} ${cell(e.peak)}  in ${e.peakPhase}\n`;
   text += `Between steps: ${formatBytes(e.between)}\n${notes.map((n) => `${n}\n`).join('')}${residentLine(e)}`;
-  if (budget !== undefined) text += `${fits ? 'Fits' : 'Does not fit'} ${values.gpu} (${formatBytes(budget)}).\n`;
+  if (verdict !== undefined) text += verdictText(verdict, device);
   return { stdout: text, code };
 }

@@ -112,7 +112,19 @@ const VLLM_H100 = gib(
  * table (`npx tsx scripts/gpus.ts`).
  */
 export const GPUS: readonly GpuSpec[] = deepFreeze([
-  { name: 'V100-16GB', memoryBytes: 16_160 * MiB, nominalBytes: 16 * GiB, family: 'volta', aliases: ['v100', 'tesla-v100-16gb'] },
+  {
+    name: 'V100-16GB',
+    memoryBytes: 16_160 * MiB,
+    nominalBytes: 16 * GiB,
+    family: 'volta',
+    aliases: ['v100', 'tesla-v100-16gb'],
+    capacity: gib(
+      '15.78 GiB',
+      'https://github.com/kchengiva/Shift-GCN/issues/34',
+      'RuntimeError: CUDA out of memory. Tried to allocate 236.00 MiB (GPU 0; 15.78 GiB total capacity; ... I have used a 16G V100',
+      'SXM2 or PCIe not said',
+    ),
+  },
   {
     name: 'V100-32GB',
     memoryBytes: 32_510 * MiB,
@@ -197,7 +209,27 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
     ),
   },
   { name: 'A800-40GB', memoryBytes: 40_960 * MiB, nominalBytes: 40 * GiB, family: 'ampere', aliases: ['a800-40'] },
-  { name: 'A800-80GB', memoryBytes: 81_920 * MiB, nominalBytes: 80 * GiB, family: 'ampere', aliases: ['a800', 'a800-80', 'a800-sxm4-80gb'] },
+  {
+    name: 'A800-80GB',
+    memoryBytes: 81_920 * MiB,
+    nominalBytes: 80 * GiB,
+    family: 'ampere',
+    aliases: ['a800', 'a800-80', 'a800-sxm4-80gb'],
+    capacity: capacity(
+      gib(
+        '79.33 GiB',
+        'https://github.com/hahnyuan/PB-LLM/issues/3',
+        'I used A800-80G to train PB-LLM, but there was a memory overflow. ... GPU 0 has a total capacty of 79.33 GiB of which 49.81 MiB is free',
+        'SXM or PCIe not said; the same figure on eight A800s: https://github.com/MoonshotAI/Kimi-VL/issues/51',
+      ),
+      gib(
+        '79.32 GiB',
+        'https://github.com/Tencent-Hunyuan/HunyuanImage-3.0/issues/22',
+        '按照官方代码推理4*80g a800爆显存 ... GPU 0 has a total capacity of 79.32 GiB of which 10.81 GiB is free',
+      ),
+      gib('79.25 GiB', 'https://github.com/sgl-project/sglang/issues/1463', 'A800-80G ... GPU 0 has a total capacity of 79.25 GiB of which 2.27 GiB is free'),
+    ),
+  },
   {
     name: 'RTX-3090',
     memoryBytes: 24_576 * MiB,
@@ -225,7 +257,18 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
     capacity: capacity(VLLM_L40S),
     torchTotal: legacy(VLLM_L40S, 'vLLM log'),
   },
-  { name: 'L4', memoryBytes: 23_034 * MiB, nominalBytes: 24 * GiB, family: 'ada', aliases: ['nvidia-l4'] },
+  {
+    name: 'L4',
+    memoryBytes: 23_034 * MiB,
+    nominalBytes: 24 * GiB,
+    family: 'ada',
+    aliases: ['nvidia-l4'],
+    capacity: gib(
+      '22.03 GiB',
+      'https://github.com/ArcInstitute/evo2/issues/190',
+      'GPU 0 has a total capacity of 22.03 GiB of which 1.25 GiB is free. ... Is a L4 GPU not enough to run the test script?',
+    ),
+  },
   {
     name: 'RTX-4090',
     memoryBytes: 24_564 * MiB,
@@ -257,7 +300,19 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
       ),
     ),
   },
-  { name: 'RTX-4060', memoryBytes: 8_188 * MiB, nominalBytes: 8 * GiB, family: 'ada', aliases: ['4060', 'rtx4060', 'geforce-rtx-4060'] },
+  {
+    name: 'RTX-4060',
+    memoryBytes: 8_188 * MiB,
+    nominalBytes: 8 * GiB,
+    family: 'ada',
+    aliases: ['4060', 'rtx4060', 'geforce-rtx-4060'],
+    capacity: gib(
+      '7.75 GiB',
+      'https://github.com/ESRSchao/EdgeRegNet/issues/2',
+      'GPU 0 has a total capacity of 7.75 GiB of which 279.12 MiB is free. ... GPU: RTX 4060 (8GB VRAM)',
+      'likely the laptop RTX 4060 (the thread names an Intel Core Ultra 9 185H, a mobile CPU); no desktop figure found',
+    ),
+  },
   {
     name: 'H100-80GB',
     memoryBytes: 81_559 * MiB,
@@ -281,8 +336,32 @@ export const GPUS: readonly GpuSpec[] = deepFreeze([
     ),
     torchTotal: legacy(VLLM_H100, 'vLLM log on H100-80G'),
   },
-  { name: 'H200-141GB', memoryBytes: 143_771 * MiB, nominalBytes: 141 * GiB, family: 'hopper', aliases: ['h200', 'h200-sxm'] },
-  { name: 'MI300X', memoryBytes: 196_592 * MiB, nominalBytes: 192 * GiB, family: 'cdna3', aliases: ['mi300x', 'instinct-mi300x'] },
+  {
+    name: 'H200-141GB',
+    memoryBytes: 143_771 * MiB,
+    nominalBytes: 141 * GiB,
+    family: 'hopper',
+    aliases: ['h200', 'h200-sxm'],
+    capacity: gib(
+      '139.81 GiB',
+      'https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md',
+      'GPU 0: NVIDIA H200 (139.8 GB) ... GPU 0 has a total capacity of 139.81 GiB of which 24.12 MiB is free',
+      "a user's run log committed to a repository (not an issue thread)",
+    ),
+  },
+  {
+    name: 'MI300X',
+    memoryBytes: 196_592 * MiB,
+    nominalBytes: 192 * GiB,
+    family: 'cdna3',
+    aliases: ['mi300x', 'instinct-mi300x'],
+    capacity: gib(
+      '191.98 GiB',
+      'https://github.com/vllm-project/vllm/issues/7951',
+      'HIP out of memory. ... GPU 0 has a total capacity of 191.98 GiB of which 1.32 GiB is free',
+      "ROCm's torch; the thread's environment names the AMD Instinct MI300X",
+    ),
+  },
 ]);
 
 function normalise(name: string): string {

@@ -23,6 +23,8 @@ import { fail } from '../errors.js';
 import { estimate } from '../estimate.js';
 import type { EstimateOptions } from '../estimate-types.js';
 import { gpu as gpuSpec } from '../gpus/catalog.js';
+import { usableMemory } from '../fit.js';
+import type { RuntimeLine } from '../memory/runtime.js';
 import type { ModuleLayer } from '../nn/types.js';
 import { VLLM_ENGINE_FIELDS, vllmEngine, type VllmEngine, type VllmOptions } from '../rollout/vllm.js';
 import type { TrainerArgs } from '../trainers/args.js';
@@ -99,7 +101,18 @@ export interface RlJob {
   readonly phases: readonly RlPhase[];
   readonly peak: number;
   readonly peakPhase: string;
-  /** Whether the highest phase stays under the GPU's total (allocated bytes; the caching allocator's slack comes on top). */
+  /**
+   * The trainer process's runtime lines on its GPU, outside the caching allocator and vLLM's
+   * budget (the CUDA context, two cuBLAS workspaces: {@link usableMemory}).
+   */
+  readonly runtime: readonly RuntimeLine[];
+  /** totalBytes − the runtime lines: what the trainer's phases (and a colocated engine) can hold. */
+  readonly usable: number;
+  /**
+   * Whether the highest phase stays within `usable` (and an engine on GPUs of its own within
+   * totalBytes). Allocated bytes: the phases are not replayed through the caching allocator,
+   * whose fragmentation comes on top.
+   */
   readonly fits: boolean;
   /** GPUs the job needs: the trainer's, the rollout engines' own (0 when colocated), and their sum. */
   readonly gpus: { readonly trainer: number; readonly rollout: number; readonly total: number };
@@ -188,7 +201,7 @@ function trlJob(model: ModuleLayer, o: RlJobOptions, total: number): RlJob {
     return { name: p.name, trainer: p.peak - held, engine: held, peak: p.peak, detail: p.detail };
   });
   const gpus = o.gpus ?? 1;
-  return finish('trl', total, engine, true, phases, { trainer: gpus, rollout: 0, total: gpus }, trlDefaults(step), step);
+  return finish('trl', total, o.gpu, engine, true, phases, { trainer: gpus, rollout: 0, total: gpus }, trlDefaults(step), step);
 }
 
 function trlDefaults(step: GrpoStepEstimate): string[] {
@@ -307,12 +320,28 @@ function engineJob(model: ModuleLayer, o: RlJobOptions, total: number): RlJob {
     : (r.engines ??
         fail('missing-option', "OpenRLHF's engines on GPUs of their own: give rollout.engines (--vllm.num_engines)", { path: ['rollout', 'engines'] })) *
       engine.settings.tensorParallelSize;
-  return finish(framework, total, engine, colocated, withPeaks, { trainer: trainerGpus, rollout: rolloutGpus, total: trainerGpus + rolloutGpus }, defaults);
+  return finish(
+    framework,
+    total,
+    o.gpu,
+    engine,
+    colocated,
+    withPeaks,
+    { trainer: trainerGpus, rollout: rolloutGpus, total: trainerGpus + rolloutGpus },
+    defaults,
+  );
+}
+
+/** The runtime lines of the trainer's process on a GPU of `total` bytes (its catalog name where given). */
+function runtimeLinesOf(gpuName: string | undefined, total: number): readonly RuntimeLine[] {
+  const u = usableMemory({ gpu: gpuName ?? total });
+  return u.runtime;
 }
 
 function finish(
   framework: RlFramework,
   total: number,
+  gpuName: string | undefined,
   engine: VllmEngine,
   colocated: boolean,
   phases: readonly RlPhase[],
@@ -324,15 +353,20 @@ function finish(
   for (const p of phases) if (p.peak > best.peak) best = p;
   // A rollout engine on GPUs of its own sets those GPUs' peak: its footprint.
   const peak = colocated ? best.peak : Math.max(best.peak, engine.footprint);
+  // The trainer's process: its context and cuBLAS workspaces (vLLM's budget, util × total, holds the engine's own).
+  const runtimeBytes = runtimeLinesOf(gpuName, total);
+  const usable = total - runtimeBytes.reduce((s, l) => s + l.bytes, 0);
   return {
     framework,
     totalBytes: total,
+    runtime: runtimeBytes,
+    usable,
     engine,
     colocated,
     phases,
     peak,
     peakPhase: peak === best.peak ? best.name : 'rollout (engine GPUs)',
-    fits: peak <= total,
+    fits: best.peak <= usable && (colocated || engine.footprint <= total),
     gpus,
     defaults,
     ...(trl !== undefined ? { trl } : {}),

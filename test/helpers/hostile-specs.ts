@@ -932,6 +932,25 @@ export function specs(): Record<string, Spec> {
       arity: 2,
       check: (r) => invariant(typeof r === 'number' && Number.isSafeInteger(r) && r > 0, `gpuCapacity gave ${str(r)}`),
     },
+    usableMemory: {
+      valid: () =>
+        v(
+          [{ gpu: 'RTX-3090' }],
+          [{ gpu: '24GB', mode: 'inference' }],
+          [{ gpu: 'H100-80GB', runtime: { context: 2 ** 29, cublasHandles: 4 } }],
+          [{ gpu: 1e10, device: 'cpu' }],
+          [{ gpu: 'A800-80GB', verdict: 'allocated' }],
+        ),
+      numRuns: 3000,
+      arity: 2,
+      // usable is the capacity less exactly the lines listed, each a byte count.
+      check: (r) => {
+        const u = r as api.UsableMemory;
+        invariant(Number.isSafeInteger(u.capacity) && u.capacity > 0, `usableMemory capacity ${str(u.capacity)}`);
+        for (const line of u.runtime) exactCount(line.bytes, `usableMemory ${line.label}`);
+        invariant(u.capacity - u.runtime.reduce((t, l) => t + l.bytes, 0) === u.usable, 'usableMemory: usable is not capacity − the lines');
+      },
+    },
     torchCapacity: {
       valid: () => v(['RTX-3090'], ['H100-80GB'], ['A100-80GB'], [api.gpu('T4')]),
       numRuns: 3000,

@@ -92,3 +92,22 @@ describe('rlJob', () => {
     );
   });
 });
+
+describe("rlJob's verdict counts the trainer process's runtime", () => {
+  const model = llm('qwen2.5-0.5b');
+  const job = (totalBytes: number) =>
+    rlJob(model, { framework: 'trl', totalBytes, trainer: { config: { per_device_train_batch_size: 8, max_completion_length: 512 }, prompt: 256 } });
+  it('usable is the total less the CUDA context and two cuBLAS workspaces; fits iff the highest phase stays within it', () => {
+    const j = job(80 * 2 ** 30);
+    expect(j.runtime.map((l) => l.label)).toEqual(['CUDA context', 'cuBLAS workspace (2 handles)']);
+    expect(j.usable).toBe(j.totalBytes - j.runtime.reduce((s, l) => s + l.bytes, 0));
+    expect(j.fits).toBe(Math.max(...j.phases.map((p) => p.peak)) <= j.usable);
+    fc.assert(
+      fc.property(fc.integer({ min: 8, max: 160 }), (gib) => {
+        const k = job(gib * 2 ** 30);
+        return k.fits === Math.max(...k.phases.map((p) => p.peak)) <= k.usable;
+      }),
+      { numRuns: 12 },
+    );
+  });
+});

@@ -4,7 +4,7 @@
  * the CLI comparing capacity − context − workspaces with it by default.
  */
 import { describe, expect, it } from 'vitest';
-import { estimate, estimateToJSON, fits, gpu, gpuCapacity, llm, maxFitting, mobilenetV3Small, sym } from '../../src/index.js';
+import { estimate, estimateToJSON, fits, gpu, gpuCapacity, llm, maxFitting, mobilenetV3Small, sftStep, sym, usableMemory } from '../../src/index.js';
 import { cli } from '../helpers/cli.js';
 import { loadCudaFixtures, modelFor, type OracleFixture } from '../helpers/oracle.js';
 
@@ -119,12 +119,14 @@ describe('fits: capacity − runtime lines against reserved by default', () => {
   });
   it('gpuCapacity: torch’s total for a catalog GPU where recorded, the driver’s otherwise, a size as given', () => {
     expect(gpuCapacity('RTX-3090')).toBe(gpu('RTX-3090').torchTotal!.bytes);
-    expect(gpuCapacity('RTX-4060')).toBe(gpu('RTX-4060').torchTotal?.bytes ?? gpu('RTX-4060').memoryBytes);
+    expect(gpuCapacity('RTX-4060')).toBe(gpu('RTX-4060').capacity!.bytes);
+    expect(gpuCapacity('A800-40GB')).toBe(gpu('A800-40GB').memoryBytes);
     expect(gpuCapacity('24GB')).toBe(24 * 2 ** 30);
     expect(gpuCapacity(1000)).toBe(1000);
     // Each capacity says where it comes from.
     expect(fits(model, { input, gpu: 'RTX-3090' }).capacityFrom).toBe('torch');
-    expect(fits(model, { input, gpu: 'A800-80GB' }).capacityFrom).toBe('driver');
+    expect(fits(model, { input, gpu: 'A800-80GB' }).capacityFrom).toBe('torch');
+    expect(fits(model, { input, gpu: 'A800-40GB' }).capacityFrom).toBe('driver');
     expect(fits(model, { input, gpu: '24GB' }).capacityFrom).toBe('given');
     expect(fits(model, { input, gpu: 'RTX-3090', verdict: 'allocated' }).capacityFrom).toBe('nominal');
   });
@@ -167,5 +169,59 @@ describe('the CLI verdict', () => {
     };
     expect(json.fit.headroom).toBe(json.fit.usable - json.fit.reserved);
     expect(json.fit.usable).toBe(json.fit.capacity - json.fit.runtime.reduce((s, l) => s + l.bytes, 0));
+  });
+
+  it('--verdict allocated keeps the old comparison; --verdict without --gpu is refused', () => {
+    const out = cli('mobilenet_v3_small', '--batch', '8', '--gpu', 'H100', '--verdict', 'allocated').out;
+    expect(out).toMatch(/ {2}memory +79\.65 GiB +nominal/);
+    expect(out).toMatch(/ {2}- allocated peak +[\d.]+ MiB {2}the allocated-only verdict/);
+    expect(out).not.toMatch(/CUDA context/);
+    expect(cli('mobilenet_v3_small', '--verdict', 'allocated').err).toMatch(/--verdict: .*give --gpu/);
+    expect(cli('mobilenet_v3_small', '--gpu', 'H100', '--verdict', 'nominal').err).toMatch(/--verdict/);
+    // fit solves on the same verdicts: the allocated one never answers less.
+    const reserved = Number(cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--train', '--solve', 'seq', '--precision', 'bf16').out);
+    const allocated = Number(
+      cli('fit', 'qwen2.5-0.5b', '--gpu', 'A800-80GB', '--train', '--solve', 'seq', '--precision', 'bf16', '--verdict', 'allocated').out,
+    );
+    expect(reserved).toBeGreaterThan(0);
+    expect(allocated).toBeGreaterThanOrEqual(reserved);
+  });
+
+  it("the trainers' verdict: torch's capacity less the context and two cuBLAS workspaces against the step's peak", () => {
+    const out = cli('sft', 'qwen2.5-0.5b', '--per-device-train-batch-size', '4', '--max-length', '2048', '--gpu', 'RTX-3090').out;
+    const step = sftStep(llm('qwen2.5-0.5b'), { per_device_train_batch_size: 4, max_length: 2048 });
+    const u = usableMemory({ gpu: 'RTX-3090' });
+    expect(u.runtime.map((l) => l.label)).toEqual(['CUDA context', 'cuBLAS workspace (2 handles)']);
+    expect(out).toMatch(/ {2}capacity +23\.58 GiB +as PyTorch reports it/);
+    expect(out).toMatch(/ {2}- CUDA context +400\.00 MiB/);
+    expect(out).toMatch(/ {2}- allocated peak .*not replayed through the caching allocator/);
+    const json = JSON.parse(
+      cli('sft', 'qwen2.5-0.5b', '--per-device-train-batch-size', '4', '--max-length', '2048', '--gpu', 'RTX-3090', '--format', 'json').out,
+    ) as {
+      fit: { usable: number; allocated: number; headroom: number; fits: boolean };
+    };
+    expect(json.fit.usable).toBe(u.usable);
+    expect(json.fit.allocated).toBe(step.peak);
+    expect(json.fit.headroom).toBe(u.usable - step.peak);
+    // Over a budget the step's peak passes once the runtime is counted, it does not fit.
+    const tight = `${Math.floor((step.peak + 100 * MiB) / 2 ** 20)}MB`;
+    const r = cli('sft', 'qwen2.5-0.5b', '--per-device-train-batch-size', '4', '--max-length', '2048', '--gpu', tight, '--check');
+    expect(r.out).toMatch(/Does not fit/);
+    expect(r.code).toBe(1);
+  });
+});
+
+describe('usableMemory', () => {
+  it('is the capacity less each runtime line: one cuBLAS handle in inference, none on cpu', () => {
+    const t = usableMemory({ gpu: 'H100-80GB' });
+    const i = usableMemory({ gpu: 'H100-80GB', mode: 'inference' });
+    expect(t.capacity).toBe(gpuCapacity('H100-80GB'));
+    expect(t.capacityFrom).toBe('torch');
+    expect(t.capacity - t.usable).toBe(t.runtime.reduce((s, l) => s + l.bytes, 0));
+    expect(t.usable).toBeLessThan(i.usable);
+    expect(usableMemory({ gpu: '8GB', device: 'cpu' })).toMatchObject({ runtime: [], usable: 8 * 2 ** 30, capacityFrom: 'given' });
+    expect(usableMemory({ gpu: 'H100-80GB', verdict: 'allocated' })).toMatchObject({ capacity: gpu('H100-80GB').memoryBytes, runtime: [] });
+    expect(() => usableMemory({ gpu: 'H100-80GB', mode: 'train' as never })).toThrow(/mode/);
+    expect(() => usableMemory({ gpu: 'H100-80GB', extra: 1 } as never)).toThrow(/extra/);
   });
 });

@@ -31,19 +31,12 @@ import { DEFAULTS, type Values } from '../flags.js';
 import { HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions, tensorParallelOf } from '../options.js';
-import { gpuBudget } from '../args.js';
 import { choice, formatOf } from '../values.js';
 import type { ModelCommand, Outcome } from './command.js';
+import { CAPACITY_NOTE, sumLines, type SumRow } from '../verdict.js';
 
 /** Formats with no room for a fit verdict: there --gpu only makes sense with --check. */
 const NO_VERDICT_FORMATS = ['torchsummary', 'torchinfo', 'explain', 'svg'];
-
-const CAPACITY_NOTE: Readonly<Record<FitResult['capacityFrom'], string>> = {
-  torch: 'as PyTorch reports it (a cited log: docs/gpus.md)',
-  driver: "the driver's total: no log of PyTorch's figure for this GPU is known (it reports somewhat less)",
-  given: 'as given',
-  nominal: 'nominal',
-};
 
 /**
  * The fit verdict under a table: a line that says whether it fits, then every line of the sum
@@ -70,18 +63,14 @@ export function fitVerdictLine(gpu: string, verdict: FitResult): string {
       : verdict.estimate.ir.settings.device === 'cpu'
         ? 'cpu: no caching allocator'
         : 'the step is too long to replay';
-  const rows: [string, number, string][] = [
+  const rows: SumRow[] = [
     [reservedVerdict ? 'capacity' : 'memory', verdict.capacity, CAPACITY_NOTE[verdict.capacityFrom]],
-    ...verdict.runtime.map((line): [string, number, string] => [`- ${line.label}`, line.bytes, line.source]),
+    ...verdict.runtime.map((line): SumRow => [`- ${line.label}`, line.bytes, line.source]),
     ['= usable', verdict.usable, ''],
     [`- ${what}`, compared, note],
     ['= headroom', verdict.headroom, ''],
   ];
-  const width = Math.max(...rows.map(([label]) => label.length));
-  const sizes = rows.map(([, bytes]) => (bytes < 0 ? `-${formatBytes(-bytes)}` : formatBytes(bytes)));
-  const sizeWidth = Math.max(...sizes.map((t) => t.length));
-  const lines = rows.map(([label, , source], i) => `  ${label.padEnd(width)}  ${sizes[i]!.padStart(sizeWidth)}${source === '' ? '' : `  ${source}`}`.trimEnd());
-  return `${head}\n${lines.join('\n')}\n${oom}`;
+  return `${head}\n${sumLines(rows)}\n${oom}`;
 }
 
 /** What one estimate prints besides its breakdown. */
@@ -106,13 +95,15 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
   // Listed first: a job of too many ranks is refused before any estimate.
   const ranks = values['all-ranks'] ? allRanks(model, options) : undefined;
   const gpu = values.gpu;
-  const verdict = gpu !== undefined ? fits(model, { ...options, gpu }) : undefined;
+  const how = choice(values, 'verdict');
+  if (how !== undefined && gpu === undefined) usage('--verdict', 'picks what the fit verdict compares: give --gpu');
+  const verdict = gpu !== undefined ? fits(model, { ...options, gpu, ...(how !== undefined ? { verdict: how } : {}) }) : undefined;
   const code = values.check && verdict !== undefined && !verdict.fits ? 1 : 0;
   const needsEstimate = (format !== 'torchsummary' && format !== 'torchinfo') || values.svg !== undefined;
   if (values.chart !== undefined && values.svg === undefined) usage('--chart', 'picks the chart --svg FILE writes: give --svg');
   const chart = choice(values, 'chart') ?? 'timeline';
-  // With --gpu the charts draw the card's memory.
-  const chartOptions = gpu !== undefined ? { capacity: gpuBudget(gpu) } : {};
+  // With --gpu the charts draw the card's memory: the verdict's capacity.
+  const chartOptions = verdict !== undefined ? { capacity: verdict.capacity } : {};
   const result = needsEstimate ? estimate(model, options) : undefined;
   const step: Step = { ref, values, model, options, gpu, verdict, ranks };
   const text = format === 'torchsummary' || format === 'torchinfo' ? summary(model, { ...options, format }) : formatted(format, result!, step, chartOptions);

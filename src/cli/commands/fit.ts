@@ -18,7 +18,8 @@ function runFit(ref: ModelRef, values: Values): Outcome {
   if (solve === 'seq' && values.seq !== undefined) usage('--seq', 'is what --solve seq solves for: leave it out');
   const model = buildModel(ref, values, tensorParallelOf(values));
   const symbol = solve === 'batch' ? 'B' : solve === 'seq' ? 'S' : 'R';
-  const best = maxFitting(model, symbol, { ...estimateOptions(values, ref, model, solve), gpu: values.gpu! });
+  const verdict = choice(values, 'verdict');
+  const best = maxFitting(model, symbol, { ...estimateOptions(values, ref, model, solve), gpu: values.gpu!, ...(verdict !== undefined ? { verdict } : {}) });
   return { stdout: `${best}\n`, code: values.check && best < 1 ? 1 : 0 };
 }
 

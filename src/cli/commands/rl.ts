@@ -11,6 +11,7 @@ import { trainerInput, withOrigins } from '../trainer.js';
 import { count, formatOf } from '../values.js';
 import { engineGpu, vllmArgs, withFlags } from './vllm.js';
 import type { ModelCommand, Outcome } from './command.js';
+import { sumLines, type SumRow } from '../verdict.js';
 
 /** The trainer of the job from the command line: GRPOConfig's fields for TRL, the actor's estimates otherwise. */
 function trainerOf(framework: (typeof RL_FRAMEWORKS)[number], ref: ModelRef, values: Values, model: ModuleLayer): RlJobOptions['trainer'] {
@@ -39,6 +40,7 @@ const cell = (bytes: number) => formatBytes(bytes).padStart(11);
 
 function jobTable(name: string, gpuName: string, j: RlJob): string {
   const e = j.engine;
+  const trainerPeak = Math.max(...j.phases.map((p) => p.peak));
   let text = `${j.framework} RL step of ${name} on ${gpuName} (${formatBytes(j.totalBytes)} as torch reports it), one GPU of the trainer\n`;
   text += `  ${'phase'.padEnd(12)} ${'trainer'.padStart(11)} ${'engine'.padStart(11)} ${'peak'.padStart(11)}  what runs\n`;
   for (const p of j.phases) text += `  ${p.name.padEnd(12)} ${cell(p.trainer)} ${cell(p.engine)} ${cell(p.peak)}  ${p.detail}\n`;
@@ -47,7 +49,15 @@ function jobTable(name: string, gpuName: string, j: RlJob): string {
   text += `GPUs: ${j.gpus.trainer} for the trainer${j.gpus.rollout > 0 ? ` + ${j.gpus.rollout} for the engines` : ''} = ${j.gpus.total}\n`;
   text += j.defaults.map((d) => `Default: ${d}\n`).join('');
   text += e.assumed.map((a) => `Not counted: ${a}\n`).join('');
-  text += `${j.fits ? 'Fits' : 'Does not fit'} ${gpuName} (${formatBytes(j.totalBytes)}).\n`;
+  text += `${j.fits ? 'Fits' : 'Does not fit'} ${gpuName} (${formatBytes(j.totalBytes)}): the highest phase needs ${formatBytes(trainerPeak + j.totalBytes - j.usable)} on the trainer's GPU.\n`;
+  const rows: SumRow[] = [
+    ['capacity', j.totalBytes, 'as PyTorch reports it'],
+    ...j.runtime.map((line): SumRow => [`- ${line.label}`, line.bytes, line.source]),
+    ['= usable', j.usable, ''],
+    ['- highest phase', trainerPeak, 'allocated: the phases are not replayed through the caching allocator'],
+    ['= headroom', j.usable - trainerPeak, ''],
+  ];
+  text += `${sumLines(rows)}\n`;
   return text;
 }
 
