@@ -9,6 +9,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import * as lib from '../dist/index.js';
 import { allocatorRows } from './allocator.js';
+import { planRows } from './plan.js';
 import { fastest, scaling } from './scaling.js';
 
 const { rows, budgets } = scaling(lib, { rounds: 30, calls: 5 });
@@ -16,6 +17,11 @@ const { rows, budgets } = scaling(lib, { rounds: 30, calls: 5 });
 const allocator = allocatorRows(lib);
 rows.push(...allocator);
 budgets.push({ name: 'replayAllocator 10^6 / 10^4 entries', ratio: allocator.at(-1)!.ratio, limit: 150 });
+
+// The planner (issue 25): as ratios to one estimate of the same model.
+const planned = planRows(lib);
+rows.push(...planned.rows);
+budgets.push(...planned.budgets);
 
 // The CLI's cold start: a new Node process each time, as a shell user meets it.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));

@@ -156,7 +156,17 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'parallel', paths: ['src/parallel/'] },
   {
     floor: 'estimate',
-    paths: ['src/estimate.ts', 'src/estimate-types.ts', 'src/estimate-options.ts', 'src/module-names.ts', 'src/fit.ts', 'src/ranks.ts', 'src/plan.ts'],
+    paths: [
+      'src/estimate.ts',
+      'src/estimate-types.ts',
+      'src/estimate-options.ts',
+      'src/module-names.ts',
+      'src/fit.ts',
+      'src/ranks.ts',
+      'src/plan.ts',
+      'src/advise.ts',
+      'src/advise-levers.ts',
+    ],
   },
   { floor: 'scenarios', paths: ['src/scenarios/'] },
   { floor: 'rollout', paths: ['src/rollout/'] },

@@ -10,6 +10,7 @@ import { concreteStep, replayReserved } from './memory/reserved.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
 import type { Layer, ModuleLayer, QuantizationPlan } from './nn/types.js';
+import { declaredBlocks } from './nn/repeated.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
 import { weigh } from './memory/residency/kit.js';
 import { rankSetup, type RankSetup } from './parallel/index.js';
@@ -134,7 +135,66 @@ export function traceModel(model: Layer, options: EstimateOptions): IR {
  * traceModel of checked options, with trace options the public options do not reach (a pipeline
  * rank's per-input gradients).
  */
+/**
+ * Traces kept while a search runs ({@link withTraces}), per model, keyed by what a trace reads of
+ * the options: every rank of a job, and every layout a plan weighs, traces the same graph (the
+ * parallel plan acts after the trace). Outside a search nothing is kept: an estimate traces afresh.
+ */
+let traceCache: WeakMap<Layer, Map<string, IR>> | undefined;
+const TRACES_PER_MODEL = 16;
+
+/**
+ * `run()` with the traces it makes kept and reused until it returns (nested calls share the
+ * outer one's): for searches that estimate one model under many plans (estimateRanks, plan).
+ */
+export function withTraces<T>(run: () => T): T {
+  if (traceCache !== undefined) return run();
+  traceCache = new WeakMap();
+  try {
+    return run();
+  } finally {
+    traceCache = undefined;
+  }
+}
+
+/** What a trace reads of the options, as a key; undefined where a value is not plain data (never cached). */
+function traceKey(options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'>): string | undefined {
+  const { mode, precision, dtype, inputDtype, moduleMode, input, device, framework, loss, checkpoint, inputRequiresGrad, freeze, lora } = options;
+  try {
+    return JSON.stringify(
+      [mode, precision, dtype, inputDtype, moduleMode, input, device, framework, loss, checkpoint, inputRequiresGrad, freeze, lora, overrides],
+      (_, value) => {
+        if (typeof value === 'function' || typeof value === 'symbol' || typeof value === 'bigint') throw new TypeError('not plain data');
+        return value;
+      },
+    );
+  } catch {
+    return undefined;
+  }
+}
+
 function traceWith(model: Layer, options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'> = {}): IR {
+  const cache = traceCache;
+  const key = cache === undefined ? undefined : traceKey(options, overrides);
+  const cached = key === undefined ? undefined : cache!.get(model)?.get(key);
+  if (cached !== undefined) {
+    checkModuleNames(cached, options);
+    return cached;
+  }
+  const ir = traceFresh(model, options, overrides);
+  if (key !== undefined) {
+    let traces = cache!.get(model);
+    if (traces === undefined) {
+      traces = new Map();
+      cache!.set(model, traces);
+    }
+    if (traces.size >= TRACES_PER_MODEL) traces.delete(traces.keys().next().value!);
+    traces.set(key, ir);
+  }
+  return ir;
+}
+
+function traceFresh(model: Layer, options: EstimateOptions, overrides: Pick<TraceOptions, 'inputRequiresGrad'>): IR {
   const mode = options.mode ?? 'train';
   if (mode !== 'train' && mode !== 'inference') fail('bad-option', 'mode must be train or inference', { path: ['mode'], received: String(mode) });
   const precision = options.precision === undefined ? undefined : PRECISIONS[options.precision];
@@ -254,14 +314,8 @@ function estimateOf(model: Layer, rank: RankSetup<EstimateOptions>): Estimate {
     const cut = rank.pipeline(traceWith);
     return assemble(cut.ir, cut.options, undefined, cut.model, rank, cut.run);
   }
-  const repeated = model.kind === 'module' ? model.repeated : undefined;
-  if (
-    repeated !== undefined &&
-    repeated.count > 3 &&
-    repeated.body === (model as ModuleLayer).body &&
-    !rank.wholeTrace &&
-    !mentionsBlock(model as ModuleLayer, options, repeated.prefix, rank.moduleNames)
-  ) {
+  const repeated = declaredBlocks(model);
+  if (repeated !== undefined && repeated.count > 3 && !rank.wholeTrace && !mentionsBlock(model as ModuleLayer, options, repeated.prefix, rank.moduleNames)) {
     // Identical blocks: trace three (first, one interior, last) and count the interior one over.
     const ir = traceWith(reducedModel(model as ModuleLayer), options);
     const blocks = reducedBlocks(ir, repeated.prefix, repeated.count);

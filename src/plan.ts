@@ -7,10 +7,10 @@ import { LIMITS } from './limits.js';
 import type { CheckpointPlan } from './trace/trace.js';
 import { ENGINE_NAMES, engineNamed, PLANNED_ENGINES, type Engine } from './parallel/index.js';
 import type { Layer } from './nn/types.js';
-import { estimateRanks } from './ranks.js';
-import { estimate } from './estimate.js';
+import { rankPeaks } from './ranks.js';
+import { estimate, withTraces } from './estimate.js';
 import { sym } from './sym/ops.js';
-import { anything, arrayOf, integer, object, oneOf, show, validate, type Check } from './validate.js';
+import { anything, arrayOf, boolean, integer, object, oneOf, show, validate, type Check } from './validate.js';
 
 /** What {@link plan} searches over, and the job it plans for. */
 export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' | 'microBatches' | 'checkpoint'> {
@@ -48,6 +48,12 @@ export interface PlanOptions extends Omit<EstimateOptions, 'input' | 'parallel' 
   readonly zero?: 1 | 2 | 3;
   /** A checkpointing plan to try besides none (e.g. every decoder layer). */
   readonly checkpoint?: CheckpointPlan;
+  /**
+   * Stop at the fewest GPUs: layouts are weighed by their GPU count, smallest first, and the search
+   * ends after the first count where one fits. `fewest` is the full search's; `layouts` holds only
+   * those weighed (default false: every layout).
+   */
+  readonly fewestOnly?: boolean;
 }
 
 /** One layout of the job: how many ranks, which engine, how each rank splits its share. */
@@ -112,6 +118,7 @@ const planOptions = object({
     tensorParallel: parallelSearch,
     contextParallel: parallelSearch,
     zero: integer(1, 3),
+    fewestOnly: boolean,
   },
   misplaced: {
     ...MODEL_KEYS,
@@ -225,6 +232,11 @@ function* layoutsToTry(space: Space): Generator<Candidate> {
  */
 export function plan(model: Layer, options: PlanOptions): PlanResult {
   validate(options, planOptions);
+  // Every layout traces the same graphs: traced once each over the search.
+  return withTraces(() => search(model, options));
+}
+
+function search(model: Layer, options: PlanOptions): PlanResult {
   const {
     sample,
     globalBatch,
@@ -236,6 +248,7 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
     tensorParallel,
     contextParallel,
     checkpoint,
+    fewestOnly,
     ...rest
   } = options;
   const budget = memoryBudget(gpu);
@@ -243,7 +256,7 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
   const choices = checkpoint === undefined ? [false] : [false, true];
   const candidates = [...layoutsToTry(space)];
   checkSearchSize(candidates, choices.length);
-  const layouts = candidates.flatMap(({ model: rankModel, engine, zero, dp, pp, tp, cp }) =>
+  const weigh = ({ model: rankModel, engine, zero, dp, pp, tp, cp }: Candidate) =>
     choices.map((checkpointing) =>
       bestLayout(rankModel(), {
         ...rest,
@@ -259,10 +272,25 @@ export function plan(model: Layer, options: PlanOptions): PlanResult {
         budget,
         ...(checkpointing ? { checkpoint: checkpoint! } : {}),
       }),
-    ),
-  );
+    );
+  const layouts = fewestOnly === true ? untilOneFits(candidates, weigh) : candidates.flatMap(weigh);
   const fitting = layouts.filter((l) => l.fits).sort((a, b) => ranksOf(a) - ranksOf(b) || a.accumulation - b.accumulation || a.peak - b.peak);
   return { budget, layouts, fewest: fitting[0] };
+}
+
+/**
+ * The layouts of the smallest GPU counts, count after count, until one fits: the same ones the full
+ * search weighs there, in its order (a stable sort), so its tie-breaks pick the same fewest.
+ */
+function untilOneFits(candidates: readonly Candidate[], weigh: (c: Candidate) => Layout[]): Layout[] {
+  const byCount = [...candidates].sort((a, b) => ranksOf(a) - ranksOf(b));
+  const layouts: Layout[] = [];
+  for (let i = 0; i < byCount.length; ) {
+    const count = ranksOf(byCount[i]!);
+    for (; i < byCount.length && ranksOf(byCount[i]!) === count; i += 1) layouts.push(...weigh(byCount[i]!));
+    if (layouts.some((l) => l.fits)) break;
+  }
+  return layouts;
 }
 
 /** The ranks a layout's search estimates each time it weighs a micro-batch: one per stage where every rank is alike, else every rank. */
@@ -352,6 +380,9 @@ function divisorsDown(n: number): number[] {
   return [...large, ...small.reverse()];
 }
 
+/** Micro-batches weighed of a longer accumulation without pipeline stages: the first, one repeat, the last. */
+export const ACCUMULATION_CAP = 3;
+
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
   const { sample, share, dp, pp, tp, cp, engine, zero, gpu, budget, ...estimateOnly } = trial;
@@ -370,12 +401,16 @@ function bestLayout(model: Layer, trial: Trial): Layout {
           },
         };
   const checkpointing = trial.checkpoint !== undefined;
-  const stepPeak = (micro: number) => {
-    const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches: share / micro, timeline: false };
+  // With a budget, the ranks after the first one past it are not weighed (the micro-batch does not fit).
+  const stepPeak = (micro: number, within = Number.POSITIVE_INFINITY) => {
+    // Without pipeline stages, the micro-batches between the first and the last repeat one another (the
+    // gradients accumulate in place): the peak of m ≥ 3 is that of 3
+    // (test/plan-speed.test.ts holds the law on every engine).
+    const accumulation = share / micro;
+    const microBatches = pp === 1 ? Math.min(accumulation, ACCUMULATION_CAP) : accumulation;
+    const options = { ...estimateOnly, ...parallel, input: [micro, ...sample], microBatches, timeline: false };
     const peaks =
-      engine === 'single' && pp === 1 && cp === 1
-        ? [estimate(model, options).bytes.peak as number]
-        : estimateRanks(model, options).map((r) => r.peak as number);
+      engine === 'single' && pp === 1 && cp === 1 ? [estimate(model, options).bytes.peak as number] : rankPeaks(model, options, within).map((r) => r.peak);
     // A TP rank's model is rank 0's; the others differ only by the vocabulary's padding.
     const peak = Math.max(...peaks);
     return { peak, rank: peaks.indexOf(peak) };
@@ -395,7 +430,7 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   const micros = microBatchesOf(share, pp);
   for (const micro of micros) {
     if (micro > largest) continue;
-    const { peak, rank } = stepPeak(micro);
+    const { peak, rank } = stepPeak(micro, budget);
     if (peak <= budget) return { engine, zero, dp, pp, tp, cp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
   }
   // Not even the smallest micro-batch (one sample, unless that is more than LIMITS.microBatches steps): its step's peak says by how much.

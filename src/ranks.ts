@@ -1,4 +1,4 @@
-import { estimate } from './estimate.js';
+import { estimate, withTraces } from './estimate.js';
 import { estimateOptions } from './estimate-options.js';
 import type { Estimate, EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
@@ -76,15 +76,19 @@ function checkRanksPlan(options: EstimateOptions): ParallelPlan {
  * ```
  */
 export function estimateRanks(model: Layer, options: EstimateOptions): readonly RankFigures[] {
+  return withTraces(() => ranksOf(model, options));
+}
+
+function ranksOf(model: Layer, options: EstimateOptions): readonly RankFigures[] {
   const plan = checkRanksPlan(options);
   const stages = plan.pp ?? 1;
   // One device, DDP, ZeRO-3 (every rank the same ⌈n/N⌉ of each parameter, the last one's padded): the engine's record says.
   const shared = plan.engine === undefined || engineNamed(plan.engine).sameOnEveryRank(plan);
+  // Context-parallel ranks are in the engine's group (dp · cp ranks; the model is one CP rank's).
+  const ranks = plan.dp * (plan.cp ?? 1);
   return Array.from({ length: stages }, (_, stage) => {
     const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
     const first = at(0);
-    // Context-parallel ranks are in the engine's group (dp · cp ranks; the model is one CP rank's).
-    const ranks = plan.dp * (plan.cp ?? 1);
     return Array.from({ length: ranks }, (_, dpRank): RankFigures => {
       const r = dpRank === 0 || shared ? first : at(dpRank);
       return {
@@ -99,4 +103,50 @@ export function estimateRanks(model: Layer, options: EstimateOptions): readonly 
       };
     });
   }).flat();
+}
+
+/** One rank's peak in {@link rankPeaks}. */
+export interface RankPeak {
+  readonly rank: number;
+  readonly peak: number;
+}
+
+/**
+ * The peak of every rank of a concrete job, as {@link estimateRanks} gives them, for a search that
+ * reads only the peaks (plan): ranks the engine's `rankKey` says have equal figures are estimated
+ * once (FSDP2's full chunks, ZeroRedundancyOptimizer's equal partitions), and with `budget` the
+ * ranks after the first one past it are not estimated (the layout does not fit; the peaks
+ * listed then stop there).
+ */
+export function rankPeaks(model: Layer, options: EstimateOptions, budget = Number.POSITIVE_INFINITY): readonly RankPeak[] {
+  return withTraces(() => peaksOf(model, options, budget));
+}
+
+function peaksOf(model: Layer, options: EstimateOptions, budget: number): readonly RankPeak[] {
+  const plan = checkRanksPlan(options);
+  const stages = plan.pp ?? 1;
+  const engine = plan.engine === undefined ? undefined : engineNamed(plan.engine);
+  const shared = engine === undefined || engine.sameOnEveryRank(plan);
+  const ranks = plan.dp * (plan.cp ?? 1);
+  const peaks: RankPeak[] = [];
+  for (let stage = 0; stage < stages; stage += 1) {
+    const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
+    const first = at(0);
+    const keyOf = engine?.rankKey === undefined ? undefined : (dpRank: number) => engine.rankKey!(plan as never, ranks, dpRank, first.ir);
+    const byKey = new Map<string, number>();
+    for (let dpRank = 0; dpRank < ranks; dpRank += 1) {
+      let peak: number;
+      if (dpRank === 0 || shared) peak = first.bytes.peak as number;
+      else if (keyOf === undefined) peak = at(dpRank).bytes.peak as number;
+      else {
+        const key = keyOf(dpRank);
+        peak = byKey.get(key) ?? (at(dpRank).bytes.peak as number);
+        byKey.set(key, peak);
+      }
+      if (dpRank === 0 && keyOf !== undefined) byKey.set(keyOf(0), peak);
+      peaks.push({ rank: stage * ranks + dpRank, peak });
+      if (peak > budget) return peaks;
+    }
+  }
+  return peaks;
 }

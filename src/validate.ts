@@ -69,6 +69,7 @@ export function didYouMean(name: string, known: readonly string[]): string | und
 }
 
 /** An integer in [min, max] (safe integers only). */
+/* @__NO_SIDE_EFFECTS__ */
 export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): Check {
   return (value, path, issues) => {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
@@ -84,6 +85,7 @@ export function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): Che
 }
 
 /** A finite number in [min, max]. */
+/* @__NO_SIDE_EFFECTS__ */
 export function number(min: number, max: number = Number.MAX_VALUE): Check {
   return (value, path, issues) => {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max)
@@ -111,12 +113,14 @@ export const func: Check = (value, path, issues) => {
 };
 
 /** An integer >= min, or a pair of them (torch's `int | tuple[int, int]` sizes such as kernel and stride). */
+/* @__NO_SIDE_EFFECTS__ */
 export function intOrPair(min: number): Check {
   const one = integer(min);
   return anyOf([one, arrayOf(one, { min: 2, max: 2 })], `an integer >= ${min} or a pair of them`);
 }
 
 /** One of a list of strings, looked up as own values (never an inherited key); `noun` names the kind in the message. */
+/* @__NO_SIDE_EFFECTS__ */
 export function oneOf(values: readonly string[], noun = 'value'): Check {
   return (value, path, issues) => {
     if (typeof value === 'string' && values.includes(value)) return;
@@ -129,6 +133,7 @@ export function oneOf(values: readonly string[], noun = 'value'): Check {
 const LONGEST_LIST = 10_000_000;
 
 /** A list whose every element passes a check (a hole is checked as `undefined`, so it is refused where a value is needed). */
+/* @__NO_SIDE_EFFECTS__ */
 export function arrayOf(element: Check, limits: { readonly min?: number; readonly max?: number } = {}): Check {
   const min = limits.min ?? 0;
   const max = Math.min(limits.max ?? LONGEST_LIST, LONGEST_LIST);
@@ -143,6 +148,7 @@ export function arrayOf(element: Check, limits: { readonly min?: number; readonl
 }
 
 /** Passes when any of the checks passes; otherwise reports what each would have accepted. */
+/* @__NO_SIDE_EFFECTS__ */
 export function anyOf(checks: readonly Check[], expected: string): Check {
   return (value, path, issues) => {
     const trials: VramIssue[][] = [];
@@ -176,6 +182,7 @@ export interface ObjectShape {
  * with the closest known name), whose values pass their checks, and whose required keys are
  * there. Keys are read as own properties only.
  */
+/* @__NO_SIDE_EFFECTS__ */
 export function object(shape: ObjectShape): Check {
   const known = Object.keys(shape.fields);
   return (value, path, issues) => {

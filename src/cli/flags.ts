@@ -352,6 +352,12 @@ export const FLAGS = {
     meta: 'WHAT',
     help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
   },
+  advise: { type: 'boolean', scope: ['fit'], help: 'what change makes it fit: each lever estimated, ranked by cost (--gpus N: sharding too)' },
+  fewest: {
+    type: 'boolean',
+    scope: ['plan'],
+    help: 'stop at the fewest GPUs: layouts weighed smallest GPU count first, the search\nended at the first count where one fits (the table lists those weighed)',
+  },
   verdict: {
     type: 'string',
     scope: ['estimate', 'fit'],

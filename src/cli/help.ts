@@ -174,7 +174,7 @@ Prints one number: the largest batch, sequence length or image side whose step f
 ${MODEL}
 
 Options
-${options('fit', ['gpu', 'verdict', 'solve', 'check', 'input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, ...LLM, ...RUNTIME])}
+${options('fit', ['gpu', 'verdict', 'solve', 'advise', 'check', 'input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, ...LLM, ...RUNTIME])}
 
 ${EXIT}
 
@@ -187,15 +187,16 @@ Examples
 export const PLAN_HELP = `vram-ts plan <model> --gpu <gpu> --gpus N --global-batch G [options]
 
 Which data-parallel layouts of a training job fit the GPU, and which needs the fewest GPUs. For
-every number of GPUs from 1 to N that divides G, every engine (FSDP2, ZeroRedundancyOptimizer, DDP)
-and, with --checkpointing, with and without activation checkpointing: the largest micro-batch
-dividing each rank's share whose step fits on every rank (each rank's exact peak, gradient
-accumulation included). Tensor and pipeline parallelism are not searched (not modelled yet).
+every number of GPUs from 1 to N that divides G, every engine (FSDP2, ZeroRedundancyOptimizer, DDP,
+DeepSpeed ZeRO 1-3) and, with --checkpointing, with and without activation checkpointing: the
+largest micro-batch dividing each rank's share whose step fits on every rank (each rank's exact
+peak, gradient accumulation included). --pp, --tp and --cp N also try pipeline, tensor- and
+context-parallel sizes up to N; --fewest stops at the first GPU count where a layout fits.
 
 ${MODEL}
 
 Options
-${options('plan', ['gpu', 'gpus', 'global-batch', 'engine', 'zero', 'pp', 'tp', 'cp', 'checkpointing', 'seq', 'input', 'classes', 'optimizer', 'precision', 'check', 'format', ...LLM, ...RUNTIME])}
+${options('plan', ['gpu', 'gpus', 'global-batch', 'fewest', 'engine', 'zero', 'pp', 'tp', 'cp', 'checkpointing', 'seq', 'input', 'classes', 'optimizer', 'precision', 'check', 'format', ...LLM, ...RUNTIME])}
 
 ${EXIT}
 

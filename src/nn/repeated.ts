@@ -6,6 +6,19 @@ import type { Layer, ModuleLayer, RepeatedBlocks } from './types.js';
 
 const blockCount = integer(0, LIMITS.layers);
 
+/** The records repeatedBlocks made: only these are trusted to say how many blocks a body holds. */
+const DECLARED = new WeakSet<object>();
+
+/**
+ * A model's `repeated` record where {@link repeatedBlocks} made it for this very body, else
+ * undefined: a hand-made or edited record (a spread copy with another count) is not believed, and
+ * the model is traced whole instead of three blocks counted over.
+ */
+export function declaredBlocks(model: Layer): RepeatedBlocks | undefined {
+  const repeated = model.kind === 'module' ? model.repeated : undefined;
+  return typeof repeated === 'object' && repeated !== null && DECLARED.has(repeated) && repeated.body === (model as ModuleLayer).body ? repeated : undefined;
+}
+
 /** A model a callback built: a module layer (the model whose body it replaces), or a VramError at `path`. */
 function built(model: unknown, path: readonly string[]): ModuleLayer {
   const problem = layerProblem(model) ?? ((model as Layer).kind !== 'module' ? 'must be a module layer (a model)' : undefined);
@@ -52,7 +65,7 @@ export function repeatedBlocks(
   if (stage !== undefined) func(stage, ['repeatedBlocks', 'stage'], issues);
   if (issues.length > 0) throw new VramError(issues);
   const models = new Map<number, ModuleLayer>();
-  return Object.freeze({
+  const declared: RepeatedBlocks = Object.freeze({
     count,
     prefix,
     body,
@@ -75,4 +88,6 @@ export function repeatedBlocks(
       return model;
     },
   });
+  DECLARED.add(declared);
+  return declared;
 }

@@ -12,6 +12,7 @@ import { DTYPE_BITS, type DType } from '../tensor/dtype.js';
 import { numel } from '../tensor/spec.js';
 import type { IR, IRTensor } from '../trace/ir.js';
 import type { ModelMeta, ModuleLayer } from '../nn/types.js';
+import { declaredBlocks } from '../nn/repeated.js';
 import { traceModel } from '../estimate.js';
 import { reducedBlocks } from '../trace/blocks.js';
 
@@ -173,8 +174,8 @@ export function offloadedBytes(layers: readonly number[], budgetBytes: number): 
  * ```
  */
 export function vllmModelWeights(model: ModuleLayer, meta: ModelMeta, tensorParallelSize: number, dtypeBytes?: number): VllmWeights {
-  const repeated = model.repeated;
-  if (repeated !== undefined && repeated.count > 3 && repeated.body === model.body) {
+  const repeated = declaredBlocks(model);
+  if (repeated !== undefined && repeated.count > 3) {
     const reduced: ModuleLayer = { ...model, body: repeated.withCount(3).body };
     const ir = traceModel(reduced, { input: [1, 1], mode: 'inference' });
     if (reducedBlocks(ir, repeated.prefix, repeated.count) !== null)

@@ -440,6 +440,31 @@ export function specs(): Record<string, Spec> {
       arity: 4,
       check: (r) => invariant(typeof r === 'number' && (Number.isSafeInteger(r) || r === Number.POSITIVE_INFINITY) && r >= 0, `maxFitting gave ${str(r)}`),
     },
+    advise: {
+      valid: () =>
+        v(
+          [s.mlp(), { input: [4, 8], gpu: '1GB' }],
+          [s.cnn(), { input: [2, 3, 8, 8], gpu: 2 ** 20, runtime: { context: false, cublas: false } }],
+          [s.llama(), { input: [2, 8], gpu: '8GB', gpus: 2, maxCombination: 1 }],
+        ),
+      numRuns: 200,
+      arity: 3,
+      // Every lever judged as fits judges it, on the baseline's GPU; fitting ones first, best the first of them.
+      check: (r) => {
+        const a = r as api.AdviseResult;
+        exactCount(a.baseline.needed, 'advise baseline.needed');
+        invariant(a.baseline.headroom === a.baseline.capacity - a.baseline.needed, 'advise: baseline headroom is not capacity − needed');
+        for (const l of a.levers) {
+          exactCount(l.peak, `advise ${l.lever} peak`);
+          exactCount(l.needed, `advise ${l.lever} needed`);
+          invariant(l.reserved >= l.peak, `advise ${l.lever}: reserved below the allocated peak`);
+          invariant(l.headroom === a.baseline.capacity - l.needed, `advise ${l.lever}: headroom is not capacity − needed`);
+        }
+        const miss = a.levers.findIndex((l) => !l.fits);
+        invariant(miss === -1 || a.levers.slice(miss).every((l) => !l.fits), 'advise: a fitting lever after one that does not fit');
+        invariant(a.best === a.levers.find((l) => l.fits), 'advise: best is not the first fitting lever');
+      },
+    },
     estimateRanks: {
       valid: () =>
         v(

@@ -1,15 +1,53 @@
-/** `vram-ts fit <model> --gpu <gpu>`: the largest batch, sequence length or image side that fits. */
-import { GPUS, maxFitting } from '../lib.js';
+/**
+ * `vram-ts fit <model> --gpu <gpu>`: the largest batch, sequence length or image side that fits;
+ * with --advise, what change makes the job of the flags fit.
+ */
+import { GPUS, advise, maxFitting } from '../lib.js';
+import { adviseTable } from '../advise-format.js';
 import { listOf } from '../args.js';
 import { usage } from '../errors.js';
-import { DEFAULTS, type Values } from '../flags.js';
+import { DEFAULTS, type Flag, type Values } from '../flags.js';
 import { FIT_HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions, tensorParallelOf } from '../options.js';
-import { choice } from '../values.js';
+import { choice, count } from '../values.js';
 import type { ModelCommand, Outcome } from './command.js';
 
+/** The layout flags: --advise starts from one GPU and tries the engines itself. */
+const LAYOUT: readonly Flag[] = [
+  'engine',
+  'fsdp',
+  'zero',
+  'offload',
+  'distributed-optimizer',
+  'tp',
+  'sp',
+  'cp',
+  'ep',
+  'pp',
+  'stage',
+  'schedule',
+  'virtual-stages',
+  'no-return-outputs',
+  'rank',
+];
+
+/** fit --advise: the job of the flags on one GPU, every lever that could make it fit (--gpus N: the GPUs sharding may use). */
+function runAdvise(ref: ModelRef, values: Values): Outcome {
+  if (values.solve !== undefined) usage('--solve', 'is not with --advise: advise starts from the concrete job of --batch and --seq / --input');
+  const layout = LAYOUT.find((flag) => values[flag] !== undefined);
+  if (layout !== undefined)
+    usage(`--${layout}`, 'is a layout: --advise starts from one GPU and tries the engines itself (--gpus N: the GPUs it may shard over)');
+  const gpus = values.gpus === undefined ? 1 : count(values, 'gpus', 1);
+  const { gpus: _gpus, ...one }: Values = values;
+  const model = buildModel(ref, one, tensorParallelOf(one));
+  const verdict = choice(values, 'verdict');
+  const result = advise(model, { ...estimateOptions(one, ref, model), gpu: values.gpu!, gpus, ...(verdict !== undefined ? { verdict } : {}) });
+  return { stdout: adviseTable(result, values.gpu!), code: values.check && !result.baseline.fits && result.best === undefined ? 1 : 0 };
+}
+
 function runFit(ref: ModelRef, values: Values): Outcome {
+  if (values.advise) return runAdvise(ref, values);
   const solve = choice(values, 'solve') ?? DEFAULTS.solve;
   if (solve === 'seq' && ref.kind !== 'llm') usage('--solve', `seq needs an LLM; ${ref.name} is a CNN`, { expected: 'batch or resolution', received: 'seq' });
   if (solve === 'resolution' && ref.kind !== 'cnn')

@@ -148,6 +148,7 @@ function runPlan(ref: ModelRef, values: Values): Outcome {
     ...(tensorParallel !== undefined ? { tensorParallel } : {}),
     ...(contextParallel !== undefined ? { contextParallel } : {}),
     ...(tryCheckpoint !== undefined ? { checkpoint: tryCheckpoint } : {}),
+    ...(values.fewest === true ? { fewestOnly: true } : {}),
   });
   const code = values.check && result.fewest === undefined ? 1 : 0;
   if (format === 'json')

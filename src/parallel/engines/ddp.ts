@@ -151,6 +151,23 @@ export function zeroRedundancyPartition(ir: IR, world: number): number[][] {
   return ranks;
 }
 
+const PARTITION_KEYS = new WeakMap<IR, Map<number, readonly string[]>>();
+
+/** Each rank's partition as the specs it steps (the rankKey of ZeroRedundancyOptimizer), kept per trace and world. */
+function partitionsOf(ir: IR, world: number): readonly string[] {
+  let byWorld = PARTITION_KEYS.get(ir);
+  if (byWorld === undefined) {
+    byWorld = new Map();
+    PARTITION_KEYS.set(ir, byWorld);
+  }
+  let keys = byWorld.get(world);
+  if (keys === undefined) {
+    keys = zeroRedundancyPartition(ir, world).map((ids) => ids.map((id) => `${ir.tensors[id]!.spec.dtype}[${ir.tensors[id]!.spec.shape.join('x')}]`).join(','));
+    byWorld.set(world, keys);
+  }
+  return keys;
+}
+
 /** DDP's settings with torch's defaults (gradient sync: the last micro-batch, as the HF Trainer runs it). */
 function ddpSettings(plan: DdpPlan): DdpSettings {
   return { bucketView: plan.bucketView ?? false, bucketCapMb: plan.bucketCapMb ?? 25, gradientSync: plan.gradientSync ?? 'last' };
@@ -202,6 +219,8 @@ export const zeroRedundancyEngine: EngineRecord<'zero-redundancy', DdpPlan> = {
   check: (plan) => refuseOffload(plan, 'ZeroRedundancyOptimizer'),
   wholeTrace: true,
   sameOnEveryRank: () => false,
+  // The rank enters only through the parameters its optimizer steps, in order: their shapes and dtypes.
+  rankKey: (_plan, group, rank, ir) => partitionsOf(ir, group)[rank]!,
   planned: { byDefault: true, order: 1 },
   residency: (plan, env) => ddp(ddpSettings(plan), (ctx) => zeroRedundancyPartition(ctx.ir, env.group)[env.rank]!),
 };

@@ -1,5 +1,6 @@
 import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
 import type { DType } from '../../tensor/dtype.js';
+import type { IR } from '../../trace/ir.js';
 import { oneOf, type Check } from '../../validate.js';
 
 /** The plan's fields every engine shares: which engine, the ranks, offloading and the other parallel sizes. */
@@ -99,6 +100,12 @@ export interface EngineRecord<Name extends string = string, P = unknown> {
   readonly wholeTrace: boolean;
   /** Whether every rank of the group has the same figures under the plan (no uneven shards). */
   readonly sameOnEveryRank: (plan: P) => boolean;
+  /**
+   * Where ranks differ but in few ways (FSDP2's padded last chunks): a key of what the rank's
+   * figures depend on, so that ranks with equal keys are estimated once. `ir` is the rank's traced
+   * model (any rank's: the trace does not depend on the rank). Absent: every rank is its own.
+   */
+  readonly rankKey?: (plan: P, group: number, rank: number, ir: IR) => string;
   /**
    * Whether `plan` searches it by default, in which place of the default search (`order`, lowest
    * first: the order breaks ties between equally good layouts), and its variants there (DeepSpeed:

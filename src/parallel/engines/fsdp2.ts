@@ -497,6 +497,18 @@ export const fsdp2Engine: EngineRecord<'fsdp2', Fsdp2Plan> = {
   check: checkFsdp2,
   wholeTrace: false,
   sameOnEveryRank: () => false,
+  // The rank enters only through its unpadded chunk of each parameter (localSpec): its rows of each dim 0.
+  rankKey: (_plan, group, rank, ir) => {
+    const dims = new Set<number>();
+    for (const m of ir.modules) for (const id of m.params) dims.add(chunking(ir.tensors[id]!.spec, group).dim0);
+    return [...dims]
+      .sort((a, b) => a - b)
+      .map((dim0) => {
+        const rows = Math.ceil(dim0 / group);
+        return `${dim0}:${Math.max(0, Math.min(rows, dim0 - rank * rows))}`;
+      })
+      .join(',');
+  },
   tensorParallel: true,
   planned: { byDefault: true, order: 0 },
   residency: (plan, env) => fsdp2(fsdp2Settings(plan, env)),

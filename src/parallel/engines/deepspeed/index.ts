@@ -1,5 +1,5 @@
 import { fail } from '../../../errors.js';
-import { deepspeed } from './residency.js';
+import { deepspeed, deepspeedRankKey } from './residency.js';
 import { deepspeedSettings } from './settings.js';
 import { boolean, integer, object } from '../../../validate.js';
 import type { CommonPlan, EngineRecord } from '../engine.js';
@@ -81,6 +81,7 @@ export const deepspeedEngine: EngineRecord<'deepspeed', DeepSpeedPlan> = {
   check: checkDeepSpeed,
   wholeTrace: true,
   sameOnEveryRank: (plan) => plan.zero === 3,
+  rankKey: (plan, group, rank, ir) => deepspeedRankKey(plan.zero!, ir, group, rank),
   planned: { byDefault: true, order: 3, zeroStages: [1, 2, 3] },
   residency: (plan, env) =>
     deepspeed(

@@ -9,7 +9,7 @@ import type { IR, IROp } from '../../../trace/ir.js';
 import { parameterOrder } from '../../../trace/uses.js';
 import type { Common, FlatOptimizer } from './common.js';
 import type { DeepSpeedSettings } from './settings.js';
-import { zero12 } from './zero12.js';
+import { flatLayout, zero12 } from './zero12.js';
 import { zero3 } from './zero3.js';
 
 /*
@@ -219,4 +219,25 @@ function flatOptimizerOf(ctx: RankContext, elements: number, label: string): Fla
       for (const block of temps) ledger.release(block);
     },
   };
+}
+
+const LAYOUT_NUMELS = new WeakMap<IR, readonly number[]>();
+
+/**
+ * What a ZeRO-1/2 rank's figures depend on: its view of the flat layout (which parameters touch
+ * its partition, their slices, its gradient partition and padding; zero12 reads the rank nowhere
+ * else), so ranks inside one large parameter share a key. Other stages: the rank itself.
+ */
+export function deepspeedRankKey(stage: number, ir: IR, world: number, rank: number): string {
+  if (stage !== 1 && stage !== 2) return String(rank);
+  let numels = LAYOUT_NUMELS.get(ir);
+  if (numels === undefined) {
+    numels = parameterOrder(ir)
+      .filter((id) => ir.storages[ir.tensors[id]!.storage]!.trainable)
+      .map((id) => numelOf(ir.tensors[id]!.spec) as number);
+    LAYOUT_NUMELS.set(ir, numels);
+  }
+  const { inPartition, slices, gradPartition, pad } = flatLayout(numels, world, rank);
+  const inside = inPartition.flatMap((yes, i) => (yes ? [i] : []));
+  return `${inside.join(',')}|${slices.join(',')}|${gradPartition}|${pad}`;
 }
