@@ -418,16 +418,21 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   // The peak grows with the micro-batch: solve for it once, then check each divisor below it
   // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak). A
   // pipeline's first stage is solved with pp micro-batches in flight, its most under 1F1B.
-  const largest = maxFitting(model, 'B', {
-    ...estimateOnly,
-    ...parallel,
-    input: [sym('B', { max: Math.floor(share / pp) }), ...sample],
-    ...(pp > 1 ? { microBatches: pp } : {}),
-    gpu,
-    // The plan compares allocated peaks with the nominal memory (below); the reserved verdict is not its yet.
-    verdict: 'allocated',
-  });
+  // With one micro-batch to try there is nothing to solve: its exact check decides (what fits exactly
+  // is never above the solved bound, accumulation only adding to the peak).
   const micros = microBatchesOf(share, pp);
+  const largest =
+    micros.length === 1
+      ? Number.POSITIVE_INFINITY
+      : maxFitting(model, 'B', {
+          ...estimateOnly,
+          ...parallel,
+          input: [sym('B', { max: Math.floor(share / pp) }), ...sample],
+          ...(pp > 1 ? { microBatches: pp } : {}),
+          gpu,
+          // The plan compares allocated peaks with the nominal memory (below); the reserved verdict is not its yet.
+          verdict: 'allocated',
+        });
   for (const micro of micros) {
     if (micro > largest) continue;
     const { peak, rank } = stepPeak(micro, budget);
