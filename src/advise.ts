@@ -33,19 +33,11 @@ export interface AdviseOptions extends FitOptions {
 }
 
 /**
- * One lever (or combination of levers) applied to the job, with the figures of its real estimate.
+ * A job's fit figures, as {@link fits} judges it: the baseline's and each lever's.
  *
  * @category Estimate and fit
  */
-export interface LeverResult {
-  /** Stable id: `checkpoint-every-block`, or a combination's ids joined by `+`. */
-  readonly lever: string;
-  /** The levers it joins (one for a single lever). */
-  readonly levers: readonly string[];
-  /** What to change, in the user's words. */
-  readonly description: string;
-  /** The model estimated: the one given, or the same model with another loss head. */
-  readonly model: Layer;
+export interface AdviseFigures {
   /** The full options estimated (a sharded job names its highest rank). */
   readonly options: FitOptions;
   readonly fits: boolean;
@@ -57,6 +49,22 @@ export interface LeverResult {
   readonly needed: number;
   /** capacity − needed. */
   readonly headroom: number;
+}
+
+/**
+ * One lever (or combination of levers) applied to the job, with the figures of its real estimate.
+ *
+ * @category Estimate and fit
+ */
+export interface LeverResult extends AdviseFigures {
+  /** Stable id: `checkpoint-every-block`, or a combination's ids joined by `+`. */
+  readonly lever: string;
+  /** The levers it joins (one for a single lever). */
+  readonly levers: readonly string[];
+  /** What to change, in the user's words. */
+  readonly description: string;
+  /** The model estimated: the one given, or the same model with another loss head. */
+  readonly model: Layer;
   /** The kind is a combination's dearest; the notes are joined. */
   readonly cost: LeverCost;
 }
@@ -66,13 +74,7 @@ export interface LeverResult {
  *
  * @category Estimate and fit
  */
-export interface AdviseBaseline {
-  readonly options: FitOptions;
-  readonly fits: boolean;
-  readonly peak: number;
-  readonly reserved: number;
-  readonly needed: number;
-  readonly headroom: number;
+export interface AdviseBaseline extends AdviseFigures {
   readonly capacity: number;
   readonly usable: number;
 }

@@ -26,7 +26,16 @@ export {
   type UsableMemoryOptions,
 } from './fit.js';
 export { estimateRanks, type RankFigures } from './ranks.js';
-export { advise, type AdviseBaseline, type AdviseOptions, type AdviseResult, type LeverCost, type LeverCostKind, type LeverResult } from './advise.js';
+export {
+  advise,
+  type AdviseBaseline,
+  type AdviseFigures,
+  type AdviseOptions,
+  type AdviseResult,
+  type LeverCost,
+  type LeverCostKind,
+  type LeverResult,
+} from './advise.js';
 export { gpusOf, plan, type Layout, type PlanOptions, type PlanResult } from './plan.js';
 export type { Device, Framework } from './ops/types.js';
 export type { CheckpointPlan, LoraPlan } from './trace/trace.js';

@@ -6,32 +6,22 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, estimateRanks, linear, llm, mobilenetV3Small, plan, relu, seq, type PlanOptions } from '../src/index.js';
+import { estimate, estimateRanks, linear, llm, plan, relu, seq, type PlanOptions } from '../src/index.js';
 import { withTraces } from '../src/estimate.js';
 import { ACCUMULATION_CAP } from '../src/plan.js';
 import { rankPeaks } from '../src/ranks.js';
 import { cli } from './helpers/cli.js';
+import { planCases } from './helpers/plan-cases.js';
+import * as lib from '../src/index.js';
 
 const uneven = seq(linear({ out: 4095 }), relu(), linear({ out: 4097 }), relu(), linear({ out: 10 }));
 const qwen = llm('qwen2.5-0.5b');
 const layers = { modules: Array.from({ length: 24 }, (_, i) => `model.layers.${i}`) };
 
 describe("the search's answers are today's", () => {
-  it('equal the layouts the search gave before it was made faster (test/fixtures/plan/before-25.json, tools/plan_cases.mjs)', () => {
+  it('equal the layouts the search gave before it was made faster (test/fixtures/plan/before-25.json, tools/plan_cases.ts)', () => {
     const before = JSON.parse(readFileSync(new URL('./fixtures/plan/before-25.json', import.meta.url), 'utf8')) as Record<string, unknown>;
-    const cases: Record<string, () => unknown> = {
-      'qwen2.5-0.5b 64 × 8192 on up to 8 A800-80GB': () =>
-        plan(qwen, { precision: 'bf16', optimizer: 'adamw', sample: [8192], globalBatch: 64, gpu: 'A800-80GB', gpus: 8 }),
-      'qwen2.5-0.5b 48 × 4096 on up to 12 × 24GB': () =>
-        plan(qwen, { precision: 'bf16', optimizer: 'adamw', sample: [4096], globalBatch: 48, gpu: '24GB', gpus: 12 }),
-      'qwen2.5-0.5b 16 × 8192 on up to 16 × 16GB, checkpointing tried': () =>
-        plan(qwen, { precision: 'bf16', optimizer: 'adamw', sample: [8192], globalBatch: 16, gpu: '16GB', gpus: 16, checkpoint: layers }),
-      'uneven MLP 60 × 4096 on up to 10 × 300MB': () => plan(uneven, { optimizer: 'adam', sample: [4096], globalBatch: 60, gpu: '300MB', gpus: 10 }),
-      'uneven MLP 24 × 4096 on up to 6 × 300MB, pipelines 1-3': () =>
-        plan(uneven, { optimizer: 'adam', sample: [4096], globalBatch: 24, gpu: '300MB', gpus: 6, pipelines: [1, 2, 3] }),
-      'MobileNetV3-small 32 × 3×512×512 on up to 4 × 4GB': () =>
-        plan(mobilenetV3Small({ numClasses: 3 }), { optimizer: 'adam', sample: [3, 512, 512], globalBatch: 32, gpu: '4GB', gpus: 4 }),
-    };
+    const cases = planCases(lib);
     expect(Object.keys(cases)).toEqual(Object.keys(before));
     for (const [name, run] of Object.entries(cases)) expect(JSON.parse(JSON.stringify(run())), name).toEqual(before[name]);
   }, 120_000);

@@ -78,7 +78,8 @@ function modelledFields(trainer: TrainerKind): string {
 
 /** Groups of flags that several helps list together, in this order. */
 const TRAINING: readonly Flag[] = ['optimizer', 'precision', 'checkpointing'];
-const PARALLEL: readonly Flag[] = [
+/** The many-GPU flags: the data-parallel size, then the layout of the ranks. */
+export const PARALLEL: readonly Flag[] = [
   'gpus',
   'engine',
   'distributed-optimizer',

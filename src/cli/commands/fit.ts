@@ -7,30 +7,14 @@ import { adviseTable } from '../advise-format.js';
 import { listOf } from '../args.js';
 import { usage } from '../errors.js';
 import { DEFAULTS, type Flag, type Values } from '../flags.js';
-import { FIT_HELP } from '../help.js';
+import { FIT_HELP, PARALLEL } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions, tensorParallelOf } from '../options.js';
 import { choice, count } from '../values.js';
 import type { ModelCommand, Outcome } from './command.js';
 
 /** The layout flags: --advise starts from one GPU and tries the engines itself. */
-const LAYOUT: readonly Flag[] = [
-  'engine',
-  'fsdp',
-  'zero',
-  'offload',
-  'distributed-optimizer',
-  'tp',
-  'sp',
-  'cp',
-  'ep',
-  'pp',
-  'stage',
-  'schedule',
-  'virtual-stages',
-  'no-return-outputs',
-  'rank',
-];
+const LAYOUT: readonly Flag[] = PARALLEL.filter((flag) => flag !== 'gpus' && flag !== 'micro-batches');
 
 /** fit --advise: the job of the flags on one GPU, every lever that could make it fit (--gpus N: the GPUs sharding may use). */
 function runAdvise(ref: ModelRef, values: Values): Outcome {
