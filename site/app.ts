@@ -3,6 +3,7 @@
  * every change (debounced). Built by scripts/site.ts into site/dist.
  */
 import {
+  advise,
   breakdownSvg,
   CATEGORIES,
   decoderMeta,
@@ -21,6 +22,7 @@ import {
   vision,
   VISION_MODELS,
   VramError,
+  type AdviseResult,
   type Dim,
   type Engine,
   type Estimate,
@@ -338,13 +340,98 @@ function render(state: State): void {
     $('breakdown').innerHTML = breakdownSvg(result, { title: 'Memory at the peak', capacity: budget });
     error.hidden = true;
     results.dataset.state = toHash(state);
+    scheduleAdvice(state, model, options);
   } catch (e) {
     error.textContent = message(e);
     error.hidden = false;
     results.dataset.state = `error:${toHash(state)}`;
+    clearAdvice(state);
   } finally {
     results.setAttribute('aria-busy', 'false');
   }
+}
+
+// ---- what would fit ----
+
+const html = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const signed = (bytes: number) => `${bytes < 0 ? '−' : ''}${formatBytes(Math.abs(bytes))}`;
+/** A cost kind in words (advise ranks fitting levers by these, cheapest first). */
+const COST_WORDS: Record<string, string> = {
+  none: 'free',
+  throughput: 'slower steps',
+  compute: 'more compute',
+  hardware: 'more hardware',
+  quality: 'may change what trains',
+};
+
+let adviceTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** The panel empty: the page's job could not be estimated (the error is shown above). */
+function clearAdvice(state: State): void {
+  clearTimeout(adviceTimer);
+  const panel = $('advice');
+  panel.innerHTML = '<p class="muted">— (no estimate to improve)</p>';
+  panel.setAttribute('aria-busy', 'false');
+  panel.dataset.state = `error:${toHash(state)}`;
+}
+
+/** advise() takes a while (every lever is a real estimate): it runs once the main result has painted, and only for the latest state. */
+function scheduleAdvice(state: State, model: Layer, options: EstimateOptions): void {
+  clearTimeout(adviceTimer);
+  const panel = $('advice');
+  const hash = toHash(state);
+  panel.innerHTML = '<p class="muted">computing…</p>';
+  panel.setAttribute('aria-busy', 'true');
+  panel.dataset.state = `computing:${hash}`;
+  adviceTimer = setTimeout(() => {
+    try {
+      const train = state.mode === 'train';
+      panel.innerHTML = adviceHtml(advise(model, { ...options, gpu: state.gpu, ...(train && state.gpus > 1 ? { gpus: state.gpus } : {}) }), state);
+      panel.dataset.state = hash;
+    } catch (e) {
+      panel.innerHTML = `<p class="error" role="alert">${html(message(e))}</p>`;
+      panel.dataset.state = `error:${hash}`;
+    } finally {
+      panel.setAttribute('aria-busy', 'false');
+    }
+  }, 50);
+}
+
+/** The panel: the baseline's need against the GPU, then the levers that fit, cheapest first (or plainly none). */
+function adviceHtml(result: AdviseResult, state: State): string {
+  const b = result.baseline;
+  const need = `The job needs <strong id="advice-needed" data-bytes="${b.needed}">${formatBytes(b.needed)}</strong> of ${state.gpu}'s <span id="advice-capacity" data-bytes="${b.capacity}">${formatBytes(b.capacity)}</span>`;
+  if (b.fits)
+    return `<p id="advice-baseline">${need}: <span class="fits">it fits already</span>, ${b.headroom >= 0 ? `with ${formatBytes(b.headroom)} to spare` : `${formatBytes(-b.headroom)} past the usable memory, which the allocator frees its cache for`}. Nothing to change.</p>`;
+  const fitting = result.levers.filter((l) => l.fits);
+  const lines = [`<p id="advice-baseline">${need}: <span class="nofit">${formatBytes(-b.headroom)} too much</span>.</p>`];
+  if (fitting.length === 0) {
+    const closest = result.levers[0];
+    lines.push(
+      `<p id="advice-none" class="nofit">No change fits: none of the ${result.levers.length} levers tried, alone or combined, brings the job under ${formatBytes(b.capacity)}.` +
+        (closest !== undefined ? ` The closest, ${html(closest.description)}, still needs ${formatBytes(closest.needed)}.` : '') +
+        ' A larger GPU or more GPUs (with a data-parallel engine) is the way left.</p>',
+    );
+  } else {
+    const rows = fitting.map(
+      (l) =>
+        `<tr data-lever="${html(l.lever)}" data-cost="${l.cost.kind}"><th scope="row">${html(l.description)}</th>` +
+        `<td><strong class="cost">${COST_WORDS[l.cost.kind] ?? l.cost.kind}</strong> <span class="note">${html(l.cost.note)}</span></td>` +
+        `<td class="num needed" data-bytes="${l.needed}">${formatBytes(l.needed)}</td><td class="num headroom" data-bytes="${l.headroom}">${signed(l.headroom)}${l.headroom < 0 ? '<span class="note">past the usable memory: the allocator frees its cache and retries</span>' : ''}</td></tr>`,
+    );
+    lines.push(
+      `<table id="advice-levers"><caption>${fitting.length === 1 ? 'One change fits' : `${fitting.length} changes fit`}, cheapest first</caption>` +
+        '<thead><tr><th scope="col">Change</th><th scope="col">Cost</th><th scope="col">Needed</th><th scope="col">Headroom</th></tr></thead>' +
+        `<tbody>${rows.join('')}</tbody></table>`,
+    );
+  }
+  const rest = result.levers.length - fitting.length;
+  if (rest > 0 || result.skipped.length > 0)
+    lines.push(
+      `<p id="advice-rest" class="muted">Also tried: ${rest} ${rest === 1 ? 'change' : 'changes'} that ${rest === 1 ? 'does' : 'do'} not fit; ` +
+        `<span title="${html(result.skipped.map((s) => `${s.lever}: ${s.reason}`).join('\n'))}">${result.skipped.length} that do not apply to this job</span>.</p>`,
+    );
+  return lines.join('');
 }
 
 // ---- wiring ----

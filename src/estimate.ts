@@ -6,6 +6,7 @@ import { show, validate, type Check } from './validate.js';
 import type { StepProgram } from './memory/ledger.js';
 import { optimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
+import { familyPeaks } from './memory/rank-family.js';
 import { concreteStep, replayReserved } from './memory/reserved.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
@@ -14,7 +15,7 @@ import { declaredBlocks } from './nn/repeated.js';
 import { reducedBlocks, type ReducedBlocks } from './trace/blocks.js';
 import { weigh } from './memory/residency/kit.js';
 import { rankSetup, type RankSetup } from './parallel/index.js';
-import type { Dim } from './sym/expr.js';
+import { isExpr, type Dim } from './sym/expr.js';
 import { add, sum } from './sym/ops.js';
 import { checkDType, type DType } from './tensor/dtype.js';
 import { specBytes, tensor, type TensorSpec } from './tensor/spec.js';
@@ -164,6 +165,8 @@ function traceKey(options: EstimateOptions, overrides: Pick<TraceOptions, 'input
     return JSON.stringify(
       [mode, precision, dtype, inputDtype, moduleMode, input, device, framework, loss, checkpoint, inputRequiresGrad, freeze, lora, overrides],
       (_, value) => {
+        // A symbolic size by its canonical key (bounds included): plan's micro-batch solves trace one graph per bound.
+        if (isExpr(value)) return { expr: value.key };
         if (typeof value === 'function' || typeof value === 'symbol' || typeof value === 'bigint') throw new TypeError('not plain data');
         return value;
       },
@@ -299,6 +302,22 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
     model,
     rankSetup(model, options, () => storedDtype(model, options)),
   );
+}
+
+/**
+ * Every rank's peak of the plan's group from one run where the engine can stand for them all (EngineEnv.family),
+ * else rank 0's own estimate (what the run was then). The options are checked; the plan's `rank` is not read.
+ */
+export function groupPeaks(model: Layer, options: EstimateOptions): { readonly peaks: readonly number[] } | { readonly first: Estimate } {
+  checkModel(model);
+  validate(options, estimateOptions);
+  const ranked = options.parallel === undefined ? options : { ...options, parallel: { ...options.parallel, rank: 0 } };
+  const result = estimateOf(
+    model,
+    rankSetup(model, ranked, () => storedDtype(model, ranked), true),
+  );
+  const program = result.steps.steady?.program;
+  return program?.ranks === undefined ? { first: result } : { peaks: familyPeaks(program) };
 }
 
 /** The dtype a model's parameters are stored in under the options (what traceModel resolves). */

@@ -269,6 +269,16 @@ function symbolNamed(dim: Dim, name: string): SymAtom | undefined {
  * ```
  */
 export function maxFitting(model: Layer, name: string, options: FitOptions): number {
+  return maxFittingUpTo(model, name, options, Number.POSITIVE_INFINITY);
+}
+
+/**
+ * {@link maxFitting} searching no higher than `upTo` (the symbol's own bound, if lower, still
+ * holds): a search over many ranges (plan's micro-batches, one per rank's share) traces the
+ * symbol once with the widest bound, and each range searches exactly as a symbol bounded by it
+ * would (the same probes; the program of either trace is exact at every value of its range).
+ */
+export function maxFittingUpTo(model: Layer, name: string, options: FitOptions, upTo: number): number {
   validate(options, fitOptions);
   if (typeof name !== 'string') fail('bad-option', 'the symbol to solve for is a name', { path: ['name'], expected: 'string', received: show(name) });
   const inputs = Array.isArray(options.input) ? (options.input as readonly unknown[]) : [options.input];
@@ -288,7 +298,8 @@ export function maxFitting(model: Layer, name: string, options: FitOptions): num
   const env = options.env ?? {};
   const step = atom.multipleOf ?? 1;
   const lowest = Math.ceil(atom.min / step) * step;
-  const highest = atom.max === undefined ? Number.MAX_SAFE_INTEGER : Math.floor(atom.max / step) * step;
+  const highest =
+    atom.max === undefined && upTo === Number.POSITIVE_INFINITY ? Number.MAX_SAFE_INTEGER : Math.floor(Math.min(atom.max ?? upTo, upTo) / step) * step;
   const at = (value: number) => ({ ...env, [name]: value });
   const valid = (value: number) => constraints.every((c) => c(at(value)) >= 1);
   const within = (bytes: () => number): boolean => {

@@ -235,6 +235,7 @@ export { sftStep, type SftStepOptions } from './trainers/sft.js';
 export { grpoStep, type GrpoStepEstimate, type GrpoStepOptions } from './trainers/grpo.js';
 
 // Whole RL jobs: a trainer and its rollout engine as TRL, verl and OpenRLHF place them.
+export { adviseRl, type AdviseRlFigures, type AdviseRlResult, type RlLeverResult } from './advise-rl.js';
 export { rlJob, type RlEngineTrainer, type RlFramework, type RlJob, type RlJobOptions, type RlPhase, type RlRollout, type RlTrlTrainer } from './jobs/rl.js';
 export { korthikanti, type KorthikantiOptions } from './scenarios/korthikanti.js';
 

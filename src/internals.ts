@@ -88,7 +88,7 @@ export type { Fsdp2Plan } from './parallel/engines/fsdp2.js';
 export type { MegatronPlan } from './parallel/engines/megatron.js';
 export type { EngineHooks, RankContext, Residency } from './memory/residency/types.js';
 export type { Check, Path } from './validate.js';
-export type { Ledger } from './memory/ledger.js';
+export type { Ledger, RankFamily } from './memory/ledger.js';
 export type { Plan as StepPlan } from './memory/step-plan.js';
 export { megatronBuffers, megatronShard, type MegatronBuffer, type MegatronPlacement, type MegatronSettings } from './parallel/engines/megatron.js';
 export { inFlight, pipelineActions, type PipelineAction } from './parallel/pipeline/schedules.js';

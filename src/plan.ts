@@ -1,7 +1,7 @@
 import type { EstimateOptions } from './estimate-types.js';
 import { budget as budgetCheck, ESTIMATE_FIELDS, MODEL_KEYS } from './estimate-options.js';
 import { fail } from './errors.js';
-import { maxFitting } from './fit.js';
+import { maxFittingUpTo } from './fit.js';
 import { memoryBudget } from './gpus/catalog.js';
 import { LIMITS } from './limits.js';
 import type { CheckpointPlan } from './trace/trace.js';
@@ -383,6 +383,9 @@ function divisorsDown(n: number): number[] {
 /** Micro-batches weighed of a longer accumulation without pipeline stages: the first, one repeat, the last. */
 export const ACCUMULATION_CAP = 3;
 
+/** Micro-batches to try from which the search solves for the largest first (below, it checks each). */
+const SOLVE_FROM = 4;
+
 /** The largest micro-batch dividing the rank's share that fits on every rank. */
 function bestLayout(model: Layer, trial: Trial): Layout {
   const { sample, share, dp, pp, tp, cp, engine, zero, gpu, budget, ...estimateOnly } = trial;
@@ -418,21 +421,28 @@ function bestLayout(model: Layer, trial: Trial): Layout {
   // The peak grows with the micro-batch: solve for it once, then check each divisor below it
   // exactly (accumulation and the other ranks can add to rank 0's single-micro-batch peak). A
   // pipeline's first stage is solved with pp micro-batches in flight, its most under 1F1B.
-  // With one micro-batch to try there is nothing to solve: its exact check decides (what fits exactly
-  // is never above the solved bound, accumulation only adding to the peak).
+  // With at most SOLVE_FROM − 1 micro-batches to try the exact checks decide alone (what fits exactly
+  // is never above the solved bound, accumulation only adding to the peak): a solve costs about
+  // what a check does, and saves only the checks of the micro-batches above the answer.
   const micros = microBatchesOf(share, pp);
   const largest =
-    micros.length === 1
+    micros.length < SOLVE_FROM
       ? Number.POSITIVE_INFINITY
-      : maxFitting(model, 'B', {
-          ...estimateOnly,
-          ...parallel,
-          input: [sym('B', { max: Math.floor(share / pp) }), ...sample],
-          ...(pp > 1 ? { microBatches: pp } : {}),
-          gpu,
-          // The plan compares allocated peaks with the nominal memory (below); the reserved verdict is not its yet.
-          verdict: 'allocated',
-        });
+      : maxFittingUpTo(
+          model,
+          'B',
+          {
+            ...estimateOnly,
+            ...parallel,
+            // One symbol for every share of the search (one trace), each share's range searched alone.
+            input: [sym('B', { max: Math.floor((share * dp) / pp) }), ...sample],
+            ...(pp > 1 ? { microBatches: pp } : {}),
+            gpu,
+            // The plan compares allocated peaks with the nominal memory (below); the reserved verdict is not its yet.
+            verdict: 'allocated',
+          },
+          Math.floor(share / pp),
+        );
   for (const micro of micros) {
     if (micro > largest) continue;
     const { peak, rank } = stepPeak(micro, budget);

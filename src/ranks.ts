@@ -1,4 +1,4 @@
-import { estimate, withTraces } from './estimate.js';
+import { estimate, groupPeaks, withTraces } from './estimate.js';
 import { estimateOptions } from './estimate-options.js';
 import type { Estimate, EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
@@ -114,7 +114,8 @@ export interface RankPeak {
 /**
  * The peak of every rank of a concrete job, as {@link estimateRanks} gives them, for a search that
  * reads only the peaks (plan): ranks the engine's `rankKey` says have equal figures are estimated
- * once (FSDP2's full chunks, ZeroRedundancyOptimizer's equal partitions), and with `budget` the
+ * once (FSDP2's full chunks, ZeroRedundancyOptimizer's equal partitions), every ZeRO-1/2 rank comes
+ * from one run standing for the whole group (each rank's own blocks on top), and with `budget` the
  * ranks after the first one past it are not estimated (the layout does not fit; the peaks
  * listed then stop there).
  */
@@ -129,9 +130,18 @@ function peaksOf(model: Layer, options: EstimateOptions, budget: number): readon
   const shared = engine === undefined || engine.sameOnEveryRank(plan);
   const ranks = plan.dp * (plan.cp ?? 1);
   const peaks: RankPeak[] = [];
+  // One run for every rank where the engine can stand for them all (ZeRO-1/2).
+  const group = stages === 1 && !shared && engine?.family?.(plan as never) === true ? groupPeaks(model, options) : undefined;
+  if (group !== undefined && 'peaks' in group) {
+    for (const [rank, peak] of group.peaks.entries()) {
+      peaks.push({ rank, peak });
+      if (peak > budget) break;
+    }
+    return peaks;
+  }
   for (let stage = 0; stage < stages; stage += 1) {
     const at = (dpRank: number) => estimate(model, { ...options, parallel: { ...plan, rank: dpRank, ...(stages > 1 ? { stage } : {}) } });
-    const first = at(0);
+    const first = group?.first ?? at(0);
     const keyOf = engine?.rankKey === undefined ? undefined : (dpRank: number) => engine.rankKey!(plan as never, ranks, dpRank, first.ir);
     const byKey = new Map<string, number>();
     for (let dpRank = 0; dpRank < ranks; dpRank += 1) {

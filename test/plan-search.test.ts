@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, estimateRanks, linear, llm, plan, relu, seq, type PlanOptions } from '../src/index.js';
-import { withTraces } from '../src/estimate.js';
+import { estimate, estimateRanks, linear, llm, plan, relu, seq, sym, type PlanOptions } from '../src/index.js';
+import { groupPeaks, withTraces } from '../src/estimate.js';
 import { ACCUMULATION_CAP } from '../src/plan.js';
 import { rankPeaks } from '../src/ranks.js';
 import { cli } from './helpers/cli.js';
@@ -91,6 +91,14 @@ describe('laws the faster search stands on', () => {
     expect(rankPeaks(uneven, options, Math.max(...all.map((r) => r.peak)))).toEqual(all);
   });
 
+  it('a symbolic input is a trace key too (its bounds part of it): the micro-batch solves of a search trace each bound once', () => {
+    const at = (max: number) => ({ input: [sym('B', { max }), 300], optimizer: 'adam' }) as const;
+    withTraces(() => {
+      expect(estimate(uneven, at(8)).ir).toBe(estimate(uneven, at(8)).ir);
+      expect(estimate(uneven, at(8)).ir).not.toBe(estimate(uneven, at(16)).ir);
+    });
+  });
+
   it('traces are kept only while a search runs', () => {
     const options = { input: [2, 300], optimizer: 'adam' } as const;
     expect(estimate(uneven, options).ir).not.toBe(estimate(uneven, options).ir);
@@ -101,6 +109,89 @@ describe('laws the faster search stands on', () => {
     });
     expect(estimate(uneven, options).ir).not.toBe(estimate(uneven, options).ir);
   });
+});
+
+describe('one run for every rank of the group (a rank family): each rank its own blocks, the same peaks', () => {
+  const widths = fc.array(fc.integer({ min: 1, max: 400 }), { minLength: 1, maxLength: 5 });
+  const modelOf = (outs: readonly number[]) => seq(...outs.flatMap((out) => [linear({ out }), relu()]), linear({ out: 10 }));
+  const exactPeaks = (model: ReturnType<typeof modelOf>, options: Parameters<typeof estimateRanks>[1]) => estimateRanks(model, options).map((r) => r.peak);
+
+  it('ZeRO-1/2: one run where nothing is offloaded, the gradient is cast and (stage 1) no gradient is over the bucket', () => {
+    let families = 0;
+    fc.assert(
+      fc.property(
+        widths,
+        fc.constantFrom(1, 2),
+        fc.integer({ min: 2, max: 70 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.constantFrom(50, 1000, 20_000, 500_000_000),
+        fc.boolean(),
+        fc.constantFrom('bfloat16', 'float16', 'float32'),
+        fc.integer({ min: 1, max: 8 }),
+        (outs, zero, dp, m, reduceBucketSize, overlapComm, dtype, batch) => {
+          const model = modelOf(outs);
+          const options = {
+            input: [batch, 64],
+            dtype,
+            optimizer: 'adamw',
+            microBatches: m,
+            timeline: false,
+            parallel: { engine: 'deepspeed', zero, dp, deepspeed: { reduceBucketSize, overlapComm } },
+          } as const;
+          const group = groupPeaks(model, options);
+          const largest = Math.max(64 * outs[0]! + outs[0]!, ...outs.slice(1).map((out, i) => outs[i]! * out + out), outs.at(-1)! * 10 + 10);
+          const family = dtype !== 'float32' && (zero === 2 || largest <= reduceBucketSize);
+          expect('peaks' in group, JSON.stringify({ outs, zero, dtype, reduceBucketSize })).toBe(family);
+          if ('peaks' in group) families += 1;
+          return (
+            JSON.stringify('peaks' in group ? group.peaks : [group.first.bytes.peak]) ===
+            JSON.stringify(family ? exactPeaks(model, options) : exactPeaks(model, options).slice(0, 1))
+          );
+        },
+      ),
+      { numRuns: 60 },
+    );
+    expect(families).toBeGreaterThan(10);
+  }, 120_000);
+
+  it('ZeroRedundancyOptimizer: every optimizer and implementation, each rank stepping its own partition', () => {
+    fc.assert(
+      fc.property(
+        widths,
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.constantFrom('adam', 'adamw', 'sgd', 'sgd_momentum', 'lion', 'adafactor'),
+        fc.constantFrom('for-loop', 'foreach'),
+        fc.constantFrom('bfloat16', 'float32'),
+        (outs, dp, m, name, impl, dtype) => {
+          const model = modelOf(outs);
+          const options = {
+            input: [4, 64],
+            dtype,
+            optimizer: { name, impl },
+            microBatches: m,
+            timeline: false,
+            parallel: { engine: 'zero-redundancy', dp },
+          } as const;
+          const group = groupPeaks(model, options);
+          return 'peaks' in group && JSON.stringify(group.peaks) === JSON.stringify(exactPeaks(model, options));
+        },
+      ),
+      { numRuns: 40 },
+    );
+  }, 120_000);
+
+  it('on the decoder the plan weighs: Qwen2.5-0.5B, 16 ranks, ZeRO-1, ZeRO-2 and ZeroRedundancyOptimizer', () => {
+    for (const parallel of [
+      { engine: 'deepspeed', zero: 1, dp: 16 },
+      { engine: 'deepspeed', zero: 2, dp: 16, deepspeed: { reduceBucketSize: 802_816 } },
+      { engine: 'zero-redundancy', dp: 16 },
+    ] as const) {
+      const options = { input: [1, 2048], precision: 'bf16', optimizer: 'adamw', microBatches: 2, timeline: false, parallel } as const;
+      const group = groupPeaks(qwen, options);
+      expect('peaks' in group && group.peaks, JSON.stringify(parallel)).toEqual(exactPeaks(qwen as never, options));
+    }
+  }, 120_000);
 });
 
 describe('fewestOnly', () => {

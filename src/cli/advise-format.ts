@@ -1,5 +1,5 @@
-/** `vram-ts fit --advise`: advise's result as a table (the baseline, then each lever ranked, then what was skipped). */
-import { formatBytes, type AdviseResult, type LeverResult } from '../index.js';
+/** `vram-ts fit --advise` and `vram-ts rl --advise`: advise's and adviseRl's results as tables (the baseline, then each lever ranked, then what was skipped). */
+import { formatBytes, type AdviseResult, type AdviseRlResult, type LeverResult, type RlLeverResult } from '../index.js';
 
 /** Bytes with a minus where negative. */
 const signed = (bytes: number) => (bytes < 0 ? `-${formatBytes(-bytes)}` : formatBytes(bytes));
@@ -24,6 +24,29 @@ export function adviseTable(result: AdviseResult, gpu: string | number): string 
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   lines.push(`  ${head.map((h, i) => (i === 1 || i === 2 ? h.padStart(widths[i]!) : i < head.length - 1 ? h.padEnd(widths[i]!) : h)).join('  ')}`);
   for (const l of result.levers) lines.push(...leverLines(l, widths));
+  if (result.levers.length === 0) lines.push('  (no lever applies)');
+  lines.push('', result.best === undefined ? 'best: none fits' : `best: ${result.best.lever} (${result.best.cost.kind})`);
+  if (result.skipped.length > 0) {
+    const width = Math.max(...result.skipped.map((s) => s.lever.length));
+    lines.push('', 'skipped', ...result.skipped.map((s) => `  ${s.lever.padEnd(width)}  ${s.reason}`));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** `vram-ts rl --advise`: adviseRl's result as a table (the baseline, then each lever ranked, then what was skipped). */
+export function adviseRlTable(result: AdviseRlResult, gpu: string): string {
+  const b = result.baseline;
+  const lines = [
+    `baseline: ${b.fits ? 'fits' : 'does not fit'}: peak ${formatBytes(b.peak)} in ${b.peakPhase}, usable ${formatBytes(b.usable)} of ${formatBytes(b.totalBytes)} (${gpu}), headroom ${signed(b.headroom)}`,
+    '',
+  ];
+  const head = ['fits', 'peak', 'headroom', 'gpus', 'cost', 'lever'];
+  const cells = (l: RlLeverResult) => [l.fits ? 'yes' : 'no', formatBytes(l.peak), signed(l.headroom), String(l.gpus), l.cost.kind, l.lever];
+  const widths = head.map((h, i) => Math.max(h.length, ...result.levers.map((l) => cells(l)[i]!.length)));
+  const row = (c: readonly string[]) =>
+    `  ${c.map((x, i) => (i >= 1 && i <= 3 ? x.padStart(widths[i]!) : i < c.length - 1 ? x.padEnd(widths[i]!) : x)).join('  ')}`;
+  lines.push(row(head));
+  for (const l of result.levers) lines.push(row(cells(l)), `    change: ${l.description}`, `    cost:   ${l.cost.note}`);
   if (result.levers.length === 0) lines.push('  (no lever applies)');
   lines.push('', result.best === undefined ? 'best: none fits' : `best: ${result.best.lever} (${result.best.cost.kind})`);
   if (result.skipped.length > 0) {

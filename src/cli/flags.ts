@@ -352,7 +352,7 @@ export const FLAGS = {
     meta: 'WHAT',
     help: `${SOLVES.join(', ')} (default ${DEFAULTS.solve}); seq needs an LLM, resolution a CNN`,
   },
-  advise: { type: 'boolean', scope: ['fit'], help: 'what change makes it fit: each lever estimated, ranked by cost (--gpus N: sharding too)' },
+  advise: { type: 'boolean', scope: ['fit', 'rl'], help: 'what change makes it fit: each lever estimated, ranked by cost (fit --gpus N: sharding too)' },
   fewest: {
     type: 'boolean',
     scope: ['plan'],

@@ -361,7 +361,7 @@ whether it fits, the GPUs the job needs.
 <model> is an LLM: ${LLMS.map((e) => e.id).join(', ')}, a config.json path or a Hub id.
 
 Options
-${options('rl', ['framework', 'gpu', 'gpus', 'sleep', 'colocate', 'engines', ...ENGINE, 'prompt', 'config', 'batch', 'seq', 'log-prob-batch', 'optimizer', 'precision', 'checkpointing', 'engine', 'param-offload', 'optimizer-offload', 'dtype', 'check', 'format'])}
+${options('rl', ['framework', 'gpu', 'gpus', 'sleep', 'colocate', 'engines', ...ENGINE, 'prompt', 'config', 'batch', 'seq', 'log-prob-batch', 'optimizer', 'precision', 'checkpointing', 'engine', 'param-offload', 'optimizer-offload', 'dtype', 'advise', 'check', 'format'])}
 
 GRPOConfig's fields are flags with --framework trl (see vram-ts grpo --help).
 
@@ -370,4 +370,5 @@ ${EXIT}
 Examples
   vram-ts rl qwen2.5-0.5b --framework trl --gpu H100-80GB --per-device-train-batch-size 8 --max-completion-length 4096 --prompt 256
   vram-ts rl qwen2.5-0.5b --framework verl --gpu H100-80GB --gpus 2 --batch 1 --seq 4352 --log-prob-batch 8 --checkpointing
+  vram-ts rl qwen2.5-0.5b --framework trl --gpu 79.22GiB --num-generations 8 --max-completion-length 4096 --prompt 256 --advise
 `;

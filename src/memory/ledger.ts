@@ -71,6 +71,21 @@ export interface StepProgram {
   readonly log: readonly number[];
   readonly events: readonly { readonly phase: Phase; readonly label: string }[];
   readonly rounded: boolean;
+  /** When the log stands for several ranks at once ({@link Ledger.forRanks}): their own sizes and events. */
+  readonly ranks?: RankFamily;
+}
+
+/**
+ * A log recorded once for every rank of a group whose steps differ only in some blocks' sizes
+ * and in some events (ZeRO-1/2's gradient partitions): rank r's own log is this one with each
+ * block of `sizes` at its r-th size (0: the rank has none) and only the events of `events`
+ * that list r (an event not there is every rank's). `program.sizes` holds rank 0's.
+ */
+export interface RankFamily {
+  readonly count: number;
+  readonly sizes: ReadonlyMap<number, readonly number[]>;
+  /** By event index: the ranks that record it. */
+  readonly events: ReadonlyMap<number, readonly number[]>;
 }
 
 /**
@@ -92,6 +107,12 @@ export interface Ledger {
    */
   readonly setUnit: (unit: number) => void;
   readonly program: () => StepProgram;
+  /** From now on the log stands for `count` ranks at once: `allocEach` and `recordFor` may be used. */
+  readonly forRanks: (count: number) => void;
+  /** A block of one size per rank of the family (0 where a rank has none). */
+  readonly allocEach: (sizes: readonly number[], category: Category) => number;
+  /** An event only the listed ranks of the family record. */
+  readonly recordFor: (ranks: readonly number[], phase: Phase, label: string) => void;
   /** Per log entry: the repeated-model block it counts for (see setUnit). */
   readonly units: () => readonly number[];
 }
@@ -111,7 +132,12 @@ export function createLedger(rounded: boolean): Ledger {
   let unit = -1;
   let owners: number[] | null = null;
   let contexts: number[] | null = null;
-  return {
+  let family: { count: number; sizes: Map<number, readonly number[]>; events: Map<number, readonly number[]> } | null = null;
+  const inFamily = (what: string) => {
+    if (family === null) throw new Error(`ledger.${what} before forRanks (a bug)`);
+    return family;
+  };
+  const ledger: Ledger = {
     alloc(bytes, category, refs = 1, owner = unit) {
       const id = sizes.length;
       sizes.push(bytes);
@@ -146,8 +172,42 @@ export function createLedger(rounded: boolean): Ledger {
       }
       unit = next;
     },
-    program: () => ({ sizes, categories, log, events, rounded }),
+    program: () => ({ sizes, categories, log, events, rounded, ...(family !== null ? { ranks: family } : {}) }),
     units: () => (owners === null ? log.map(() => -1) : unitTags(log, owners, contexts!)),
+    forRanks(count) {
+      family = { count, sizes: new Map(), events: new Map() };
+    },
+    allocEach(each, category) {
+      const { count, sizes: bySize } = inFamily('allocEach');
+      if (each.length !== count) throw new Error(`ledger.allocEach: ${each.length} sizes for ${count} ranks (a bug)`);
+      const id = ledger.alloc(each[0]!, category);
+      bySize.set(id, each);
+      return id;
+    },
+    recordFor(ranks, phase, label) {
+      inFamily('recordFor').events.set(events.length, ranks);
+      ledger.record(phase, label);
+    },
+  };
+  return ledger;
+}
+
+/**
+ * A family ledger ({@link Ledger.forRanks}) seen as one rank's own: what is allocated through it
+ * has its size on `rank` alone (0 on the others), what is recorded is that rank's event; frees
+ * and the rest are the ledger's. An engine runs one rank's part of the step through it.
+ */
+export function ledgerOfRank(ledger: Ledger, rank: number, count: number): Ledger {
+  return {
+    ...ledger,
+    alloc(bytes, category, refs = 1) {
+      if (typeof bytes !== 'number' || refs !== 1) throw new Error('ledgerOfRank: concrete blocks of one reference only (a bug)');
+      return ledger.allocEach(
+        Array.from({ length: count }, (_, r) => (r === rank ? bytes : 0)),
+        category,
+      );
+    },
+    record: (phase, label) => ledger.recordFor([rank], phase, label),
   };
 }
 

@@ -1,6 +1,6 @@
 import { fail } from '../errors.js';
 import type { Dim } from '../sym/expr.js';
-import { mul, product } from '../sym/ops.js';
+import { add, max, mul, product, sub } from '../sym/ops.js';
 import { specBytes, tensor, type TensorSpec } from '../tensor/spec.js';
 import type { DType } from '../tensor/dtype.js';
 import { formatDim } from '../sym/format.js';
@@ -94,14 +94,21 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
  * output block [qSplit × D], in float32 (qSplit 32, 64 from 192 positions, 256 from 768; kvSplit
  * 512; both at most the sequence). Measured: 10,496 bytes at 64 positions, head size 16.
  */
-function cpuFlashScratch(q: TensorSpec, k: TensorSpec): number {
-  const s = q.shape[2];
-  const sk = k.shape[2];
-  const d = q.shape[3];
-  if (typeof s !== 'number' || typeof sk !== 'number' || typeof d !== 'number') return 0;
-  const qSplit = Math.min(s >= 768 ? 256 : s >= 192 ? 64 : 32, s);
-  const kvSplit = Math.min(512, sk);
-  return (qSplit * kvSplit + 2 * qSplit + qSplit * d) * 4;
+function cpuFlashScratch(q: TensorSpec, k: TensorSpec): Dim {
+  const s = q.shape[2]!;
+  const sk = k.shape[2]!;
+  const d = q.shape[3]!;
+  if (typeof s === 'number' && typeof sk === 'number' && typeof d === 'number') {
+    const qSplit = Math.min(s >= 768 ? 256 : s >= 192 ? 64 : 32, s);
+    const kvSplit = Math.min(512, sk);
+    return (qSplit * kvSplit + 2 * qSplit + qSplit * d) * 4;
+  }
+  // A symbolic sequence: the same splits as expressions of it (integers: [s ≥ t] = max(0, s − t + 1) − max(0, s − t)).
+  const atLeast = (x: Dim, t: number) => sub(max(0, sub(x, t - 1)), max(0, sub(x, t)));
+  const atMost = (x: Dim, t: number) => sub(x, max(0, sub(x, t)));
+  const qSplit = add(add(atMost(s, 32), mul(32, atLeast(s, 192))), mul(192, atLeast(s, 768)));
+  const kvSplit = atMost(sk, 512);
+  return mul(add(add(mul(qSplit, kvSplit), mul(2, qSplit)), mul(qSplit, d)), 4);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Layer } from '../nn/types.js';
 import type { DType } from '../tensor/dtype.js';
 import type { IR } from '../trace/ir.js';
 import { engineNamed, type EngineRecord } from './engines/index.js';
+import type { EngineEnv } from './engines/engine.js';
 import { checkBuiltParallel, checkPlan, offloads, type ParallelPlan, type RankOptions } from './plan.js';
 import { pipelineRank, type PipelineRank, type RankTracer } from './pipeline/rank.js';
 
@@ -37,9 +38,10 @@ export interface RankSetup<O extends RankOptions> {
  * The one door from the estimate into the parallel wing: checks the plan once (the schema ran
  * with the estimate's options; then the common checks, the engine's own, and the parallel sizes
  * against those the model was built for), then resolves the rank. `storedDtype` is the dtype the
- * options store parameters in (read only with FSDP2 mixed precision).
+ * options store parameters in (read only with FSDP2 mixed precision). With `family`, the engine
+ * is asked to stand for every rank of the group in one run where it can (see EngineEnv.family).
  */
-export function rankSetup<O extends RankOptions>(model: Layer, options: O, storedDtype: () => DType): RankSetup<O> {
+export function rankSetup<O extends RankOptions>(model: Layer, options: O, storedDtype: () => DType, family = false): RankSetup<O> {
   const plan = options.parallel;
   if (plan === undefined) return { options, wholeTrace: false, moduleNames: [], pipeline: null, step: () => ({}) };
   checkPlan(plan);
@@ -64,7 +66,7 @@ export function rankSetup<O extends RankOptions>(model: Layer, options: O, store
     moduleNames: plan.units ?? [],
     pipeline: (plan.pp ?? 1) > 1 ? (trace) => pipelineRank(model, rankOptions, plan, trace) : null,
     step: (traced, ir) => ({
-      residency: residencyOf(plan, engine, defaultUnits(traced), stored ?? ir.settings.paramDtype),
+      residency: residencyOf(plan, engine, { defaultUnits: defaultUnits(traced), storeDtype: stored ?? ir.settings.paramDtype, family }),
       ...(stored !== undefined ? { bufferDtype: stored } : {}),
     }),
   };
@@ -90,13 +92,10 @@ function defaultUnits(model: Layer): readonly string[] {
 function residencyOf(
   plan: ParallelPlan,
   engine: EngineRecord<string, ParallelPlan> | undefined,
-  defaultUnits: readonly string[],
-  storeDtype: DType,
+  rank: Pick<EngineEnv, 'defaultUnits' | 'storeDtype' | 'family'>,
 ): (ctx: RankContext) => EngineHooks {
   const make =
-    engine === undefined
-      ? singleDevice
-      : engine.residency(plan, { group: plan.dp * (plan.cp ?? 1), rank: plan.rank ?? 0, defaultUnits, storeDtype, offloads: offloads(plan) });
+    engine === undefined ? singleDevice : engine.residency(plan, { ...rank, group: plan.dp * (plan.cp ?? 1), rank: plan.rank ?? 0, offloads: offloads(plan) });
   if (!offloads(plan)) return make;
   return (ctx) => {
     // On a CPU estimate the "device" is host memory already: moving state from CPU to CPU means nothing.

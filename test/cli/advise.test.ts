@@ -1,6 +1,6 @@
-/** `vram-ts fit --advise`: advise's table of the flags' job, its usage rules and exit codes. */
+/** `vram-ts fit --advise` and `vram-ts rl --advise`: advise's and adviseRl's tables of the flags' job, their usage rules and exit codes. */
 import { describe, expect, it } from 'vitest';
-import { advise, formatBytes, mobilenetV3Small } from '../../src/index.js';
+import { advise, adviseRl, formatBytes, llm, mobilenetV3Small } from '../../src/index.js';
 import { cli } from '../helpers/cli.js';
 
 describe('vram-ts fit --advise', () => {
@@ -48,6 +48,36 @@ describe('vram-ts fit --advise', () => {
     expect(scope.code).toBe(2);
     expect(scope.err).toMatch(/--advise/);
     const none = cli('fit', 'qwen2.5-0.5b', '--gpu', '1GB', '--advise', '--check');
+    expect(none.code).toBe(1);
+    expect(none.out).toContain('best: none fits');
+  });
+});
+
+describe('vram-ts rl --advise', () => {
+  const job = ['rl', 'qwen2.5-0.5b', '--framework', 'trl', '--gpu', '79.22GiB', '--num-generations', '8', '--max-completion-length', '4096', '--prompt', '256'];
+  it("prints adviseRl's baseline and levers in its order with their figures; --format json is the result", () => {
+    const r = cli(...job, '--advise', '--check');
+    expect(r.code).toBe(0);
+    expect(r.err).toBe('');
+    const a = adviseRl(llm('qwen2.5-0.5b'), {
+      framework: 'trl',
+      totalBytes: 85_061_827_297,
+      trainer: { config: { num_generations: 8, max_completion_length: 4096 }, prompt: 256 },
+    });
+    expect(r.out.split('\n')[0]).toBe(
+      `baseline: does not fit: peak ${formatBytes(a.baseline.peak)} in ${a.baseline.peakPhase}, usable ${formatBytes(a.baseline.usable)} of ${formatBytes(a.baseline.totalBytes)} (79.22GiB), headroom -${formatBytes(-a.baseline.headroom)}`,
+    );
+    const rows = r.out.split('\n').filter((l) => /^ {2}(yes|no) /.test(l));
+    expect(rows.map((l) => l.trim().split(/\s+/).at(-1))).toEqual(a.levers.map((l) => l.lever));
+    expect(r.out).toContain(`change: ${a.best!.description}`);
+    expect(r.out).toContain('best: rollout-utilization (none)');
+    const json = JSON.parse(cli(...job, '--advise', '--format', 'json').out);
+    expect(json.best.lever).toBe('rollout-utilization');
+    expect(json.best.peak).toBe(a.best!.peak);
+  });
+
+  it('--check exits 1 when nothing fits', () => {
+    const none = cli('rl', 'qwen2.5-0.5b', '--framework', 'trl', '--gpu', '4GiB', '--max-completion-length', '4096', '--prompt', '256', '--advise', '--check');
     expect(none.code).toBe(1);
     expect(none.out).toContain('best: none fits');
   });

@@ -814,6 +814,38 @@ export function specs(): Record<string, Spec> {
       numRuns: 120,
       arity: 3,
     },
+    adviseRl: {
+      valid: () =>
+        v(
+          [
+            llama(),
+            {
+              framework: 'trl',
+              totalBytes: 2 ** 30,
+              trainer: { config: { per_device_train_batch_size: 4, num_generations: 2, max_completion_length: 8 }, prompt: 8 },
+            },
+          ],
+          [
+            llama(),
+            { framework: 'openrlhf', totalBytes: 2 ** 30, rollout: { colocate: true }, trainer: { update: { input: [2, 8] }, logProbs: { input: [2, 8] } } },
+          ],
+        ),
+      numRuns: 60,
+      arity: 3,
+      // Every lever is an RL job of its own options, judged on the baseline's GPU; fitting ones first, best the first of them.
+      check: (r) => {
+        const a = r as api.AdviseRlResult;
+        exactCount(a.baseline.peak, 'adviseRl baseline.peak');
+        for (const l of a.levers) {
+          exactCount(l.peak, `adviseRl ${l.lever} peak`);
+          invariant(l.levers.join('+') === l.lever, `adviseRl ${l.lever}: its ids are not its levers`);
+          invariant(l.options.totalBytes === a.baseline.options.totalBytes, `adviseRl ${l.lever}: another GPU than the baseline's`);
+        }
+        const miss = a.levers.findIndex((l) => !l.fits);
+        invariant(miss === -1 || a.levers.slice(miss).every((l) => !l.fits), 'adviseRl: a fitting lever after one that does not fit');
+        invariant(a.best === a.levers.find((l) => l.fits), 'adviseRl: best is not the first fitting lever');
+      },
+    },
 
     // ---- closed forms
     zeroPaper: {

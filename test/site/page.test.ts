@@ -11,7 +11,7 @@ import { extname, join, normalize, resolve } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSite } from '../../scripts/site.js';
-import { estimate, llm, mobilenetV3Small } from '../../src/index.js';
+import { advise, estimate, formatBytes, llm, mobilenetV3Small } from '../../src/index.js';
 import { launchChromium } from '../helpers/chromium.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
@@ -69,6 +69,11 @@ async function settled(hash: string): Promise<void> {
   await page.waitForFunction((h) => document.getElementById('results')?.dataset.state === h, hash, { timeout: 10_000 });
 }
 
+/** Waits until the "What would fit" panel has rendered advise's result for the state whose hash is `hash`. */
+async function advised(hash: string): Promise<void> {
+  await page.waitForFunction((h) => document.getElementById('advice')?.dataset.state === h, hash, { timeout: 30_000 });
+}
+
 const expected = (r: ReturnType<typeof estimate>, train = true) => ({
   parameters: r.bytes.parameters,
   buffers: r.bytes.buffers,
@@ -98,6 +103,10 @@ describe('the calculator page', () => {
     );
     expect(boxes.length).toBeGreaterThanOrEqual(4);
     for (const a of boxes) for (const b of boxes) if (a !== b) expect(a.x + a.w <= b.x || b.x + b.w <= a.x || a.y + a.h <= b.y || b.y + b.h <= a.y).toBe(true);
+    // The seed's job fits: the panel says so and lists no change.
+    await advised('');
+    expect(await page.textContent('#advice-baseline')).toContain('it fits already');
+    expect(await page.locator('#advice-levers').count()).toBe(0);
 
     const shot = join(tmpdir(), `vram-ts-site-${process.pid}.png`);
     await page.screenshot({ path: shot, fullPage: true });
@@ -184,4 +193,45 @@ describe('the calculator page', () => {
     expect(Number(await page.getAttribute('#peak', 'data-bytes'))).toBeGreaterThan(0);
     expect(problems).toEqual([]);
   });
+
+  it('lists what would make a job that does not fit fit, as advise computes it in Node, cheapest first', async () => {
+    // Issue 25's job: Qwen2.5-0.5B, batch 8 × 8192 tokens, bf16, AdamW on an A800-80GB (216 GiB needed).
+    const hash = 'model=qwen2.5-0.5b&batch=8&seq=8192&precision=bf16&optimizer=adamw&gpu=A800-80GB';
+    await page.goto(`${base}#${hash}`);
+    await settled(hash);
+    await advised(hash);
+    const node = advise(llm('qwen2.5-0.5b'), { input: [8, 8192], mode: 'train', precision: 'bf16', optimizer: 'adamw', gpu: 'A800-80GB' });
+    expect(node.baseline.fits).toBe(false);
+    expect(await page.textContent('#advice-baseline')).toContain('too much');
+    expect(await page.getAttribute('#advice-needed', 'data-bytes')).toBe(String(node.baseline.needed));
+    expect(await page.textContent('#advice-needed')).toBe(formatBytes(node.baseline.needed));
+    const rows = await page.evaluate(() =>
+      Array.from(document.querySelectorAll('#advice-levers tbody tr')).map((tr) => ({
+        lever: tr.getAttribute('data-lever')!,
+        cost: tr.getAttribute('data-cost')!,
+        needed: Number(tr.querySelector('td.needed')!.getAttribute('data-bytes')),
+        neededText: tr.querySelector('td.needed')!.textContent,
+        headroom: Number(tr.querySelector('td.headroom')!.getAttribute('data-bytes')),
+      })),
+    );
+    const fitting = node.levers.filter((l) => l.fits);
+    expect(fitting.length).toBeGreaterThan(0);
+    // Every fitting lever, in advise's order (the cheapest first), with its needed bytes as Node computes them.
+    expect(rows).toEqual(
+      fitting.map((l) => ({ lever: l.lever, cost: l.cost.kind, needed: l.needed, neededText: formatBytes(l.needed), headroom: l.headroom })),
+    );
+    expect(rows[0]!.lever).toBe(node.best!.lever);
+    const order = ['none', 'throughput', 'compute', 'hardware', 'quality'];
+    for (let i = 1; i < rows.length; i += 1) expect(order.indexOf(rows[i - 1]!.cost)).toBeLessThanOrEqual(order.indexOf(rows[i]!.cost));
+    expect(rows.map((r) => r.lever)).toContain('micro-batches');
+    // The form changed to a job no lever fits (Qwen2.5-1.5B on an 8 GB RTX-4060): the panel re-runs and says so plainly.
+    await page.selectOption('#model', 'qwen2.5-1.5b');
+    await page.selectOption('#gpu', 'RTX-4060');
+    const none = 'model=qwen2.5-1.5b&batch=8&seq=8192&precision=bf16&optimizer=adamw&gpu=RTX-4060';
+    await advised(none);
+    expect(advise(llm('qwen2.5-1.5b'), { input: [8, 8192], mode: 'train', precision: 'bf16', optimizer: 'adamw', gpu: 'RTX-4060' }).best).toBeUndefined();
+    expect(await page.textContent('#advice-none')).toContain('No change fits');
+    expect(await page.locator('#advice-levers').count()).toBe(0);
+    expect(problems).toEqual([]);
+  }, 60_000);
 });

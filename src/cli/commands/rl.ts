@@ -1,5 +1,5 @@
 /** `vram-ts rl <model> --framework trl|verl|openrlhf`: a whole RL step on one GPU, trainer and rollout engine as the framework places them. */
-import { formatBytes, rlJob, type ModuleLayer, type RlJob, type RlJobOptions } from '../lib.js';
+import { adviseRl, formatBytes, rlJob, type ModuleLayer, type RlJob, type RlJobOptions } from '../lib.js';
 import { oneOf } from '../args.js';
 import { usage } from '../errors.js';
 import { DEFAULTS, FIELD_FLAGS, type Values } from '../flags.js';
@@ -12,6 +12,7 @@ import { count, formatOf } from '../values.js';
 import { engineGpu, vllmArgs, withFlags } from './vllm.js';
 import type { ModelCommand, Outcome } from './command.js';
 import { sumLines, type SumRow } from '../verdict.js';
+import { adviseRlTable } from '../advise-format.js';
 
 /** The trainer of the job from the command line: GRPOConfig's fields for TRL, the actor's estimates otherwise. */
 function trainerOf(framework: (typeof RL_FRAMEWORKS)[number], ref: ModelRef, values: Values, model: ModuleLayer): RlJobOptions['trainer'] {
@@ -87,11 +88,17 @@ function runRl(ref: ModelRef, values: Values): Outcome {
     ...(values.engines !== undefined ? { engines: count(values, 'engines', 1) } : {}),
   };
   const options: RlJobOptions = { framework, ...device, ...(values.gpus !== undefined ? { gpus: count(values, 'gpus', 1) } : {}), rollout, trainer };
-  const run = () => rlJob(model, options);
-  const job = framework === 'trl' ? withOrigins(trainerInput(values, 'grpo'), () => withFlags(run)) : withFlags(run);
+  const within = <T>(run: () => T) => (framework === 'trl' ? withOrigins(trainerInput(values, 'grpo'), () => withFlags(run)) : withFlags(run));
+  const gpuName = 'gpu' in device ? device.gpu : values.gpu!;
+  if (values.advise) {
+    const advice = within(() => adviseRl(model, options));
+    const failed = values.check && !advice.baseline.fits && advice.best === undefined ? 1 : 0;
+    return { stdout: format === 'json' ? `${JSON.stringify(advice, null, 2)}\n` : adviseRlTable(advice, gpuName), code: failed };
+  }
+  const job = within(() => rlJob(model, options));
   const code = values.check && !job.fits ? 1 : 0;
   if (format === 'json') return { stdout: `${JSON.stringify(job, null, 2)}\n`, code };
-  return { stdout: jobTable(ref.name, 'gpu' in device ? device.gpu : values.gpu!, job), code };
+  return { stdout: jobTable(ref.name, gpuName, job), code };
 }
 
 /** A whole RL step: weight sync, rollout, log-probabilities and update, with the engine's residency. */

@@ -1,4 +1,5 @@
 import { fullParameters, optimizerOver, releaseGradients, wholeGradients, type ParamEntry } from '../../memory/residency/kit.js';
+import { ledgerOfRank } from '../../memory/ledger.js';
 import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
 import { tensorBytes } from '../../memory/step-plan.js';
 import { fail } from '../../errors.js';
@@ -69,12 +70,13 @@ export function ddpBuckets(params: readonly ParamEntry[], settings: DdpSettings)
  * copied into its view and goes; a later one is added in place. `optimized` picks the
  * parameters this rank's optimizer steps (ZeroRedundancyOptimizer), in its order.
  */
-export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => readonly number[]): (ctx: RankContext) => EngineHooks {
+export function ddp(settings: DdpSettings, optimized?: PartitionedOptimizer): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
     const { ir, ledger, plan } = ctx;
     const buckets = ddpBuckets(fullParameters(ctx), settings);
     const gradients = wholeGradients(ctx);
-    const optimizer = optimizerOver(ctx, ctx.optimizer === null ? [] : (optimized?.(ctx) ?? plan.trainable));
+    const optimizer =
+      ctx.optimizer === null || optimized === undefined ? optimizerOver(ctx, ctx.optimizer === null ? [] : plan.trainable) : partitioned(ctx, optimized);
     const { trainable } = ctx;
     const viewed = new Set<number>();
     const inPlace: number[] = [];
@@ -127,6 +129,38 @@ export function ddp(settings: DdpSettings, optimized?: (ctx: RankContext) => rea
       step: optimizer.step,
       optimizerState: optimizer.optimizerState,
     };
+  };
+}
+
+/**
+ * The optimizer partitioned over the ranks by whole parameters (ZeroRedundancyOptimizer): each
+ * rank's parameters, in the order it steps them, the rank simulated, and whether to stand for
+ * every rank at once (EngineEnv.family).
+ */
+export interface PartitionedOptimizer {
+  readonly partitions: (ctx: RankContext) => readonly (readonly number[])[];
+  readonly rank: number;
+  readonly family: boolean;
+}
+
+/**
+ * The rank's optimizer over its partition; with `family`, every rank's at once: each rank's state
+ * and step are its own blocks and events (the rest of the step is every rank's alike), the steps
+ * one after another (each frees what it made).
+ */
+function partitioned(ctx: RankContext, { partitions, rank, family }: PartitionedOptimizer): ReturnType<typeof optimizerOver> {
+  const parts = partitions(ctx);
+  if (!family || parts.length === 1) return optimizerOver(ctx, parts[rank]!);
+  ctx.ledger.forRanks(parts.length);
+  const each = parts.map((params, r) => optimizerOver({ ...ctx, ledger: ledgerOfRank(ctx.ledger, r, parts.length) }, params));
+  return {
+    allocateState: () => each.flatMap((optimizer) => optimizer.allocateState()),
+    // Rank 0's figures (a family run is read for its peaks).
+    optimizerState: each[0]!.optimizerState,
+    hostState: each[0]!.hostState,
+    step() {
+      for (const optimizer of each) optimizer.step();
+    },
   };
 }
 
@@ -221,6 +255,8 @@ export const zeroRedundancyEngine: EngineRecord<'zero-redundancy', DdpPlan> = {
   sameOnEveryRank: () => false,
   // The rank enters only through the parameters its optimizer steps, in order: their shapes and dtypes.
   rankKey: (_plan, group, rank, ir) => partitionsOf(ir, group)[rank]!,
+  // Only the optimizer's state and step differ by rank.
+  family: () => true,
   planned: { byDefault: true, order: 1 },
-  residency: (plan, env) => ddp(ddpSettings(plan), (ctx) => zeroRedundancyPartition(ctx.ir, env.group)[env.rank]!),
+  residency: (plan, env) => ddp(ddpSettings(plan), { partitions: (ctx) => zeroRedundancyPartition(ctx.ir, env.group), rank: env.rank, family: env.family }),
 };

@@ -1,3 +1,4 @@
+import type { RankFamily } from '../../memory/ledger.js';
 import type { EngineHooks, RankContext } from '../../memory/residency/types.js';
 import type { DType } from '../../tensor/dtype.js';
 import type { IR } from '../../trace/ir.js';
@@ -66,6 +67,12 @@ export interface EngineEnv {
   readonly storeDtype: DType;
   /** Whether the plan offloads anything to host memory (already checked against the engine). */
   readonly offloads: boolean;
+  /**
+   * Asked to stand for every rank of the group in one run where the engine can (a search reading
+   * only the peaks): the log then holds each rank's own blocks ({@link RankFamily}); an engine
+   * that cannot, or has no such mode, simulates `rank` alone.
+   */
+  readonly family: boolean;
 }
 
 /**
@@ -106,6 +113,11 @@ export interface EngineRecord<Name extends string = string, P = unknown> {
    * model (any rank's: the trace does not depend on the rank). Absent: every rank is its own.
    */
   readonly rankKey?: (plan: P, group: number, rank: number, ir: IR) => string;
+  /**
+   * Whether under the plan one run may stand for every rank of the group (EngineEnv.family; the
+   * engine still decides on the traced model). Absent: never.
+   */
+  readonly family?: (plan: P) => boolean;
   /**
    * Whether `plan` searches it by default, in which place of the default search (`order`, lowest
    * first: the order breaks ties between equally good layouts), and its variants there (DeepSpeed:

@@ -82,6 +82,8 @@ export const deepspeedEngine: EngineRecord<'deepspeed', DeepSpeedPlan> = {
   wholeTrace: true,
   sameOnEveryRank: (plan) => plan.zero === 3,
   rankKey: (plan, group, rank, ir) => deepspeedRankKey(plan.zero!, ir, group, rank),
+  // ZeRO-1/2 without offload: the ranks differ only in blocks of their own (zero12Family).
+  family: (plan) => (plan.zero === 1 || plan.zero === 2) && plan.offload?.optimizer !== true,
   planned: { byDefault: true, order: 3, zeroStages: [1, 2, 3] },
   residency: (plan, env) =>
     deepspeed(
@@ -90,5 +92,6 @@ export const deepspeedEngine: EngineRecord<'deepspeed', DeepSpeedPlan> = {
         offloadOptimizer: plan.offload?.optimizer === true,
         offloadParam: plan.offload?.parameters === true,
       }),
+      env.family,
     ),
 };

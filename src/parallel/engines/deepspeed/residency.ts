@@ -78,7 +78,7 @@ import { zero3 } from './zero3.js';
  * under DeepSpeed. The settings are checked by the plan (stage, ranks, knobs, offload); the
  * factory checks only what needs the traced model and the optimizer.
  */
-export function deepspeed(settings: DeepSpeedSettings): (ctx: RankContext) => EngineHooks {
+export function deepspeed(settings: DeepSpeedSettings, family = false): (ctx: RankContext) => EngineHooks {
   return (ctx) => {
     if (ctx.optimizer === null)
       fail('bad-option', 'DeepSpeed ZeRO partitions an optimizer: give one (engine.backward asserts an optimizer, eng:3219)', {
@@ -95,7 +95,7 @@ export function deepspeed(settings: DeepSpeedSettings): (ctx: RankContext) => En
         received: ctx.optimizer.name,
       });
     const common = commonOf(ctx);
-    return settings.stage === 3 ? zero3(ctx, settings, common) : zero12(ctx, settings, common);
+    return settings.stage === 3 ? zero3(ctx, settings, common) : zero12(ctx, settings, common, family);
   };
 }
 

@@ -1,3 +1,4 @@
+import type { Category, Phase } from '../../../memory/ledger.js';
 import type { EngineHooks, HostBytes, RankContext } from '../../../memory/residency/types.js';
 import type { IROp } from '../../../trace/ir.js';
 import type { Common, FlatOptimizer } from './common.js';
@@ -48,9 +49,26 @@ export function flatLayout(numels: readonly number[], world: number, rank: numbe
   return { aligned, partition, offsets, inPartition, gradPartition, slices, pad: slices.length === 0 ? partition : partition - covered };
 }
 
-/** Stages 1 and 2 (`DeepSpeedZeroOptimizer`, partition_gradients = stage 2, eng:2423). */
-export function zero12(ctx: RankContext, settings: DeepSpeedSettings, c: Common): EngineHooks {
-  const z = new Zero12(ctx, settings, c);
+/**
+ * Whether one run can stand for every rank of the group ({@link RankFamily}): the ranks' steps
+ * differ only in blocks of their own (grads_in_partition, the padding, the step's norm copy and
+ * flatten) when nothing is offloaded, the fp32 gradient is a cast (so the partition goes at the
+ * same moment on every rank), and stage 1 has no gradient over the bucket size (which only the
+ * ranks holding it free early).
+ */
+export function zero12Family(settings: DeepSpeedSettings, c: Common): boolean {
+  if (settings.offloadOptimizer || c.lp === 'float32') return false;
+  return settings.stage === 2 || c.order.every((p) => c.n(p) <= settings.reduceBucketSize);
+}
+
+/**
+ * Stages 1 and 2 (`DeepSpeedZeroOptimizer`, partition_gradients = stage 2, eng:2423). With
+ * `family`, when {@link zero12Family} allows it, the run stands for every rank of the group.
+ */
+export function zero12(ctx: RankContext, settings: DeepSpeedSettings, c: Common, family = false): EngineHooks {
+  const ranks = family && zero12Family(settings, c) ? Array.from({ length: settings.shards }, (_, r) => r) : [settings.rank];
+  if (ranks.length > 1) c.ledger.forRanks(ranks.length);
+  const z = new Zero12(ctx, settings, c, ranks);
   // No zeroGrad: zero_grad(set_to_none) after the step finds nothing left (s12:2017-2032).
   return {
     param: (storage) => z.param(storage),
@@ -66,11 +84,19 @@ export function zero12(ctx: RankContext, settings: DeepSpeedSettings, c: Common)
   };
 }
 
-/** One rank of stages 1/2: the layout fixed before the step, the IPG buckets and gradient partitions over it. */
+/**
+ * One rank of stages 1/2 (or every rank of the group at once: `ranks`, each with its own view of
+ * the layout and its own partition blocks): the layout fixed before the step, the IPG buckets and
+ * gradient partitions over it. What every rank does alike is done once.
+ */
 class Zero12 {
   private readonly stage2: boolean;
   private readonly place: ReadonlyMap<number, number>;
+  /** Each simulated rank's view of the flat layout (offsets and partition size are every rank's). */
+  private readonly layouts: readonly FlatLayout[];
   private readonly layout: FlatLayout;
+  /** The simulated ranks' indices into `layouts`. */
+  private readonly all: readonly number[];
   private readonly cast: boolean;
   readonly optimizer: FlatOptimizer;
   /** The master: a clone of the rank's partition in fp32 (s12:492-493; master_weights_and_grads_dtype fp32, bo:484-524). */
@@ -85,34 +111,61 @@ class Zero12 {
    * buffer in the model dtype kept for the whole run (s12:591-593), and its host twin (s12:585-590).
    */
   private readonly largestParam: number;
-  /** Each in-partition parameter's slice of the rank's partition (grad_position's num_elements, s12:1473-1496). */
+  /** Each in-partition parameter's slice of the rank's partition (grad_position's num_elements, s12:1473-1496; offload, one rank). */
   private readonly sliceOf = new Map<number, number>();
   private readonly ipg: number[] = [];
   private bucket: number[] = [];
   private elements = 0;
   private extraLarge: number | null = null;
-  /** grads_in_partition of this micro-step, and the one all_grad_tensors keeps (the first micro-step's). */
-  private gip: number | null = null;
-  private held: number | null = null;
-  private pad: number | null = null;
+  /** Per simulated rank: grads_in_partition of this micro-step, and the one all_grad_tensors keeps (the first micro-step's). */
+  private readonly gip: (number | null)[];
+  private readonly held: (number | null)[];
+  private readonly pad: (number | null)[];
 
   constructor(
     private readonly ctx: RankContext,
     private readonly settings: DeepSpeedSettings,
     private readonly c: Common,
+    ranks: readonly number[],
   ) {
     this.stage2 = settings.stage === 2;
     this.place = new Map(c.order.map((id, k) => [id, k]));
-    this.layout = flatLayout(c.order.map(c.n), settings.shards, settings.rank);
+    const numels = c.order.map(c.n);
+    this.layouts = ranks.map((rank) => flatLayout(numels, settings.shards, rank));
+    this.layout = this.layouts[0]!;
+    this.all = ranks.map((_, i) => i);
+    this.gip = ranks.map(() => null);
+    this.held = ranks.map(() => null);
+    this.pad = ranks.map(() => null);
     this.cast = c.lp !== 'float32';
     this.optimizer = c.flatOptimizer(this.layout.partition, 'fp32 partition');
     this.masterBytes = 4 * this.layout.partition;
     this.offload = settings.offloadOptimizer;
-    this.largestParam = Math.max(0, ...c.order.map(c.n));
+    this.largestParam = Math.max(0, ...numels);
     let k = 0;
     c.order.forEach((p, i) => {
       if (this.layout.inPartition[i]) this.sliceOf.set(p, this.layout.slices[k++]!);
     });
+  }
+
+  /** A block the listed ranks hold, each of its own size: one rank's plain block, or the family's (0 for the others). */
+  private allocFor(ranks: readonly number[], bytes: (layout: FlatLayout) => number, category: Category): number {
+    if (this.layouts.length === 1) return this.c.ledger.alloc(bytes(this.layout), category);
+    return this.c.ledger.allocEach(
+      this.layouts.map((layout, i) => (ranks.includes(i) ? bytes(layout) : 0)),
+      category,
+    );
+  }
+
+  /** An event of the listed ranks. */
+  private recordFor(ranks: readonly number[], phase: Phase, label: string): void {
+    if (ranks.length === this.layouts.length) this.c.ledger.record(phase, label);
+    else this.c.ledger.recordFor(ranks, phase, label);
+  }
+
+  /** Releases each of the blocks once (ranks of a family share theirs). */
+  private releaseAll(blocks: readonly (number | null)[]): void {
+    for (const block of new Set(blocks)) if (block !== null) this.c.ledger.release(block);
   }
 
   private boundary(): boolean {
@@ -173,9 +226,10 @@ class Zero12 {
     if (this.bucket.length === 0) return;
     this.allReduce(label);
     for (const q of this.bucket) {
-      const inside = this.layout.inPartition[this.place.get(q)!]!;
+      const k = this.place.get(q)!;
+      const inside = this.all.filter((i) => this.layouts[i]!.inPartition[k]);
       // Stage 2: a gradient outside the partition is dropped (s12:1742-1749); stage 1 keeps it until the epilogue.
-      if (inside) this.copyInPartition(q, label);
+      if (inside.length > 0) this.copyInPartition(q, inside, label);
       else if (this.stage2 && q === this.extraLarge) this.c.freeGrad(q);
     }
     this.bucket = [];
@@ -225,16 +279,17 @@ class Zero12 {
     return out;
   }
 
-  /** copy_grads_in_partition (s12:1650-1686): into grads_in_partition, or with cpu_offload to the host. */
-  private copyInPartition(q: number, label: string): void {
+  /** copy_grads_in_partition (s12:1650-1686) on the ranks whose partition `q` touches: into grads_in_partition, or with cpu_offload to the host. */
+  private copyInPartition(q: number, inside: readonly number[], label: string): void {
     if (this.offload) {
       this.copyToHost(q, label);
       return;
     }
-    const { ledger } = this.c;
-    if (this.gip === null) {
-      this.gip = ledger.alloc(this.c.lpBytes(this.layout.gradPartition), 'gradients');
-      ledger.record('backward', `${label} (ZeRO grads_in_partition)`);
+    const fresh = inside.filter((i) => this.gip[i] === null);
+    if (fresh.length > 0) {
+      const block = this.allocFor(fresh, (layout) => this.c.lpBytes(layout.gradPartition), 'gradients');
+      for (const i of fresh) this.gip[i] = block;
+      this.recordFor(fresh, 'backward', `${label} (ZeRO grads_in_partition)`);
     }
     // An extra-large gradient is copied into its slot and its own storage goes (s12:1683-1686).
     if (q === this.extraLarge) this.c.freeGrad(q);
@@ -277,21 +332,27 @@ class Zero12 {
     if (!this.stage2 && !this.settings.overlapComm) for (const p of this.c.order) if (gradients.grads.has(p)) this.reduce(p, label);
     this.flush(label);
     // all_grad_tensors: the first micro-step's partition is kept, a later one is added into it and goes (s12:935-944).
-    let later: number | null = null;
-    if (this.held === null) this.held = this.gip;
-    else later = this.gip;
-    this.gip = null;
+    const later: (number | null)[] = [];
+    for (const i of this.all) {
+      if (this.held[i] === null) this.held[i] = this.gip[i]!;
+      else later.push(this.gip[i]!);
+      this.gip[i] = null;
+    }
     if (last) {
       // averaged_gradients: views, and zeros where the partition holds alignment padding (s12:2118-2190);
       // with cpu_offload the epilogue builds none (s12:935).
-      if (this.layout.pad > 0 && !this.offload) this.pad = ledger.alloc(this.c.lpBytes(this.layout.pad), 'gradients');
+      const padded = this.offload ? [] : this.all.filter((i) => this.layouts[i]!.pad > 0);
+      if (padded.length > 0) {
+        const block = this.allocFor(padded, (layout) => this.c.lpBytes(layout.pad), 'gradients');
+        for (const i of padded) this.pad[i] = block;
+      }
       ledger.record('backward', label);
     }
     // _release_ipg_buffers, then every .grad set to None (s12:828-835, s12:2034-2044).
     for (const block of this.ipg) ledger.release(block);
     this.ipg.length = 0;
     for (const p of [...gradients.grads.keys()]) this.c.freeGrad(p);
-    if (later !== null) ledger.release(later);
+    this.releaseAll(later);
     gradients.endBackward();
   }
 
@@ -306,15 +367,17 @@ class Zero12 {
       return;
     }
     // The norm: one fp64 copy of each gradient slice at a time (s12:2054-2104).
-    const largest = Math.max(0, ...this.layout.slices);
-    if (largest > 0) {
-      const block = ledger.alloc(8 * largest, 'temporaries');
-      ledger.record('step', 'ZeRO gradient norm (fp64 copy)');
+    const largest = (layout: FlatLayout) => Math.max(0, ...layout.slices);
+    const normed = this.all.filter((i) => largest(this.layouts[i]!) > 0);
+    if (normed.length > 0) {
+      const block = this.allocFor(normed, (layout) => 8 * largest(layout), 'temporaries');
+      this.recordFor(normed, 'step', 'ZeRO gradient norm (fp64 copy)');
       ledger.release(block);
     }
     // flatten (a view of a single tensor, §6.3), then .to(fp32) (a copy unless already fp32) (s12:2355-2362).
-    const pieces = this.layout.slices.length + (this.layout.pad > 0 && this.layout.slices.length > 0 ? 1 : 0);
-    const flat = pieces > 1 ? ledger.alloc(lpBytes(P), this.cast ? 'temporaries' : 'gradients') : null;
+    const pieces = (layout: FlatLayout) => layout.slices.length + (layout.pad > 0 && layout.slices.length > 0 ? 1 : 0);
+    const flattened = this.all.filter((i) => pieces(this.layouts[i]!) > 1);
+    const flat = flattened.length > 0 ? this.allocFor(flattened, () => lpBytes(P), this.cast ? 'temporaries' : 'gradients') : null;
     const fp32 = this.cast ? ledger.alloc(4 * P, 'gradients') : flat;
     ledger.record('step', 'ZeRO fp32 gradient partition');
     if (this.cast && flat !== null) ledger.release(flat);
@@ -327,10 +390,9 @@ class Zero12 {
   }
 
   private dropPartition(): void {
-    if (this.held !== null) this.c.ledger.release(this.held);
-    if (this.pad !== null) this.c.ledger.release(this.pad);
-    this.held = null;
-    this.pad = null;
+    this.releaseAll([...this.held, ...this.pad]);
+    this.held.fill(null);
+    this.pad.fill(null);
   }
 
   resident(): { parameters: number; gradients: number } {
