@@ -6,7 +6,6 @@ import { show, validate, type Check } from './validate.js';
 import type { StepProgram } from './memory/ledger.js';
 import { optimizerSpec } from './memory/optimizers.js';
 import { concreteTimeline, once, programPeakAt, programTimeline, type Repetition } from './memory/program.js';
-import { familyPeaks } from './memory/rank-family.js';
 import { concreteStep, replayReserved } from './memory/reserved.js';
 import { savedBytesByOp, savedStorages } from './memory/saved.js';
 import { simulateInference, simulateStep, type StepResult, type StepSettings } from './memory/simulate.js';
@@ -304,20 +303,14 @@ export function estimate(model: Layer, options: EstimateOptions): Estimate {
   );
 }
 
-/**
- * Every rank's peak of the plan's group from one run where the engine can stand for them all (EngineEnv.family),
- * else rank 0's own estimate (what the run was then). The options are checked; the plan's `rank` is not read.
- */
-export function groupPeaks(model: Layer, options: EstimateOptions): { readonly peaks: readonly number[] } | { readonly first: Estimate } {
+/** estimate(), its engine asked to stand for every rank of the group where it can (EngineEnv.family): rankPeaks' run. */
+export function estimateFamily(model: Layer, options: EstimateOptions): Estimate {
   checkModel(model);
   validate(options, estimateOptions);
-  const ranked = options.parallel === undefined ? options : { ...options, parallel: { ...options.parallel, rank: 0 } };
-  const result = estimateOf(
+  return estimateOf(
     model,
-    rankSetup(model, ranked, () => storedDtype(model, ranked), true),
+    rankSetup(model, options, () => storedDtype(model, options), true),
   );
-  const program = result.steps.steady?.program;
-  return program?.ranks === undefined ? { first: result } : { peaks: familyPeaks(program) };
 }
 
 /** The dtype a model's parameters are stored in under the options (what traceModel resolves). */

@@ -443,11 +443,14 @@ function bestLayout(model: Layer, trial: Trial): Layout {
           },
           Math.floor(share / pp),
         );
+  const smallest = micros.at(-1)!;
   for (const micro of micros) {
     if (micro > largest) continue;
-    const { peak, rank } = stepPeak(micro, budget);
+    // The smallest is weighed on every rank: if it does not fit either, its peak is the layout's (weighed once).
+    const { peak, rank } = micro === smallest ? stepPeak(micro) : stepPeak(micro, budget);
     if (peak <= budget) return { engine, zero, dp, pp, tp, cp, microBatch: micro, accumulation: share / micro, checkpointing, peak, rank, fits: true };
+    if (micro === smallest) return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, peak, rank, fits: false };
   }
   // Not even the smallest micro-batch (one sample, unless that is more than LIMITS.microBatches steps): its step's peak says by how much.
-  return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(micros.at(-1)!), fits: false };
+  return { engine, zero, dp, pp, tp, cp, microBatch: 0, accumulation: 0, checkpointing, ...stepPeak(smallest), fits: false };
 }

@@ -1,4 +1,5 @@
-import { estimate, groupPeaks, withTraces } from './estimate.js';
+import { estimate, estimateFamily, withTraces } from './estimate.js';
+import { familyPeaks } from './memory/rank-family.js';
 import { estimateOptions } from './estimate-options.js';
 import type { Estimate, EstimateOptions } from './estimate-types.js';
 import { fail } from './errors.js';
@@ -103,6 +104,19 @@ function ranksOf(model: Layer, options: EstimateOptions): readonly RankFigures[]
       };
     });
   }).flat();
+}
+
+/**
+ * Every rank's peak of the plan's group from one run where the engine can stand for them all
+ * (EngineEnv.family), else rank 0's own estimate (what the run was, or is run again when the
+ * family broke). The plan's `rank` is not read.
+ */
+export function groupPeaks(model: Layer, options: EstimateOptions): { readonly peaks: readonly number[] } | { readonly first: Estimate } {
+  const ranked = options.parallel === undefined ? options : { ...options, parallel: { ...options.parallel, rank: 0 } };
+  const result = estimateFamily(model, ranked);
+  const program = result.steps.steady?.program;
+  if (program?.ranks === undefined) return { first: result };
+  return program.ranks.broken === undefined ? { peaks: familyPeaks(program) } : { first: estimate(model, ranked) };
 }
 
 /** One rank's peak in {@link rankPeaks}. */

@@ -86,6 +86,8 @@ export interface RankFamily {
   readonly sizes: ReadonlyMap<number, readonly number[]>;
   /** By event index: the ranks that record it. */
   readonly events: ReadonlyMap<number, readonly number[]>;
+  /** Set when a rank's step parted from the others' in a way the family cannot hold: the log is then no rank's. */
+  readonly broken?: string;
 }
 
 /**
@@ -113,6 +115,8 @@ export interface Ledger {
   readonly allocEach: (sizes: readonly number[], category: Category) => number;
   /** An event only the listed ranks of the family record. */
   readonly recordFor: (ranks: readonly number[], phase: Phase, label: string) => void;
+  /** The log cannot stand for every rank after all (then it is no rank's own): why. */
+  readonly breakRanks: (why: string) => void;
   /** Per log entry: the repeated-model block it counts for (see setUnit). */
   readonly units: () => readonly number[];
 }
@@ -132,7 +136,7 @@ export function createLedger(rounded: boolean): Ledger {
   let unit = -1;
   let owners: number[] | null = null;
   let contexts: number[] | null = null;
-  let family: { count: number; sizes: Map<number, readonly number[]>; events: Map<number, readonly number[]> } | null = null;
+  let family: { count: number; sizes: Map<number, readonly number[]>; events: Map<number, readonly number[]>; broken?: string } | null = null;
   const inFamily = (what: string) => {
     if (family === null) throw new Error(`ledger.${what} before forRanks (a bug)`);
     return family;
@@ -183,6 +187,9 @@ export function createLedger(rounded: boolean): Ledger {
       const id = ledger.alloc(each[0]!, category);
       bySize.set(id, each);
       return id;
+    },
+    breakRanks(why) {
+      inFamily('breakRanks').broken ??= why;
     },
     recordFor(ranks, phase, label) {
       inFamily('recordFor').events.set(events.length, ranks);

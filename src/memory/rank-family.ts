@@ -10,7 +10,7 @@ import { roundNumber } from './program.js';
  */
 export function familyPeaks(program: StepProgram): readonly number[] {
   const family = program.ranks;
-  if (family === undefined) throw new Error('familyPeaks: the program stands for one rank (a bug)');
+  if (family === undefined || family.broken !== undefined) throw new Error('familyPeaks: the program stands for no family of ranks (a bug)');
   const { count } = family;
   const shared = new Float64Array(program.sizes.length);
   for (let id = 0; id < shared.length; id += 1) if (!family.sizes.has(id)) shared[id] = roundNumber(program.sizes[id] as number, program.rounded);

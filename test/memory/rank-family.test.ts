@@ -101,11 +101,14 @@ describe('familyPeaks', () => {
     expect(familyPeaks(ledger.program())).toEqual([512, 512, 1024]);
   });
 
-  it('refuses what no family run makes: sizes for another count of ranks, family blocks before forRanks, a program of one rank', () => {
+  it('refuses what no family run makes: sizes for another count of ranks, family blocks before forRanks, a program of one rank or a broken family', () => {
     const ledger = createLedger(false);
     expect(() => ledger.allocEach([1, 2], 'gradients')).toThrow(/before forRanks/);
     ledger.forRanks(3);
     expect(() => ledger.allocEach([1, 2], 'gradients')).toThrow(/2 sizes for 3 ranks/);
-    expect(() => familyPeaks(createLedger(false).program())).toThrow(/one rank/);
+    expect(() => familyPeaks(createLedger(false).program())).toThrow(/no family/);
+    ledger.breakRanks('a test');
+    expect(ledger.program().ranks?.broken).toBe('a test');
+    expect(() => familyPeaks(ledger.program())).toThrow(/no family/);
   });
 });

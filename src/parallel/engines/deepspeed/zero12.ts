@@ -52,13 +52,11 @@ export function flatLayout(numels: readonly number[], world: number, rank: numbe
 /**
  * Whether one run can stand for every rank of the group ({@link RankFamily}): the ranks' steps
  * differ only in blocks of their own (grads_in_partition, the padding, the step's norm copy and
- * flatten) when nothing is offloaded, the fp32 gradient is a cast (so the partition goes at the
- * same moment on every rank), and stage 1 has no gradient over the bucket size (which only the
- * ranks holding it free early).
+ * flatten, stage 1's extra-large gradients outside the partition) when nothing is offloaded and
+ * the fp32 gradient is a cast (so the partition goes at the same moment on every rank).
  */
 export function zero12Family(settings: DeepSpeedSettings, c: Common): boolean {
-  if (settings.offloadOptimizer || c.lp === 'float32') return false;
-  return settings.stage === 2 || c.order.every((p) => c.n(p) <= settings.reduceBucketSize);
+  return !settings.offloadOptimizer && c.lp !== 'float32';
 }
 
 /**
@@ -121,6 +119,8 @@ class Zero12 {
   private readonly gip: (number | null)[];
   private readonly held: (number | null)[];
   private readonly pad: (number | null)[];
+  /** A family's stage-1 extra-large gradients kept by the ranks outside them (keepOutside). */
+  private readonly kept: number[] = [];
 
   constructor(
     private readonly ctx: RankContext,
@@ -229,6 +229,7 @@ class Zero12 {
       const k = this.place.get(q)!;
       const inside = this.all.filter((i) => this.layouts[i]!.inPartition[k]);
       // Stage 2: a gradient outside the partition is dropped (s12:1742-1749); stage 1 keeps it until the epilogue.
+      if (inside.length > 0 && inside.length < this.layouts.length && !this.stage2 && q === this.extraLarge) this.keepOutside(q, inside);
       if (inside.length > 0) this.copyInPartition(q, inside, label);
       else if (this.stage2 && q === this.extraLarge) this.c.freeGrad(q);
     }
@@ -277,6 +278,24 @@ class Zero12 {
       }
     }
     return out;
+  }
+
+  /**
+   * A family's stage-1 extra-large gradient that some ranks' partitions touch: they free it at the
+   * flush, the others keep it to the epilogue, so those get a block of its size until then. A
+   * gradient block with other references (freed later for everyone) breaks the family.
+   */
+  private keepOutside(q: number, inside: readonly number[]): void {
+    const { ledger, gradients } = this.c;
+    const block = gradients.grads.get(q);
+    if (block === undefined) return;
+    if (ledger.refs(block) !== 1) {
+      ledger.breakRanks('a stage-1 gradient over the bucket size has other references');
+      return;
+    }
+    const bytes = ledger.program().sizes[block] as number;
+    const outside = this.all.filter((i) => !inside.includes(i));
+    this.kept.push(this.allocFor(outside, () => bytes, 'gradients'));
   }
 
   /** copy_grads_in_partition (s12:1650-1686) on the ranks whose partition `q` touches: into grads_in_partition, or with cpu_offload to the host. */
@@ -352,6 +371,7 @@ class Zero12 {
     for (const block of this.ipg) ledger.release(block);
     this.ipg.length = 0;
     for (const p of [...gradients.grads.keys()]) this.c.freeGrad(p);
+    this.releaseAll(this.kept.splice(0));
     this.releaseAll(later);
     gradients.endBackward();
   }
