@@ -24,13 +24,7 @@ export function adviseTable(result: AdviseResult, gpu: string | number): string 
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   lines.push(`  ${head.map((h, i) => (i === 1 || i === 2 ? h.padStart(widths[i]!) : i < head.length - 1 ? h.padEnd(widths[i]!) : h)).join('  ')}`);
   for (const l of result.levers) lines.push(...leverLines(l, widths));
-  if (result.levers.length === 0) lines.push('  (no lever applies)');
-  lines.push('', result.best === undefined ? 'best: none fits' : `best: ${result.best.lever} (${result.best.cost.kind})`);
-  if (result.skipped.length > 0) {
-    const width = Math.max(...result.skipped.map((s) => s.lever.length));
-    lines.push('', 'skipped', ...result.skipped.map((s) => `  ${s.lever.padEnd(width)}  ${s.reason}`));
-  }
-  return `${lines.join('\n')}\n`;
+  return `${[...lines, ...closing(result)].join('\n')}\n`;
 }
 
 /** `vram-ts rl --advise`: adviseRl's result as a table (the baseline, then each lever ranked, then what was skipped). */
@@ -47,11 +41,20 @@ export function adviseRlTable(result: AdviseRlResult, gpu: string): string {
     `  ${c.map((x, i) => (i >= 1 && i <= 3 ? x.padStart(widths[i]!) : i < c.length - 1 ? x.padEnd(widths[i]!) : x)).join('  ')}`;
   lines.push(row(head));
   for (const l of result.levers) lines.push(row(cells(l)), `    change: ${l.description}`, `    cost:   ${l.cost.note}`);
-  if (result.levers.length === 0) lines.push('  (no lever applies)');
+  return `${[...lines, ...closing(result)].join('\n')}\n`;
+}
+
+/** What both tables end with: a word when no lever applies, the best one, and the levers skipped with why. */
+function closing(result: {
+  readonly levers: readonly unknown[];
+  readonly best?: { readonly lever: string; readonly cost: { readonly kind: string } } | undefined;
+  readonly skipped: readonly { readonly lever: string; readonly reason: string }[];
+}): string[] {
+  const lines = result.levers.length === 0 ? ['  (no lever applies)'] : [];
   lines.push('', result.best === undefined ? 'best: none fits' : `best: ${result.best.lever} (${result.best.cost.kind})`);
   if (result.skipped.length > 0) {
     const width = Math.max(...result.skipped.map((s) => s.lever.length));
     lines.push('', 'skipped', ...result.skipped.map((s) => `  ${s.lever.padEnd(width)}  ${s.reason}`));
   }
-  return `${lines.join('\n')}\n`;
+  return lines;
 }
