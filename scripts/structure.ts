@@ -139,7 +139,7 @@ export function importCircles(graph: Map<string, string[]>): string[][] {
  * (it builds models from nn/ and ops/ only) and under trace/, so that every floor above it may read
  * a model's built sizes; options.ts (the builders' schemas over sym/tensor/validate) sits under
  * catalog/, which checks its options against it, while estimate-options.ts (estimate's schemas, the
- * plan's among them) sits with estimate.ts. scenarios/ (generation, the KV cache, …) wraps estimate(), trainers/ (Trainer, SFT, GRPO) both, jobs/ (whole RL jobs: a trainer beside a rollout engine) the trainers, with advise-rl.ts (adviseRl: levers over rlJob) beside them; hub.ts reads
+ * plan's among them) sits with estimate.ts. scenarios/ (generation, the KV cache, …) wraps estimate(), trainers/ (Trainer, SFT, GRPO) both, jobs/ (whole RL jobs: a trainer beside a rollout engine) the trainers, with advise-rl.ts (adviseRl: levers over rlJob) beside them, and config/ (other tools' config files read into their options: fromDeepSpeedConfig, fromTrainingArguments, fromAccelerateConfig) over all of them; hub.ts reads
  * safetensors headers with report/; index.ts is the public face over all of them (internals.ts, the
  * second entry, the rest); cli/ uses only index.ts.
  */
@@ -172,6 +172,7 @@ export const FLOORS: readonly { readonly floor: string; readonly paths: readonly
   { floor: 'rollout', paths: ['src/rollout/'] },
   { floor: 'trainers', paths: ['src/trainers/'] },
   { floor: 'jobs', paths: ['src/jobs/', 'src/advise-rl.ts'] },
+  { floor: 'config', paths: ['src/config/'] },
   { floor: 'report', paths: ['src/report/', 'src/hub/'] },
   { floor: 'index', paths: ['src/index.ts', 'src/internals.ts'] },
   { floor: 'cli', paths: ['src/cli/'] },

@@ -198,6 +198,30 @@ export {
   type MegatronFigures,
   type ZeroPaperFigures,
 } from './parallel/closed-forms.js';
+// Other tools' config files.
+export {
+  fromDeepSpeedConfig,
+  type DeepSpeedContext,
+  type DeepSpeedIgnored,
+  type DeepSpeedKnobValues,
+  type DeepSpeedOptions,
+  type DeepSpeedReading,
+  type DeepSpeedSource,
+  type DeepSpeedTrainerContext,
+} from './config/deepspeed.js';
+export {
+  fromTrainingArguments,
+  type TrainingArgumentsContext,
+  type TrainingArgumentsOptions,
+  type TrainingArgumentsReading,
+} from './config/training-args.js';
+export {
+  fromAccelerateConfig,
+  type AccelerateContext,
+  type AccelerateNote,
+  type AccelerateOptions,
+  type AccelerateReading,
+} from './config/accelerate.js';
 
 // LLM inference and RL.
 export { decoderMeta, kvCache, type KvCacheOptions } from './scenarios/kv-cache.js';

@@ -50,6 +50,7 @@ describe('imports', () => {
       'rollout',
       'trainers',
       'jobs',
+      'config',
       'report',
       'index',
       'cli',

@@ -6,6 +6,7 @@
  * new flag is one entry here.
  */
 import { decimal, gpuBudget, imageSize, transformersRelease } from './args.js';
+import { CONFIG_FILE_FLAGS } from './config-flags.js';
 import { ENGINE_FLAGS, RL_FRAMEWORKS } from './engine-flags.js';
 import { fieldFlags, type FieldFlagSpec } from './fields.js';
 import {
@@ -374,22 +375,7 @@ export const FLAGS = {
     meta: 'S',
     help: 'tokens per example (default: --max-length; longer examples are truncated to it)',
   },
-  config: {
-    type: 'string',
-    scope: [...TRAINERS, 'rl'],
-    meta: 'FILE',
-    help: {
-      grpo: 'GRPOConfig fields from a JSON or YAML file (a flat mapping, as a\ngrpo_config.yaml holds them); the flags override its values',
-      sft: 'SFTConfig fields from a JSON or YAML file (a flat mapping, as an\nsft_config.yaml holds them); the flags override its values',
-      rl: 'with --framework trl: GRPOConfig fields from a JSON or YAML file',
-    },
-  },
-  'peft-config': {
-    type: 'string',
-    scope: [...TRAINERS, 'rl'],
-    meta: 'FILE',
-    help: "PEFT's LoraConfig fields from a JSON or YAML file (LoRA adapters);\nthe --lora-* flags override its values",
-  },
+  ...CONFIG_FILE_FLAGS,
   'lora-r': {
     type: 'string',
     max: 1_000_000,

@@ -5,6 +5,7 @@ import { usage } from './errors.js';
 import { DEFAULTS, FRAMEWORKS, type SOLVES, type Values } from './flags.js';
 import { cnnCheckpoint, decoderLayers, type DecoderExtra, type ModelRef } from './model.js';
 import { choice, count } from './values.js';
+import { withDeepSpeed } from './config-options.js';
 
 /** A count that is 1 when left out (a parallel size). */
 const size = (values: Values, flag: 'tp' | 'cp' | 'ep' | 'pp' | 'gpus') => (values[flag] === undefined ? 1 : count(values, flag, 1));
@@ -26,12 +27,12 @@ function inputOf(values: Values, ref: ModelRef, solve: (typeof SOLVES)[number] |
 export function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (typeof SOLVES)[number]): EstimateOptions {
   const input = inputOf(values, ref, solve);
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
-  const parallel = parallelOf(values);
+  const parallel = values.deepspeed === undefined ? parallelOf(values) : {};
   const precision = choice(values, 'precision');
   const optimizer = choice(values, 'optimizer');
   const device = choice(values, 'device');
   const framework = values.framework === undefined ? undefined : oneOf(values.framework, '--framework', FRAMEWORKS);
-  return {
+  const options: EstimateOptions = {
     input,
     mode: values.infer ? 'inference' : 'train',
     ...(precision !== undefined ? { precision } : {}),
@@ -43,6 +44,7 @@ export function estimateOptions(values: Values, ref: ModelRef, model: Layer, sol
     ...(values['micro-batches'] !== undefined ? { microBatches: count(values, 'micro-batches', 1) } : {}),
     ...parallel,
   };
+  return withDeepSpeed(values, model, options, solve === 'batch');
 }
 
 /** --gpus and its layout: the engine, the rank, the tensor/context/expert/pipeline split. */

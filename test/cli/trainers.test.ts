@@ -25,10 +25,10 @@ const GRPO_FLAGS = [
 const GRPO_CONFIG = { per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 64, beta: 0.04, gradient_checkpointing: false };
 
 describe('the field flags', () => {
-  it('are every field of GRPOConfig and SFTConfig, kebab-case, but --fsdp (the command flag)', () => {
+  it('are every field of GRPOConfig and SFTConfig, kebab-case, but --fsdp and --deepspeed (the command’s flags)', () => {
     const names = new Set([...Object.keys(trainerFields('grpo').defaults), ...Object.keys(trainerFields('sft').defaults)]);
     const flags = new Set(Object.values(FIELD_FLAGS).map((s) => s.field));
-    expect([...names].filter((n) => !flags.has(n))).toEqual(['fsdp']);
+    expect([...names].filter((n) => !flags.has(n))).toEqual(['fsdp', 'deepspeed']);
     expect(FIELD_FLAGS['num-generations']).toMatchObject({ field: 'num_generations', scope: ['grpo', 'rl'], kind: 'number' });
     expect(FIELD_FLAGS['max-length']).toMatchObject({ scope: ['sft'] });
     expect(FIELD_FLAGS.bf16).toMatchObject({ kind: 'boolean', nullable: true, scope: ['grpo', 'sft', 'rl'] });

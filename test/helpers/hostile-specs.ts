@@ -847,6 +847,45 @@ export function specs(): Record<string, Spec> {
       },
     },
 
+    // ---- configs
+    fromDeepSpeedConfig: {
+      valid: () =>
+        v(
+          [{ train_batch_size: 8, gradient_accumulation_steps: 2, zero_optimization: { stage: 1 }, fp16: { enabled: true } }, { worldSize: 2 }],
+          [
+            {
+              train_micro_batch_size_per_gpu: 'auto',
+              gradient_accumulation_steps: 1,
+              zero_optimization: { stage: 3, reduce_bucket_size: 'auto', offload_param: { device: 'cpu' } },
+            },
+            { trainer: { perDeviceTrainBatchSize: 2, worldSize: 4 }, hiddenSize: 64 },
+          ],
+          [
+            {
+              train_batch_size: 16,
+              train_micro_batch_size_per_gpu: 2,
+              gradient_accumulation_steps: 4,
+              zero_optimization: { stage: 2 },
+              optimizer: { type: 'AdamW' },
+            },
+          ],
+        ),
+      numRuns: 2500,
+      arity: 2,
+      check: (r) => {
+        const reading = r as api.DeepSpeedReading;
+        exactCount(reading.options.parallel.dp, 'options.parallel.dp');
+        exactCount(reading.microBatchSize, 'microBatchSize');
+        invariant(
+          reading.trainBatchSize === reading.microBatchSize * reading.options.microBatches * reading.options.parallel.dp,
+          `fromDeepSpeedConfig: train_batch_size ${reading.trainBatchSize} is not micro × accumulation × world`,
+        );
+        invariant(Object.isFrozen(reading), 'fromDeepSpeedConfig: the reading is not frozen');
+      },
+    },
+    // (fromTrainingArguments specs here)
+    // (fromAccelerateConfig specs here)
+
     // ---- closed forms
     zeroPaper: {
       valid: () => v([{ params: 7.5e9, gpus: 64 }], [{ params: 1000, gpus: 2, k: 12 }]),
