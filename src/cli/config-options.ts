@@ -6,7 +6,7 @@
  * contradicts is an error naming both; a flag the file decides instead (--zero, --engine,
  * --offload, …) is refused rather than silently overridden.
  */
-import { fromDeepSpeedConfig, VramError, type DeepSpeedTrainerContext, type Dim, type EstimateOptions, type Layer } from '../index.js';
+import { fromDeepSpeedConfig, VramError, type DeepSpeedReading, type DeepSpeedTrainerContext, type Dim, type EstimateOptions, type Layer } from '../index.js';
 import { wholeNumber } from './args.js';
 import { readConfigFile } from './config-file.js';
 import { CliError, fromVramError, usage } from './errors.js';
@@ -60,6 +60,21 @@ function trainerContext(values: Values): DeepSpeedTrainerContext {
   };
 }
 
+/** A ds_config.json read with the flags' Trainer context (and the model's hidden size); its errors in the command's words. */
+export function readDeepSpeed(values: Values, file: string, hiddenSize: number | undefined): DeepSpeedReading {
+  const config = readConfigFile(file);
+  try {
+    return fromDeepSpeedConfig(config, {
+      trainer: trainerContext(values),
+      ...(hiddenSize !== undefined ? { hiddenSize } : {}),
+      ...(values.gpus !== undefined ? { worldSize: count(values, 'gpus', 1) } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    throw cliError(error, file);
+  }
+}
+
 /**
  * The options with --deepspeed's file over them (unchanged without it): the engine, the ZeRO
  * stage and knobs, offload and the world from the file, the input's batch its
@@ -72,19 +87,8 @@ export function withDeepSpeed(values: Values, model: Layer, options: EstimateOpt
     if (values[flag] !== undefined && values[flag] !== false) usage(`--${flag}`, `is decided by --deepspeed ${file}: leave it out`);
   if (values.infer === true) usage('--infer', `--deepspeed ${file} is a training engine's config`);
   if (solvingBatch) usage('--deepspeed', 'fixes the micro-batch (train_micro_batch_size_per_gpu): fit --seq or --resolution instead');
-  const config = readConfigFile(file);
   const meta = model.kind === 'module' ? model.meta : undefined;
-  let reading: ReturnType<typeof fromDeepSpeedConfig>;
-  try {
-    reading = fromDeepSpeedConfig(config, {
-      trainer: trainerContext(values),
-      ...(meta?.kind === 'decoder' ? { hiddenSize: meta.hidden } : {}),
-      ...(values.gpus !== undefined ? { worldSize: count(values, 'gpus', 1) } : {}),
-    });
-  } catch (error) {
-    if (!(error instanceof VramError)) throw error;
-    throw cliError(error, file);
-  }
+  const reading = readDeepSpeed(values, file, meta?.kind === 'decoder' ? meta.hidden : undefined);
   const { parallel, microBatches, precision, optimizer } = reading.options;
   if (values.precision !== undefined && values.precision !== (precision ?? 'fp32'))
     usage(

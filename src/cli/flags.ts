@@ -28,10 +28,10 @@ import {
 } from '../index.js';
 
 /** The command's modes: an estimate of one model, or a subcommand. */
-export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'sft' | 'vllm' | 'rl' | 'korthikanti' | 'safetensors';
+export type Command = 'estimate' | 'fit' | 'plan' | 'compat' | 'grpo' | 'sft' | 'vllm' | 'rl' | 'korthikanti' | 'explain-config' | 'safetensors';
 
 /** Every command, in the order of the usage text. */
-export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'sft', 'vllm', 'rl', 'korthikanti', 'safetensors'];
+export const COMMANDS: readonly Command[] = ['estimate', 'fit', 'plan', 'compat', 'grpo', 'sft', 'vllm', 'rl', 'korthikanti', 'explain-config', 'safetensors'];
 
 /**
  * A list naming every member of the library's union `U` (the compiler refuses a list that misses
@@ -128,6 +128,7 @@ const GRPO_STEP = 'a GRPO step always generates, scores and trains';
 const SFT_STEP = 'an SFT step always trains';
 /** Why grpo and sft refuse an estimate's flag: the trainer's own field says it. */
 const asField = (field: string, what = 'field') => ({ grpo: `grpo takes GRPOConfig's ${field} ${what}`, sft: `sft takes SFTConfig's ${field} ${what}` });
+const EXPLAIN_AUTO = (field: string) => `TrainingArguments' ${field}: fills the file's "auto" (none: the file says it)`;
 const LAYER_ONLY = 'it compares two counts of one layer and fits nothing';
 
 /** Every flag, in the order the did-you-mean hints and the model-kind checks see them. */
@@ -147,7 +148,7 @@ export const FLAGS = {
   batch: {
     type: 'string',
     max: 1_000_000_000,
-    scope: ['estimate', 'fit', 'compat', 'korthikanti', 'rl'],
+    scope: ['estimate', 'fit', 'compat', 'korthikanti', 'rl', 'explain-config'],
     why: { plan: 'a plan splits --global-batch over ranks and micro-batches', ...asField('--per-device-train-batch-size') },
     meta: 'N',
     help: {
@@ -155,6 +156,7 @@ export const FLAGS = {
       fit: `batch size (default ${DEFAULTS.batch}); not with --solve batch`,
       compat: `micro-batch size (default ${DEFAULTS.batch})`,
       korthikanti: ['B', `batch size b (default ${k.batch})`],
+      'explain-config': EXPLAIN_AUTO('per_device_train_batch_size'),
     },
   },
   seq: {
@@ -201,13 +203,14 @@ export const FLAGS = {
   },
   precision: {
     type: 'string',
-    scope: [...ESTIMATES, 'rl'],
+    scope: [...ESTIMATES, 'rl', 'explain-config'],
     why: asField('--bf16'),
     values: PRECISIONS,
     meta: 'P',
     help: {
       default: `${PRECISIONS.join(', ')} (default: none, the weights\nkeep the model's dtype: float32 for the CNNs, the config's torch_dtype for LLMs)`,
       plan: `${PRECISIONS.join(', ')} (default: the model's dtype)`,
+      'explain-config': EXPLAIN_AUTO('bf16 / fp16'),
     },
   },
   checkpointing: {
@@ -410,18 +413,25 @@ export const FLAGS = {
     meta: 'X.Y.Z',
     help: `the TRL release whose trainer and defaults to follow (default ${DEFAULT_TRL})`,
   },
-  hidden: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'H', help: `hidden size h (default ${k.hidden})` },
+  hidden: {
+    type: 'string',
+    max: 1_000_000,
+    scope: ['korthikanti', 'explain-config'],
+    meta: 'H',
+    help: { default: `hidden size h (default ${k.hidden})`, 'explain-config': 'the model\'s hidden_size (fills the ZeRO buckets\' "auto")' },
+  },
   heads: { type: 'string', max: 1_000_000, scope: ['korthikanti'], meta: 'A', help: `attention heads a, a divisor of h (default ${k.heads})` },
   gpus: {
     type: 'string',
     max: 1_000_000,
-    scope: ['estimate', 'fit', 'plan', 'compat', 'rl'],
+    scope: ['estimate', 'fit', 'plan', 'compat', 'rl', 'explain-config'],
     meta: 'N',
     help: {
       default: 'one rank of N data-parallel GPUs (training; default 1: one GPU)',
       plan: 'the most GPUs to use (required)',
       compat: 'GPUs (per node for deepspeed; default 8)',
       rl: "the trainer's data-parallel GPUs (default 1); verl's rollout spans\n--tensor-parallel-size of them",
+      'explain-config': 'the data-parallel world (none: train_batch_size / (micro × accumulation))',
     },
   },
   engine: {
@@ -485,9 +495,12 @@ export const FLAGS = {
   'micro-batches': {
     type: 'string',
     max: 1_000_000,
-    scope: ['estimate', 'fit'],
+    scope: ['estimate', 'fit', 'explain-config'],
     meta: 'M',
-    help: "micro-batches per optimizer step (gradient accumulation; a pipeline's\nmicro-batches), each of --batch samples (default 1)",
+    help: {
+      default: "micro-batches per optimizer step (gradient accumulation; a pipeline's\nmicro-batches), each of --batch samples (default 1)",
+      'explain-config': EXPLAIN_AUTO('gradient_accumulation_steps'),
+    },
   },
   offload: {
     type: 'string',

@@ -96,6 +96,7 @@ export const PARALLEL: readonly Flag[] = [
   'no-return-outputs',
   'micro-batches',
   'fsdp',
+  'deepspeed',
   'rank',
 ];
 const LLM: readonly Flag[] = ['lora-rank', 'qlora', 'attention', 'transformers', 'dtype', 'no-cache', 'revision'];
@@ -145,8 +146,9 @@ Usage
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
+  vram-ts explain-config FILE           what each key of a DeepSpeed config means for memory
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
-  vram-ts fit|plan|compat|grpo|sft|korthikanti --help
+  vram-ts fit|plan|compat|grpo|sft|korthikanti|explain-config --help
                                         the options of each command
 
 ${MODEL}
@@ -164,6 +166,7 @@ Examples
   vram-ts grpo qwen2.5-0.5b --num-generations 8 --max-completion-length 4096 --prompt 256 --gpu A800-80GB
   vram-ts sft qwen2.5-0.5b --config sft_config.yaml --per-device-train-batch-size 4 --max-length 2048
   vram-ts ./config.json --infer --seq 8192 --format json
+  vram-ts qwen2.5-0.5b --seq 4096 --deepspeed ds_config.json --gpus 8 --batch 4 --precision bf16
   vram-ts --safetensors model.safetensors
 `;
 
@@ -293,6 +296,22 @@ ${EXIT}
 Examples
   vram-ts sft qwen2.5-0.5b --per-device-train-batch-size 4 --max-length 2048 --gpu RTX-4090
   vram-ts sft qwen2.5-0.5b --config sft_config.yaml --no-gradient-checkpointing --loss-type nll
+`;
+
+export const EXPLAIN_CONFIG_HELP = `vram-ts explain-config FILE [options]
+
+What each key of a tool's config file means for GPU memory, read as the tool reads it: a
+DeepSpeed ds_config.json. Every value the estimate uses, where it came from (the file,
+the tool's default, an "auto" filled as the Hugging Face Trainer fills it from the flags),
+what it decides, and the keys accepted that move no memory. An unknown key, or one that moves
+memory in a way vram-ts does not model, is an error naming it.
+
+Options
+${options('explain-config', ['batch', 'micro-batches', 'precision', 'gpus', 'hidden'])}
+
+Exit codes
+  0  done
+  2  bad usage or input: one line on stderr, nothing on stdout
 `;
 
 export const KORTHIKANTI_HELP = `vram-ts korthikanti [options]

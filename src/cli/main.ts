@@ -40,7 +40,7 @@ function prepare(argv: readonly string[]): { readonly done: Outcome } | { readon
   const spec = COMMAND_SPECS[command];
   if (values.help) return { done: { stdout: spec.help, code: 0 } };
   checkUsage(spec, values, positionals);
-  if (!spec.model) return { done: spec.run(values) };
+  if (!spec.model) return { done: spec.run(values, positionals.slice(spec.words)) };
   return { ready: { spec, values, positionals, ref: resolveModel(positionals[spec.words]!, values) } };
 }
 

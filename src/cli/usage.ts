@@ -31,13 +31,14 @@ function checkScope(command: Command, values: Values): void {
 function checkArguments(spec: CommandSpec, positionals: readonly string[]): void {
   spec.checkWords?.(positionals);
   const args = positionals.slice(spec.words);
-  const wanted = spec.model ? 1 : 0;
+  const wanted = spec.model || spec.file === true ? 1 : 0;
   if (args.length > wanted) {
     const near = spec.name === 'estimate' ? nearest(args[0]!, SUBCOMMANDS) : undefined;
     if (near !== undefined) usage(args[0]!, `unknown command; did you mean ${near}?`, { expected: SUBCOMMANDS.join(', ') });
     if (wanted === 0) usage(args[0]!, `unexpected argument: ${spec.named} takes no <model>`);
-    usage(args[1]!, 'unexpected argument', { expected: 'one <model>' });
+    usage(args[1]!, 'unexpected argument', { expected: spec.model ? 'one <model>' : 'one FILE' });
   }
+  if (args.length < wanted && !spec.model) usage('FILE', 'no file given', { expected: `${spec.named} FILE` });
   if (args.length < wanted) usage('model', 'no model given', { expected: `${MODEL_NAMES.join(', ')} or the path of a config.json` });
 }
 

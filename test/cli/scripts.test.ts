@@ -13,7 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { editDistance, nearest, wholeNumber } from '../../src/cli/args.js';
 import { CliError } from '../../src/cli/errors.js';
 import { FIELD_FLAGS } from '../../src/cli/flags.js';
-import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, PLAN_HELP, RL_HELP, SFT_HELP, VLLM_HELP } from '../../src/cli/help.js';
+import { COMPAT_HELP, FIT_HELP, GRPO_HELP, HELP, KORTHIKANTI_HELP, EXPLAIN_CONFIG_HELP, PLAN_HELP, RL_HELP, SFT_HELP, VLLM_HELP } from '../../src/cli/help.js';
 import { SCOPE, run, stdoutFailure, type Command, type Flag } from '../../src/cli/main.js';
 import { GPUS } from '../../src/index.js';
 import { cli, scratch } from '../helpers/cli.js';
@@ -385,6 +385,7 @@ describe('help', () => {
     vllm: VLLM_HELP,
     rl: RL_HELP,
     korthikanti: KORTHIKANTI_HELP,
+    'explain-config': EXPLAIN_CONFIG_HELP,
   };
 
   it('each command has its --help', () => {
@@ -428,6 +429,7 @@ describe('help', () => {
       vllm: { cnn: undefined, llm: ['vllm', 'qwen2.5-0.5b', '--gpu', 'H100-80GB'] },
       rl: { cnn: undefined, llm: ['rl', 'qwen2.5-0.5b', '--framework', 'verl', '--gpu', 'H100-80GB', '--gpus', '2'] },
       korthikanti: { cnn: ['korthikanti'], llm: undefined },
+      'explain-config': { cnn: ['explain-config', 'test/fixtures/configs/deepspeed/ds-megatron-bs8-zero1.json', '--gpus', '4'], llm: undefined },
     };
     const cnnOnly = new Set(['--input', '--classes']);
     let checked = 0;

@@ -29,10 +29,11 @@ export interface ModelCommand<C extends Command = Command> extends CommandBase<C
   readonly run: (ref: ModelRef, values: Values, positionals: readonly string[]) => Outcome;
 }
 
-/** A command without a model. */
+/** A command without a model (`file`: one FILE argument after its words instead). */
 export interface PlainCommand<C extends Command = Command> extends CommandBase<C> {
   readonly model: false;
-  readonly run: (values: Values) => Outcome;
+  readonly file?: true;
+  readonly run: (values: Values, positionals: readonly string[]) => Outcome;
 }
 
 export type CommandSpec<C extends Command = Command> = ModelCommand<C> | PlainCommand<C>;

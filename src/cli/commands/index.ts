@@ -3,6 +3,7 @@ import type { Command } from '../flags.js';
 import type { CommandSpec } from './command.js';
 import { compatCommand } from './compat.js';
 import { estimateCommand } from './estimate.js';
+import { explainConfigCommand } from './explain-config.js';
 import { fitCommand } from './fit.js';
 import { grpoCommand } from './grpo.js';
 import { korthikantiCommand } from './korthikanti.js';
@@ -25,6 +26,7 @@ export const COMMAND_SPECS: { readonly [C in Command]: CommandSpec<C> } = {
   vllm: vllmCommand,
   rl: rlCommand,
   korthikanti: korthikantiCommand,
+  'explain-config': explainConfigCommand,
   safetensors: safetensorsCommand,
 };
 
