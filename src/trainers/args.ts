@@ -33,6 +33,9 @@ const CLASS_NAMES = { trainer: 'TrainingArguments', sft: 'SFTConfig', grpo: 'GRP
 const NEUTRAL = new Set([
   'output_dir',
   'do_train',
+  // do_eval / do_predict: "not directly used by [`Trainer`]", read by the scripts after training (transformers 5.18 training_args.py:743-751).
+  'do_eval',
+  'do_predict',
   'learning_rate',
   'weight_decay',
   'adam_beta1',

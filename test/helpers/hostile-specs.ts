@@ -883,8 +883,60 @@ export function specs(): Record<string, Spec> {
         invariant(Object.isFrozen(reading), 'fromDeepSpeedConfig: the reading is not frozen');
       },
     },
-    // (fromTrainingArguments specs here)
-    // (fromAccelerateConfig specs here)
+    fromTrainingArguments: {
+      valid: () =>
+        v(
+          [{ output_dir: 'out', per_device_train_batch_size: 2, gradient_checkpointing: true, report_to: [] }],
+          [{ per_device_train_batch_size: 4, bf16: true, debug: [], accelerator_config: null, optim: 'adamw_torch' }, { trl: '1.13.0' }],
+          [
+            {
+              per_device_train_batch_size: 2,
+              gradient_accumulation_steps: 2,
+              deepspeed: { zero_optimization: { stage: 2 }, train_micro_batch_size_per_gpu: 'auto' },
+            },
+            { worldSize: 4, hiddenSize: 64 },
+          ],
+          [{ deepspeed: 'ds_config.json' }, { deepspeed: { train_batch_size: 16, zero_optimization: { stage: 3 } }, worldSize: 2 }],
+        ),
+      numRuns: 2500,
+      arity: 2,
+      check: (r) => {
+        const reading = r as api.TrainingArgumentsReading;
+        exactCount(reading.resolved.batch, 'resolved.batch');
+        exactCount(reading.resolved.accumulation, 'resolved.accumulation');
+        invariant(Object.isFrozen(reading) && Object.isFrozen(reading.args), 'fromTrainingArguments: the reading is not frozen');
+        if (reading.options !== undefined) {
+          exactCount(reading.options.parallel.dp, 'options.parallel.dp');
+          invariant(reading.options.microBatches === reading.resolved.accumulation, "fromTrainingArguments: DeepSpeed accumulation is not the arguments'");
+        }
+      },
+    },
+    fromAccelerateConfig: {
+      valid: () =>
+        v(
+          [{ distributed_type: 'MULTI_GPU', num_processes: 4, mixed_precision: 'bf16', rdzv_backend: 'static' }],
+          [
+            { distributed_type: 'MULTI_GPU', num_processes: 2, mixed_precision: 'no', fsdp_config: {}, deepspeed_config: {} },
+            { layers: 4, gradientAccumulationSteps: 2 },
+          ],
+          [{ distributed_type: 'DEEPSPEED', num_processes: 2, deepspeed_config: { zero_stage: 3, offload_optimizer_device: 'cpu' } }, { batchSize: 2 }],
+          [
+            { distributed_type: 'DEEPSPEED', num_processes: 2, deepspeed_config: { deepspeed_config_file: 'ds.json' } },
+            { deepspeedConfig: { zero_optimization: { stage: 2, reduce_bucket_size: 'auto' }, train_micro_batch_size_per_gpu: 'auto' }, hiddenSize: 64 },
+          ],
+          [{ distributed_type: 'NO', use_cpu: true }],
+        ),
+      numRuns: 2500,
+      arity: 2,
+      check: (r) => {
+        const reading = r as api.AccelerateReading;
+        exactCount(reading.processes, 'processes');
+        exactCount(reading.machines, 'machines');
+        if (reading.options.parallel !== undefined) exactCount(reading.options.parallel.dp, 'options.parallel.dp');
+        invariant(reading.options.parallel === undefined || reading.options.parallel.dp === reading.processes, 'fromAccelerateConfig: dp is not num_processes');
+        invariant(Object.isFrozen(reading) && Object.isFrozen(reading.options), 'fromAccelerateConfig: the reading is not frozen');
+      },
+    },
 
     // ---- closed forms
     zeroPaper: {

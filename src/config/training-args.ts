@@ -1,0 +1,305 @@
+/**
+ * transformers' `TrainingArguments` read as the tool reads a file of them: `HfArgumentParser`'s
+ * `parse_json_file` / `parse_yaml_file` / `parse_dict` (every key a field, hf_argparser.py), then
+ * `__post_init__` (transformers 5.18.0 training_args.py, `ta:`; the release src/trainers/fields.ts
+ * records). A whole dump (`TrainingArguments(...).to_json_string()` / `to_dict()`) and a short
+ * mapping of a few fields are read alike: the values `__post_init__` writes for a default are that
+ * default (src/trainers/post-init.ts). The fields are checked and resolved by resolveTrainerArgs;
+ * `deepspeed` is read by fromDeepSpeedConfig with the Trainer's context filled from these arguments.
+ */
+import { fail, type VramIssue, VramError } from '../errors.js';
+import { deepFreeze } from '../freeze.js';
+import type { OptimizerSpec } from '../memory/optimizers.js';
+import { DEFAULT_TRL, resolveTrainerArgs, type ResolvedTrainerArgs, trainerFields, type TrainerArgs } from '../trainers/args.js';
+import { plain, sameValue } from '../trainers/field-checks.js';
+import { parseDictStrings, undoPostInit } from '../trainers/post-init.js';
+import { optimizerOf } from '../trainers/step.js';
+import { anything, integer, object, show, string, validate, type Path } from '../validate.js';
+import { fromDeepSpeedConfig, type DeepSpeedOptions, type DeepSpeedReading, type DeepSpeedTrainerContext } from './deepspeed.js';
+
+/** What a TrainingArguments file alone does not say. */
+export interface TrainingArgumentsContext {
+  /** The DeepSpeed config that the arguments' `deepspeed` path names, read by the caller (ds_config.json, parsed). */
+  readonly deepspeed?: unknown;
+  /** The data-parallel world size (the launcher's `WORLD_SIZE`): DeepSpeed's world, and its `"auto"` train_batch_size. */
+  readonly worldSize?: number;
+  /** The model's `hidden_size` (fills DeepSpeed's `"auto"` ZeRO buckets, as the Trainer does). */
+  readonly hiddenSize?: number;
+  /** The decoder's layers (`num_hidden_layers`): under DeepSpeed, gradient_checkpointing checkpoints each `model.layers.i`. */
+  readonly layers?: number;
+  /** TRL release whose TrainingArguments fields and defaults to follow (default {@link DEFAULT_TRL}). */
+  readonly trl?: string;
+}
+
+/** The estimate options a step under DeepSpeed takes from the arguments (give `input`: `[batch, sequence]`). */
+export interface TrainingArgumentsOptions {
+  readonly mode: 'train';
+  readonly parallel: DeepSpeedOptions['parallel'];
+  /** `gradient_accumulation_steps`. */
+  readonly microBatches: number;
+  /** DeepSpeed's 16-bit parameters (`bf16.enabled` / `fp16.enabled`); absent, the model's dtype. */
+  readonly precision?: 'bf16' | 'fp16';
+  /** The config's `optimizer` section, or else the Trainer's own (`optim`), which the Trainer hands to DeepSpeed. */
+  readonly optimizer: OptimizerSpec;
+  /** `gradient_checkpointing`: every decoder layer one non-reentrant checkpoint (gradient_checkpointing_enable). */
+  readonly checkpoint?: { readonly modules: readonly string[] };
+}
+
+/** TrainingArguments read. */
+export interface TrainingArgumentsReading {
+  /**
+   * The fields that differ from TrainingArguments' defaults, the values `__post_init__` writes for a
+   * default read as that default, `deepspeed` aside: what resolveTrainerArgs('trainer', …) and
+   * trainerStep take.
+   */
+  readonly args: TrainerArgs;
+  /** `resolveTrainerArgs('trainer', args)`. */
+  readonly resolved: ResolvedTrainerArgs;
+  /** `deepspeed` as a path, not read here: read the file and pass it as `context.deepspeed`. */
+  readonly deepspeedPath?: string;
+  /** `deepspeed` read (fromDeepSpeedConfig, the Trainer's context filled from these arguments). */
+  readonly deepspeed?: DeepSpeedReading;
+  /** With `deepspeed` read: the options of one rank's step. */
+  readonly options?: TrainingArgumentsOptions;
+}
+
+const contextCheck = object({ fields: { deepspeed: anything, worldSize: integer(1), hiddenSize: integer(1), layers: integer(1), trl: string } });
+
+/** resolveTrainerArgs names the fields under `args`; a file's fields are named from its root. */
+function rerooted(issues: readonly VramIssue[]): VramIssue[] {
+  return issues.map((i) => (i.path[0] === 'args' ? { ...i, path: i.path.slice(1) } : i));
+}
+
+/** A copy of JSON data (plain objects and lists, to a depth), so that freezing the reading leaves the caller's objects alone. */
+function copyData(value: unknown, depth = 0): unknown {
+  if (depth > 32) return value;
+  if (Array.isArray(value)) return value.map((v) => copyData(v, depth + 1));
+  if (!plain(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value))
+    Object.defineProperty(out, k, { value: copyData(v, depth + 1), enumerable: true, writable: true, configurable: true });
+  return out;
+}
+
+/** A value a parsed JSON or YAML file can hold (strings, numbers, booleans, null, lists, mappings), else an issue at its path. */
+function jsonData(value: unknown, path: Path, issues: VramIssue[], depth = 0): void {
+  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return;
+  if (depth < 32 && Array.isArray(value)) for (let i = 0; i < value.length; i++) jsonData(value[i], [...path, i], issues, depth + 1);
+  else if (depth < 32 && plain(value)) for (const [k, v] of Object.entries(value)) jsonData(v, [...path, k], issues, depth + 1);
+  else
+    issues.push({
+      path,
+      code: 'bad-option',
+      message: 'not JSON data: a TrainingArguments file holds strings, numbers, booleans, null, lists and mappings',
+      received: show(value),
+    });
+}
+
+/** The fields that are not at their defaults (unknown ones kept, for resolveTrainerArgs to name). */
+function nonDefault(fields: Readonly<Record<string, unknown>>, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields))
+    if (name !== 'deepspeed' && (!Object.hasOwn(defaults, name) || !sameValue(value, defaults[name])))
+      Object.defineProperty(out, name, { value: copyData(value), enumerable: true, writable: true, configurable: true });
+  return out;
+}
+
+/**
+ * `fsdp` set: the Trainer's FSDP goes through accelerate's fsdp2_prepare_model (accelerate 1.15
+ * utils/fsdp_utils.py:751-885: its own units for the embeddings and the final norm with the head, the
+ * latter never resharded, trainable low-precision parameters upcast to fp32 under mixed precision), or
+ * FSDP1 (`fsdp_config.version` 1): neither is the fsdp2 engine's layout, so neither is guessed.
+ */
+function fsdpIssue(fields: Record<string, unknown>, issues: VramIssue[]): void {
+  const fsdp = fields.fsdp;
+  if (fsdp === null || fsdp === undefined) return;
+  issues.push({
+    path: ['fsdp'],
+    code: 'not-modelled',
+    message:
+      "the Trainer's FSDP (accelerate's fsdp2_prepare_model: separate embedding and head units, the head never resharded, fp32 master upcast; or FSDP1) is not modelled: estimate with parallel { engine: 'fsdp2' } models torch's fully_shard per decoder layer",
+    expected: 'null (no FSDP)',
+    received: show(fsdp),
+  });
+  delete fields.fsdp;
+  delete fields.fsdp_config;
+}
+
+/**
+ * accelerate's DeepSpeedPlugin.set_mixed_precision (accelerate 1.15 utils/dataclasses.py:1422-1427,
+ * called by AcceleratorState, state.py:977): with bf16 (or fp16) mixed precision and no such section,
+ * the config gains `{ enabled: true }` for it.
+ */
+function withMixedPrecision(config: unknown, resolved: ResolvedTrainerArgs): unknown {
+  if (!plain(config) || !resolved.bf16 || Object.hasOwn(config, 'bf16')) return config;
+  return { ...config, bf16: { enabled: true } };
+}
+
+/** The DeepSpeed context the Trainer fills its "auto" values from (hf integrations/deepspeed.py trainer_config_process). */
+function trainerContext(fields: Readonly<Record<string, unknown>>, resolved: ResolvedTrainerArgs, worldSize: number | undefined): DeepSpeedTrainerContext {
+  const decay = fields.weight_decay;
+  return {
+    perDeviceTrainBatchSize: resolved.batch,
+    gradientAccumulationSteps: resolved.accumulation,
+    bf16: resolved.bf16,
+    fp16: false,
+    ...(worldSize !== undefined ? { worldSize } : {}),
+    ...(typeof decay === 'number' && Number.isFinite(decay) && decay >= 0 ? { weightDecay: decay } : {}),
+  };
+}
+
+/** fromDeepSpeedConfig's issues named from the arguments' root: the config's keys under `deepspeed` (or `context.deepspeed`). */
+function readDeepSpeed(config: unknown, at: Path, fields: Readonly<Record<string, unknown>>, resolved: ResolvedTrainerArgs, context: TrainingArgumentsContext) {
+  try {
+    return fromDeepSpeedConfig(withMixedPrecision(config, resolved), {
+      trainer: trainerContext(fields, resolved, context.worldSize),
+      ...(context.hiddenSize !== undefined ? { hiddenSize: context.hiddenSize } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    throw new VramError(error.issues.map((i) => (i.path[0] === 'context' ? i : { ...i, path: [...at, ...i.path] })));
+  }
+}
+
+/** The arguments' `deepspeed`: none, a path (read only when the caller gives the file in the context), or a config. */
+function deepspeedOf(fields: Readonly<Record<string, unknown>>, context: TrainingArgumentsContext): { path?: string; config?: unknown; at: Path } {
+  const value = fields.deepspeed;
+  const given = context.deepspeed !== undefined;
+  if (value === null || value === undefined || value === '') {
+    if (given) fail('bad-option', 'context.deepspeed is the file the arguments’ deepspeed path names, and they name none', { path: ['context', 'deepspeed'] });
+    return { at: ['deepspeed'] };
+  }
+  if (typeof value === 'string') return given ? { path: value, config: context.deepspeed, at: ['context', 'deepspeed'] } : { path: value, at: ['deepspeed'] };
+  if (given)
+    fail('bad-option', 'the arguments hold their DeepSpeed config already: context.deepspeed is for a deepspeed path', { path: ['context', 'deepspeed'] });
+  if (!plain(value))
+    fail('bad-option', 'deepspeed is a path to ds_config.json or the config itself', {
+      path: ['deepspeed'],
+      expected: 'string | object',
+      received: show(value),
+    });
+  return { config: value, at: ['deepspeed'] };
+}
+
+/**
+ * The Trainer runs `gradient_accumulation_steps` micro-batches a step; HF fills only a DeepSpeed
+ * `"auto"` from it and checks only a value written (trainer_config_process's fill_match), so a config
+ * that leaves it out lets DeepSpeed decide its own (1, or its batch arithmetic): refused, not guessed.
+ * (The micro-batch cannot differ so: written, it is checked; absent, DeepSpeed derives it from a
+ * train_batch_size that is checked.)
+ */
+function accumulationIssues(ds: DeepSpeedReading, resolved: ResolvedTrainerArgs, at: Path): VramIssue[] {
+  const theirs = ds.options.microBatches;
+  const ours = resolved.accumulation;
+  if (theirs === ours) return [];
+  return [
+    {
+      path: [...at, 'gradient_accumulation_steps'],
+      code: 'not-modelled',
+      message: `DeepSpeed's gradient_accumulation_steps (${theirs}, absent or derived) is not the Trainer's (${ours}): write "auto" or ${ours}`,
+      expected: String(ours),
+      received: String(theirs),
+    },
+  ];
+}
+
+/**
+ * What the step under DeepSpeed needs beyond the config: the decoder's layers for
+ * gradient_checkpointing; Liger's fused loss is a head trainerStep adds, which a rank's estimate
+ * does not (not modelled rather than dropped).
+ */
+function stepIssues(resolved: ResolvedTrainerArgs, context: TrainingArgumentsContext): VramIssue[] {
+  const issues: VramIssue[] = [];
+  if (resolved.checkpointing && context.layers === undefined)
+    issues.push({
+      path: ['context', 'layers'],
+      code: 'missing-context',
+      message: "gradient_checkpointing under DeepSpeed checkpoints every decoder layer: give the model's num_hidden_layers",
+      expected: 'integer ≥ 1',
+      received: 'missing',
+    });
+  if (resolved.liger)
+    issues.push({
+      path: ['use_liger_kernel'],
+      code: 'not-modelled',
+      message: "Liger's fused linear cross-entropy under DeepSpeed is not modelled (trainerStep models it on one GPU)",
+      expected: 'false',
+      received: 'true',
+    });
+  return issues;
+}
+
+/** The options of a rank's step under DeepSpeed. */
+function deepspeedOptions(ds: DeepSpeedReading, resolved: ResolvedTrainerArgs, layers: number | undefined): TrainingArgumentsOptions {
+  const o = ds.options;
+  return {
+    mode: 'train',
+    parallel: o.parallel,
+    microBatches: o.microBatches,
+    ...(o.precision !== undefined ? { precision: o.precision } : {}),
+    optimizer: o.optimizer ?? optimizerOf(resolved.optim, 'cuda'),
+    ...(resolved.checkpointing && layers !== undefined ? { checkpoint: { modules: Array.from({ length: layers }, (_, i) => `model.layers.${i}`) } } : {}),
+  };
+}
+
+/**
+ * Reads a transformers `TrainingArguments` mapping — the tool's own dump (`to_json_string()` /
+ * `to_dict()`: every field, post-init values included) or a short JSON/YAML mapping of a few fields —
+ * as the Trainer reads it at the release vram-ts follows: every field checked (an unknown one is an
+ * error with did-you-mean; one that moves memory in a way vram-ts does not model, such as `fp16`,
+ * `optim: 'adafactor'` or `fsdp`, a `not-modelled` error at its path), the values `__post_init__`
+ * writes for a default read as that default, and the rest resolved by resolveTrainerArgs. Note that
+ * `bf16: true` is the Trainer's autocast over the model's dtype: it does not cast an fp32 model.
+ * `deepspeed` given as a config is read with fromDeepSpeedConfig, its `"auto"` values filled from
+ * these arguments as the Trainer fills them (`context.worldSize` and `context.hiddenSize` for the rest);
+ * given as a path it is returned as `deepspeedPath`, to read and pass back as `context.deepspeed`.
+ * Under DeepSpeed, gradient_checkpointing needs `context.layers` (each decoder layer is checkpointed)
+ * and use_liger_kernel is not modelled.
+ * Every issue of the fields is reported at once; paths are the file's keys.
+ *
+ * @example
+ * ```ts
+ * import { fromTrainingArguments, llm, trainerStep } from 'vram-ts';
+ * const reading = fromTrainingArguments({ output_dir: 'out', per_device_train_batch_size: 2, gradient_checkpointing: true, report_to: [] });
+ * console.log(Object.keys(reading.args).join(' ')); // output_dir per_device_train_batch_size gradient_checkpointing
+ * const step = trainerStep(llm('qwen2.5-0.5b'), reading.args, { sequence: 64 });
+ * console.log(step.peak > 0, reading.resolved.checkpointing); // true true
+ * const ds = fromTrainingArguments(
+ *   { per_device_train_batch_size: 2, bf16: true, deepspeed: { zero_optimization: { stage: 2 }, train_micro_batch_size_per_gpu: 'auto' } },
+ *   { worldSize: 4 },
+ * );
+ * console.log(ds.options?.parallel.zero, ds.options?.parallel.dp, ds.options?.precision); // 2 4 bf16
+ * ```
+ */
+export function fromTrainingArguments(args: unknown, context: TrainingArgumentsContext = {}): TrainingArgumentsReading {
+  validate(context, contextCheck, ['context']);
+  if (!plain(args))
+    fail('bad-option', 'TrainingArguments as a mapping of its fields (a parsed JSON or YAML file)', { path: [], expected: 'object', received: show(args) });
+  const trl = context.trl ?? DEFAULT_TRL;
+  const defaults = trainerFields('trainer', trl).defaults;
+  const issues: VramIssue[] = [];
+  for (const [name, value] of Object.entries(args)) jsonData(value, [name], issues);
+  if (issues.length > 0) throw new VramError(issues);
+  const fields = undoPostInit(args);
+  parseDictStrings(fields, issues);
+  fsdpIssue(fields, issues);
+  const minimal = nonDefault(fields, defaults);
+  let resolved: ResolvedTrainerArgs | undefined;
+  try {
+    resolved = resolveTrainerArgs('trainer', minimal, { trl });
+  } catch (error) {
+    if (!(error instanceof VramError)) throw error;
+    issues.push(...rerooted(error.issues));
+  }
+  if (issues.length > 0 || resolved === undefined) throw new VramError(issues);
+  const ds = deepspeedOf(fields, context);
+  const reading = ds.config === undefined ? undefined : readDeepSpeed(ds.config, ds.at, fields, resolved, context);
+  const mismatched = reading === undefined ? [] : [...accumulationIssues(reading, resolved, ds.at), ...stepIssues(resolved, context)];
+  if (mismatched.length > 0) throw new VramError(mismatched);
+  return deepFreeze({
+    args: minimal,
+    resolved,
+    ...(ds.path !== undefined ? { deepspeedPath: ds.path } : {}),
+    ...(reading !== undefined ? { deepspeed: reading, options: deepspeedOptions(reading, resolved, context.layers) } : {}),
+  });
+}
