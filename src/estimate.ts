@@ -456,7 +456,7 @@ function stepSummaries(runs: readonly [keyof Estimate['steps'], () => StepResult
     lazy(step, 'peak', () => run().peak.bytes);
     lazy(step, 'baseline', () => run().baseline);
     lazy(step, 'end', () => run().end);
-    lazy(step, 'program', () => (reduced === undefined ? run().program : reduced.full().steps[name]!.program));
+    lazy(step, 'program', () => (reduced === undefined ? (run().full?.() ?? run()).program : reduced.full().steps[name]!.program));
     Object.defineProperty(step, COMPACT, {
       value: () => {
         const r = run();
@@ -534,9 +534,9 @@ function assemble(
   // model estimated from reduced blocks, the full model's IR and programs.
   lazy(result, 'modules', () => (reduced === undefined ? moduleRows(ir, saved) : reduced.full().modules));
   lazy(result, 'timeline', () => {
-    if (!keepTimeline) return [];
-    if (reduced !== undefined) return reduced.full().timeline;
-    return main.program.sizes.every((size) => typeof size === 'number') ? concreteTimeline(main.program) : programTimeline(main.program);
+    if (!keepTimeline || reduced !== undefined) return keepTimeline ? reduced!.full().timeline : [];
+    const { program } = main.full?.() ?? main; // a pipeline's steady phase written out
+    return (program.sizes.every((size) => typeof size === 'number') ? concreteTimeline : programTimeline)(program);
   });
   lazy(result, 'ir', () => (reduced === undefined ? ir : reduced.fullIr()));
   if (rounded && typeof peak.bytes === 'number') reservedFigures(result, train);

@@ -23,8 +23,12 @@ export interface Chunk {
 /** One micro-batch of a chunk: its forward, and later its backward (a pipeline runs others between). */
 export interface MicroBatchPass {
   readonly forward: () => void;
-  /** Runs the backward; returns the gradients of the chunk's inputs (leaves), which the caller frees when sent. */
-  readonly backward: () => readonly number[];
+  /**
+   * Runs the backward; returns the gradients of the chunk's inputs (leaves), which the caller frees
+   * when sent. `micro`: its events' label prefix, if not the forward's (a pipeline's steady phase
+   * written once runs a micro-batch standing for a later one).
+   */
+  readonly backward: (micro?: string) => readonly number[];
   /** The block an activation storage of this micro-batch lives in, if it does. */
   readonly blockOf: (storage: number) => number | undefined;
 }
@@ -77,7 +81,7 @@ class Pass implements MicroBatchPass {
   private readonly ledger: Ledger;
   private readonly storageBlock: IdBlocks;
   private readonly residency: Residency;
-  private readonly micro: string;
+  private micro: string;
   private readonly opUnit: Int8Array | null;
   private readonly chunk: Chunk | null;
   private readonly index: number;
@@ -136,7 +140,8 @@ class Pass implements MicroBatchPass {
   }
 
   // Backward: reverse creation order, as the autograd engine runs a single-device graph.
-  backward(): readonly number[] {
+  backward(micro = this.micro): readonly number[] {
+    this.micro = micro;
     this.seed();
     for (let i = this.endOp - 1; i >= this.firstOp; i -= 1) this.backwardOp(this.ir.ops[i]!, i);
     if (this.opUnit !== null) this.ledger.setUnit(-1);

@@ -18,6 +18,68 @@ export interface Repetition {
   readonly relabel: (label: string, unit: number, copy: number, phase: string) => string;
 }
 
+/** What {@link spanRepetition} reads of a span of the log written once for `times` copies (simulate.ts's RepeatedSpan). */
+export interface LogSpan {
+  readonly check: number;
+  readonly from: number;
+  readonly to: number;
+  readonly times: number;
+  readonly perCopy: readonly number[];
+  readonly relabel: (label: string, copy: number) => string;
+}
+
+const sizeKey = (size: Dim) => (typeof size === 'number' ? `#${size}` : size.key);
+
+/** Whether log entries a and b are the same step: both events (b's label a's one copy on), or blocks of one size and category freed or made. */
+function sameEntry(program: StepProgram, a: number, b: number, events: [number, number], relabel: LogSpan['relabel']): boolean {
+  const { log, sizes, categories } = program;
+  const x = log[a]!;
+  const y = log[b]!;
+  if (x === MARK || y === MARK) {
+    if (x !== y) return false;
+    const [p, q] = [program.events[events[0]]!, program.events[events[1]]!];
+    return p.phase === q.phase && relabel(p.label, 1) === q.label;
+  }
+  if (x >= 0 !== y >= 0) return false;
+  const [i, j] = x >= 0 ? [x, y] : [-1 - x, -1 - y];
+  return categories[i] === categories[j] && sizeKey(sizes[i]!) === sizeKey(sizes[j]!);
+}
+
+/**
+ * The repetition of a program whose span `[from, to)` stands for `times` copies, or undefined when
+ * its twin `[check, from)` (the copy before) does not log the same, entry by entry, or a per-copy
+ * free is not one of a block the span made. The span's entries and the per-copy frees are unit 1.
+ */
+export function spanRepetition(program: StepProgram, span: LogSpan): Repetition | undefined {
+  const { log } = program;
+  const { check, from, to } = span;
+  if (!(check < from && from < to && from - check === to - from && to <= log.length && span.times >= 1)) return undefined;
+  let event = 0;
+  for (let k = 0; k < check; k += 1) if (log[k] === MARK) event += 1;
+  const twin = event;
+  for (let k = check; k < from; k += 1) if (log[k] === MARK) event += 1;
+  const events: [number, number] = [twin, event];
+  for (let k = 0; k < from - check; k += 1) {
+    if (!sameEntry(program, check + k, from + k, events, span.relabel)) return undefined;
+    if (log[from + k] === MARK) {
+      events[0] += 1;
+      events[1] += 1;
+    }
+  }
+  const units = new Array<number>(log.length).fill(-1);
+  const made = new Set<number>();
+  for (let k = from; k < to; k += 1) {
+    units[k] = 1;
+    if (log[k]! >= 0) made.add(log[k]!);
+  }
+  for (const k of span.perCopy) {
+    const entry = log[k] ?? MARK;
+    if (k <= to || entry === MARK || entry >= 0 || !made.has(-1 - entry)) return undefined;
+    units[k] = 1;
+  }
+  return { units, times: span.times, relabel: (label, unit, copy) => (unit === 1 ? span.relabel(label, copy) : label) };
+}
+
 /** A value made on first call, then kept. */
 export function once<T>(make: () => T): () => T {
   let done = false;

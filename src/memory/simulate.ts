@@ -8,7 +8,7 @@ import { resultsOnly, runKernel } from './kernel.js';
 import { MARK, createLedger, zeroTotals, type Ledger, type PeakPoint, type StepProgram } from './ledger.js';
 import type { OptimizerSpec } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
-import { once, sweepConcrete, withBytes, type Repetition } from './program.js';
+import { once, spanRepetition, sweepConcrete, withBytes, type Repetition } from './program.js';
 import { singleDevice } from './residency/single.js';
 import { withDefaults, type EngineHooks, type HostBytes, type RankContext, type Residency } from './residency/types.js';
 import { idBlocks, planOf, viewKeeper, type IdBlocks, type Plan } from './step-plan.js';
@@ -36,7 +36,33 @@ export interface StepSettings {
    * micro-batches one after another, as gradient accumulation does). A pipeline rank replays
    * its schedule here.
    */
-  readonly run?: { readonly inputs: (step: StepRun) => void; readonly micro: (step: StepRun) => void };
+  readonly run?: StepRunner;
+}
+
+/**
+ * A step's own micro-batches (a pipeline rank's schedule): `micro` may write a steady phase once
+ * and return the span of the log that stands for its copies; `whole` is then the same runner
+ * writing every copy out (what reads every event runs it: the timeline, the allocator's replay).
+ */
+export interface StepRunner {
+  readonly inputs: (step: StepRun) => void;
+  readonly micro: (step: StepRun) => RepeatedSpan | undefined;
+  readonly whole?: StepRunner;
+}
+
+/**
+ * Log entries `[from, to)` that happen `times` times in a row in the step (each copy logging the
+ * same sizes, its events' micro-batches `copy` on: `relabel`), written once; `[check, from)` is the
+ * copy before, logged out, which must match it (else the step is simulated whole). `perCopy`: the
+ * later frees of what each copy keeps to the step's end (written for copy 0, they count `times` over).
+ */
+export interface RepeatedSpan {
+  readonly check: number;
+  readonly from: number;
+  readonly to: number;
+  readonly times: number;
+  readonly perCopy: readonly number[];
+  readonly relabel: (label: string, copy: number) => string;
 }
 
 /** What a step's micro-batches run with: the shared storages (buffers) in `storageBlock`. */
@@ -48,6 +74,8 @@ export interface StepRun {
   readonly storageBlock: IdBlocks;
   readonly opUnit: Int8Array | null;
   readonly microBatches: number;
+  /** Micro-batches a repeated span's unwritten copies finish (counted for the engines: RankContext.microDone). */
+  readonly countOver: (microBatches: number) => void;
 }
 
 /** The simulated step. */
@@ -65,6 +93,8 @@ export interface StepResult {
   readonly repeat?: Repetition;
   /** Training: the first step, derived from this (steady) one when asked for. */
   readonly first?: () => StepResult;
+  /** With a repeated span: the same step simulated whole, every event written out (made when asked for). */
+  readonly full?: () => StepResult;
   /** Training: bytes of the optimizer state on the device (of the full model, with reduced blocks). */
   readonly optimizerState?: Dim;
   /** Training under a sharding engine: the parameters and gradients this device keeps. */
@@ -148,7 +178,10 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   }
   const micro = Math.max(1, settings.microBatches ?? 1);
   const opUnit = blocks?.opUnit ?? null;
-  const run: StepRun = { ir, plan, ledger, residency, storageBlock, opUnit, microBatches: micro };
+  const countOver = (count: number) => {
+    microDone += count;
+  };
+  const run: StepRun = { ir, plan, ledger, residency, storageBlock, opUnit, microBatches: micro, countOver };
   settings.run?.inputs(run);
   const { grads: gradBlocks, state: stateBlocks } = residency.start();
   ledger.record('start', 'before the step');
@@ -156,7 +189,8 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   residency.zeroGrad();
   ledger.record('zero_grad', 'zero_grad(set_to_none=True)');
 
-  if (settings.run !== undefined) settings.run.micro(run);
+  let span: RepeatedSpan | undefined;
+  if (settings.run !== undefined) span = settings.run.micro(run);
   else {
     for (let m = 0; m < micro; m += 1) {
       const prefix = micro > 1 ? `micro-batch ${m + 1}: ` : '';
@@ -170,15 +204,23 @@ export function simulateStep(ir: IR, settings: StepSettings): StepResult {
   residency.step();
   ledger.record('end', 'after the step');
   const program = ledger.program();
-  const repeat = repetition(ledger, blocks);
+  const whole = settings.run?.whole;
+  if (span !== undefined && whole === undefined) throw new Error('simulateStep: a repeated span without the whole runner (a bug)');
+  const spanned = span === undefined || blocks !== undefined ? undefined : spanRepetition(program, span);
+  // A span that did not log as its twin (or over reduced blocks): the step simulated whole instead.
+  if (span !== undefined && spanned === undefined) return simulateStep(ir, { ...settings, run: whole! });
+  const repeat = spanned ?? repetition(ledger, blocks);
   const peakExpression = settings.peakExpression ?? true;
   const steady = finish(program, repeat, peakExpression);
+  const full = whole === undefined || spanned === undefined ? undefined : once(() => simulateStep(ir, { ...settings, run: whole }));
+  const first = once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression));
   // Added to the result, not spread into a copy: its symbolic totals are made when read.
   return Object.assign(steady, {
     optimizerState: residency.optimizerState(),
     ...(residency.resident !== undefined ? { resident: residency.resident() } : {}),
     ...(residency.host !== undefined ? { host: residency.host() } : {}),
-    first: once(() => firstStep(program, repeat, new Set(gradBlocks), stateBlocks, stepMark, peakExpression)),
+    first: full === undefined ? first : once(() => Object.assign(first(), { full: () => full().first!() })),
+    ...(full !== undefined ? { full } : {}),
   });
 }
 

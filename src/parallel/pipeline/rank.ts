@@ -6,6 +6,10 @@ import type { ParallelPlan, RankOptions } from '../plan.js';
 import { pipelineRunner, type PipelineChunk } from './runner.js';
 import { pipelineActions } from './schedules.js';
 import { pipelineRankModel, type PipelineRankModel } from './stages.js';
+import { steadyActions } from './steady.js';
+
+/** Whether pipeline ranks write their steady phase once (tests turn it off to compare with the whole step). */
+export const STEADY = { on: true };
 
 /** How the estimate traces a model with its options `O` (and the trace options a pipeline rank adds). */
 export type RankTracer<O extends RankOptions> = (model: Layer, options: O, overrides?: Pick<TraceOptions, 'inputRequiresGrad'>) => IR;
@@ -28,7 +32,8 @@ export function pipelineRank<O extends RankOptions>(model: Layer, options: O, pl
   const schedule = plan.schedule ?? '1f1b';
   const virtualStages = plan.virtualStages ?? (schedule === 'interleaved-1f1b' ? 2 : 1);
   const rank = plan.stage ?? 0;
-  const actions = pipelineActions(schedule, pp, rank, options.microBatches ?? 1, virtualStages);
+  const microBatches = options.microBatches ?? 1;
+  const actions = pipelineActions(schedule, pp, rank, microBatches, virtualStages);
   const { parallel: _parallel, ...alone } = options;
   // The whole model's trace gives each cut's input (its shape and dtype).
   // The options less their (optional) plan are options of the same type still.
@@ -49,7 +54,13 @@ export function pipelineRank<O extends RankOptions>(model: Layer, options: O, pl
     model: cut.model,
     ir,
     options: rankOptions,
-    run: pipelineRunner({ chunks: chunksOf(ir, cut, whole.inputs.length), actions, keepOutputs: plan.keepOutputs ?? true }),
+    run: pipelineRunner({
+      chunks: chunksOf(ir, cut, whole.inputs.length),
+      actions,
+      keepOutputs: plan.keepOutputs ?? true,
+      // The steady phase written once: a rank's cost does not grow with its micro-batches.
+      steady: STEADY.on ? steadyActions(actions, schedule, pp, rank, microBatches) : null,
+    }),
   };
 }
 

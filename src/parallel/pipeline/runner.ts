@@ -1,8 +1,9 @@
 import { microBatchPass, type Chunk, type MicroBatchPass } from '../../memory/autograd.js';
-import type { StepRun } from '../../memory/simulate.js';
+import type { RepeatedSpan, StepRun, StepRunner } from '../../memory/simulate.js';
 import { idBlocks } from '../../memory/step-plan.js';
 import { mul } from '../../sym/ops.js';
 import type { PipelineAction } from './schedules.js';
+import { relabelCopy, type SteadyActions } from './steady.js';
 
 /** One of a pipeline rank's stages, as a run of its traced model's ops (see {@link Chunk}). */
 export interface PipelineChunk extends Chunk {
@@ -28,6 +29,8 @@ export interface PipelineRun {
    * into the value step() returns.
    */
   readonly keepOutputs: boolean;
+  /** The steady phase written once (see {@link SteadyActions}): runs instead of `actions`. */
+  readonly steady?: SteadyActions | null;
 }
 
 /** What a rank's receive buffers and kept outputs are, across steps (made by `inputs`, read by `micro`). */
@@ -126,10 +129,10 @@ function forwardAction(r: RunnerState, s: StepState, action: PipelineAction, pre
 }
 
 /** One action of the schedule: a forward, a backward, or a send completing (what it held goes). */
-function runAction(r: RunnerState, s: StepState, action: PipelineAction, k: number): void {
+function runAction(r: RunnerState, s: StepState, action: PipelineAction, k: number, labelled: number): void {
   const { ledger, residency } = s.step;
   const key = `${action.stage}/${action.micro}`;
-  const prefix = `stage ${action.stage} micro-batch ${action.micro + 1}: `;
+  const prefix = `stage ${action.stage} micro-batch ${labelled + 1}: `;
   switch (action.kind) {
     case 'forward':
       forwardAction(r, s, action, prefix);
@@ -137,7 +140,7 @@ function runAction(r: RunnerState, s: StepState, action: PipelineAction, k: numb
     case 'backward': {
       const pass = s.passes.get(key)!;
       s.passes.delete(key);
-      s.heldGrads.set(key, pass.backward());
+      s.heldGrads.set(key, pass.backward(prefix));
       ledger.record('backward', `${prefix}graph freed`);
       residency.endBackward(prefix, k === s.lastBackward);
       return;
@@ -154,9 +157,11 @@ function runAction(r: RunnerState, s: StepState, action: PipelineAction, k: numb
 }
 
 /** The step's actions in order, after last step's outputs go; then the sends waited on and the outputs merged. */
-function runActions(r: RunnerState, step: StepRun): void {
+function runActions(r: RunnerState, step: StepRun): RepeatedSpan | undefined {
   const { ledger } = step;
   const { run } = r;
+  const steady = run.steady ?? null;
+  const actions = steady?.actions ?? run.actions;
   for (const blocks of r.kept.values()) for (const block of blocks) ledger.release(block);
   r.kept.clear();
   if (run.chunks.some((chunk) => outputsKept(run, chunk))) ledger.record('forward', "pipeline: last step's outputs cleared (clear_runtime_states)");
@@ -165,15 +170,32 @@ function runActions(r: RunnerState, step: StepRun): void {
     passes: new Map(),
     heldGrads: new Map(),
     heldOutputs: new Map(),
-    sentOutput: new Set(run.actions.filter((a) => a.kind === 'sent-output').map((a) => `${a.stage}/${a.micro}`)),
+    sentOutput: new Set(actions.filter((a) => a.kind === 'sent-output').map((a) => `${a.stage}/${a.micro}`)),
     losses: [],
-    lastBackward: run.actions.reduce((last, a, k) => (a.kind === 'backward' ? k : last), -1),
+    lastBackward: actions.reduce((last, a, k) => (a.kind === 'backward' ? k : last), -1),
   };
-  run.actions.forEach((action, k) => {
-    runAction(r, s, action, k);
+  const at = () => ledger.program().log.length;
+  // Log positions of the unit's twin, the unit and its end; the losses the unit keeps.
+  const marks: number[] = [];
+  const unitLosses = new Set<number>();
+  actions.forEach((action, k) => {
+    if (steady !== null && (k === steady.check || k === steady.from)) marks.push(at());
+    const losses = s.losses.length;
+    runAction(r, s, action, k, steady?.micros[k] ?? action.micro);
+    if (steady === null || k < steady.from || k >= steady.to) return;
+    for (const block of s.losses.slice(losses)) unitLosses.add(block);
+    if (k !== steady.to - 1) return;
+    marks.push(at());
+    // The unit's other copies finish their backwards too (the engines count micro-batches).
+    step.countOver((steady.times - 1) * actions.slice(steady.from, steady.to).filter((a) => a.kind === 'backward').length);
   });
   ledger.record('backward', 'pipeline: sends waited on');
-  for (const block of s.losses) ledger.release(block);
+  // Each copy of the unit keeps its loss to here: their frees count once per copy.
+  const perCopy: number[] = [];
+  for (const block of s.losses) {
+    if (unitLosses.has(block)) perCopy.push(at());
+    ledger.release(block);
+  }
   for (const chunk of run.chunks) {
     if (!outputsKept(run, chunk)) continue;
     // step() returns merge_chunks(output_chunks): torch.cat of every micro-batch's output.
@@ -181,6 +203,9 @@ function runActions(r: RunnerState, step: StepRun): void {
     ledger.record('backward', `stage ${chunk.stage}: outputs merged (return_outputs)`);
     for (const block of merged) ledger.release(block);
   }
+  if (steady === null) return undefined;
+  const [check, from, to] = marks as [number, number, number];
+  return { check, from, to, times: steady.times, perCopy, relabel: relabelCopy };
 }
 
 /**
@@ -191,9 +216,10 @@ function runActions(r: RunnerState, step: StepRun): void {
  * received activation is the stage's input itself, a leaf whose `.grad` becomes the gradient sent
  * back (`stage_backward`), held until its send is waited on; a stage's output stays in
  * `fwd_cache` until its backward; the first stage's micro-batches are views of the whole batch.
- * Returns the two halves simulateStep calls: allocating the inputs, and running the actions.
+ * Returns the two halves simulateStep calls: allocating the inputs, and running the actions (with
+ * a steady phase, written once: the span of the log that stands for its periods, and the whole run).
  */
-export function pipelineRunner(run: PipelineRun): { readonly inputs: (step: StepRun) => void; readonly micro: (step: StepRun) => void } {
+export function pipelineRunner(run: PipelineRun): StepRunner {
   const r: RunnerState = {
     run,
     byStage: new Map(run.chunks.map((c) => [c.stage, c])),
@@ -202,5 +228,7 @@ export function pipelineRunner(run: PipelineRun): { readonly inputs: (step: Step
     gradBuffers: new Map(),
     kept: new Map(),
   };
-  return { inputs: (step) => allocateInputs(r, step), micro: (step) => runActions(r, step) };
+  const runner = { inputs: (step: StepRun) => allocateInputs(r, step), micro: (step: StepRun) => runActions(r, step) };
+  // The same step micro-batch by micro-batch, for what reads every event (timeline, allocator replay).
+  return run.steady == null ? runner : { ...runner, whole: pipelineRunner({ ...run, steady: null }) };
 }

@@ -79,7 +79,7 @@ export function pipelineActions(schedule: PipelineSchedule, pp: number, rank: nu
  * the next backward's, and the warm-up's `send_work` (not rebound by its last forward) the
  * work of forward warmup − 2 until the steady loop ends; the last of each until step returns.
  */
-function oneForwardOneBackward(pp: number, rank: number, m: number): PipelineAction[] {
+export function oneForwardOneBackward(pp: number, rank: number, m: number): PipelineAction[] {
   const out: PipelineAction[] = [];
   const sentOutput = (micro: number) => out.push({ kind: 'sent-output', stage: rank, micro });
   const warmup = Math.min(m, pp - rank);
