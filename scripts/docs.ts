@@ -20,6 +20,7 @@ export const DOCS = [
   'docs/guides/llm.md',
   'docs/guides/moe.md',
   'docs/guides/rl.md',
+  'docs/guides/config-files.md',
 ];
 
 const BLOCK = /<!-- run: vram-ts ([^\n]*?) -->\n```text\n[\s\S]*?```/g;

@@ -253,6 +253,7 @@ export {
   type TrainerFields,
   type TrainerKind,
 } from './trainers/args.js';
+export { fromTrlConfig, MODEL_CONFIG_FIELDS, type TrlScriptConfig } from './trainers/model-config.js';
 export type { TrainerOptions, TrainerPhase, TrainerPhaseName, TrainerResident, TrainerStepEstimate } from './trainers/step.js';
 export { trainerStep, type TrainerStepOptions } from './trainers/trainer.js';
 export { sftStep, type SftStepOptions } from './trainers/sft.js';

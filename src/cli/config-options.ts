@@ -13,9 +13,6 @@ import { CliError, fromVramError, usage } from './errors.js';
 import type { Values } from './flags.js';
 import { count } from './values.js';
 
-/** The flags a ds_config.json decides: given with --deepspeed, each is an error. */
-const DECIDED_BY_FILE = ['zero', 'engine', 'fsdp', 'offload', 'distributed-optimizer', 'tp', 'pp', 'cp', 'ep'] as const;
-
 /** The flag that fills each of the reader's context fields. */
 const CONTEXT_FLAGS: readonly (readonly [string, string])[] = [
   ['perDeviceTrainBatchSize', '--batch'],
@@ -83,9 +80,6 @@ export function readDeepSpeed(values: Values, file: string, hiddenSize: number |
 export function withDeepSpeed(values: Values, model: Layer, options: EstimateOptions, solvingBatch: boolean): EstimateOptions {
   const file = values.deepspeed;
   if (file === undefined) return options;
-  for (const flag of DECIDED_BY_FILE)
-    if (values[flag] !== undefined && values[flag] !== false) usage(`--${flag}`, `is decided by --deepspeed ${file}: leave it out`);
-  if (values.infer === true) usage('--infer', `--deepspeed ${file} is a training engine's config`);
   if (solvingBatch) usage('--deepspeed', 'fixes the micro-batch (train_micro_batch_size_per_gpu): fit --seq or --resolution instead');
   const meta = model.kind === 'module' ? model.meta : undefined;
   const reading = readDeepSpeed(values, file, meta?.kind === 'decoder' ? meta.hidden : undefined);

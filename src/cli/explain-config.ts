@@ -3,7 +3,7 @@
  * commands estimate with: the value read (and where it came from: the file, DeepSpeed's default,
  * an "auto" the Trainer fills, a flag), what it decides, and the keys accepted that move none.
  */
-import { formatCount, type DeepSpeedReading } from '../index.js';
+import { formatCount, type AccelerateReading, type DeepSpeedReading, type TrainingArgumentsReading } from '../index.js';
 
 type Path = readonly (string | number)[];
 
@@ -48,7 +48,7 @@ function meaningOf(path: Path): string {
 /** A value in words: counts with separators, the optimizer spec by its name and implementation. */
 function shown(value: unknown): string {
   if (value === Number.MAX_SAFE_INTEGER) return 'unlimited';
-  if (typeof value === 'number') return formatCount(value);
+  if (typeof value === 'number') return Number.isInteger(value) ? formatCount(value) : String(value);
   if (typeof value === 'object' && value !== null && 'name' in value) {
     const spec = value as { name: string; impl?: string };
     return spec.impl !== undefined ? `${spec.name} (${spec.impl})` : spec.name;
@@ -88,6 +88,71 @@ export function explainDeepSpeed(file: string, reading: DeepSpeedReading, flags:
     '',
     ...(ignored.length > 0 ? ['Accepted, moving no memory vram-ts models (or at the default it models)', ...columns(ignored), ''] : []),
     `The same estimate: vram-ts <model> --deepspeed ${[file, ...flags].join(' ')}`,
+    '',
+  ].join('\n');
+}
+
+/** What a modelled TrainingArguments field decides. */
+const TRAINER_MEANINGS: Readonly<Record<string, string>> = {
+  per_device_train_batch_size: 'the batch of each forward and backward on each GPU: activations scale with it',
+  gradient_accumulation_steps: 'micro-batches per optimizer step: gradients held across them; the Trainer fetches their batches up front',
+  gradient_checkpointing: 'every decoder layer recomputed in backward: only its inputs are kept',
+  gradient_checkpointing_kwargs: "the checkpoint's use_reentrant (vram-ts models the non-reentrant one)",
+  bf16: "autocast in bf16 over the model's dtype (an fp32 model keeps fp32 weights: cast copies per forward)",
+  optim: "the optimizer's state: AdamW two fp32 moments per parameter (fused: no temporaries; else foreach's), SGD none",
+  max_grad_norm: 'clip_grad_norm_: one norm per gradient and their stack (0: no clipping)',
+  use_liger_kernel: "Liger's fused linear cross-entropy: no full logits in training",
+};
+
+/** The explanation of a TrainingArguments reading: each field set, and its DeepSpeed config's. */
+export function explainTrainingArgs(file: string, reading: TrainingArgumentsReading, modelled: readonly string[], flags: readonly string[]): string {
+  const r = reading.resolved;
+  const rows = Object.entries(reading.args).map(([field, value]) => [
+    field,
+    typeof value === 'object' && value !== null ? JSON.stringify(value) : shown(value),
+    modelled.includes(field) ? (TRAINER_MEANINGS[field] ?? '') : 'decides nothing on the GPU (logging, saving, schedules, data loading)',
+  ]);
+  const summary = [
+    `batch ${r.batch} × ${r.accumulation} accumulation`,
+    r.checkpointing ? 'gradient checkpointing' : 'no checkpointing',
+    r.bf16 ? 'bf16 autocast' : 'fp32',
+    `optim ${r.optim}`,
+    ...(reading.deepspeed !== undefined ? [`under DeepSpeed ZeRO-${reading.deepspeed.options.parallel.zero} (below)`] : []),
+  ];
+  const ds = reading.deepspeed === undefined ? [] : ['', explainDeepSpeed(`${file}: deepspeed`, reading.deepspeed, flags).trimEnd()];
+  return [
+    `${file}: transformers ${r.transformers} TrainingArguments, read as the Trainer reads them (fromTrainingArguments)`,
+    `  ${summary.join('; ')}`,
+    '',
+    "The fields set (the others at TrainingArguments' defaults, or what __post_init__ writes for them)",
+    ...(rows.length > 0 ? columns([['field', 'value', 'what it means for memory'], ...rows]) : ['  (none)']),
+    ...ds,
+    '',
+    `The same estimate: vram-ts <model> --training-args ${[file, ...flags].join(' ')}`,
+    '',
+  ].join('\n');
+}
+
+/** The explanation of an accelerate config's reading. */
+export function explainAccelerate(file: string, reading: AccelerateReading, flags: readonly string[]): string {
+  const o = reading.options;
+  const engine =
+    reading.distributedType === 'NO'
+      ? `one ${o.device === 'cpu' ? 'CPU' : 'GPU'}`
+      : reading.distributedType === 'MULTI_GPU'
+        ? `DDP over ${reading.processes} processes`
+        : `DeepSpeed ZeRO-${reading.deepspeed?.options.parallel.zero} over ${reading.processes} processes (below)`;
+  const precision =
+    o.precision === 'amp-bf16' ? 'bf16 autocast over fp32 parameters' : o.precision !== undefined ? `DeepSpeed's ${o.precision}` : "the model's dtype";
+  const notes = (list: AccelerateReading['ignored']) => columns(list.map((n) => [n.path.join('.'), n.why]));
+  return [
+    `${file}: an accelerate config, read as accelerate 1.15.0 reads it (fromAccelerateConfig)`,
+    `  ${reading.distributedType}: ${engine} on ${reading.machines} machine${reading.machines === 1 ? '' : 's'}; ${precision}`,
+    ...(reading.approximations.length > 0 ? ['', 'Read approximately', ...notes(reading.approximations)] : []),
+    ...(reading.ignored.length > 0 ? ['', 'Accepted, moving no memory', ...notes(reading.ignored)] : []),
+    ...(reading.deepspeed !== undefined ? ['', explainDeepSpeed(`${file}: deepspeed_config`, reading.deepspeed, flags).trimEnd()] : []),
+    '',
+    `The same estimate: vram-ts <model> --accelerate-config ${[file, ...flags].join(' ')}`,
     '',
   ].join('\n');
 }

@@ -264,8 +264,8 @@ export const FLAGS = {
     meta: 'D',
     help: {
       default: `parameter dtype of an LLM: ${DTYPES.join(', ')}\n(default: the config's torch_dtype); not with --precision, which sets it too`,
-      grpo: `parameter dtype of the LLM: ${DTYPES.join(', ')} (default: the config's torch_dtype)`,
-      sft: `parameter dtype of the LLM: ${DTYPES.join(', ')} (default: the config's torch_dtype)`,
+      grpo: 'float32 only: the step is estimated on a model loaded in float32 (a 16-bit one is not modelled)',
+      sft: 'float32 only: the step is estimated on a model loaded in float32 (a 16-bit one is not modelled)',
     },
   },
   'no-cache': {

@@ -97,6 +97,7 @@ export const PARALLEL: readonly Flag[] = [
   'micro-batches',
   'fsdp',
   'deepspeed',
+  'accelerate-config',
   'rank',
 ];
 const LLM: readonly Flag[] = ['lora-rank', 'qlora', 'attention', 'transformers', 'dtype', 'no-cache', 'revision'];
@@ -146,7 +147,8 @@ Usage
   vram-ts korthikanti [--seq S] [--batch B] [--hidden H] [--heads A]
                                         Korthikanti et al.'s per-layer activations next to
                                         vram-ts's op-level count for a GPT-2 layer of that shape
-  vram-ts explain-config FILE           what each key of a DeepSpeed config means for memory
+  vram-ts explain-config FILE           what each key of a DeepSpeed, Trainer or accelerate config
+                                        means for memory
   vram-ts --safetensors FILE            parameters and dtypes from a checkpoint's header
   vram-ts fit|plan|compat|grpo|sft|korthikanti|explain-config --help
                                         the options of each command
@@ -154,7 +156,7 @@ Usage
 ${MODEL}
 
 Options of an estimate (an option that does not apply is an error)
-${options('estimate', ['input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, 'all-ranks', ...LLM, ...RUNTIME, 'gpu', 'verdict', 'check', 'format', 'svg', 'chart'])}
+${options('estimate', ['input', 'batch', 'seq', 'classes', 'train', ...TRAINING, ...PARALLEL, 'training-args', 'all-ranks', ...LLM, ...RUNTIME, 'gpu', 'verdict', 'check', 'format', 'svg', 'chart'])}
 
 ${EXIT}
 
@@ -301,13 +303,14 @@ Examples
 export const EXPLAIN_CONFIG_HELP = `vram-ts explain-config FILE [options]
 
 What each key of a tool's config file means for GPU memory, read as the tool reads it: a
-DeepSpeed ds_config.json. Every value the estimate uses, where it came from (the file,
+DeepSpeed ds_config.json, transformers' TrainingArguments (JSON or YAML) or an accelerate
+config (its kind told by its keys). Every value the estimate uses, where it came from (the file,
 the tool's default, an "auto" filled as the Hugging Face Trainer fills it from the flags),
 what it decides, and the keys accepted that move no memory. An unknown key, or one that moves
 memory in a way vram-ts does not model, is an error naming it.
 
 Options
-${options('explain-config', ['batch', 'micro-batches', 'precision', 'gpus', 'hidden'])}
+${options('explain-config', ['batch', 'micro-batches', 'precision', 'gpus', 'hidden', 'layers'])}
 
 Exit codes
   0  done

@@ -5,6 +5,7 @@ import { usage } from './errors.js';
 import { DEFAULTS, FRAMEWORKS, type SOLVES, type Values } from './flags.js';
 import { cnnCheckpoint, decoderLayers, type DecoderExtra, type ModelRef } from './model.js';
 import { choice, count } from './values.js';
+import { withAccelerate } from './accelerate-config.js';
 import { withDeepSpeed } from './config-options.js';
 
 /** A count that is 1 when left out (a parallel size). */
@@ -27,7 +28,7 @@ function inputOf(values: Values, ref: ModelRef, solve: (typeof SOLVES)[number] |
 export function estimateOptions(values: Values, ref: ModelRef, model: Layer, solve?: (typeof SOLVES)[number]): EstimateOptions {
   const input = inputOf(values, ref, solve);
   const rank = values['lora-rank'] === undefined ? undefined : count(values, 'lora-rank', 1);
-  const parallel = values.deepspeed === undefined ? parallelOf(values) : {};
+  const parallel = values.deepspeed === undefined && values['accelerate-config'] === undefined ? parallelOf(values) : {};
   const precision = choice(values, 'precision');
   const optimizer = choice(values, 'optimizer');
   const device = choice(values, 'device');
@@ -44,7 +45,7 @@ export function estimateOptions(values: Values, ref: ModelRef, model: Layer, sol
     ...(values['micro-batches'] !== undefined ? { microBatches: count(values, 'micro-batches', 1) } : {}),
     ...parallel,
   };
-  return withDeepSpeed(values, model, options, solve === 'batch');
+  return withAccelerate(values, model, withDeepSpeed(values, model, options, solve === 'batch'), solve === 'batch');
 }
 
 /** --gpus and its layout: the engine, the rank, the tensor/context/expert/pipeline split. */

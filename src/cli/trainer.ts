@@ -6,18 +6,21 @@
  */
 import {
   formatBytes,
+  fromTrlConfig,
+  LLMS,
   usableMemory,
   VramError,
   type ModuleLayer,
   type ResolvedTrainerArgs,
   type TrainerOptions,
   type TrainerStepEstimate,
+  type TrlScriptConfig,
   type VramIssue,
 } from '../index.js';
 import { gpuBudget } from './args.js';
 import { CAPACITY_NOTE, sumLines, type SumRow } from './verdict.js';
 import { readConfigFile } from './config-file.js';
-import { CliError, usage } from './errors.js';
+import { CliError, fromVramError, usage } from './errors.js';
 import { FIELD_FLAGS, specOf, type Values } from './flags.js';
 import { kebab, readField } from './fields.js';
 import { buildModel, type ModelRef } from './model.js';
@@ -30,6 +33,10 @@ export interface TrainerInput {
   readonly options: TrainerOptions;
   /** `config` and `peft_config` fields → the flag or `file: key` that set them. */
   readonly origins: ReadonlyMap<string, string>;
+  /** The command's flags with --config's ModelConfig under them (dtype, attention): what the model is built from. */
+  readonly values: Values;
+  /** --config's reading as TRL's script reads it, and the file. */
+  readonly script?: { readonly file: string; readonly reading: TrlScriptConfig };
 }
 
 /** A file's mapping, each key's origin recorded as `file: key` under `prefix`. */
@@ -40,9 +47,24 @@ function fromFile(file: string | undefined, prefix: string, origins: Map<string,
   return { ...mapping };
 }
 
-/** --config's fields with the command's field flags over them. */
-function configOf(values: Values, command: 'grpo' | 'sft', origins: Map<string, string>): Record<string, unknown> {
-  const config = fromFile(values.config, 'config', origins);
+/** --config read as TRL's TrlParser splits it (fromTrlConfig); its errors name `file: key`. */
+function scriptOf(values: Values, command: 'grpo' | 'sft'): TrainerInput['script'] {
+  const file = values.config;
+  if (file === undefined) return undefined;
+  const mapping = readConfigFile(file);
+  const trl = choice(values, 'trl');
+  try {
+    return { file, reading: fromTrlConfig(command, mapping, trl !== undefined ? { trl } : {}) };
+  } catch (error) {
+    if (error instanceof VramError) throw fromVramError(error, file);
+    throw error;
+  }
+}
+
+/** --config's trainer fields with the command's field flags over them. */
+function configOf(values: Values, command: 'grpo' | 'sft', script: TrainerInput['script'], origins: Map<string, string>): Record<string, unknown> {
+  const config: Record<string, unknown> = { ...script?.reading.config };
+  for (const key of Object.keys(config)) origins.set(`config.${key}`, `${script!.file}: ${key}`);
   for (const [flag, spec] of Object.entries(FIELD_FLAGS)) {
     const text = values[flag];
     if (typeof text !== 'string' || !spec.scope.includes(command)) continue;
@@ -52,9 +74,11 @@ function configOf(values: Values, command: 'grpo' | 'sft', origins: Map<string, 
   return config;
 }
 
-/** --peft-config's LoraConfig with the --lora-* flags over it; undefined when neither is given. */
-function peftOf(values: Values, origins: Map<string, string>): Record<string, unknown> | undefined {
-  const peft = fromFile(values['peft-config'], 'peft_config', origins);
+/** The LoraConfig --config's use_peft builds, --peft-config's fields and the --lora-* flags over it; undefined when none gives one. */
+function peftOf(values: Values, script: TrainerInput['script'], origins: Map<string, string>): Record<string, unknown> | undefined {
+  const fromScript = script?.reading.peft ?? {};
+  for (const key of Object.keys(fromScript)) origins.set(`peft_config.${key}`, `${script!.file}: ${script!.reading.keys[`peft_config.${key}`] ?? key}`);
+  const peft = { ...fromScript, ...fromFile(values['peft-config'], 'peft_config', origins) };
   const set = (field: string, flag: string, value: unknown) => {
     peft[field] = value;
     origins.set(`peft_config.${field}`, flag);
@@ -64,14 +88,34 @@ function peftOf(values: Values, origins: Map<string, string>): Record<string, un
   if (values['lora-dropout'] !== undefined) set('lora_dropout', '--lora-dropout', specOf('lora-dropout').read!(values['lora-dropout']));
   const targets = values['lora-target-modules'];
   if (targets !== undefined) set('target_modules', '--lora-target-modules', targets === 'all-linear' ? targets : targets.split(',').map((t) => t.trim()));
-  return values['peft-config'] === undefined && Object.keys(peft).length === 0 ? undefined : peft;
+  return values['peft-config'] === undefined && script?.reading.peft === undefined && Object.keys(peft).length === 0 ? undefined : peft;
+}
+
+/** The flags with --config's ModelConfig dtype and attention under them (a flag given wins). */
+function modelValues(values: Values, script: TrainerInput['script']): Values {
+  const r = script?.reading;
+  // trainerStep, sftStep and grpoStep weigh the model's parameters in float32 (the Trainer's bf16 is autocast
+  // over them): a model loaded in 16 bits is not modelled, so asking for one is an error, never ignored.
+  const dtype = values.dtype ?? r?.dtype;
+  if (dtype !== undefined && dtype !== 'float32')
+    usage(
+      values.dtype !== undefined ? '--dtype' : `${script!.file}: ${r!.keys.dtype}`,
+      'the trainers are estimated on a model loaded in float32 (the Trainer’s bf16 is autocast over it): a 16-bit model is not modelled',
+      { expected: 'float32', received: String(dtype) },
+    );
+  return {
+    ...(r?.dtype !== undefined && values.dtype === undefined ? { dtype: r.dtype } : {}),
+    ...(r?.attention !== undefined && values.attention === undefined ? { attention: r.attention } : {}),
+    ...values,
+  } as Values;
 }
 
 /** The trainer's config, options (release, device, PEFT) and the origins of its fields, from the command line. */
 export function trainerInput(values: Values, command: 'grpo' | 'sft'): TrainerInput {
   const origins = new Map<string, string>();
-  const config = configOf(values, command, origins);
-  const peft = peftOf(values, origins);
+  const script = scriptOf(values, command);
+  const config = configOf(values, command, script, origins);
+  const peft = peftOf(values, script, origins);
   const trl = choice(values, 'trl');
   const device = choice(values, 'device');
   const options: TrainerOptions = {
@@ -79,7 +123,37 @@ export function trainerInput(values: Values, command: 'grpo' | 'sft'): TrainerIn
     ...(device !== undefined ? { device } : {}),
     ...(peft !== undefined ? { peft } : {}),
   };
-  return { config, options, origins };
+  return { config, options, origins, values: modelValues(values, script), ...(script !== undefined ? { script } : {}) };
+}
+
+/**
+ * Whether the file's model_name_or_path can be the command's <model>: the same Hub id, or the
+ * catalog model of that repository; a config.json path is the user's stand-in and is not compared.
+ */
+function sameModel(ref: ModelRef, name: string): boolean {
+  const n = name.toLowerCase();
+  if (ref.repo !== undefined) return ref.repo.toLowerCase() === n;
+  if (ref.file !== undefined) return true;
+  const entry = LLMS.find((e) => e.id === ref.name.toLowerCase() || e.repo.toLowerCase() === ref.name.toLowerCase());
+  return ref.name.toLowerCase() === n || (entry !== undefined && (entry.repo.toLowerCase() === n || entry.id === n));
+}
+
+/** --config's model_name_or_path and model_revision against the command's <model> and --revision: another model is refused. */
+export function checkScriptModel(ref: ModelRef, input: TrainerInput): void {
+  const s = input.script;
+  if (s === undefined) return;
+  const { model, revision } = s.reading;
+  if (model !== undefined && !sameModel(ref, model))
+    usage(`${s.file}: model_name_or_path`, `names another model than <model> (vram-ts estimates <model>: give the same one)`, {
+      expected: JSON.stringify(ref.repo ?? ref.name),
+      received: JSON.stringify(model),
+    });
+  const asked = input.values.revision ?? 'main';
+  if (revision !== undefined && ref.repo !== undefined && revision !== asked)
+    usage(`${s.file}: model_revision`, 'is not the revision <model> is read at: give it as --revision', {
+      expected: JSON.stringify(asked),
+      received: JSON.stringify(revision),
+    });
 }
 
 /** The path a library issue names, in the command's words: the flag or `file: key` that gave the value. */
@@ -107,9 +181,10 @@ export function withOrigins<T>(input: TrainerInput, step: () => T): T {
   }
 }
 
-/** The model of a trainer command: a causal LM built as the other model commands build it. */
-export function trainerModel(ref: ModelRef, values: Values): ModuleLayer {
-  const model = buildModel(ref, values);
+/** The model of a trainer command: a causal LM built as the other model commands build it (with --config's dtype and attention). */
+export function trainerModel(ref: ModelRef, input: TrainerInput): ModuleLayer {
+  checkScriptModel(ref, input);
+  const model = buildModel(ref, input.values);
   if (model.kind !== 'module') usage('model', `${ref.name} is not a causal LM`);
   return model as ModuleLayer;
 }

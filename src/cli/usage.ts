@@ -5,6 +5,7 @@
 import { nearest } from './args.js';
 import { COMMAND_SPECS, SUBCOMMANDS, type CommandSpec } from './commands/index.js';
 import { usage } from './errors.js';
+import { checkDecided } from './config-flags.js';
 import { scopeOf, specOf, type Command, type Values } from './flags.js';
 import { MODEL_NAMES } from './model.js';
 
@@ -91,6 +92,7 @@ function checkLayout(command: Command, values: Values): void {
 export function checkUsage(spec: CommandSpec, values: Values, positionals: readonly string[]): void {
   checkScope(spec.name, values);
   checkArguments(spec, positionals);
+  checkDecided(values);
   checkMode(values);
   checkLayout(spec.name, values);
   if (values.qlora && values['lora-rank'] === undefined) usage('--qlora', 'needs --lora-rank: QLoRA trains LoRA adapters over the 4-bit base');

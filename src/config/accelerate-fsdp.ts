@@ -4,6 +4,7 @@
  * commands/launch.py, ul utils/launch.py, dc utils/dataclasses.py, fu utils/fsdp_utils.py, acc
  * accelerator.py.
  */
+import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
 import type { CheckpointPlan } from '../trace/trace.js';
 import type { Path } from '../validate.js';
 import { NEUTRAL_FSDP2, STATE_DICT_TYPES, WRAP_POLICIES } from './accelerate-keys.js';
@@ -12,7 +13,7 @@ import type { Dict } from './deepspeed-reader.js';
 
 /** The FSDP2 plan an accelerate config means. */
 export interface AccelerateFsdp2Plan {
-  readonly engine: 'fsdp2';
+  readonly engine: typeof fsdp2Engine.name;
   readonly dp: number;
   readonly reshardAfterForward: boolean;
   readonly mixedPrecision?: { readonly param: 'bfloat16'; readonly reduce: 'bfloat16' };
@@ -176,7 +177,7 @@ export function readFsdp(r: AccelerateReader, section: Dict, processes: number, 
     );
   return {
     parallel: {
-      engine: 'fsdp2',
+      engine: fsdp2Engine.name,
       dp: processes,
       reshardAfterForward,
       ...(bf16 ? { mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' } as const } : {}),

@@ -1,7 +1,7 @@
 /* The accelerate config reader's state and the value rules accelerate's launcher applies (fromAccelerateConfig in accelerate.ts). */
 import type { VramIssue } from '../errors.js';
 import { LIMITS } from '../limits.js';
-import { anyOf, arrayOf, didYouMean, integer, object, show, string, type Path } from '../validate.js';
+import { anyOf, arrayOf, type Check, didYouMean, integer, object, show, string, type Path } from '../validate.js';
 import { FALSE_WORDS, TRUE_WORDS } from './accelerate-keys.js';
 import { isDict, type Dict } from './deepspeed-reader.js';
 
@@ -32,18 +32,20 @@ export interface AccelerateNote {
   readonly why: string;
 }
 
-export const contextCheck = /* @__PURE__ */ object({
-  fields: {
-    deepspeedConfig: (value, path, issues) => {
-      if (!isDict(value))
-        issues.push({ path, code: 'bad-option', message: 'must be the parsed DeepSpeed config (an object)', expected: 'object', received: show(value) });
+/** The context's schema, built when read (a module-level schema would stay in every bundle). */
+export const contextCheck = (): Check =>
+  object({
+    fields: {
+      deepspeedConfig: (value, path, issues) => {
+        if (!isDict(value))
+          issues.push({ path, code: 'bad-option', message: 'must be the parsed DeepSpeed config (an object)', expected: 'object', received: show(value) });
+      },
+      hiddenSize: integer(1),
+      batchSize: integer(1),
+      gradientAccumulationSteps: integer(1),
+      layers: anyOf([integer(1, LIMITS.layers), arrayOf(string, { min: 1 })], 'a layer count or a list of module keys'),
     },
-    hiddenSize: integer(1),
-    batchSize: integer(1),
-    gradientAccumulationSteps: integer(1),
-    layers: anyOf([integer(1, LIMITS.layers), arrayOf(string, { min: 1 })], 'a layer count or a list of module keys'),
-  },
-});
+  });
 
 /** The reader's state: every issue found (reported at once), the keys ignored and the approximations. */
 export class AccelerateReader {

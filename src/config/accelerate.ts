@@ -4,6 +4,8 @@
  * accelerate/commands/launch.py, ul = accelerate/utils/launch.py), the plugins (dc =
  * accelerate/utils/dataclasses.py) and the Accelerator (acc = accelerate/accelerator.py).
  */
+import { ddpEngine } from '../parallel/engines/ddp.js';
+import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
 import { fail, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
@@ -229,8 +231,8 @@ function readOtherSections(r: AccelerateReader, config: Dict, type: Modelled | u
  * are one module each with one reshard setting, so this layout is not modelled (the Trainer's FSDP
  * goes the same way: fromTrainingArguments refuses `fsdp`).
  */
-const FSDP_LAYOUT =
-  "accelerate's FSDP2 layout (the embedding alone, final norm and lm_head as one unit never resharded after forward: fsdp_utils.py:851-880) is not modelled: estimate with parallel { engine: 'fsdp2' } models torch's fully_shard per decoder layer";
+const fsdpLayout = (): string =>
+  `accelerate's FSDP2 layout (the embedding alone, final norm and lm_head as one unit never resharded after forward: fsdp_utils.py:851-880) is not modelled: estimate with parallel { engine: '${fsdp2Engine.name}' } models torch's fully_shard per decoder layer`;
 
 function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed: { mixed: string; given: boolean }, processes: number, cpu: boolean) {
   const accumulation = r.context.gradientAccumulationSteps;
@@ -246,12 +248,12 @@ function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed:
       'autocast over float32 parameters (amp-bf16): accelerate casts no parameters, so this is the model loaded in float32; one loaded in bf16 runs autocast over bf16 parameters',
     );
   if (type === 'NO') return { options: { ...amp, ...(cpu ? { device: 'cpu' as const } : {}), ...steps }, autocast: mixed.mixed === 'bf16' };
-  if (type === 'MULTI_GPU') return { options: { parallel: { engine: 'ddp' as const, dp: processes }, ...amp, ...steps }, autocast: mixed.mixed === 'bf16' };
+  if (type === 'MULTI_GPU') return { options: { parallel: { engine: ddpEngine.name, dp: processes }, ...amp, ...steps }, autocast: mixed.mixed === 'bf16' };
   if (type === 'FSDP') {
     // Its keys are read first (their own issues, FSDP1 among them, say enough); a valid FSDP2 section is still not the engine's layout: refused, not guessed.
     const before = r.issues.length;
     readFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']), processes, mixed.mixed === 'bf16');
-    return r.issues.length > before ? undefined : r.issue('not-modelled', ['distributed_type'], FSDP_LAYOUT, 'NO | MULTI_GPU | DEEPSPEED', 'FSDP');
+    return r.issues.length > before ? undefined : r.issue('not-modelled', ['distributed_type'], fsdpLayout(), 'NO | MULTI_GPU | DEEPSPEED', 'FSDP');
   }
   const ds = readDeepSpeed(r, r.dict(config.deepspeed_config, ['deepspeed_config']), mixed.mixed, mixed.given, processes);
   if (ds === undefined) return undefined;
@@ -296,7 +298,7 @@ function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed:
  * ```
  */
 export function fromAccelerateConfig(config: unknown, context: AccelerateContext = {}): AccelerateReading {
-  validate(context, contextCheck, ['context']);
+  validate(context, contextCheck(), ['context']);
   if (!isDict(config))
     fail('bad-option', 'an accelerate config is a mapping (the YAML file, parsed)', { path: [], expected: 'mapping', received: show(config) });
   const r = new AccelerateReader(context);

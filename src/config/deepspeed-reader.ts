@@ -1,6 +1,6 @@
 /* The DeepSpeed config reader's state and its batch and precision sections (fromDeepSpeedConfig in deepspeed.ts). */
 import type { VramIssue } from '../errors.js';
-import { boolean, didYouMean, integer, object, show, type Path } from '../validate.js';
+import { boolean, type Check, didYouMean, integer, object, show, type Path } from '../validate.js';
 import { BF16, FP16, type KeyRule } from './deepspeed-keys.js';
 
 /*
@@ -55,25 +55,27 @@ export type Dict = Readonly<Record<string, unknown>>;
 export const isDict = (v: unknown): v is Dict => typeof v === 'object' && v !== null && !Array.isArray(v);
 export const DROPPED_AUTO = '"auto" that the Trainer does not fill: DeepSpeedConfigModel drops it (cu:54-55), DeepSpeed’s default';
 
-export const contextCheck = object({
-  fields: {
-    trainer: object({
-      fields: {
-        perDeviceTrainBatchSize: integer(1),
-        gradientAccumulationSteps: integer(1),
-        bf16: boolean,
-        fp16: boolean,
-        worldSize: integer(1),
-        weightDecay: (value, path, issues) => {
-          if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
-            issues.push({ path, code: 'bad-option', message: 'must be a number ≥ 0', expected: 'number ≥ 0', received: show(value) });
+/** The context's schema, built when read (a module-level schema would stay in every bundle). */
+export const contextCheck = (): Check =>
+  object({
+    fields: {
+      trainer: object({
+        fields: {
+          perDeviceTrainBatchSize: integer(1),
+          gradientAccumulationSteps: integer(1),
+          bf16: boolean,
+          fp16: boolean,
+          worldSize: integer(1),
+          weightDecay: (value, path, issues) => {
+            if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+              issues.push({ path, code: 'bad-option', message: 'must be a number ≥ 0', expected: 'number ≥ 0', received: show(value) });
+          },
         },
-      },
-    }),
-    hiddenSize: integer(1),
-    worldSize: integer(1),
-  },
-});
+      }),
+      hiddenSize: integer(1),
+      worldSize: integer(1),
+    },
+  });
 
 /** The reader's state: the issues found (all reported at once), the keys ignored, the sources. */
 export class Reader {

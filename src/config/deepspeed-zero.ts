@@ -1,13 +1,12 @@
 /* The `zero_optimization` and `optimizer` sections of a DeepSpeed config (fromDeepSpeedConfig in deepspeed.ts). */
 import type { OptimizerSpec } from '../memory/optimizers.js';
-import type { DeepSpeedKnobs } from '../parallel/engines/deepspeed/index.js';
+import type { DeepSpeedKnobValues } from '../parallel/engines/deepspeed/index.js';
 import { DEEPSPEED_DEFAULTS } from '../parallel/engines/deepspeed/settings.js';
 import type { Path } from '../validate.js';
 import { OFFLOAD_OPTIMIZER, OFFLOAD_PARAM, UNMODELLED_OPTIMIZERS, UNMODELLED_TORCH_OPTIMIZERS, ZERO, type KeyRule } from './deepspeed-keys.js';
 import { DROPPED_AUTO, isDict, type Dict, type Reader } from './deepspeed-reader.js';
 
-/** Every `zero_optimization` knob vram-ts models, resolved: the plan's `deepspeed` knobs, all given. */
-export type DeepSpeedKnobValues = Required<NonNullable<DeepSpeedKnobs['deepspeed']>>;
+export type { DeepSpeedKnobValues } from '../parallel/engines/deepspeed/index.js';
 
 /** What `zero_optimization` says. */
 export interface ZeroReading {

@@ -3,6 +3,7 @@
  * deepspeed/runtime/config.py, deepspeed/runtime/zero/config.py), its `"auto"` values filled as
  * the Hugging Face Trainer fills them (transformers 4.57.6 integrations/deepspeed.py).
  */
+import { deepspeedEngine } from '../parallel/engines/deepspeed/index.js';
 import { fail, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
@@ -20,18 +21,18 @@ import {
 } from './deepspeed-reader.js';
 import { readOptimizer, readZero, type DeepSpeedKnobValues } from './deepspeed-zero.js';
 
-export {
-  type DeepSpeedContext,
-  type DeepSpeedIgnored,
-  type DeepSpeedSource,
-  type DeepSpeedTrainerContext,
+export type {
+  DeepSpeedContext,
+  DeepSpeedIgnored,
+  DeepSpeedSource,
+  DeepSpeedTrainerContext,
 } from './deepspeed-reader.js';
 export type { DeepSpeedKnobValues } from './deepspeed-zero.js';
 
 /** The estimate options a DeepSpeed config means (give `input`: `[microBatchSize, sequence]`). */
 export interface DeepSpeedOptions {
   readonly parallel: {
-    readonly engine: 'deepspeed';
+    readonly engine: typeof deepspeedEngine.name;
     readonly dp: number;
     readonly zero: 1 | 2 | 3;
     readonly deepspeed: DeepSpeedKnobValues;
@@ -104,7 +105,7 @@ const HANDLED = [
  * ```
  */
 export function fromDeepSpeedConfig(config: unknown, context: DeepSpeedContext = {}): DeepSpeedReading {
-  validate(context, contextCheck, ['context']);
+  validate(context, contextCheck(), ['context']);
   if (!isDict(config)) fail('bad-option', 'a DeepSpeed config is an object (ds_config.json, parsed)', { path: [], expected: 'object', received: show(config) });
   const r = new Reader(context);
   r.section(config, [], HANDLED, TOP_LEVEL, false);
@@ -118,7 +119,7 @@ export function fromDeepSpeedConfig(config: unknown, context: DeepSpeedContext =
   if (precision === undefined) r.source(['bf16', 'enabled'], 'default', false, 'neither bf16 nor fp16: DeepSpeed keeps the model’s dtype (eng:1528)');
   if (!r.sources.some((s) => s.from === 'derived')) r.source(['context', 'worldSize'], 'context', batch.world);
   const options: DeepSpeedOptions = {
-    parallel: { engine: 'deepspeed', dp: batch.world, zero: zero.zero, deepspeed: zero.knobs, offload: zero.offload },
+    parallel: { engine: deepspeedEngine.name, dp: batch.world, zero: zero.zero, deepspeed: zero.knobs, offload: zero.offload },
     microBatches: batch.accumulation,
     ...(precision !== undefined ? { precision } : {}),
     ...(optimizer !== undefined ? { optimizer } : {}),

@@ -7,14 +7,15 @@
  * default (src/trainers/post-init.ts). The fields are checked and resolved by resolveTrainerArgs;
  * `deepspeed` is read by fromDeepSpeedConfig with the Trainer's context filled from these arguments.
  */
+import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
 import { fail, type VramIssue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
 import { DEFAULT_TRL, resolveTrainerArgs, type ResolvedTrainerArgs, trainerFields, type TrainerArgs } from '../trainers/args.js';
 import { plain, sameValue } from '../trainers/field-checks.js';
-import { parseDictStrings, undoPostInit } from '../trainers/post-init.js';
+import { parseDictStrings, TRAINER_DEEPSPEED_FIELD as DS, undoPostInit } from '../trainers/post-init.js';
 import { optimizerOf } from '../trainers/step.js';
-import { anything, integer, object, show, string, validate, type Path } from '../validate.js';
+import { anything, type Check, integer, object, show, string, validate, type Path } from '../validate.js';
 import { fromDeepSpeedConfig, type DeepSpeedOptions, type DeepSpeedReading, type DeepSpeedTrainerContext } from './deepspeed.js';
 
 /** What a TrainingArguments file alone does not say. */
@@ -63,7 +64,8 @@ export interface TrainingArgumentsReading {
   readonly options?: TrainingArgumentsOptions;
 }
 
-const contextCheck = object({ fields: { deepspeed: anything, worldSize: integer(1), hiddenSize: integer(1), layers: integer(1), trl: string } });
+/** The context's schema, built when read (a module-level schema would stay in every bundle). */
+const contextCheck = (): Check => object({ fields: { deepspeed: anything, worldSize: integer(1), hiddenSize: integer(1), layers: integer(1), trl: string } });
 
 /** resolveTrainerArgs names the fields under `args`; a file's fields are named from its root. */
 function rerooted(issues: readonly VramIssue[]): VramIssue[] {
@@ -99,7 +101,7 @@ function jsonData(value: unknown, path: Path, issues: VramIssue[], depth = 0): v
 function nonDefault(fields: Readonly<Record<string, unknown>>, defaults: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(fields))
-    if (name !== 'deepspeed' && (!Object.hasOwn(defaults, name) || !sameValue(value, defaults[name])))
+    if (name !== DS && (!Object.hasOwn(defaults, name) || !sameValue(value, defaults[name])))
       Object.defineProperty(out, name, { value: copyData(value), enumerable: true, writable: true, configurable: true });
   return out;
 }
@@ -116,8 +118,7 @@ function fsdpIssue(fields: Record<string, unknown>, issues: VramIssue[]): void {
   issues.push({
     path: ['fsdp'],
     code: 'not-modelled',
-    message:
-      "the Trainer's FSDP (accelerate's fsdp2_prepare_model: separate embedding and head units, the head never resharded, fp32 master upcast; or FSDP1) is not modelled: estimate with parallel { engine: 'fsdp2' } models torch's fully_shard per decoder layer",
+    message: `the Trainer's FSDP (accelerate's fsdp2_prepare_model: separate embedding and head units, the head never resharded, fp32 master upcast; or FSDP1) is not modelled: estimate with parallel { engine: '${fsdp2Engine.name}' } models torch's fully_shard per decoder layer`,
     expected: 'null (no FSDP)',
     received: show(fsdp),
   });
@@ -166,19 +167,18 @@ function deepspeedOf(fields: Readonly<Record<string, unknown>>, context: Trainin
   const value = fields.deepspeed;
   const given = context.deepspeed !== undefined;
   if (value === null || value === undefined || value === '') {
-    if (given) fail('bad-option', 'context.deepspeed is the file the arguments’ deepspeed path names, and they name none', { path: ['context', 'deepspeed'] });
-    return { at: ['deepspeed'] };
+    if (given) fail('bad-option', 'context.deepspeed is the file the arguments’ deepspeed path names, and they name none', { path: ['context', DS] });
+    return { at: [DS] };
   }
-  if (typeof value === 'string') return given ? { path: value, config: context.deepspeed, at: ['context', 'deepspeed'] } : { path: value, at: ['deepspeed'] };
-  if (given)
-    fail('bad-option', 'the arguments hold their DeepSpeed config already: context.deepspeed is for a deepspeed path', { path: ['context', 'deepspeed'] });
+  if (typeof value === 'string') return given ? { path: value, config: context.deepspeed, at: ['context', DS] } : { path: value, at: [DS] };
+  if (given) fail('bad-option', 'the arguments hold their DeepSpeed config already: context.deepspeed is for a deepspeed path', { path: ['context', DS] });
   if (!plain(value))
     fail('bad-option', 'deepspeed is a path to ds_config.json or the config itself', {
-      path: ['deepspeed'],
+      path: [DS],
       expected: 'string | object',
       received: show(value),
     });
-  return { config: value, at: ['deepspeed'] };
+  return { config: value, at: [DS] };
 }
 
 /**
@@ -272,7 +272,7 @@ function deepspeedOptions(ds: DeepSpeedReading, resolved: ResolvedTrainerArgs, l
  * ```
  */
 export function fromTrainingArguments(args: unknown, context: TrainingArgumentsContext = {}): TrainingArgumentsReading {
-  validate(context, contextCheck, ['context']);
+  validate(context, contextCheck(), ['context']);
   if (!plain(args))
     fail('bad-option', 'TrainingArguments as a mapping of its fields (a parsed JSON or YAML file)', { path: [], expected: 'object', received: show(args) });
   const trl = context.trl ?? DEFAULT_TRL;

@@ -54,8 +54,14 @@ export function undoPostInit(fields: Readonly<Record<string, unknown>>): Record<
   return out;
 }
 
+/**
+ * TrainingArguments' `deepspeed` field (a ds_config path or dict). It is spelled like the engine,
+ * but it is the Trainer's field name: written once here (test/parallel/registry.test.ts allows this one).
+ */
+export const TRAINER_DEEPSPEED_FIELD = 'deepspeed';
+
 /** The fields __post_init__ reads a JSON object string into (ta:760-766, ta:1506-1513). */
-const DICT_FIELDS = ['accelerator_config', 'fsdp_config', 'deepspeed', 'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs'] as const;
+const DICT_FIELDS = ['accelerator_config', 'fsdp_config', TRAINER_DEEPSPEED_FIELD, 'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs'] as const;
 
 /** `_convert_str_dict` (ta:161-176): inside a parsed string, 'true'/'false' become booleans and digit strings numbers. */
 function convertStrDict(value: Record<string, unknown>, depth = 0): Record<string, unknown> {

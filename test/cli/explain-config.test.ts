@@ -78,3 +78,24 @@ describe('vram-ts explain-config FILE', () => {
     expect(model.err).toMatch(/^vram-ts: --seq: applies to /);
   });
 });
+
+describe('vram-ts explain-config: TrainingArguments and accelerate configs', () => {
+  it('a TrainingArguments dump: the fields set, the modelled ones with their meaning, the rest host-side', () => {
+    const r = cli('explain-config', 'test/fixtures/configs/training-args/trl-sft-lora-peft.json');
+    expect(r.err).toBe('');
+    expect(r.out.split('\n')[1]).toBe('  batch 2 × 8 accumulation; no checkpointing; fp32; optim adamw_torch_fused');
+    expect(r.out).toMatch(/\n {2}gradient_accumulation_steps +8 +micro-batches per optimizer step/);
+    expect(r.out).toMatch(/\n {2}learning_rate +0\.0002 +decides nothing on the GPU/);
+  });
+
+  it('an accelerate config: its engine, the keys accepted, and the DeepSpeed config accelerate builds, key by key', () => {
+    const r = cli('explain-config', 'test/fixtures/configs/accelerate/trl-deepspeed-zero3.yaml');
+    expect(r.err).toBe('');
+    expect(r.out.split('\n')[1]).toBe("  DEEPSPEED: DeepSpeed ZeRO-3 over 8 processes (below) on 1 machine; DeepSpeed's bf16");
+    expect(r.out).toMatch(/\n {2}deepspeed_config\.zero3_init_flag +deepspeed\.zero\.Init while the model is built/);
+    expect(r.out).toMatch(/\n {2}zero_optimization\.stage +3 +file /);
+    const fsdp = cli('explain-config', 'test/fixtures/configs/accelerate/trl-fsdp2.yaml');
+    expect(fsdp.code).toBe(2);
+    expect(fsdp.err).toMatch(/trl-fsdp2\.yaml: distributed_type: accelerate's FSDP2 layout/);
+  });
+});

@@ -82,8 +82,8 @@ const BAD: readonly (readonly [string, () => string[], readonly (string | RegExp
   ['--optimizer in sft', () => ['sft', 'qwen2.5-0.5b', '--optimizer', 'adam'], ['--optimizer', "SFTConfig's --optim"]],
   [
     'an unknown --config field',
-    () => ['grpo', 'qwen2.5-0.5b', '--config', file('cli-style.json', '{"dataset_name": "x"}')],
-    ['cli-style.json: dataset_name', 'not a field of GRPOConfig'],
+    () => ['grpo', 'qwen2.5-0.5b', '--config', file('cli-style.json', '{"datset_name": "x"}')],
+    ['cli-style.json: datset_name', "not a field of the trl grpo script's dataclasses (did you mean 'dataset_name'?)"],
   ],
   ['--hidden outside korthikanti', () => ['gpt2', '--hidden', '768'], ['--hidden', 'korthikanti']],
   ['--heads in grpo', () => ['grpo', 'gpt2', '--heads', '12'], ['--heads', 'korthikanti']],

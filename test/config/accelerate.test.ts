@@ -289,5 +289,4 @@ describe('laws', () => {
       expect(reading.microBatchSize).toBe(2);
     }
   });
-
 });

@@ -218,7 +218,11 @@ describe('fromTrainingArguments: fields', () => {
   });
 
   it('gradient_checkpointing under DeepSpeed checkpoints every decoder layer (context.layers); Liger there is refused', () => {
-    const args = { per_device_train_batch_size: 2, gradient_checkpointing: true, deepspeed: { zero_optimization: { stage: 2 }, train_micro_batch_size_per_gpu: 'auto' } };
+    const args = {
+      per_device_train_batch_size: 2,
+      gradient_checkpointing: true,
+      deepspeed: { zero_optimization: { stage: 2 }, train_micro_batch_size_per_gpu: 'auto' },
+    };
     expect(issuesOf(args, { worldSize: 2 })).toMatchObject([{ path: ['context', 'layers'], code: 'missing-context' }]);
     const r = fromTrainingArguments(args, { worldSize: 2, layers: 24 });
     expect(r.options!.checkpoint!.modules).toEqual(Array.from({ length: 24 }, (_, i) => `model.layers.${i}`));

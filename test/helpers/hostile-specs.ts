@@ -1189,6 +1189,25 @@ export function specs(): Record<string, Spec> {
       extra: () => fc.tuple(fc.oneof(fc.constant('my-org/tiny-llama'), junk), hostileHubOptions()),
       check: (r) => exactCount((r as api.HubModel).parameters, 'parameters'),
     },
+    fromTrlConfig: {
+      valid: () =>
+        v(
+          ['sft', { model_name_or_path: 'Qwen/Qwen2.5-0.5B', dataset_name: 'trl-lib/Capybara', per_device_train_batch_size: 8, use_peft: true, lora_r: 16 }],
+          [
+            'grpo',
+            { dataset_name: 'x', reward_funcs: ['accuracy_reward'], dtype: 'bfloat16', attn_implementation: 'sdpa', env: { A: '1' } },
+            { trl: '1.13.0' },
+          ],
+          ['sft', { torch_dtype: 'float32', lora_target_modules: ['q_proj'], num_processes: 1 }, {}],
+        ),
+      numRuns: 2500,
+      arity: 3,
+      check: (r) => {
+        const reading = r as api.TrlScriptConfig;
+        invariant(Object.isFrozen(reading) && Object.isFrozen(reading.config), 'fromTrlConfig: the reading is not frozen');
+        if (reading.peft !== undefined) invariant(Object.isFrozen(reading.peft), 'fromTrlConfig: the LoraConfig is not frozen');
+      },
+    },
   };
 }
 

@@ -41,8 +41,10 @@ function namedLiterals(text: string, names: readonly string[]): { readonly name:
       ts.isTemplateMiddle(node) ||
       ts.isTemplateTail(node)
     ) {
+      // TrainingArguments' `deepspeed` field, spelled like the engine, is named once (src/trainers/post-init.ts).
+      const trainerField = ts.isVariableDeclaration(node.parent) && node.parent.name.getText(source) === 'TRAINER_DEEPSPEED_FIELD';
       // A name as the literal itself, or quoted inside a message ("use engine 'fsdp2'").
-      for (const name of names)
+      for (const name of trainerField ? [] : names)
         if (node.text === name || node.text.includes(`'${name}'`))
           found.push({ name, line: source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1 });
     }

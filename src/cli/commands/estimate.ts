@@ -27,6 +27,8 @@ import {
   type RankFigures,
 } from '../lib.js';
 import { fsReason, usage } from '../errors.js';
+import { decoderSizes } from '../accelerate-config.js';
+import { readTrainingArgs, trainingArgsOptions, trainingArgsOutcome } from '../training-args.js';
 import { DEFAULTS, type Values } from '../flags.js';
 import { HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
@@ -91,7 +93,9 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
     usage('--gpu', `--format ${format} has no room for a fit verdict: add --check (exit 1 when it does not fit) or use --format table, markdown or json`);
   }
   const model = buildModel(ref, values, tensorParallelOf(values));
-  const options = estimateOptions(values, ref, model);
+  const trainer = values['training-args'] !== undefined ? readTrainingArgs(values, values['training-args'], decoderSizes(model)) : undefined;
+  if (trainer !== undefined && trainer.options === undefined) return trainingArgsOutcome(values, ref.name, model, trainer, format);
+  const options = trainer !== undefined ? trainingArgsOptions(values, trainer) : estimateOptions(values, ref, model);
   // Listed first: a job of too many ranks is refused before any estimate.
   const ranks = values['all-ranks'] ? allRanks(model, options) : undefined;
   const gpu = values.gpu;

@@ -12,7 +12,7 @@ function runGrpo(ref: ModelRef, values: Values): Outcome {
   const format = formatOf(values, 'grpo', DEFAULTS.format);
   const input = trainerInput(values, 'grpo');
   const prompt = count(values, 'prompt', DEFAULTS.prompt);
-  const model = trainerModel(ref, values);
+  const model = trainerModel(ref, input);
   // vLLM colocated sizes itself from the GPU's total as torch reports it: the catalog's where recorded, else --gpu's size (nvidia-smi's total for a name, said in the note).
   const torchTotal =
     values.gpu !== undefined ? GPUS.find((g) => g.name === values.gpu || g.aliases.includes(values.gpu!.toLowerCase()))?.torchTotal : undefined;

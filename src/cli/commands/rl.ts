@@ -7,7 +7,7 @@ import { RL_FRAMEWORKS } from '../engine-flags.js';
 import { RL_HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { estimateOptions } from '../options.js';
-import { trainerInput, withOrigins } from '../trainer.js';
+import { checkScriptModel, trainerInput, withOrigins, type TrainerInput } from '../trainer.js';
 import { count, formatOf } from '../values.js';
 import { engineGpu, vllmArgs, withFlags } from './vllm.js';
 import type { ModelCommand, Outcome } from './command.js';
@@ -15,13 +15,12 @@ import { sumLines, type SumRow } from '../verdict.js';
 import { adviseRlTable } from '../advise-format.js';
 
 /** The trainer of the job from the command line: GRPOConfig's fields for TRL, the actor's estimates otherwise. */
-function trainerOf(framework: (typeof RL_FRAMEWORKS)[number], ref: ModelRef, values: Values, model: ModuleLayer): RlJobOptions['trainer'] {
-  if (framework === 'trl') {
-    const input = trainerInput(values, 'grpo');
+function trainerOf(ref: ModelRef, values: Values, model: ModuleLayer, trl?: TrainerInput): RlJobOptions['trainer'] {
+  if (trl !== undefined) {
     return {
-      config: input.config,
+      config: trl.config,
       prompt: count(values, 'prompt', DEFAULTS.prompt),
-      ...(input.options.peft !== undefined ? { peft: input.options.peft } : {}),
+      ...(trl.options.peft !== undefined ? { peft: trl.options.peft } : {}),
     };
   }
   // rl's --framework is the RL framework, not the torch version an estimate's --framework names.
@@ -79,8 +78,11 @@ function runRl(ref: ModelRef, values: Values): Outcome {
       "TRL's trainer takes GRPOConfig's fields: --per-device-train-batch-size, --prompt, --max-completion-length",
     );
   const device = engineGpu(values.gpu);
-  const model = buildModel(ref, values) as ModuleLayer;
-  const trainer = trainerOf(framework, ref, values, model);
+  // TRL's trainer: GRPOConfig's fields, and --config's ModelConfig (dtype, attention) for the model.
+  const input = framework === 'trl' ? trainerInput(values, 'grpo') : undefined;
+  if (input !== undefined) checkScriptModel(ref, input);
+  const model = buildModel(ref, input?.values ?? values) as ModuleLayer;
+  const trainer = trainerOf(ref, values, model, input);
   const rollout = {
     ...vllmArgs(values),
     ...(values.sleep === true ? { sleep: true } : {}),
@@ -88,7 +90,7 @@ function runRl(ref: ModelRef, values: Values): Outcome {
     ...(values.engines !== undefined ? { engines: count(values, 'engines', 1) } : {}),
   };
   const options: RlJobOptions = { framework, ...device, ...(values.gpus !== undefined ? { gpus: count(values, 'gpus', 1) } : {}), rollout, trainer };
-  const within = <T>(run: () => T) => (framework === 'trl' ? withOrigins(trainerInput(values, 'grpo'), () => withFlags(run)) : withFlags(run));
+  const within = <T>(run: () => T) => (input !== undefined ? withOrigins(input, () => withFlags(run)) : withFlags(run));
   const gpuName = 'gpu' in device ? device.gpu : values.gpu!;
   if (values.advise) {
     const advice = within(() => adviseRl(model, options));

@@ -11,7 +11,7 @@ function runSft(ref: ModelRef, values: Values): Outcome {
   const format = formatOf(values, 'sft', DEFAULTS.format);
   const input = trainerInput(values, 'sft');
   const sequence = values.sequence === undefined ? undefined : count(values, 'sequence', 1);
-  const model = trainerModel(ref, values);
+  const model = trainerModel(ref, input);
   const s = withOrigins(input, () => sftStep(model, input.config, { ...input.options, ...(sequence !== undefined ? { sequence } : {}) }));
   const tokens = s.args.maxLength === null || s.args.maxLength === undefined ? sequence : Math.min(sequence ?? s.args.maxLength, s.args.maxLength);
   const title = `SFTTrainer step of ${ref.name} (TRL ${s.args.trl}): ${s.args.batch} × ${tokens} tokens, loss ${s.args.sftLoss}`;

@@ -7,6 +7,7 @@ import { DEFAULTS, type Values } from '../flags.js';
 import { VLLM_HELP } from '../help.js';
 import { buildModel, type ModelRef } from '../model.js';
 import { choice, count, formatOf } from '../values.js';
+import { flagOrigin, readVllmConfig, withVllmConfig } from '../vllm-config.js';
 import type { ModelCommand, Outcome } from './command.js';
 
 /** The GPU as vLLM reads it: a catalog GPU whose torch-reported total is recorded, or a size. */
@@ -92,14 +93,14 @@ export function engineFlagOf(path: readonly (string | number)[]): string {
   return `--${String(head).replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
-/** Runs the library; its VramError becomes one line naming the flag. */
-export function withFlags<T>(run: () => T): T {
+/** Runs the library; its VramError becomes one line naming the flag (or, through `name`, the file's key that set it). */
+export function withFlags<T>(run: () => T, name: (flag: string) => string = (flag) => flag): T {
   try {
     return run();
   } catch (error) {
     if (!(error instanceof VramError)) throw error;
     const issue = error.issues[0]!;
-    throw new CliError(engineFlagOf(issue.path), issue.message, { expected: issue.expected, received: issue.received, more: error.issues.length - 1 });
+    throw new CliError(name(engineFlagOf(issue.path)), issue.message, { expected: issue.expected, received: issue.received, more: error.issues.length - 1 });
   }
 }
 
@@ -128,11 +129,20 @@ export function engineTable(name: string, gpuName: string, e: VllmEngine): strin
   return text;
 }
 
-function runVllm(ref: ModelRef, values: Values): Outcome {
-  const format = formatOf(values, 'vllm', DEFAULTS.format);
+function runVllm(ref: ModelRef, flags: Values): Outcome {
+  const format = formatOf(flags, 'vllm', DEFAULTS.format);
+  // --config: vLLM's own config file, under the flags (the command line wins, as in vLLM).
+  const config = flags.config === undefined ? undefined : readVllmConfig(flags.config);
+  if (config?.revision !== undefined && ref.repo !== undefined && config.revision !== (flags.revision ?? 'main'))
+    usage(`${config.file}: revision`, 'is not the revision <model> is read at: give it as --revision', {
+      expected: JSON.stringify(flags.revision ?? 'main'),
+      received: JSON.stringify(config.revision),
+    });
+  const values = withVllmConfig(flags, config);
+  const name = (flag: string) => flagOrigin(flag, flags, config);
   const device = engineGpu(values.gpu);
   const model = buildModel(ref, values) as ModuleLayer;
-  const e = withFlags(() => vllmEngine(model, { ...device, ...vllmArgs(values) }));
+  const e = withFlags(() => vllmEngine(model, { ...device, ...vllmArgs(values) }), name);
   const fraction = values['mem-fraction-static'];
   const sglang =
     fraction === undefined

@@ -27,6 +27,9 @@ export interface DeepSpeedKnobs {
   };
 }
 
+/** Every `zero_optimization` knob vram-ts models, resolved: the plan's `deepspeed` knobs, all given (a config reader's output). */
+export type DeepSpeedKnobValues = Required<NonNullable<DeepSpeedKnobs['deepspeed']>>;
+
 /** The plan DeepSpeed reads: the common fields and its knobs. */
 export type DeepSpeedPlan = CommonPlan & DeepSpeedKnobs;
 

@@ -1,0 +1,109 @@
+/**
+ * `--training-args FILE` and `--accelerate-config FILE` (src/cli/training-args.ts,
+ * src/cli/accelerate-config.ts): real files of test/fixtures/configs give, through the command
+ * line, exactly the figures of the library run on the options written out by hand; the flags the
+ * file decides are refused; the files' errors name the file and the key.
+ */
+import { describe, expect, it } from 'vitest';
+import { estimate, estimateRanks, llm, trainerStep, type EstimateOptions, type TrainerArgs } from '../../src/index.js';
+import { cli } from '../helpers/cli.js';
+
+const T = 'test/fixtures/configs/training-args';
+const A = 'test/fixtures/configs/accelerate';
+const model = llm('qwen2.5-0.5b');
+const json = (...args: string[]) => {
+  const r = cli(...args, '--format', 'json');
+  expect(r.err).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.out) as { peak: number | { bytes: number }; bytes?: { peak: number; reserved: number }; between?: number };
+};
+
+describe('vram-ts --training-args FILE', () => {
+  const step = (args: TrainerArgs, sequence: number) => {
+    const e = trainerStep(model, args, { sequence });
+    return { peak: e.peak, between: e.between };
+  };
+
+  it('a dump of transformers 5.18 (gradient checkpointing, accumulation 4): the Trainer step of the hand-written arguments', () => {
+    const out = json('qwen2.5-0.5b', '--seq', '256', '--training-args', `${T}/perf-gradient-checkpointing.json`);
+    expect({ peak: out.peak, between: out.between }).toEqual(
+      step({ per_device_train_batch_size: 1, gradient_accumulation_steps: 4, gradient_checkpointing: true }, 256),
+    );
+    const bf16 = json('qwen2.5-0.5b', '--seq', '256', '--training-args', `${T}/perf-bf16.json`);
+    expect({ peak: bf16.peak, between: bf16.between }).toEqual(step({ bf16: true }, 256));
+  });
+
+  it('deepspeed given as a dict: one rank under ZeRO-2 on --gpus, its "auto" values from the arguments', () => {
+    const out = json('qwen2.5-0.5b', '--seq', '256', '--training-args', `${T}/ds-nested-dict-zero2-bf16.json`, '--gpus', '2');
+    const hand: EstimateOptions = {
+      input: [4, 256],
+      mode: 'train',
+      precision: 'bf16',
+      optimizer: { name: 'adamw', impl: 'fused' },
+      microBatches: 2,
+      parallel: {
+        engine: 'deepspeed',
+        dp: 2,
+        zero: 2,
+        deepspeed: { reduceBucketSize: 200_000_000, overlapComm: true },
+        offload: { optimizer: true, parameters: false },
+      },
+    };
+    const e = estimate(model, hand);
+    expect(out.bytes).toMatchObject({ peak: e.bytes.peak, reserved: e.bytes.reserved });
+  });
+
+  it('the flags the arguments decide are refused; a deepspeed path is opened from the working directory', () => {
+    for (const flag of [['--batch', '2'], ['--micro-batches', '2'], ['--checkpointing'], ['--precision', 'bf16'], ['--optimizer', 'sgd']]) {
+      const r = cli('qwen2.5-0.5b', '--training-args', `${T}/perf-bf16.json`, ...flag);
+      expect(r.code).toBe(2);
+      expect(r.err).toBe(`vram-ts: ${flag[0]}: is decided by --training-args ${T}/perf-bf16.json: leave it out\n`);
+    }
+    const path = cli('qwen2.5-0.5b', '--training-args', `${T}/ds-notebook-path.json`, '--gpus', '2');
+    expect(path.code).toBe(2);
+    expect(path.err).toBe('vram-ts: ds_config_zero3.json: cannot read (no such file or directory)\n');
+    const fsdp = cli('qwen2.5-0.5b', '--training-args', `${T}/fsdp2-config.json`);
+    expect(fsdp.code).toBe(2);
+    expect(fsdp.err).toMatch(new RegExp(`^vram-ts: ${T}/fsdp2-config\\.json: fsdp: the Trainer's FSDP`));
+    const many = cli('qwen2.5-0.5b', '--training-args', `${T}/perf-bf16.json`, '--gpus', '4');
+    expect(many.code).toBe(2);
+    expect(many.err).toMatch(/^vram-ts: --gpus: the Trainer's arguments say no DeepSpeed/);
+  });
+});
+
+describe('vram-ts --accelerate-config FILE', () => {
+  const peakOf = (options: Omit<EstimateOptions, 'input'>, input: readonly number[]) => {
+    const e = estimate(model, { ...options, input });
+    return { peak: e.bytes.peak, reserved: e.bytes.reserved };
+  };
+
+  it("TRL's accelerate configs: DDP over 8 with bf16 autocast; ZeRO-2 over 8 with DeepSpeed's bf16", () => {
+    const ddp = json('qwen2.5-0.5b', '--seq', '256', '--batch', '2', '--accelerate-config', `${A}/trl-multi-gpu.yaml`);
+    expect(ddp.bytes).toMatchObject(peakOf({ precision: 'amp-bf16', parallel: { engine: 'ddp', dp: 8 } }, [2, 256]));
+    const zero = json('qwen2.5-0.5b', '--seq', '256', '--accelerate-config', `${A}/trl-deepspeed-zero2.yaml`);
+    expect(zero.bytes).toMatchObject(peakOf({ precision: 'bf16', parallel: { engine: 'deepspeed', dp: 8, zero: 2 } }, [1, 256]));
+    // --rank: a rank of the file's processes.
+    const last = json('qwen2.5-0.5b', '--seq', '256', '--accelerate-config', `${A}/trl-deepspeed-zero2.yaml`, '--rank', '7');
+    const ranks = estimateRanks(model, { precision: 'bf16', parallel: { engine: 'deepspeed', dp: 8, zero: 2 }, input: [1, 256] });
+    expect(last.bytes!.peak).toBe(ranks[7]!.peak);
+  });
+
+  it('the flags the file decides are refused; FSDP and the files it names are errors naming them', () => {
+    for (const flag of [
+      ['--gpus', '8'],
+      ['--precision', 'bf16'],
+      ['--zero', '2'],
+      ['--engine', 'ddp'],
+    ]) {
+      const r = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/trl-multi-gpu.yaml`, ...flag);
+      expect(r.code).toBe(2);
+      expect(r.err).toBe(`vram-ts: ${flag[0]}: is decided by --accelerate-config ${A}/trl-multi-gpu.yaml: leave it out\n`);
+    }
+    const fsdp = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/trl-fsdp2.yaml`);
+    expect(fsdp.code).toBe(2);
+    expect(fsdp.err).toMatch(new RegExp(`^vram-ts: ${A}/trl-fsdp2\\.yaml: distributed_type: accelerate's FSDP2 layout`));
+    const named = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/accelerate-template-deepspeed.yaml`);
+    expect(named.code).toBe(2);
+    expect(named.err).toBe('vram-ts: ../deepspeed_config_templates/zero_stage1_config.json: cannot read (no such file or directory)\n');
+  });
+});
