@@ -3,7 +3,7 @@ import type { VramIssue } from '../errors.js';
 import { LIMITS } from '../limits.js';
 import { anyOf, arrayOf, type Check, didYouMean, integer, object, show, string, type Path } from '../validate.js';
 import { FALSE_WORDS, TRUE_WORDS } from './accelerate-keys.js';
-import { isDict, type Dict } from './deepspeed-reader.js';
+import { isDict, issueOf, type Dict } from './deepspeed-reader.js';
 
 /** What an accelerate config alone does not say: what the training script and its model decide. */
 export interface AccelerateContext {
@@ -56,13 +56,7 @@ export class AccelerateReader {
 
   /** Records an issue; returns undefined. */
   issue(code: string, path: Path, message: string, expected?: string, received?: unknown): undefined {
-    this.issues.push({
-      path,
-      code,
-      message,
-      ...(expected !== undefined ? { expected } : {}),
-      ...(received !== undefined ? { received: show(received) } : {}),
-    });
+    this.issues.push(issueOf(code, path, message, expected, received));
   }
 
   ignore(path: Path, why: string): void {

@@ -77,6 +77,11 @@ export const contextCheck = (): Check =>
     },
   });
 
+/** An issue of a config reader (its received value shown as the errors show values). */
+export function issueOf(code: string, path: Path, message: string, expected?: string, received?: unknown): VramIssue {
+  return { path, code, message, ...(expected !== undefined ? { expected } : {}), ...(received !== undefined ? { received: show(received) } : {}) };
+}
+
 /** The reader's state: the issues found (all reported at once), the keys ignored, the sources. */
 export class Reader {
   readonly issues: VramIssue[] = [];
@@ -86,13 +91,7 @@ export class Reader {
 
   /** Records an issue; returns undefined (so that `return r.issue(…) ?? fallback` reads as one step). */
   issue(code: string, path: Path, message: string, expected?: string, received?: unknown): undefined {
-    this.issues.push({
-      path,
-      code,
-      message,
-      ...(expected !== undefined ? { expected } : {}),
-      ...(received !== undefined ? { received: show(received) } : {}),
-    });
+    this.issues.push(issueOf(code, path, message, expected, received));
   }
 
   source(path: Path, from: DeepSpeedSource['from'], value: unknown, why?: string): void {

@@ -12,7 +12,7 @@ import { fail, type VramIssue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
 import { DEFAULT_TRL, resolveTrainerArgs, type ResolvedTrainerArgs, trainerFields, type TrainerArgs } from '../trainers/args.js';
-import { plain, sameValue } from '../trainers/field-checks.js';
+import { copyData, jsonData, plain, sameValue } from '../trainers/field-checks.js';
 import { parseDictStrings, TRAINER_DEEPSPEED_FIELD as DS, undoPostInit } from '../trainers/post-init.js';
 import { optimizerOf } from '../trainers/step.js';
 import { anything, type Check, integer, object, show, string, validate, type Path } from '../validate.js';
@@ -70,31 +70,6 @@ const contextCheck = (): Check => object({ fields: { deepspeed: anything, worldS
 /** resolveTrainerArgs names the fields under `args`; a file's fields are named from its root. */
 function rerooted(issues: readonly VramIssue[]): VramIssue[] {
   return issues.map((i) => (i.path[0] === 'args' ? { ...i, path: i.path.slice(1) } : i));
-}
-
-/** A copy of JSON data (plain objects and lists, to a depth), so that freezing the reading leaves the caller's objects alone. */
-function copyData(value: unknown, depth = 0): unknown {
-  if (depth > 32) return value;
-  if (Array.isArray(value)) return value.map((v) => copyData(v, depth + 1));
-  if (!plain(value)) return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value))
-    Object.defineProperty(out, k, { value: copyData(v, depth + 1), enumerable: true, writable: true, configurable: true });
-  return out;
-}
-
-/** A value a parsed JSON or YAML file can hold (strings, numbers, booleans, null, lists, mappings), else an issue at its path. */
-function jsonData(value: unknown, path: Path, issues: VramIssue[], depth = 0): void {
-  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return;
-  if (depth < 32 && Array.isArray(value)) for (let i = 0; i < value.length; i++) jsonData(value[i], [...path, i], issues, depth + 1);
-  else if (depth < 32 && plain(value)) for (const [k, v] of Object.entries(value)) jsonData(v, [...path, k], issues, depth + 1);
-  else
-    issues.push({
-      path,
-      code: 'bad-option',
-      message: 'not JSON data: a TrainingArguments file holds strings, numbers, booleans, null, lists and mappings',
-      received: show(value),
-    });
 }
 
 /** The fields that are not at their defaults (unknown ones kept, for resolveTrainerArgs to name). */
@@ -278,7 +253,7 @@ export function fromTrainingArguments(args: unknown, context: TrainingArgumentsC
   const trl = context.trl ?? DEFAULT_TRL;
   const defaults = trainerFields('trainer', trl).defaults;
   const issues: VramIssue[] = [];
-  for (const [name, value] of Object.entries(args)) jsonData(value, [name], issues);
+  for (const [name, value] of Object.entries(args)) jsonData(value, [name], issues, 'a TrainingArguments file');
   if (issues.length > 0) throw new VramError(issues);
   const fields = undoPostInit(args);
   parseDictStrings(fields, issues);

@@ -18,7 +18,7 @@ export interface Repetition {
   readonly relabel: (label: string, unit: number, copy: number, phase: string) => string;
 }
 
-/** What {@link spanRepetition} reads of a span of the log written once for `times` copies (simulate.ts's RepeatedSpan). */
+/** A span of the log written once for `times` copies (simulate.ts's RepeatedSpan, what {@link spanRepetition} reads). */
 export interface LogSpan {
   readonly check: number;
   readonly from: number;

@@ -8,7 +8,7 @@ import { resultsOnly, runKernel } from './kernel.js';
 import { MARK, createLedger, zeroTotals, type Ledger, type PeakPoint, type StepProgram } from './ledger.js';
 import type { OptimizerSpec } from './optimizers.js';
 import { programEnds, programPeak } from './peak.js';
-import { once, spanRepetition, sweepConcrete, withBytes, type Repetition } from './program.js';
+import { once, spanRepetition, sweepConcrete, withBytes, type LogSpan, type Repetition } from './program.js';
 import { singleDevice } from './residency/single.js';
 import { withDefaults, type EngineHooks, type HostBytes, type RankContext, type Residency } from './residency/types.js';
 import { idBlocks, planOf, viewKeeper, type IdBlocks, type Plan } from './step-plan.js';
@@ -56,14 +56,7 @@ export interface StepRunner {
  * copy before, logged out, which must match it (else the step is simulated whole). `perCopy`: the
  * later frees of what each copy keeps to the step's end (written for copy 0, they count `times` over).
  */
-export interface RepeatedSpan {
-  readonly check: number;
-  readonly from: number;
-  readonly to: number;
-  readonly times: number;
-  readonly perCopy: readonly number[];
-  readonly relabel: (label: string, copy: number) => string;
-}
+export type RepeatedSpan = LogSpan;
 
 /** What a step's micro-batches run with: the shared storages (buffers) in `storageBlock`. */
 export interface StepRun {

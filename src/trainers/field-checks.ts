@@ -90,3 +90,28 @@ export function choice<T extends string>(v: Record<string, unknown>, name: strin
   }
   return value as T;
 }
+
+/** A copy of JSON data (plain objects and lists, to a depth), so that freezing a reading leaves the caller's objects alone (`__proto__` kept as a plain key). */
+export function copyData(value: unknown, depth = 0): unknown {
+  if (depth > 32) return value;
+  if (Array.isArray(value)) return value.map((v) => copyData(v, depth + 1));
+  if (!plain(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value))
+    Object.defineProperty(out, k, { value: copyData(v, depth + 1), enumerable: true, writable: true, configurable: true });
+  return out;
+}
+
+/** A value a parsed JSON or YAML file can hold (strings, numbers, booleans, null, lists, mappings), else an issue at its path; `what` names the file. */
+export function jsonData(value: unknown, path: Path, issues: Issue[], what: string, depth = 0): void {
+  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return;
+  if (depth < 32 && Array.isArray(value)) for (let i = 0; i < value.length; i++) jsonData(value[i], [...path, i], issues, what, depth + 1);
+  else if (depth < 32 && plain(value)) for (const [k, v] of Object.entries(value)) jsonData(v, [...path, k], issues, what, depth + 1);
+  else
+    issues.push({
+      path,
+      code: 'bad-option',
+      message: `not JSON data: ${what} holds strings, numbers, booleans, null, lists and mappings`,
+      received: show(value),
+    });
+}

@@ -11,7 +11,7 @@ import { fail, type VramIssue as Issue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { AttentionImpl } from '../nn/attention.js';
 import { didYouMean, object, show, string, validate } from '../validate.js';
-import { plain } from './field-checks.js';
+import { copyData, jsonData, plain } from './field-checks.js';
 import { DEFAULT_TRL, trainerFields, type LoraConfig } from './args.js';
 
 /** TRL 1.13.0's ModelConfig: every field and its default (trl/trainer/model_config.py). */
@@ -101,31 +101,6 @@ const issue = (key: string, code: Issue['code'], message: string, value: unknown
   ...(expected !== undefined ? { expected } : {}),
 });
 
-/** A value a parsed YAML or JSON file can hold (strings, numbers, booleans, null, lists, mappings), else an issue at its path. */
-function jsonData(value: unknown, path: (string | number)[], issues: Issue[], depth = 0): void {
-  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return;
-  if (depth < 32 && Array.isArray(value)) for (let i = 0; i < value.length; i++) jsonData(value[i], [...path, i], issues, depth + 1);
-  else if (depth < 32 && plain(value)) for (const [k, v] of Object.entries(value)) jsonData(v, [...path, k], issues, depth + 1);
-  else
-    issues.push({
-      path,
-      code: 'bad-option',
-      message: 'not JSON data: a TRL config holds strings, numbers, booleans, null, lists and mappings',
-      received: show(value),
-    });
-}
-
-/** A copy of JSON data, so that freezing the reading leaves the caller's objects alone (`__proto__` kept as a plain key). */
-function copyData(value: unknown, depth = 0): unknown {
-  if (depth > 32) return value;
-  if (Array.isArray(value)) return value.map((v) => copyData(v, depth + 1));
-  if (!plain(value)) return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value))
-    Object.defineProperty(out, k, { value: copyData(v, depth + 1), enumerable: true, writable: true, configurable: true });
-  return out;
-}
-
 /** ModelConfig.dtype (torch_dtype: TRL's name for it before it followed transformers' rename). */
 function dtypeOf(file: Readonly<Record<string, unknown>>, issues: Issue[]): { key?: string; dtype?: TrlScriptConfig['dtype'] } {
   const given = ['dtype', 'torch_dtype'].filter((k) => Object.hasOwn(file, k));
@@ -210,7 +185,7 @@ export function fromTrlConfig(trainer: 'grpo' | 'sft', file: Readonly<Record<str
   validate(options, object({ fields: { trl: string } }), ['options']);
   const fields = trainerFields(trainer, options.trl ?? DEFAULT_TRL);
   const data: Issue[] = [];
-  for (const [key, value] of Object.entries(file)) jsonData(value, [key], data);
+  for (const [key, value] of Object.entries(file)) jsonData(value, [key], data, 'a TRL config');
   if (data.length > 0) throw new VramError(data);
   file = copyData(file) as Record<string, unknown>;
   const script = { ...SCRIPT_FIELDS, ...(trainer === 'grpo' ? GRPO_SCRIPT_FIELDS : {}) };
