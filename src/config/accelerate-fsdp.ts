@@ -1,33 +1,13 @@
 /*
- * `distributed_type: FSDP`: the `fsdp_config` section as accelerate 1.15.0 reads it into its
- * FullyShardedDataParallelPlugin and `fsdp2_prepare_model`. Sources (accelerate 1.15.0): cl
+ * `distributed_type: FSDP`: the `fsdp_config` section checked as accelerate 1.15.0 reads it into its
+ * FullyShardedDataParallelPlugin and `fsdp2_prepare_model` (FSDP itself is then refused: accelerate.ts). Sources (accelerate 1.15.0): cl
  * commands/launch.py, ul utils/launch.py, dc utils/dataclasses.py, fu utils/fsdp_utils.py, acc
  * accelerator.py.
  */
-import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
-import type { CheckpointPlan } from '../trace/trace.js';
 import type { Path } from '../validate.js';
 import { NEUTRAL_FSDP2, STATE_DICT_TYPES, WRAP_POLICIES } from './accelerate-keys.js';
 import { truthy, type AccelerateReader } from './accelerate-reader.js';
 import type { Dict } from './deepspeed-reader.js';
-
-/** The FSDP2 plan an accelerate config means. */
-export interface AccelerateFsdp2Plan {
-  readonly engine: typeof fsdp2Engine.name;
-  readonly dp: number;
-  readonly reshardAfterForward: boolean;
-  readonly mixedPrecision?: { readonly param: 'bfloat16'; readonly reduce: 'bfloat16' };
-  readonly offload?: { readonly optimizer: true; readonly parameters: true };
-  readonly gradientSync?: 'last';
-}
-
-/** What `fsdp_config` means for the estimate. */
-export interface FsdpReading {
-  readonly parallel: AccelerateFsdp2Plan;
-  readonly checkpoint?: CheckpointPlan;
-  /** accelerate upcasts trainable low-precision parameters to float32 under mixed precision (fu fsdp2_prepare_model). */
-  readonly dtype?: 'float32';
-}
 
 /** The keys this file reads (the rest go by NEUTRAL_FSDP2). */
 const HANDLED = [
@@ -67,7 +47,7 @@ function readVersion(r: AccelerateReader, got: ReturnType<typeof named>): 2 | un
   );
 }
 
-/** The wrap policy: TRANSFORMER_BASED_WRAP wraps the model's decoder layers (fu fsdp2_prepare_model), what vram-ts's FSDP2 units default to. */
+/** The wrap policy: TRANSFORMER_BASED_WRAP wraps the model's decoder layers (fu fsdp2_prepare_model); the others are not modelled. */
 function readWrap(r: AccelerateReader, got: ReturnType<typeof named>): void {
   const given = got.get('fsdp_auto_wrap_policy');
   const path: Path = given?.path ?? ['fsdp_config', 'fsdp_auto_wrap_policy'];
@@ -80,19 +60,7 @@ function readWrap(r: AccelerateReader, got: ReturnType<typeof named>): void {
   const minParams = got.get('fsdp_min_num_params');
   if (minParams !== undefined && policy !== 'SIZE_BASED_WRAP') r.ignore(minParams.path, 'read only under SIZE_BASED_WRAP (dc:1927-1934)');
   const classes = got.get('fsdp_transformer_layer_cls_to_wrap');
-  if (policy === 'TRANSFORMER_BASED_WRAP') {
-    if (classes !== undefined && classes.value !== null)
-      r.approximate(
-        classes.path,
-        `the classes named (${String(classes.value)}) are taken to be the model's decoder layers: vram-ts's FSDP2 units are its repeated blocks`,
-      );
-    else r.approximate(path, "the model's _no_split_modules (dc set_auto_wrap_policy): the decoder layers, vram-ts's FSDP2 units");
-    r.approximate(
-      path,
-      'fu fsdp2_prepare_model also shards the final norm and the output head (with a tied embedding) as one group kept after forward: vram-ts keeps them in the root unit, gathered from the start of the forward',
-    );
-    return;
-  }
+  if (policy === 'TRANSFORMER_BASED_WRAP') return;
   if (classes !== undefined) r.ignore(classes.path, 'read only under TRANSFORMER_BASED_WRAP (dc:1921-1926)');
   r.issue(
     'not-modelled',
@@ -106,7 +74,7 @@ function readWrap(r: AccelerateReader, got: ReturnType<typeof named>): void {
 }
 
 /** Activation checkpointing (acc:1697-1698, fu fsdp2_apply_ac: checkpoint_wrapper, non-reentrant, around each wrapped layer). */
-function readCheckpoint(r: AccelerateReader, got: ReturnType<typeof named>): CheckpointPlan | undefined {
+function readCheckpoint(r: AccelerateReader, got: ReturnType<typeof named>): void {
   const ac = got.get('fsdp_activation_checkpointing');
   const on = ac === undefined ? false : (r.flag(ac.value, ac.path) ?? false);
   const offload = got.get('fsdp_activation_checkpointing_offload');
@@ -114,18 +82,14 @@ function readCheckpoint(r: AccelerateReader, got: ReturnType<typeof named>): Che
   if (off && !on) r.issue('bad-option', offload!.path, 'activation_checkpointing_offload requires activation_checkpointing (dc:1967-1968)', 'false', true);
   else if (off)
     r.issue('not-modelled', offload!.path, 'offload_wrapper (the checkpoints’ inputs kept on the host, save_on_cpu) is not modelled', 'false', true);
-  if (!on) return undefined;
-  const layers = r.context.layers;
-  if (layers === undefined)
-    return r.issue(
+  if (on && r.context.layers === undefined)
+    r.issue(
       'missing-context',
       ['context', 'layers'],
       'the decoder layers checkpoint_wrapper wraps (the wrap policy’s modules): give context.layers, their count or their module keys',
       'a layer count or a list of module keys',
       'missing',
     );
-  r.approximate(ac!.path, 'the layers named in context.layers checkpointed: they stand for the modules the wrap policy wraps');
-  return { modules: typeof layers === 'number' ? Array.from({ length: layers }, (_, i) => `model.layers.${i}`) : layers };
 }
 
 /** The keys FSDP2 checks though it does not read them into memory: the state dict type, the loading flags, ignored modules. */
@@ -150,42 +114,21 @@ function readChecks(r: AccelerateReader, got: ReturnType<typeof named>): void {
 }
 
 /**
- * `fsdp_config` under `distributed_type: FSDP`, for `processes` ranks: FSDP2 with
- * `reshard_after_forward` (default true, dc:1856-1863), CPUOffloadPolicy (`fsdp_offload_params`),
- * the decoder layers as units, activation checkpointing; mixed precision `bf16` is
- * MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16) (dc set_mixed_precision, state.py:1015)
- * over parameters upcast to float32.
+ * `fsdp_config` under `distributed_type: FSDP`, checked key by key as accelerate reads it (FSDP1,
+ * the wrap policies, checkpointing offload and ignored modules not modelled; the values accelerate
+ * refuses): its issues go to the reader. The caller refuses FSDP2 itself after (its layout is not
+ * the fsdp2 engine's), so nothing is read into options.
  */
-export function readFsdp(r: AccelerateReader, section: Dict, processes: number, bf16: boolean): FsdpReading | undefined {
+export function checkFsdp(r: AccelerateReader, section: Dict): void {
   r.keys(section, ['fsdp_config'], HANDLED, NEUTRAL_FSDP2, fsdpName);
   const got = named(section);
-  const version = readVersion(r, got);
-  if (version === undefined) return undefined;
-  const reshard = got.get('fsdp_reshard_after_forward');
+  if (readVersion(r, got) === undefined) return;
   // dc:1865-1867: a string goes through str_to_bool (FULL_SHARD and the other FSDP1 names are refused).
-  const reshardAfterForward = reshard === undefined ? true : (r.flag(reshard.value, reshard.path) ?? true);
-  const offloadKey = got.get('fsdp_offload_params');
-  const offload = offloadKey === undefined ? false : (r.flag(offloadKey.value, offloadKey.path) ?? false);
+  const reshard = got.get('fsdp_reshard_after_forward');
+  if (reshard !== undefined) r.flag(reshard.value, reshard.path);
+  const offload = got.get('fsdp_offload_params');
+  if (offload !== undefined) r.flag(offload.value, offload.path);
   readWrap(r, got);
-  const checkpoint = readCheckpoint(r, got);
+  readCheckpoint(r, got);
   readChecks(r, got);
-  const accumulation = r.context.gradientAccumulationSteps ?? 1;
-  if (bf16)
-    r.approximate(
-      ['mixed_precision'],
-      'accelerate also runs the forward under torch.autocast(bf16) (acc:585-593, :1824-1835); over bf16 parameters vram-ts traces it without autocast (the same tensors unless an op on autocast’s float32 list sees a bf16 input)',
-    );
-  return {
-    parallel: {
-      engine: fsdp2Engine.name,
-      dp: processes,
-      reshardAfterForward,
-      ...(bf16 ? { mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' } as const } : {}),
-      ...(offload ? { offload: { optimizer: true, parameters: true } as const } : {}),
-      // accelerator.no_sync: set_requires_gradient_sync(False) on the micro-batches that do not step (acc:1166-1171).
-      ...(accumulation > 1 ? { gradientSync: 'last' as const } : {}),
-    },
-    ...(checkpoint !== undefined ? { checkpoint } : {}),
-    ...(bf16 ? { dtype: 'float32' as const } : {}),
-  };
 }

@@ -10,10 +10,9 @@ import { fail, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
 import type { ParallelPlan } from '../parallel/plan.js';
-import type { CheckpointPlan } from '../trace/trace.js';
 import { show, validate } from '../validate.js';
 import { readDeepSpeed, unusedFile } from './accelerate-deepspeed.js';
-import { readFsdp } from './accelerate-fsdp.js';
+import { checkFsdp } from './accelerate-fsdp.js';
 import { DYNAMO_SETTINGS, MODELLED_TYPES, NEUTRAL_TOP, PRECISIONS, UNMODELLED_TYPES } from './accelerate-keys.js';
 import { AccelerateReader, contextCheck, type AccelerateContext, type AccelerateNote } from './accelerate-reader.js';
 import type { DeepSpeedReading } from './deepspeed.js';
@@ -23,30 +22,26 @@ export type { AccelerateContext, AccelerateNote } from './accelerate-reader.js';
 
 /** The estimate options an accelerate config means (give `input`). */
 export interface AccelerateOptions {
-  /** MULTI_GPU: `ddp`; FSDP: `fsdp2`; DEEPSPEED: `deepspeed` (fromDeepSpeedConfig's plan); NO: absent (one device). */
+  /** MULTI_GPU: `ddp`; DEEPSPEED: `deepspeed` (fromDeepSpeedConfig's plan); NO: absent (one device). */
   readonly parallel?: ParallelPlan;
   /**
    * `mixed_precision`: `amp-bf16` (torch.autocast over the model's float32 parameters, acc:585-593)
    * under NO and MULTI_GPU; DeepSpeed's `bf16` / `fp16` (its sections, dc:1415-1446) under DEEPSPEED;
-   * absent under FSDP (FSDP2's MixedPrecisionPolicy in `parallel.mixedPrecision`) and with `no`.
+   * absent with `no`.
    */
   readonly precision?: 'amp-bf16' | 'bf16' | 'fp16';
-  /** FSDP with mixed precision: the parameters upcast to float32 (fsdp_utils.py fsdp2_prepare_model). */
-  readonly dtype?: 'float32';
   /** `use_cpu` under NO (ACCELERATE_USE_CPU, ul:133). */
   readonly device?: 'cpu';
   /** DeepSpeed's `gradient_accumulation_steps`, or `context.gradientAccumulationSteps`. */
   readonly microBatches?: number;
   /** The DeepSpeed config file's `optimizer` section. */
   readonly optimizer?: OptimizerSpec;
-  /** `fsdp_activation_checkpointing`: every decoder layer one non-reentrant checkpoint. */
-  readonly checkpoint?: CheckpointPlan;
 }
 
 /** An accelerate config read as accelerate reads it. */
 export interface AccelerateReading {
   readonly options: AccelerateOptions;
-  readonly distributedType: 'NO' | 'MULTI_GPU' | 'FSDP' | 'DEEPSPEED';
+  readonly distributedType: 'NO' | 'MULTI_GPU' | 'DEEPSPEED';
   /** `num_processes`: every process of the job (all machines), the data-parallel world. */
   readonly processes: number;
   readonly machines: number;
@@ -68,7 +63,8 @@ export interface AccelerateReading {
   readonly approximations: readonly AccelerateNote[];
 }
 
-type Modelled = AccelerateReading['distributedType'];
+/** The types read (FSDP is read, then refused). */
+type Modelled = AccelerateReading['distributedType'] | 'FSDP';
 
 /** The top-level keys read here (ClusterConfig, ca:178-217, and the old `fp16` / `dynamo_backend` process_config converts, ca:113-119). */
 const HANDLED = [
@@ -252,7 +248,7 @@ function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed:
   if (type === 'FSDP') {
     // Its keys are read first (their own issues, FSDP1 among them, say enough); a valid FSDP2 section is still not the engine's layout: refused, not guessed.
     const before = r.issues.length;
-    readFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']), processes, mixed.mixed === 'bf16');
+    checkFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']));
     return r.issues.length > before ? undefined : r.issue('not-modelled', ['distributed_type'], fsdpLayout(), 'NO | MULTI_GPU | DEEPSPEED', 'FSDP');
   }
   const ds = readDeepSpeed(r, r.dict(config.deepspeed_config, ['deepspeed_config']), mixed.mixed, mixed.given, processes);
@@ -311,7 +307,8 @@ export function fromAccelerateConfig(config: unknown, context: AccelerateContext
   readOtherSections(r, config, type, mixed.mixed);
   if (type !== undefined && type !== 'DEEPSPEED' && context.deepspeedConfig !== undefined) unusedFile(r);
   const engine = type === undefined ? undefined : engineOptions(r, config, type, mixed, processes, cpu);
-  if (r.issues.length > 0 || type === undefined || engine === undefined) throw new VramError(r.issues);
+  // FSDP always leaves an issue (engineOptions refuses it): here the type is one that is read into options.
+  if (r.issues.length > 0 || type === undefined || type === 'FSDP' || engine === undefined) throw new VramError(r.issues);
   const ds = 'ds' in engine ? engine.ds : undefined;
   return deepFreeze({
     options: engine.options as AccelerateOptions,

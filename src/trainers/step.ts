@@ -66,7 +66,11 @@ export interface TrainerStepEstimate {
   readonly between: number;
 }
 
-/** Options around a trainer's arguments. */
+/**
+ * Options around a trainer's arguments. Every trainer step weighs the model's parameters in float32,
+ * whatever dtype the model was built with (the Trainer's `bf16` is autocast over them; a model loaded
+ * in 16 bits is not modelled: the CLI refuses `--dtype` other than float32).
+ */
 export interface TrainerOptions {
   /** TRL release whose trainers and defaults to follow (default {@link DEFAULT_TRL}). */
   readonly trl?: string;

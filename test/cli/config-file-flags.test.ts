@@ -6,17 +6,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { estimate, estimateRanks, llm, trainerStep, type EstimateOptions, type TrainerArgs } from '../../src/index.js';
-import { cli } from '../helpers/cli.js';
+import { cli, cliJson } from '../helpers/cli.js';
 
 const T = 'test/fixtures/configs/training-args';
 const A = 'test/fixtures/configs/accelerate';
 const model = llm('qwen2.5-0.5b');
-const json = (...args: string[]) => {
-  const r = cli(...args, '--format', 'json');
-  expect(r.err).toBe('');
-  expect(r.code).toBe(0);
-  return JSON.parse(r.out) as { peak: number | { bytes: number }; bytes?: { peak: number; reserved: number }; between?: number };
-};
+const json = (...args: string[]) => cliJson<{ peak: number | { bytes: number }; bytes?: { peak: number; reserved: number }; between?: number }>(...args);
 
 describe('vram-ts --training-args FILE', () => {
   const step = (args: TrainerArgs, sequence: number) => {

@@ -6,16 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { estimate, llm, type EstimateOptions } from '../../src/index.js';
-import { cli } from '../helpers/cli.js';
+import { cli, cliJson } from '../helpers/cli.js';
 
 const D = 'test/fixtures/configs/deepspeed';
 const model = llm('qwen2.5-0.5b');
-const peakOf = (...args: string[]) => {
-  const r = cli(...args, '--format', 'json');
-  expect(r.err).toBe('');
-  expect(r.code).toBe(0);
-  return (JSON.parse(r.out) as { bytes: { peak: number; reserved: number } }).bytes;
-};
+const peakOf = (...args: string[]) => cliJson<{ bytes: { peak: number; reserved: number } }>(...args).bytes;
 const explicit = (options: EstimateOptions) => {
   const e = estimate(model, options);
   return { peak: e.bytes.peak, reserved: e.bytes.reserved };

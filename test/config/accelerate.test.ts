@@ -10,8 +10,9 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { issuesOf as issues } from '../helpers/errors.js';
 import { parseYaml } from '../../src/cli/config-file.js';
-import { estimate, estimateRanks, fromAccelerateConfig, llm, VramError, type AccelerateContext, type EstimateOptions } from '../../src/index.js';
+import { estimate, estimateRanks, fromAccelerateConfig, llm, type VramError, type AccelerateContext, type EstimateOptions } from '../../src/index.js';
 import { fromDeepSpeedConfig } from '../../src/config/deepspeed.js';
 
 const dir = new URL('../fixtures/configs/accelerate/', import.meta.url);
@@ -70,17 +71,6 @@ const CASES: readonly { name: string; context?: AccelerateContext; explicit: Omi
     ranks: true,
   },
 ];
-
-/** The issues of the VramError a call throws. */
-function issues(call: () => unknown) {
-  try {
-    call();
-  } catch (error) {
-    if (error instanceof VramError) return error.issues.map((i) => ({ path: i.path, code: i.code }));
-    throw error;
-  }
-  throw new Error('no VramError');
-}
 
 describe('the fixtures', () => {
   it('real configs, each with its source at a commit, and two accelerate wrote', () => {

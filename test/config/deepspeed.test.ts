@@ -9,7 +9,8 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { estimate, fromDeepSpeedConfig, llm, VramError, type DeepSpeedContext, type EstimateOptions } from '../../src/index.js';
+import { issuesOf as issues } from '../helpers/errors.js';
+import { estimate, fromDeepSpeedConfig, llm, type VramError, type DeepSpeedContext, type EstimateOptions } from '../../src/index.js';
 import { DEEPSPEED_DEFAULTS, deepspeedSettings } from '../../src/parallel/engines/deepspeed/settings.js';
 
 const dir = new URL('../fixtures/configs/deepspeed/', import.meta.url);
@@ -130,17 +131,6 @@ const CASES: readonly { name: string; context: DeepSpeedContext; micro: number; 
     },
   },
 ];
-
-/** The issues of the VramError a call throws. */
-function issues(call: () => unknown) {
-  try {
-    call();
-  } catch (error) {
-    if (error instanceof VramError) return error.issues.map((i) => ({ path: i.path, code: i.code }));
-    throw error;
-  }
-  throw new Error('no VramError');
-}
 
 describe('the fixtures', () => {
   it('ten configs to read, each with its source at a commit', () => {

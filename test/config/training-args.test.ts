@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { errorOf } from '../helpers/errors.js';
 import {
   estimate,
   fromTrainingArguments,
@@ -146,15 +147,7 @@ describe('fromTrainingArguments: real dumps', () => {
 });
 
 /** The issues of a reading that fails. */
-function issuesOf(args: unknown, context?: TrainingArgumentsContext) {
-  try {
-    fromTrainingArguments(args, context);
-  } catch (error) {
-    if (error instanceof VramError) return error.issues;
-    throw error;
-  }
-  throw new Error('expected a VramError');
-}
+const issuesOf = (args: unknown, context?: TrainingArgumentsContext) => errorOf(() => fromTrainingArguments(args, context)).issues;
 
 describe('fromTrainingArguments: fields', () => {
   it('an unknown field is an error at its path with did-you-mean; so are fields of other releases', () => {

@@ -2,7 +2,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import { run, runAsync } from '../../src/cli/main.js';
 
 /** `vram-ts …args`: its exit code and what it wrote to stdout and stderr. */
@@ -15,6 +15,14 @@ export function cli(...args: string[]): { code: number; out: string; err: string
     (t) => (err += t),
   );
   return { code, out, err };
+}
+
+/** `vram-ts …args --format json`, which must succeed silently: its output parsed. */
+export function cliJson<T>(...args: string[]): T {
+  const r = cli(...args, '--format', 'json');
+  expect(r.err).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.out) as T;
 }
 
 /** `vram-ts …args` as the bin runs it (a Hub model read first) with `env`: exit code, output, and the milliseconds it took. */

@@ -16,3 +16,8 @@ export function issueOf(f: () => unknown): string {
   const issue = errorOf(f).issues[0]!;
   return `${issue.path.join('.')}:${issue.code}`;
 }
+
+/** The issues of the VramError a call throws, each as its path and code. */
+export function issuesOf(f: () => unknown): { path: readonly (string | number)[]; code: string }[] {
+  return errorOf(f).issues.map((i) => ({ path: i.path, code: i.code }));
+}
