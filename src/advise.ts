@@ -12,6 +12,7 @@ import {
 } from './advise-levers.js';
 import { VramError } from './errors.js';
 import { ESTIMATE_FIELDS, MODEL_KEYS, anything, budget, runtimeOptions } from './estimate-options.js';
+import { withTraces } from './estimate.js';
 import { fits, type FitOptions, type FitResult } from './fit.js';
 import { LIMITS } from './limits.js';
 import type { Layer } from './nn/types.js';
@@ -136,6 +137,11 @@ const MAX_COMBINATIONS = 12;
  * @category Estimate and fit
  */
 export function advise(model: Layer, options: AdviseOptions): AdviseResult {
+  // Levers that leave the trace as it is (the optimizer, offload, the engines) reuse the job's.
+  return withTraces(() => adviseJob(model, options));
+}
+
+function adviseJob(model: Layer, options: AdviseOptions): AdviseResult {
   validate(options, adviseOptions);
   const { gpus = 1, maxCombination = 2, ...fitOnly } = options;
   const base = fits(model, fitOnly);

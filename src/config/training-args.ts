@@ -107,8 +107,21 @@ function fsdpIssue(fields: Record<string, unknown>, issues: VramIssue[]): void {
  * the config gains `{ enabled: true }` for it.
  */
 function withMixedPrecision(config: unknown, resolved: ResolvedTrainerArgs): unknown {
-  if (!plain(config) || !resolved.bf16 || Object.hasOwn(config, 'bf16')) return config;
-  return { ...config, bf16: { enabled: true } };
+  if (!plain(config)) return config;
+  if (resolved.bf16 && !Object.hasOwn(config, 'bf16')) return { ...config, bf16: { enabled: true } };
+  if (resolved.fp16 && !Object.hasOwn(config, 'fp16')) return { ...config, fp16: { enabled: true, auto_cast: true } };
+  return config;
+}
+
+/** An issue of the config withMixedPrecision added to: the `fp16.auto_cast` it wrote belongs to the arguments' `fp16`. */
+function addedByPrecision(issue: VramIssue, config: unknown): VramIssue | undefined {
+  if (issue.path.join('.') !== 'fp16.auto_cast' || (plain(config) && Object.hasOwn(config, 'fp16'))) return undefined;
+  return {
+    ...issue,
+    path: ['fp16'],
+    message:
+      'fp16 with a DeepSpeed config that has no fp16 section: accelerate\'s set_mixed_precision adds one that casts the inputs to fp16 (auto_cast: true, dataclasses.py:1422-1424), which is not modelled; give the config an fp16 section (enabled: "auto")',
+  };
 }
 
 /** The DeepSpeed context the Trainer fills its "auto" values from (hf integrations/deepspeed.py trainer_config_process). */
@@ -118,7 +131,7 @@ function trainerContext(fields: Readonly<Record<string, unknown>>, resolved: Res
     perDeviceTrainBatchSize: resolved.batch,
     gradientAccumulationSteps: resolved.accumulation,
     bf16: resolved.bf16,
-    fp16: false,
+    fp16: resolved.fp16,
     ...(worldSize !== undefined ? { worldSize } : {}),
     ...(typeof decay === 'number' && Number.isFinite(decay) && decay >= 0 ? { weightDecay: decay } : {}),
   };
@@ -133,15 +146,19 @@ function readDeepSpeed(config: unknown, at: Path, fields: Readonly<Record<string
     });
   } catch (error) {
     if (!(error instanceof VramError)) throw error;
-    throw new VramError(error.issues.map((i) => (i.path[0] === 'context' ? i : { ...i, path: [...at, ...i.path] })));
+    throw new VramError(error.issues.map((i) => addedByPrecision(i, config) ?? (i.path[0] === 'context' ? i : { ...i, path: [...at, ...i.path] })));
   }
 }
+
+/** Whether the arguments' `deepspeed` names a config (a path or the config itself). */
+const namesDeepSpeed = (fields: Readonly<Record<string, unknown>>): boolean =>
+  fields.deepspeed !== null && fields.deepspeed !== undefined && fields.deepspeed !== '';
 
 /** The arguments' `deepspeed`: none, a path (read only when the caller gives the file in the context), or a config. */
 function deepspeedOf(fields: Readonly<Record<string, unknown>>, context: TrainingArgumentsContext): { path?: string; config?: unknown; at: Path } {
   const value = fields.deepspeed;
   const given = context.deepspeed !== undefined;
-  if (value === null || value === undefined || value === '') {
+  if (!namesDeepSpeed(fields)) {
     if (given) fail('bad-option', 'context.deepspeed is the file the arguments’ deepspeed path names, and they name none', { path: ['context', DS] });
     return { at: [DS] };
   }
@@ -261,7 +278,7 @@ export function fromTrainingArguments(args: unknown, context: TrainingArgumentsC
   const minimal = nonDefault(fields, defaults);
   let resolved: ResolvedTrainerArgs | undefined;
   try {
-    resolved = resolveTrainerArgs('trainer', minimal, { trl });
+    resolved = resolveTrainerArgs('trainer', minimal, { trl, deepspeed: namesDeepSpeed(fields) });
   } catch (error) {
     if (!(error instanceof VramError)) throw error;
     issues.push(...rerooted(error.issues));

@@ -90,6 +90,8 @@ const isPowerOf2 = (n: number): boolean => Number.isSafeInteger(n) && n > 0 && 2
 
 /** floor(log2(n)) for a positive safe integer, exact at powers of two (`63 - countLeadingZeros(n)`). */
 export function log2Floor(n: number): number {
+  // Below 2^32 the count of leading zeros is exact and cheap (the allocator's replay calls this per request).
+  if (n < 4294967296) return 31 - Math.clz32(n);
   let e = Math.floor(Math.log2(n));
   if (2 ** e > n) e -= 1;
   else if (2 ** (e + 1) <= n) e += 1;

@@ -144,14 +144,30 @@ export function idBlocks(size: number): IdBlocks {
 }
 
 export function tensorBytes(ir: IR, id: number): Dim {
-  const spec = ir.tensors[id]!.spec;
-  return bytesOf(numel(spec), spec.dtype);
+  const cache = bytesCache(ir).tensors;
+  cache[id] ??= specBytesOf(ir.tensors[id]!.spec);
+  return cache[id];
 }
 
 /** Bytes of a parameter's gradient: its own size unless the op declared another gradient spec (a DTensor's placement). */
 export function gradientBytes(ir: IR, id: number): Dim {
-  const spec = ir.tensors[id]!.gradSpec ?? ir.tensors[id]!.spec;
-  return bytesOf(numel(spec), spec.dtype);
+  const cache = bytesCache(ir).gradients;
+  cache[id] ??= specBytesOf(ir.tensors[id]!.gradSpec ?? ir.tensors[id]!.spec);
+  return cache[id];
+}
+
+const specBytesOf = (spec: IR['tensors'][number]['spec']): Dim => bytesOf(numel(spec), spec.dtype);
+
+/** Each trace's tensor and gradient bytes, worked out once (a trace is immutable; the step reads them per micro-batch). */
+const byteCaches = new WeakMap<IR, { readonly tensors: (Dim | undefined)[]; readonly gradients: (Dim | undefined)[] }>();
+
+function bytesCache(ir: IR): { readonly tensors: (Dim | undefined)[]; readonly gradients: (Dim | undefined)[] } {
+  let cache = byteCaches.get(ir);
+  if (cache === undefined) {
+    cache = { tensors: [], gradients: [] };
+    byteCaches.set(ir, cache);
+  }
+  return cache;
 }
 
 export function opLabel(ir: IR, op: IROp): string {

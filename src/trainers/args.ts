@@ -6,7 +6,7 @@
  */
 import { fail, type VramIssue as Issue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
-import { type Check, didYouMean, object, show, string, validate } from '../validate.js';
+import { boolean, type Check, didYouMean, object, show, string, validate } from '../validate.js';
 import { choice, fieldsObject, flag, nonNegative, type Path, plain, positiveInt, sameValue, trainerKind } from './field-checks.js';
 import { FIELDS_TRL_1_13_0 } from './fields.js';
 
@@ -133,6 +133,8 @@ const TRAINING = [
   'gradient_checkpointing',
   'gradient_checkpointing_kwargs',
   'bf16',
+  // Read only under DeepSpeed (commonArgs refuses it elsewhere, with why).
+  'fp16',
   'optim',
   'max_grad_norm',
 ] as const;
@@ -198,6 +200,8 @@ export interface ResolvedTrainerArgs {
   readonly accumulation: number;
   readonly checkpointing: boolean;
   readonly bf16: boolean;
+  /** `fp16`: read only under DeepSpeed (`resolveTrainerArgs`' `deepspeed` option), where it is DeepSpeed's fp16 engine. */
+  readonly fp16: boolean;
   readonly optim: (typeof OPTIMIZERS)[number];
   readonly maxGradNorm: number;
   /** `use_liger_kernel`: Liger's fused linear cross-entropy in the forward (read from its source, not measured). */
@@ -255,6 +259,7 @@ const resolveOptions = object({
   fields: {
     trl: string,
     peft: loraOrNull,
+    deepspeed: boolean,
   },
 });
 
@@ -354,8 +359,8 @@ function loraOf(config: LoraConfig, fields: Readonly<Record<string, unknown>>, r
   return { rank, dropout, ...(targets !== undefined ? { targets } : {}) };
 }
 
-/** The common TrainingArguments every trainer reads. */
-function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
+/** The common TrainingArguments every trainer reads (`deepspeed`: the arguments name a DeepSpeed config). */
+function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[], deepspeed: boolean) {
   const kwargs = v.gradient_checkpointing_kwargs;
   if (kwargs !== null && kwargs !== undefined && !sameValue(kwargs, { use_reentrant: false }))
     issues.push({
@@ -366,22 +371,32 @@ function commonArgs(v: Record<string, unknown>, path: Path, issues: Issue[]) {
       received: show(kwargs),
     });
   const fp16 = v.fp16 === true;
-  if (fp16)
+  // Under DeepSpeed the Trainer runs no autocast and no GradScaler: fp16 is DeepSpeed's (its `fp16` section).
+  if (fp16 && !deepspeed)
     issues.push({
       path: [...path, 'fp16'],
       code: 'not-modelled',
-      message: 'fp16 mixed precision (autocast and GradScaler) is not modelled',
+      message: 'fp16 mixed precision (autocast and GradScaler) is not modelled; under DeepSpeed it is DeepSpeed fp16, which is',
       expected: 'false',
       received: 'true',
     });
   // TRL's configs: bf16 None means `not fp16` (trl/trainer/base_config.py __post_init__).
   if (v.bf16 === null) v.bf16 = !fp16;
+  if (fp16 && v.bf16 === true)
+    issues.push({
+      path: [...path, 'fp16'],
+      code: 'bad-option',
+      message: 'TrainingArguments refuses fp16 with bf16 (__post_init__: "At most one of fp16 and bf16 can be True")',
+      expected: 'fp16 or bf16',
+      received: 'both',
+    });
   const maxGradNorm = v.max_grad_norm === null ? 0 : nonNegative(v, 'max_grad_norm', path, issues);
   return {
     batch: positiveInt(v, 'per_device_train_batch_size', path, issues) ?? 1,
     accumulation: positiveInt(v, 'gradient_accumulation_steps', path, issues) ?? 1,
     checkpointing: flag(v, 'gradient_checkpointing', path, issues),
     bf16: flag(v, 'bf16', path, issues),
+    fp16,
     optim: choice(v, 'optim', OPTIMIZERS, path, issues),
     maxGradNorm,
     liger: v.use_liger_kernel === true,
@@ -517,6 +532,8 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
 /**
  * Checks a trainer's arguments against the fields of `trl` (and the transformers and PEFT
  * releases read with it) and resolves them with that release's defaults: every issue at once.
+ * `deepspeed: true` says the arguments run under DeepSpeed (fromTrainingArguments with a
+ * `deepspeed` config): `fp16` is then read (DeepSpeed's fp16 engine), else it is not modelled.
  *
  * @example
  * ```ts
@@ -528,7 +545,7 @@ function grpoArgs(v: Record<string, unknown>, batch: number, accumulation: numbe
 export function resolveTrainerArgs(
   trainer: TrainerKind,
   args: TrainerArgs,
-  options: { readonly trl?: string; readonly peft?: LoraConfig | null } = {},
+  options: { readonly trl?: string; readonly peft?: LoraConfig | null; readonly deepspeed?: boolean } = {},
 ): ResolvedTrainerArgs {
   validate(trainer, trainerKind, ['trainer']);
   if (!plain(options)) fail('bad-option', 'must be an options object ({ trl, peft })', { path: ['options'], received: show(options) });
@@ -541,7 +558,7 @@ export function resolveTrainerArgs(
   fieldsObject(args, className, path);
   const releaseName = trainer === 'trainer' ? `transformers ${fields.transformers}` : `trl ${release}`;
   const v = readFields(args, fields[className], className, releaseName, MODELLED[trainer], NEUTRAL, path, issues);
-  const common = commonArgs(v, path, issues);
+  const common = commonArgs(v, path, issues, options.deepspeed === true);
   let extra: Partial<ResolvedTrainerArgs> = {};
   if (trainer === 'sft') {
     // sft_config.py __post_init__: loss_type None → chunked_nll (nll with Liger, which refuses chunked_nll).

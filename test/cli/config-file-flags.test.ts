@@ -4,6 +4,9 @@
  * line, exactly the figures of the library run on the options written out by hand; the flags the
  * file decides are refused; the files' errors name the file and the key.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { estimate, estimateRanks, llm, trainerStep, type EstimateOptions, type TrainerArgs } from '../../src/index.js';
 import { cli, cliJson } from '../helpers/cli.js';
@@ -46,6 +49,23 @@ describe('vram-ts --training-args FILE', () => {
     };
     const e = estimate(model, hand);
     expect(out.bytes).toMatchObject({ peak: e.bytes.peak, reserved: e.bytes.reserved });
+  });
+
+  it("fp16 with a deepspeed path (opened from the working directory): DeepSpeed's fp16 on one rank", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vram-ts-fp16-'));
+    const file = join(dir, 'args.json');
+    writeFileSync(file, JSON.stringify({ per_device_train_batch_size: 2, fp16: true, deepspeed: 'test/fixtures/configs/deepspeed/hf-tests-zero2.json' }));
+    const out = json('qwen2.5-0.5b', '--seq', '256', '--training-args', file, '--gpus', '2');
+    const e = estimate(model, {
+      input: [2, 256],
+      mode: 'train',
+      precision: 'fp16',
+      optimizer: { name: 'adamw', impl: 'fused' },
+      microBatches: 1,
+      parallel: { engine: 'deepspeed', dp: 2, zero: 2, deepspeed: { reduceBucketSize: 200_000_000, overlapComm: true }, offload: { optimizer: true } },
+    });
+    expect(out.bytes).toMatchObject({ peak: e.bytes.peak, reserved: e.bytes.reserved });
+    rmSync(dir, { recursive: true });
   });
 
   it('the flags the arguments decide are refused; a deepspeed path is opened from the working directory', () => {

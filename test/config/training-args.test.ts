@@ -14,6 +14,7 @@ import {
   estimate,
   fromTrainingArguments,
   llm,
+  resolveTrainerArgs,
   trainerFields,
   trainerStep,
   VramError,
@@ -46,6 +47,8 @@ const CASES: readonly {
   hand: TrainerArgs;
   context?: TrainingArgumentsContext;
   deepspeed?: { path?: string; explicit: Omit<EstimateOptions, 'input'> };
+  /** Arguments only DeepSpeed runs (fp16): no one-GPU trainer step to compare; their resolution is compared instead. */
+  deepspeedOnly?: true;
 }[] = [
   { name: 'clm-gpt2', hand: { per_device_train_batch_size: 8 } },
   { name: 'mlm-roberta-files', hand: { per_device_train_batch_size: 8 } },
@@ -93,12 +96,30 @@ const CASES: readonly {
       },
     },
   },
+  {
+    // `--fp16` with transformers' tests/deepspeed/ds_config_zero2.json (the deepspeed fixtures' hf-tests-zero2):
+    // its fp16.enabled "auto" is the Trainer's fp16, DeepSpeed's fp16 engine on one GPU.
+    name: 'ds-translation-zero2-fp16',
+    hand: { per_device_train_batch_size: 1, fp16: true },
+    context: { deepspeed: dsFixture('hf-tests-zero2'), worldSize: 1, hiddenSize: H },
+    deepspeed: {
+      path: 'tests/deepspeed/ds_config_zero2.json',
+      explicit: {
+        mode: 'train',
+        precision: 'fp16',
+        optimizer: { name: 'adamw', impl: 'fused' },
+        microBatches: 1,
+        parallel: { engine: 'deepspeed', dp: 1, zero: 2, deepspeed: { reduceBucketSize: 200_000_000, overlapComm: true }, offload: { optimizer: true } },
+      },
+    },
+    deepspeedOnly: true,
+  },
 ];
 
 describe('fromTrainingArguments: real dumps', () => {
-  it('sources.json records ten read and four refused examples, each with its url, ref and argv', () => {
+  it('sources.json records eleven read and three refused examples, each with its url, ref and argv', () => {
     expect(sources.examples.filter((e) => e.use === 'equal').map((e) => e.name)).toEqual(CASES.map((c) => c.name));
-    expect(sources.examples.filter((e) => e.use === 'error')).toHaveLength(4);
+    expect(sources.examples.filter((e) => e.use === 'error')).toHaveLength(3);
     for (const e of sources.examples) {
       expect(e.url).toMatch(/^https:\/\/github\.com\/huggingface\/(transformers|trl)\/blob\//);
       expect(e.commit).toMatch(/^[0-9a-f]{40}$/);
@@ -113,11 +134,17 @@ describe('fromTrainingArguments: real dumps', () => {
       expect(Object.keys(dump).sort()).toEqual(FIELDS); // every field of TrainingArguments 5.18
       const reading = fromTrainingArguments(dump, c.context);
       expect(Object.isFrozen(reading) && Object.isFrozen(reading.args)).toBe(true);
-      const mine = step(reading.args);
-      const theirs = step(c.hand);
-      expect(mine.peak).toBe(theirs.peak);
-      expect(mine.phases).toEqual(theirs.phases);
-      expect(mine).toEqual(theirs);
+      if (c.deepspeedOnly === true) {
+        expect(reading.resolved).toEqual(resolveTrainerArgs('trainer', c.hand, { deepspeed: true }));
+        // Off DeepSpeed the same arguments are refused (autocast and GradScaler are not modelled).
+        expect(errorOf(() => step(reading.args)).issues[0]).toMatchObject({ path: ['args', 'fp16'], code: 'not-modelled' });
+      } else {
+        const mine = step(reading.args);
+        const theirs = step(c.hand);
+        expect(mine.peak).toBe(theirs.peak);
+        expect(mine.phases).toEqual(theirs.phases);
+        expect(mine).toEqual(theirs);
+      }
       if (c.deepspeed === undefined) {
         expect(reading.options).toBeUndefined();
         expect(reading.deepspeedPath).toBeUndefined();
@@ -278,5 +305,31 @@ describe('fromTrainingArguments: laws', () => {
       }),
       { numRuns: 20 },
     );
+  });
+});
+
+describe('fromTrainingArguments: fp16', () => {
+  const zero2 = { zero_optimization: { stage: 2 }, train_micro_batch_size_per_gpu: 'auto', gradient_accumulation_steps: 'auto' };
+  it('under DeepSpeed is DeepSpeed\'s fp16 (its section\'s "auto" filled from it); elsewhere not modelled', () => {
+    const reading = fromTrainingArguments({ fp16: true, deepspeed: { ...zero2, fp16: { enabled: 'auto' } } }, { worldSize: 2 });
+    expect(reading.resolved.fp16).toBe(true);
+    expect(reading.options?.precision).toBe('fp16');
+    expect(fromTrainingArguments({ fp16: false, deepspeed: { ...zero2, fp16: { enabled: 'auto' } } }, { worldSize: 2 }).options?.precision).toBeUndefined();
+    expect(issuesOf({ fp16: true })[0]).toMatchObject({ path: ['fp16'], code: 'not-modelled' });
+  });
+
+  it("with no fp16 section, accelerate's added one casts the inputs (auto_cast): refused at fp16", () => {
+    expect(issuesOf({ fp16: true, deepspeed: zero2 }, { worldSize: 2 })[0]).toMatchObject({
+      path: ['fp16'],
+      code: 'not-modelled',
+      message: expect.stringMatching(/auto_cast/),
+    });
+  });
+
+  it('fp16 with bf16 is refused as TrainingArguments refuses it', () => {
+    expect(issuesOf({ fp16: true, bf16: true, deepspeed: { ...zero2, fp16: { enabled: 'auto' } } }, { worldSize: 2 })[0]).toMatchObject({
+      path: ['fp16'],
+      code: 'bad-option',
+    });
   });
 });
