@@ -57,6 +57,13 @@ export const CONFIG_FILE_FLAGS = {
     meta: 'L',
     help: "the model's decoder layers (gradient checkpointing under DeepSpeed or FSDP)",
   },
+  trainer: {
+    type: 'string',
+    scope: ['explain-config'],
+    values: TRAINERS,
+    meta: 'T',
+    help: 'read FILE as a TRL config of `trl sft` or `trl grpo` (needed when its keys\ndo not tell which)',
+  },
 } as const;
 
 /** The flags each config file decides (or that its job does not take): given beside it, each is an error. */

@@ -16,17 +16,25 @@ const MODEL = `<model>: a catalog name (${models})
          are read, never the weights; HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE; cached under
          $XDG_CACHE_HOME/vram-ts/hub, else ~/.cache/vram-ts/hub)`;
 
+/** A flag's help for one command, or undefined when that command's help does not list it. */
+function helpOf(flag: Flag, command: Command): HelpLine | undefined {
+  const help = specOf(flag).help;
+  return help === undefined || typeof help === 'string' || Array.isArray(help)
+    ? (help as HelpLine | undefined)
+    : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
+}
+
+/** A flag's help text for one command on one line, or '' (explain-config's meanings). */
+export function helpText(flag: string, command: Command): string {
+  const line = FLAGS[flag as Flag] === undefined ? undefined : helpOf(flag as Flag, command);
+  return (typeof line === 'string' ? line : (line?.[1] ?? '')).replace(/\n/g, ' ');
+}
+
 /** A flag's help line for one command, or undefined when that command's help does not list it. */
 function helpLine(flag: Flag, command: Command): string | undefined {
-  const spec = specOf(flag);
-  const help = spec.help;
-  const line =
-    help === undefined
-      ? undefined
-      : typeof help === 'string' || Array.isArray(help)
-        ? (help as HelpLine)
-        : ((help as Partial<Record<string, HelpLine>>)[command] ?? (help as Partial<Record<string, HelpLine>>).default);
+  const line = helpOf(flag, command);
   if (line === undefined) return undefined;
+  const spec = specOf(flag);
   const [meta, text] = typeof line === 'string' ? [spec.meta, line] : line;
   return optionLine(spec.label ?? `--${flag}${meta !== undefined ? ` ${meta}` : ''}`, text);
 }
@@ -40,7 +48,7 @@ function optionLine(label: string, text: string): string {
 const FIELD_META = { boolean: 'true|false', number: 'N', string: 'S', list: 'A,B', any: 'V' } as const;
 
 /** What each modelled field does to the step, for its help line (`grpo.` / `sft.` where the trainers differ). */
-const FIELD_NOTES: Readonly<Record<string, string>> = {
+export const FIELD_NOTES: Readonly<Record<string, string>> = {
   per_device_train_batch_size: 'sequences per micro-batch',
   gradient_accumulation_steps: 'micro-batches per optimizer step',
   gradient_checkpointing: 'every decoder layer one non-reentrant checkpoint',
@@ -303,11 +311,12 @@ Examples
 export const EXPLAIN_CONFIG_HELP = `vram-ts explain-config FILE [options]
 
 What each key of a tool's config file means for GPU memory, read as the tool reads it: a
-DeepSpeed ds_config.json, transformers' TrainingArguments (JSON or YAML) or an accelerate
-config (its kind told by its keys). Every value the estimate uses, where it came from (the file,
-the tool's default, an "auto" filled as the Hugging Face Trainer fills it from the flags),
-what it decides, and the keys accepted that move no memory. An unknown key, or one that moves
-memory in a way vram-ts does not model, is an error naming it.
+DeepSpeed ds_config.json, transformers' TrainingArguments (JSON or YAML), an accelerate config,
+a TRL config (trl sft|grpo --config; --trainer when its keys do not tell which) or vLLM's
+config.yaml (vllm serve --config), its kind told by its keys. Every value the estimate uses,
+where it came from (the file, the tool's default, an "auto" filled as the Hugging Face Trainer
+fills it from the flags, derived), what it decides, and the keys accepted that move no memory.
+An unknown key, or one that moves memory in a way vram-ts does not model, is an error naming it.
 
 Options
 ${options('explain-config', ['batch', 'micro-batches', 'precision', 'gpus', 'hidden', 'layers'])}

@@ -16,7 +16,7 @@ import { specOf, type Values } from './flags.js';
 import { nearest } from './args.js';
 
 /** vLLM's arguments the vllm command models, and the flag each one is. */
-const MODELLED: Readonly<Record<string, string>> = {
+export const MODELLED: Readonly<Record<string, string>> = {
   'gpu-memory-utilization': 'gpu-memory-utilization',
   'max-model-len': 'max-model-len',
   'max-num-seqs': 'max-num-seqs',
@@ -186,6 +186,21 @@ export interface VllmConfig {
   /** Flag → `file: key`. */
   readonly origins: ReadonlyMap<string, string>;
   readonly revision?: string;
+  /**
+   * Every key in the file's order: the flag it sets with its text (none where it leaves vLLM's
+   * default), or, for a key that moves no memory, `unmodelled` where only vLLM's default is accepted.
+   */
+  readonly keys: readonly VllmKey[];
+}
+
+/** One key of the file as read: its name (dashes, `no-X` made `X`) and value. */
+export interface VllmKey {
+  readonly key: string;
+  readonly name: string;
+  readonly value: unknown;
+  readonly flag?: string;
+  readonly text?: string | boolean;
+  readonly unmodelled?: string;
 }
 
 /** vLLM's human_readable_int: 1k = 1000, 1K = 1024 (decimals only with k, m, g, t), or a plain integer. */
@@ -239,6 +254,7 @@ export function readVllmConfig(file: string): VllmConfig {
   const mapping = readConfigFile(file);
   const values: Record<string, string | boolean> = {};
   const origins = new Map<string, string>();
+  const keys: VllmKey[] = [];
   let revision: string | undefined;
   for (const [key, raw] of Object.entries(mapping)) {
     const where = `${file}: ${key}`;
@@ -252,10 +268,14 @@ export function readVllmConfig(file: string): VllmConfig {
     }
     const head = name.split('.')[0]!;
     const flag = MODELLED[head];
+    const read: { -readonly [K in keyof VllmKey]: VllmKey[K] } = { key, name, value };
+    keys.push(read);
     if (flag !== undefined && head === name) {
       // The same argument twice (max-model-len and max_model_len): argparse keeps the last.
       const text = flagValue(flag, value, where);
+      read.flag = flag;
       if (text !== undefined) {
+        read.text = text;
         values[flag] = text;
         origins.set(flag, where);
       } else {
@@ -267,6 +287,7 @@ export function readVllmConfig(file: string): VllmConfig {
     } else if (NEUTRAL.has(head)) continue;
     else if (Object.hasOwn(NOT_MODELLED, head)) {
       const rule = NOT_MODELLED[head]!;
+      read.unmodelled = rule.why;
       if (head === name && rule.defaults.includes(value)) continue;
       usage(where, rule.why, { expected: rule.defaults.map((d) => JSON.stringify(d)).join(' | '), received: JSON.stringify(value) });
     } else {
@@ -274,7 +295,7 @@ export function readVllmConfig(file: string): VllmConfig {
       usage(where, `not a vLLM engine or server argument${hint !== undefined ? `; did you mean ${hint}?` : ''}`, { received: JSON.stringify(value) });
     }
   }
-  return { file, values, origins, ...(revision !== undefined ? { revision } : {}) };
+  return { file, values, origins, keys, ...(revision !== undefined ? { revision } : {}) };
 }
 
 /** The command's flags with the file's under them (the command line wins, as in vLLM). */

@@ -3,7 +3,9 @@
  * reads from a real DeepSpeed config, where it came from and what it means; the keys that move no
  * memory listed apart; the estimate line it prints gives the same figures; errors name the key.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fromDeepSpeedConfig } from '../../src/index.js';
 import { cli } from '../helpers/cli.js';
@@ -35,6 +37,20 @@ describe('vram-ts explain-config FILE', () => {
     expect(r.out).toContain(
       `The same estimate: vram-ts <model> --deepspeed ${D}/hf-tests-zero2-bf16.json --batch 2 --micro-batches 4 --precision bf16 --gpus 8\n`,
     );
+  });
+
+  it("TrainingArguments' fp16 under DeepSpeed: DeepSpeed's fp16, in the summary, the field's meaning and the config's auto", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vram-ts-explain-'));
+    const file = join(dir, 'args.json');
+    writeFileSync(file, JSON.stringify({ per_device_train_batch_size: 2, fp16: true, deepspeed: `${D}/hf-tests-zero2.json` }));
+    const r = cli('explain-config', file, '--gpus', '2');
+    rmSync(dir, { recursive: true });
+    expect(r.err).toBe('');
+    expect(r.out.split('\n')[1]).toBe(
+      "  batch 2 × 1 accumulation; no checkpointing; DeepSpeed's fp16; optim adamw_torch_fused; under DeepSpeed ZeRO-2 (below)",
+    );
+    expect(r.out).toMatch(/\n {2}fp16 +true +under DeepSpeed: its fp16 engine/);
+    expect(r.out).toMatch(/\n {2}fp16\.enabled +true +auto +the parameters, gradients and activations in fp16/);
   });
 
   it('under ZeRO-3 the stage-3 knobs are listed with DeepSpeed’s defaults', () => {

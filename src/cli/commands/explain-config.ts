@@ -3,17 +3,25 @@ import { readConfigFile } from '../config-file.js';
 import { readDeepSpeed } from '../config-options.js';
 import { usage } from '../errors.js';
 import { readAccelerate } from '../accelerate-config.js';
-import { explainAccelerate, explainDeepSpeed, explainTrainingArgs } from '../explain-config.js';
-import { trainerFields } from '../lib.js';
+import { explainAccelerate, explainDeepSpeed, explainTrainingArgs, explainTrl, explainVllm } from '../explain-config.js';
+import { MODEL_CONFIG_FIELDS, resolveTrainerArgs, trainerFields } from '../lib.js';
 import { readTrainingArgs } from '../training-args.js';
+import { trainerInput, withOrigins } from '../trainer.js';
+import { readVllmConfig } from '../vllm-config.js';
 import type { Values } from '../flags.js';
 import { EXPLAIN_CONFIG_HELP } from '../help.js';
-import { count } from '../values.js';
+import { choice, count } from '../values.js';
 import type { Outcome, PlainCommand } from './command.js';
 
-/** The keys that say which tool's file it is (the first kind with one of them wins). */
-const KINDS: readonly { readonly kind: 'accelerate' | 'training-args' | 'deepspeed'; readonly keys: readonly string[] }[] = [
+/** The keys that say which tool's file it is (the first kind with one of them wins; dashes read as underscores). */
+const KINDS = [
   { kind: 'accelerate', keys: ['distributed_type', 'compute_environment'] },
+  {
+    kind: 'vllm',
+    keys: ['model', 'host', 'port', 'served_model_name', 'tensor_parallel_size', 'gpu_memory_utilization', 'max_model_len'],
+  },
+  // ModelConfig's fields and ScriptArguments' datasets and rewards: no TrainingArguments has them.
+  { kind: 'trl', keys: [...Object.keys(MODEL_CONFIG_FIELDS).filter((k) => k !== 'dtype'), 'torch_dtype', 'dataset_name', 'datasets', 'reward_funcs'] },
   {
     kind: 'training-args',
     keys: ['output_dir', 'per_device_train_batch_size', 'optim', 'gradient_checkpointing', 'learning_rate', 'num_train_epochs', 'max_steps', 'report_to'],
@@ -22,15 +30,41 @@ const KINDS: readonly { readonly kind: 'accelerate' | 'training-args' | 'deepspe
     kind: 'deepspeed',
     keys: ['zero_optimization', 'train_batch_size', 'train_micro_batch_size_per_gpu', 'gradient_accumulation_steps', 'bf16', 'fp16', 'optimizer'],
   },
-];
+] as const;
+
+const TRAINING_FLAGS = ['batch', 'micro-batches', 'precision', 'gpus', 'hidden', 'layers'];
+
+/** The trl script a TRL config is for: --trainer, else the one whose dataclasses alone have some key of the file; neither, an error. */
+function trlTrainer(values: Values, file: string, keys: readonly string[]): 'grpo' | 'sft' {
+  const given = choice(values, 'trainer');
+  if (given !== undefined) return given;
+  const g = trainerFields('grpo').defaults;
+  const f = trainerFields('sft').defaults;
+  const grpo = keys.some((k) => (k in g || /^reward_/.test(k)) && !(k in f));
+  if (grpo === keys.some((k) => k in f && !(k in g))) usage('--trainer', `${file}: its keys do not tell trl sft from trl grpo`, { expected: 'sft | grpo' });
+  return grpo ? 'grpo' : 'sft';
+}
 
 function explain(values: Values, [file]: readonly string[]): Outcome {
   const mapping = readConfigFile(file!);
-  const kind = KINDS.find((k) => k.keys.some((key) => Object.hasOwn(mapping, key)))?.kind;
+  const keys = Object.keys(mapping).map((k) => k.replace(/-/g, '_'));
+  const kind = values.trainer !== undefined ? 'trl' : KINDS.find((k) => k.keys.some((key) => keys.includes(key)))?.kind;
   if (kind === undefined)
-    usage(file!, 'is not a config file vram-ts reads: none of its keys is one that a DeepSpeed config, TrainingArguments or an accelerate config has', {
-      expected: 'a ds_config.json, TrainingArguments or an accelerate config',
+    usage(file!, 'is not a config file vram-ts reads: no key tells whose it is', {
+      expected: 'a DeepSpeed, TrainingArguments, accelerate, TRL (or give --trainer) or vLLM config',
     });
+  // Each kind reads its own flags: any other given is an error naming it.
+  const takes = kind === 'trl' ? ['trainer'] : kind === 'vllm' ? [] : TRAINING_FLAGS;
+  const stray = Object.keys(values).find((f) => values[f as keyof Values] !== undefined && !takes.includes(f));
+  if (stray !== undefined) usage(`--${stray}`, `does not apply to ${file}, a ${kind} config`);
+  if (kind === 'vllm') return { stdout: explainVllm(readVllmConfig(file!)), code: 0 };
+  if (kind === 'trl') {
+    // The trainers' own reading (trainerInput, resolveTrainerArgs): their errors name `file: key`.
+    const trainer = trlTrainer(values, file!, Object.keys(mapping));
+    const input = trainerInput({ ...values, config: file } as Values, trainer);
+    const r = withOrigins(input, () => resolveTrainerArgs(trainer, input.config, input.options));
+    return { stdout: explainTrl(file!, mapping, input.script!.reading, r, trainerFields(trainer)), code: 0 };
+  }
   const hidden = values.hidden === undefined ? undefined : count(values, 'hidden', 1);
   const layers = values.layers === undefined ? undefined : count(values, 'layers', 1);
   const sizes = { ...(hidden !== undefined ? { hidden } : {}), ...(layers !== undefined ? { layers } : {}) };
