@@ -2,7 +2,7 @@ import { fail } from '../errors.js';
 import { product } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { show } from '../validate.js';
-import { bytesOf, checkDType, type DType } from './dtype.js';
+import { bytesOf, checkDType, DTYPE_BITS, type DType } from './dtype.js';
 import { isExprValue, isSize, sizeArg } from './size.js';
 
 /** The shape and element type of a tensor; dimensions may be symbolic. */
@@ -59,7 +59,25 @@ function specArg(spec: unknown, fn: string): TensorSpec {
  * ```
  */
 export function numel(spec: TensorSpec): Dim {
-  return shapeProduct(specArg(spec, 'numel').shape, 'numel');
+  return concreteNumel(spec) ?? shapeProduct(specArg(spec, 'numel').shape, 'numel');
+}
+
+/**
+ * The element count of a spec whose every dimension is a number, or undefined (then the checked
+ * path runs, and fails where it must): the trace and the step read specs' sizes per op.
+ */
+function concreteNumel(spec: unknown): number | undefined {
+  const shape = typeof spec === 'object' && spec !== null ? (spec as { shape?: unknown }).shape : undefined;
+  if (!Array.isArray(shape)) return undefined;
+  let n = 1;
+  for (let i = 0; i < shape.length; i += 1) {
+    const dim: unknown = shape[i];
+    if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 0) return undefined;
+    n *= dim;
+    // As product checks each partial product (a zero after an overflow does not rescue it).
+    if (!Number.isSafeInteger(n)) return undefined;
+  }
+  return n;
 }
 
 /** The product of a spec's shape, every dimension checked (a VramError at `[fn, 'spec', 'shape', i]`). */
@@ -78,6 +96,14 @@ function shapeProduct(shape: readonly Dim[], fn: string): Dim {
  * ```
  */
 export function specBytes(spec: TensorSpec): Dim {
+  const n = concreteNumel(spec);
+  const dtype: unknown = n === undefined ? undefined : spec.dtype;
+  if (typeof dtype === 'string' && Object.hasOwn(DTYPE_BITS, dtype)) {
+    // As bytesOf works it out: n · bits / 8, or ⌈n · bits / 8⌉ below a byte (exact: 8 is a power of two).
+    const bits = DTYPE_BITS[dtype as DType];
+    const bytes = bits >= 8 ? n! * (bits / 8) : Math.ceil((n! * bits) / 8);
+    if (Number.isSafeInteger(n! * Math.max(bits, 8))) return bytes;
+  }
   const checked = specArg(spec, 'specBytes');
   return bytesOf(shapeProduct(checked.shape, 'specBytes'), checkDType(checked.dtype, SPEC_DTYPE));
 }
