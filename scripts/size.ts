@@ -63,8 +63,9 @@ const core = await gzipped('estimate, fits, maxFitting, sym, evaluate, seq, conv
 // 45.0 KB with --training-args, --accelerate-config and vLLM's config.yaml (vllm-config.ts: every engine
 // argument vLLM takes, each neutral, default-only or modelled, so that none is read silently).
 // 46.7 KB with explain-config for the TRL script configs and vLLM's config.yaml (issue 26: which trainer, each
-// field's origin and meaning, through the readers the estimating commands use).
-const CLI_BUDGET = 47 * 1024;
+// field's origin and meaning, through the readers the estimating commands use); 47.0 KB with a YAML value
+// on the lines under its key (TRL's own example config) and vLLM's newer arguments.
+const CLI_BUDGET = 47.5 * 1024;
 const cliBuild = await build({
   entryPoints: [new URL('../dist/cli.js', import.meta.url).pathname],
   bundle: false,

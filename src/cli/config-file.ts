@@ -3,8 +3,9 @@
  * YAML such files hold — one mapping of scalars (quoted or bare strings, integers, floats with
  * exponents, true/false, null/~), flow lists `[a, b]`, block lists (`- a`), one nested mapping
  * level (`gradient_checkpointing_kwargs: {use_reentrant: false}` or on indented lines),
- * comments and blank lines. Anything else YAML can say (anchors, aliases, tags, several
- * documents, multi-line strings, deeper nesting) and every bare word that YAML 1.1 (PyYAML)
+ * comments and blank lines; a value may stand on the lines under its key (plain lines folded with
+ * spaces). Anything else YAML can say (anchors, aliases, tags, several documents, block scalars
+ * `|` and `>`, deeper nesting) and every bare word that YAML 1.1 (PyYAML)
  * and YAML 1.2 read differently (`yes`, `on`, `0x1F`, `012`, `1_000`, `.inf`, dates) is an error
  * naming the line, never a guess.
  */
@@ -174,13 +175,21 @@ function value(text: string, file: string, n: number, nested: boolean): unknown 
   );
 }
 
+/** A quoted key and its colon. */
+const QUOTED_KEY = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*')\s*:(?:\s+|$)/;
+/** A bare key and its colon. */
+const BARE_KEY = /^([^\s:#'"&*!|>[\]{},?%@`-][^:]*?|-[^\s:][^:]*?)\s*:(?:\s+|$)/;
+
+/** Whether a line is a `key: value` entry (or a complex key), not a scalar. */
+const isEntry = (text: string) => text.startsWith('? ') || QUOTED_KEY.test(text) || BARE_KEY.test(text);
+
 /** `key: rest` (a bare or quoted key); `rest` may be empty. */
 function entryOf(text: string, file: string, n: number): [string, string] {
   if (text.startsWith('? ')) fail(file, n, 'complex keys (?) are not read');
   if (text.startsWith('- ') || text === '-') fail(file, n, 'a list item where a key was expected');
-  const q = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*')\s*:(?:\s+|$)/.exec(text);
+  const q = QUOTED_KEY.exec(text);
   if (q !== null) return [quoted(q[1]!, file, n), text.slice(q[0].length).trim()];
-  const bare = /^([^\s:#'"&*!|>[\]{},?%@`-][^:]*?|-[^\s:][^:]*?)\s*:(?:\s+|$)/.exec(text);
+  const bare = BARE_KEY.exec(text);
   if (bare === null) return fail(file, n, 'expected `key: value`');
   return [bare[1]!, text.slice(bare[0].length).trim()];
 }
@@ -200,6 +209,7 @@ function block(lines: readonly Line[], from: number, parent: number, nested: boo
   const first = lines[from];
   const isItem = (l: Line | undefined) => l !== undefined && (l.text === '-' || l.text.startsWith('- '));
   if (first === undefined || first.indent < parent || (first.indent === parent && !isItem(first))) return { value: null, next: from };
+  if (!isItem(first) && !isEntry(first.text)) return scalarBlock(lines, from, parent, nested, file);
   let next = from;
   const body: Line[] = [];
   while (next < lines.length && lines[next]!.indent === first.indent && (isItem(first) ? isItem(lines[next]) : !isItem(lines[next]))) body.push(lines[next++]!);
@@ -207,6 +217,27 @@ function block(lines: readonly Line[], from: number, parent: number, nested: boo
   const after = lines[next];
   if (after !== undefined && after.indent > parent) fail(file, after.n, 'unexpected indentation');
   return { value: result, next };
+}
+
+/**
+ * A scalar on the lines under its key (`key:\n  value`, as TRL's example config writes every
+ * value): a plain one's lines folded with spaces, as YAML folds them; a quoted string or a flow
+ * collection on one line. A continuation that is a key or a list item is an error (YAML's too).
+ */
+function scalarBlock(lines: readonly Line[], from: number, parent: number, nested: boolean, file: string): { value: unknown; next: number } {
+  const first = lines[from]!;
+  let next = from + 1;
+  while (next < lines.length && lines[next]!.indent > parent) {
+    const line = lines[next]!;
+    if (isEntry(line.text) || line.text === '-' || line.text.startsWith('- ')) fail(file, line.n, 'a key or list item inside a plain scalar');
+    if (/^["'[{]/.test(first.text)) fail(file, line.n, 'a quoted or flow value over several lines is not read');
+    next++;
+  }
+  const text = lines
+    .slice(from, next)
+    .map((l) => l.text)
+    .join(' ');
+  return { value: value(text, file, first.n, nested), next };
 }
 
 /** The entries of a nested mapping's lines: each `key: value` on one line. */

@@ -114,6 +114,8 @@ const NEUTRAL = new Set([
   'enable-sleep-mode',
   'async-scheduling',
   'scheduling-policy',
+  // Tokens per streamed chunk: the server's output, on the host.
+  'stream-interval',
   'max-num-partial-prefills',
   'max-long-partial-prefills',
   'long-prefill-token-threshold',
@@ -128,6 +130,8 @@ const NEUTRAL = new Set([
   'lora-dtype',
   'fully-sharded-loras',
 ]);
+
+const GRAPHS = 'the CUDA graphs captured are not modelled (--cuda-graph-memory measures them)';
 
 /** vLLM arguments that move GPU memory in ways the vllm command does not model: accepted at vLLM's default only. */
 const NOT_MODELLED: Readonly<Record<string, { readonly defaults: readonly unknown[]; readonly why: string }>> = {
@@ -148,8 +152,9 @@ const NOT_MODELLED: Readonly<Record<string, { readonly defaults: readonly unknow
   'disable-sliding-window': { defaults: [false], why: 'a disabled sliding window is not modelled' },
   'enable-chunked-prefill': { defaults: [null, true], why: 'without chunked prefill the batch defaults differ: not modelled' },
   'compilation-config': { defaults: [null], why: "torch.compile's and the CUDA graphs' settings are not modelled" },
-  'cuda-graph-sizes': { defaults: [null], why: 'the CUDA graphs captured are not modelled (--cuda-graph-memory measures them)' },
-  'max-seq-len-to-capture': { defaults: [null, 8192], why: 'the CUDA graphs captured are not modelled (--cuda-graph-memory measures them)' },
+  'cuda-graph-sizes': { defaults: [null], why: GRAPHS },
+  'max-cudagraph-capture-size': { defaults: [null], why: GRAPHS },
+  'max-seq-len-to-capture': { defaults: [null, 8192], why: GRAPHS },
   'optimization-level': { defaults: [null], why: "torch.compile's level is not modelled" },
   'limit-mm-per-prompt': { defaults: [null], why: "multimodal inputs' profiling is not modelled" },
   'mm-processor-kwargs': { defaults: [null], why: "multimodal inputs' profiling is not modelled" },
@@ -292,7 +297,9 @@ export function readVllmConfig(file: string): VllmConfig {
       usage(where, rule.why, { expected: rule.defaults.map((d) => JSON.stringify(d)).join(' | '), received: JSON.stringify(value) });
     } else {
       const hint = nearest(head, KNOWN);
-      usage(where, `not a vLLM engine or server argument${hint !== undefined ? `; did you mean ${hint}?` : ''}`, { received: JSON.stringify(value) });
+      usage(where, `not a vLLM engine or server argument vram-ts knows${hint !== undefined ? `; did you mean ${hint}?` : ''}`, {
+        received: JSON.stringify(value),
+      });
     }
   }
   return { file, values, origins, keys, ...(revision !== undefined ? { revision } : {}) };

@@ -108,6 +108,35 @@ escaped: "a\\tb\\u00e9"
     for (const [text, expected] of cases) expect(errorAt(text), JSON.stringify(text)).toMatch(expected);
   });
 
+  it("reads a value on the lines under its key, plain lines folded with spaces (TRL's example_config.yaml)", () => {
+    // huggingface/trl examples/cli_configs/example_config.yaml, verbatim (its comments cut).
+    const trl =
+      'model_name_or_path:\n  Qwen/Qwen2.5-0.5B\ndataset_name:\n  stanfordnlp/imdb\nreport_to:\n  none\nlearning_rate:\n  0.0001\nlr_scheduler_type:\n  cosine\n';
+    expect(parseYaml(trl, 'config.yaml')).toEqual({
+      model_name_or_path: 'Qwen/Qwen2.5-0.5B',
+      dataset_name: 'stanfordnlp/imdb',
+      report_to: 'none',
+      learning_rate: 0.0001,
+      lr_scheduler_type: 'cosine',
+    });
+    expect(parseYaml('a:\n  two\n   words\nb:\n  [1, 2]\nc:\n  "x # y"\nd:\n  {e: 1}\n', 'config.yaml')).toEqual({
+      a: 'two words',
+      b: [1, 2],
+      c: 'x # y',
+      d: { e: 1 },
+    });
+    expect(parseYaml('a:\nb: 1', 'config.yaml')).toEqual({ a: null, b: 1 });
+    // A continuation needs only to be deeper than its key (PyYAML reads this as 'b c').
+    expect(parseYaml('a:\n  b\n c', 'config.yaml')).toEqual({ a: 'b c' });
+    for (const [text, expected] of [
+      ['a:\n  b\n  c: 1', /^config\.yaml:3: a key or list item inside a plain scalar/],
+      ['a:\n  b\n  - c', /^config\.yaml:3: a key or list item inside a plain scalar/],
+      ['a:\n  "b"\n  c', /^config\.yaml:3: a quoted or flow value over several lines/],
+      ['a:\n  yes', /^config\.yaml:2: "yes" is a boolean in YAML 1\.1/],
+    ] as const)
+      expect(errorAt(text), JSON.stringify(text)).toMatch(expected);
+  });
+
   it('strips comments outside quotes only', () => {
     expect(stripComment('a: b # c')).toBe('a: b');
     expect(stripComment('a: "b # c" # d')).toBe('a: "b # c"');

@@ -73,10 +73,13 @@ describe('vLLM config files as vllm --config', () => {
 
   it('names the file and key of each refusal, with did-you-mean for an unknown key', () => {
     const err = (text: string, ...more: string[]) => cli('vllm', 'qwen3-4b', '--config', file('e.yaml', text), ...GPU, ...more).err;
-    expect(err('max_modl_len: 4096\n')).toContain('e.yaml: max_modl_len: not a vLLM engine or server argument; did you mean max-model-len?');
+    expect(err('max_modl_len: 4096\n')).toContain('e.yaml: max_modl_len: not a vLLM engine or server argument vram-ts knows; did you mean max-model-len?');
     expect(err('gpu-memory-utilization: 1.5\n')).toContain('e.yaml: gpu-memory-utilization: is a fraction of the GPU');
     expect(err('pipeline-parallel-size: 2\n')).toContain('e.yaml: pipeline-parallel-size: pipeline stages are not modelled');
     expect(err('enable-lora: true\n')).toContain('e.yaml: enable-lora:');
+    // vLLM's recipes write both (GPT-OSS): the capture size moves the CUDA graphs, the stream interval nothing on the GPU.
+    expect(err('max-cudagraph-capture-size: 2048\n')).toContain('e.yaml: max-cudagraph-capture-size: the CUDA graphs captured are not modelled');
+    expect(json(['qwen3-4b', '--config', file('s.yaml', 'stream-interval: 20\nmax_cudagraph_capture_size: null\n')])).toBe(json(['qwen3-4b']));
     expect(err('dtype: int8\n')).toContain("e.yaml: dtype: is one of vLLM's --dtype choices");
     expect(err('max-model-len: 1000000\n')).toContain('e.yaml: max-model-len: ');
     expect(cli('vllm', 'qwen3-4b', '--config', file('c.json', '{}'), ...GPU).err).toContain("c.json: vLLM's config file is YAML");
