@@ -1,7 +1,8 @@
 /**
  * A trainer's config file (`--config grpo_config.yaml`, `--peft-config lora.json`): JSON, or the
  * YAML such files hold — one mapping of scalars (quoted or bare strings, integers, floats with
- * exponents, true/false, null/~), flow lists `[a, b]`, block lists (`- a`), one nested mapping
+ * exponents, true/false, null/~), flow lists `[a, b]`, block lists (`- a`, or `- k: v` items of
+ * scalars under a top-level key), one nested mapping
  * level (`gradient_checkpointing_kwargs: {use_reentrant: false}` or on indented lines),
  * comments and blank lines; a value may stand on the lines under its key (plain lines folded with
  * spaces). Anything else YAML can say (anchors, aliases, tags, several documents, block scalars
@@ -212,8 +213,19 @@ function block(lines: readonly Line[], from: number, parent: number, nested: boo
   if (!isItem(first) && !isEntry(first.text)) return scalarBlock(lines, from, parent, nested, file);
   let next = from;
   const body: Line[] = [];
-  while (next < lines.length && lines[next]!.indent === first.indent && (isItem(first) ? isItem(lines[next]) : !isItem(lines[next]))) body.push(lines[next++]!);
-  const result = isItem(first) ? body.map((l) => scalarItem(l, file)) : nestedMapping(body, nested, file);
+  const items: unknown[] = [];
+  while (next < lines.length && lines[next]!.indent === first.indent && (isItem(first) ? isItem(lines[next]) : !isItem(lines[next]))) {
+    const line = lines[next++]!;
+    if (!isItem(first)) {
+      body.push(line);
+      continue;
+    }
+    // An item's own lines: those deeper than its dash (a mapping's further keys).
+    const more: Line[] = [];
+    while (next < lines.length && lines[next]!.indent > first.indent) more.push(lines[next++]!);
+    items.push(listItem(line, more, nested, file));
+  }
+  const result = isItem(first) ? items : nestedMapping(body, nested, file);
   const after = lines[next];
   if (after !== undefined && after.indent > parent) fail(file, after.n, 'unexpected indentation');
   return { value: result, next };
@@ -249,6 +261,22 @@ function nestedMapping(body: readonly Line[], nested: boolean, file: string): Re
     return [key, value(rest, file, l.n, false)] as const;
   });
   return mapping(entries, file, (i) => body[i]!.n);
+}
+
+/**
+ * A block list's item: a scalar, or (in a top-level key's list: TRL's dataset mixtures) a mapping of
+ * scalars, its first key after the dash and the others on the lines below, aligned with it.
+ */
+function listItem(line: Line, more: readonly Line[], nested: boolean, file: string): unknown {
+  const text = line.text.slice(1).trim();
+  if (!isEntry(text)) {
+    if (more.length > 0) fail(file, more[0]!.n, 'unexpected indentation');
+    return scalarItem(line, file);
+  }
+  if (!nested) fail(file, line.n, 'a mapping inside a nested list is not read');
+  const column = line.indent + line.text.length - text.length;
+  for (const l of more) if (l.indent !== column) fail(file, l.n, 'unexpected indentation');
+  return nestedMapping([{ n: line.n, indent: column, text }, ...more], true, file);
 }
 
 /** A block list's item: one scalar. */

@@ -95,7 +95,11 @@ escaped: "a\\tb\\u00e9"
       ['a: 2024-01-31', /^config\.yaml:1: "2024-01-31" is a timestamp/],
       ['a: .inf', /^config\.yaml:1: ".inf"/],
       ['a: b: c', /^config\.yaml:1: a mapping inside a value/],
-      ['a:\n  - b: 1', /^config\.yaml:2: a mapping inside a list/],
+      ['a:\n  - {b: 1}', /^config\.yaml:2: a mapping inside a list/],
+      ['a:\n  - b:\n    c: 1', /^config\.yaml:2: b: a mapping nested deeper/],
+      ['a:\n  - b: 1\n     c: 2', /^config\.yaml:3: unexpected indentation/],
+      ['a:\n  - b\n    c', /^config\.yaml:3: unexpected indentation/],
+      ['a:\n  b:\n    - c: 1', /^config\.yaml:2: b: a mapping nested deeper/],
       ['a:\n  - [1]', /^config\.yaml:2: a list inside a list/],
       ['a:\n  b: 1\n   c: 2', /^config\.yaml:3: unexpected indentation/],
       ['  a: 1', /^config\.yaml:1: unexpected indentation/],
@@ -135,6 +139,21 @@ escaped: "a\\tb\\u00e9"
       ['a:\n  yes', /^config\.yaml:2: "yes" is a boolean in YAML 1\.1/],
     ] as const)
       expect(errorAt(text), JSON.stringify(text)).toMatch(expected);
+  });
+
+  it("reads a top-level key's list of mappings of scalars (TRL's dataset mixtures)", () => {
+    // huggingface/trl docs/source/clis.md at f2cd57710ae345ea6428ae95363267fcf38a3dc8, "Using dataset mixtures" (GRPO).
+    const grpo =
+      '# grpo_config.yaml\nmodel_name_or_path: Qwen/Qwen2.5-0.5B\ndatasets:\n  - path: HuggingFaceH4/Polaris-Dataset-53K\n  - path: trl-lib/DeepMath-103K\nreward_funcs:\n  - accuracy_reward\n';
+    expect(parseYaml(grpo, 'config.yaml')).toEqual({
+      model_name_or_path: 'Qwen/Qwen2.5-0.5B',
+      datasets: [{ path: 'HuggingFaceH4/Polaris-Dataset-53K' }, { path: 'trl-lib/DeepMath-103K' }],
+      reward_funcs: ['accuracy_reward'],
+    });
+    expect(parseYaml('d:\n- path: a\n  split: train\n  columns: [u, v]\n- b\n', 'config.yaml')).toEqual({
+      d: [{ path: 'a', split: 'train', columns: ['u', 'v'] }, 'b'],
+    });
+    expect(errorAt('d:\n  - path: a\n    path: b')).toMatch(/^config\.yaml:3: the key "path" appears twice/);
   });
 
   it('strips comments outside quotes only', () => {

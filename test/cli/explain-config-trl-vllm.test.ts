@@ -80,7 +80,7 @@ describe('explain-config: TRL script configs', () => {
 
   it('tells grpo from sft by the keys only one trainer has; else --trainer is required, never a default', () => {
     const told = TRL.examples.filter((e) => cli('explain-config', join(dir('trl'), e.file)).code === 0);
-    expect(told.map((e) => e.file)).toEqual(['02-clis-grpo-config.yaml', '06-skill-grpo.yaml']);
+    expect(told.map((e) => e.file)).toEqual(['02-clis-grpo-config.yaml', '06-clis-grpo-datasets.yaml']);
     for (const e of told)
       expect(cli('explain-config', join(dir('trl'), e.file)).out).toBe(cli('explain-config', join(dir('trl'), e.file), '--trainer', 'grpo').out);
     const open = cli('explain-config', join(dir('trl'), '01-clis-sft-config.yaml'));
@@ -172,6 +172,15 @@ describe('explain-config: vLLM config.yaml', () => {
       expect(r.out).toBe('');
       expect(r.err).toContain(`${path}: ${e.error}: `);
     });
+
+  it("tells a vLLM file by a dashed key too (a flag's name, which no other kind writes): vllm-project/recipes' Llama3.3_Hopper.yaml", () => {
+    // vllm-project/recipes Llama/Llama3.3_Hopper.yaml at 8959cf64189c71d36e11c6a30335f923f261b1f7: none of the keys above.
+    const path = file('hopper.yaml', 'kv-cache-dtype: fp8\nasync-scheduling: true\nno-enable-prefix-caching: true\nmax-num-batched-tokens: 8192\n');
+    const r = cli('explain-config', path);
+    expect(r.err).toBe('');
+    expect(r.out.split('\n')[1]).toBe('  as the flags: --kv-cache-dtype fp8 --max-num-batched-tokens 8192');
+    expect(cli('explain-config', file('none.yaml', 'seed: 1\n')).err).toMatch(/none\.yaml: is not a config file vram-ts reads/);
+  });
 
   it('takes none of the training flags', () => {
     const r = cli('explain-config', join(dir('vllm'), '01-vllm-test-config.yaml'), '--batch', '2');

@@ -48,7 +48,9 @@ function trlTrainer(values: Values, file: string, keys: readonly string[]): 'grp
 function explain(values: Values, [file]: readonly string[]): Outcome {
   const mapping = readConfigFile(file!);
   const keys = Object.keys(mapping).map((k) => k.replace(/-/g, '_'));
-  const kind = values.trainer !== undefined ? 'trl' : KINDS.find((k) => k.keys.some((key) => keys.includes(key)))?.kind;
+  // A key with a dash is a command-line flag's name: only vLLM's file writes them (the others are Python fields).
+  const dashed = Object.keys(mapping).some((k) => k.includes('-'));
+  const kind = values.trainer !== undefined ? 'trl' : (KINDS.find((k) => k.keys.some((key) => keys.includes(key)))?.kind ?? (dashed ? 'vllm' : undefined));
   if (kind === undefined)
     usage(file!, 'is not a config file vram-ts reads: no key tells whose it is', {
       expected: 'a DeepSpeed, TrainingArguments, accelerate, TRL (or give --trainer) or vLLM config',
