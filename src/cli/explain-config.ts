@@ -135,6 +135,13 @@ const TRAINER_MEANINGS: Readonly<Record<string, string>> = {
   max_grad_norm: 'clip_grad_norm_: one norm per gradient and their stack (0: no clipping)',
   use_liger_kernel: "Liger's fused linear cross-entropy: no full logits in training",
   loss_type: "the loss's own tensors (SFT's chunked_nll: no full logits)",
+  use_vllm: 'generation by a vLLM engine instead of model.generate',
+  vllm_mode: 'colocate: the engine in the trainer, on its GPU; server: on another GPU',
+  vllm_gpu_memory_utilization: "the colocated engine's share of the GPU's total memory, held from start-up",
+  vllm_max_model_length: "the colocated engine's max_model_len",
+  vllm_enable_sleep_mode: 'the colocated engine keeps only its non-torch memory and CUDA graphs between generations',
+  vllm_importance_sampling_correction: "vLLM's sampling log-probabilities and the ratio kept per sequence",
+  generation_kwargs: 'min_new_tokens: EOS suppressed until then (longer completions)',
 };
 
 /** What the resolved arguments say, as TrainingArguments' and the TRL configs' summaries start. */

@@ -78,6 +78,32 @@ describe('explain-config: TRL script configs', () => {
       expect(r.out).toContain(`\nThe same estimate: vram-ts ${e.command} <model> --config ${path}\n`);
     });
 
+  it("gives every field it decides by a meaning: GRPO's vLLM fields and generation_kwargs too", () => {
+    const path = file(
+      'vllm-grpo.yaml',
+      'model_name_or_path: Qwen/Qwen2.5-0.5B\nreward_funcs: [accuracy_reward]\nuse_vllm: true\nvllm_mode: colocate\nvllm_enable_sleep_mode: true\nvllm_gpu_memory_utilization: 0.3\nvllm_max_model_length: 1024\nvllm_importance_sampling_correction: false\ngeneration_kwargs: {min_new_tokens: 8}\n',
+    );
+    const r = cli('explain-config', path);
+    expect(r.err).toBe('');
+    const lines = sections(r.out)[0]!.split('\n');
+    const rows = lines.slice(lines.findIndex((l) => l.startsWith('  key ')) + 1).filter((l) => l.startsWith('  '));
+    for (const key of [
+      'use_vllm',
+      'vllm_mode',
+      'vllm_enable_sleep_mode',
+      'vllm_gpu_memory_utilization',
+      'vllm_max_model_length',
+      'vllm_importance_sampling_correction',
+      'generation_kwargs',
+    ])
+      expect(
+        rows.some((l) => l.startsWith(`  ${key} `)),
+        key,
+      ).toBe(true);
+    // key, value, from, meaning: four columns on every row.
+    for (const row of rows) expect(row.trim().split(/ {2,}/), row).toHaveLength(4);
+  });
+
   it('tells grpo from sft by the keys only one trainer has; else --trainer is required, never a default', () => {
     const told = TRL.examples.filter((e) => cli('explain-config', join(dir('trl'), e.file)).code === 0);
     expect(told.map((e) => e.file)).toEqual(['02-clis-grpo-config.yaml', '06-clis-grpo-datasets.yaml']);
