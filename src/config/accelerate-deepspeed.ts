@@ -65,11 +65,19 @@ function filled(config: Dict, values: Readonly<Record<string, unknown>>, prefix 
   );
 }
 
+/**
+ * set_mixed_precision's first half (dc:1422-1427): the 16-bit section it adds to a config that has
+ * none (the Trainer's path too, after the Trainer filled the "auto" values).
+ */
+export function withMixedSection(config: Dict, mixed: string): Dict {
+  if (mixed === 'fp16' && config.fp16 === undefined) return { ...config, fp16: { enabled: true, auto_cast: true } };
+  if ((mixed === 'bf16' || mixed === 'fp8') && config.bf16 === undefined) return { ...config, bf16: { enabled: true } };
+  return config;
+}
+
 /** set_mixed_precision (dc:1415-1446): the 16-bit sections accelerate adds, and "auto" enabled flags filled. */
 function withPrecision(config: Dict, mixed: string): Dict {
-  const out: Record<string, unknown> = { ...config };
-  if (mixed === 'fp16' && out.fp16 === undefined) out.fp16 = { enabled: true, auto_cast: true };
-  if ((mixed === 'bf16' || mixed === 'fp8') && out.bf16 === undefined) out.bf16 = { enabled: true };
+  const out: Record<string, unknown> = { ...withMixedSection(config, mixed) };
   for (const [key, on] of [
     ['fp16', mixed === 'fp16'],
     ['bf16', mixed === 'bf16' || mixed === 'fp8'],

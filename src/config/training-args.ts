@@ -16,6 +16,7 @@ import { copyData, jsonData, plain, sameValue } from '../trainers/field-checks.j
 import { parseDictStrings, TRAINER_DEEPSPEED_FIELD as DS, undoPostInit } from '../trainers/post-init.js';
 import { optimizerOf } from '../trainers/step.js';
 import { anything, type Check, integer, object, show, string, validate, type Path } from '../validate.js';
+import { withMixedSection } from './accelerate-deepspeed.js';
 import { fromDeepSpeedConfig, type DeepSpeedOptions, type DeepSpeedReading, type DeepSpeedTrainerContext } from './deepspeed.js';
 
 /** What a TrainingArguments file alone does not say. */
@@ -104,13 +105,10 @@ function fsdpIssue(fields: Record<string, unknown>, issues: VramIssue[]): void {
 /**
  * accelerate's DeepSpeedPlugin.set_mixed_precision (accelerate 1.15 utils/dataclasses.py:1422-1427,
  * called by AcceleratorState, state.py:977): with bf16 (or fp16) mixed precision and no such section,
- * the config gains `{ enabled: true }` for it.
+ * the config gains the one it writes.
  */
 function withMixedPrecision(config: unknown, resolved: ResolvedTrainerArgs): unknown {
-  if (!plain(config)) return config;
-  if (resolved.bf16 && !Object.hasOwn(config, 'bf16')) return { ...config, bf16: { enabled: true } };
-  if (resolved.fp16 && !Object.hasOwn(config, 'fp16')) return { ...config, fp16: { enabled: true, auto_cast: true } };
-  return config;
+  return plain(config) ? withMixedSection(config, resolved.fp16 ? 'fp16' : resolved.bf16 ? 'bf16' : 'no') : config;
 }
 
 /** An issue of the config withMixedPrecision added to: the `fp16.auto_cast` it wrote belongs to the arguments' `fp16`. */
