@@ -1,7 +1,6 @@
 import type { Dim } from '../sym/expr.js';
 import { mul, sub } from '../sym/ops.js';
-import { bytesOf } from '../tensor/dtype.js';
-import { numel } from '../tensor/spec.js';
+import { specBytes } from '../tensor/spec.js';
 import type { IR, IROp } from '../trace/ir.js';
 import { parameterOrder } from '../trace/uses.js';
 import type { Category, Ledger } from './ledger.js';
@@ -145,18 +144,16 @@ export function idBlocks(size: number): IdBlocks {
 
 export function tensorBytes(ir: IR, id: number): Dim {
   const cache = bytesCache(ir).tensors;
-  cache[id] ??= specBytesOf(ir.tensors[id]!.spec);
+  cache[id] ??= specBytes(ir.tensors[id]!.spec);
   return cache[id];
 }
 
 /** Bytes of a parameter's gradient: its own size unless the op declared another gradient spec (a DTensor's placement). */
 export function gradientBytes(ir: IR, id: number): Dim {
   const cache = bytesCache(ir).gradients;
-  cache[id] ??= specBytesOf(ir.tensors[id]!.gradSpec ?? ir.tensors[id]!.spec);
+  cache[id] ??= specBytes(ir.tensors[id]!.gradSpec ?? ir.tensors[id]!.spec);
   return cache[id];
 }
-
-const specBytesOf = (spec: IR['tensors'][number]['spec']): Dim => bytesOf(numel(spec), spec.dtype);
 
 /** Each trace's tensor and gradient bytes, worked out once (a trace is immutable; the step reads them per micro-batch). */
 const byteCaches = new WeakMap<IR, { readonly tensors: (Dim | undefined)[]; readonly gradients: (Dim | undefined)[] }>();

@@ -78,7 +78,18 @@ const FLOATING_DTYPE = ['isFloating', 'dtype'];
 export function bytesOf(numel: Dim, dtype: DType): Dim {
   sizeArg(numel, BYTES_NUMEL, 'an element count');
   const bits = DTYPE_BITS[checkDType(dtype, BYTES_DTYPE)];
+  const concrete = typeof numel === 'number' ? elementBytes(numel, bits) : undefined;
+  if (concrete !== undefined) return concrete;
   return bits >= 8 ? mul(numel, bits / 8) : ceilDiv(mul(numel, bits), 8);
+}
+
+/**
+ * `n` elements of `bits` each in whole bytes (below a byte, rounded up; exact: 8 is a power of two),
+ * or undefined where n · bits passes 2^53 (bytesOf's checked arithmetic then says so).
+ */
+export function elementBytes(n: number, bits: number): number | undefined {
+  if (!Number.isSafeInteger(n * Math.max(bits, 8))) return undefined;
+  return bits >= 8 ? n * (bits / 8) : Math.ceil((n * bits) / 8);
 }
 
 /**

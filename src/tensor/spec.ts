@@ -2,7 +2,7 @@ import { fail } from '../errors.js';
 import { product } from '../sym/ops.js';
 import type { Dim } from '../sym/expr.js';
 import { show } from '../validate.js';
-import { bytesOf, checkDType, DTYPE_BITS, type DType } from './dtype.js';
+import { bytesOf, checkDType, DTYPE_BITS, elementBytes, type DType } from './dtype.js';
 import { isExprValue, isSize, sizeArg } from './size.js';
 
 /** The shape and element type of a tensor; dimensions may be symbolic. */
@@ -98,12 +98,8 @@ function shapeProduct(shape: readonly Dim[], fn: string): Dim {
 export function specBytes(spec: TensorSpec): Dim {
   const n = concreteNumel(spec);
   const dtype: unknown = n === undefined ? undefined : spec.dtype;
-  if (typeof dtype === 'string' && Object.hasOwn(DTYPE_BITS, dtype)) {
-    // As bytesOf works it out: n · bits / 8, or ⌈n · bits / 8⌉ below a byte (exact: 8 is a power of two).
-    const bits = DTYPE_BITS[dtype as DType];
-    const bytes = bits >= 8 ? n! * (bits / 8) : Math.ceil((n! * bits) / 8);
-    if (Number.isSafeInteger(n! * Math.max(bits, 8))) return bytes;
-  }
+  const bytes = typeof dtype === 'string' && Object.hasOwn(DTYPE_BITS, dtype) ? elementBytes(n!, DTYPE_BITS[dtype as DType]) : undefined;
+  if (bytes !== undefined) return bytes;
   const checked = specArg(spec, 'specBytes');
   return bytesOf(shapeProduct(checked.shape, 'specBytes'), checkDType(checked.dtype, SPEC_DTYPE));
 }

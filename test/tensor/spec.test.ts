@@ -34,6 +34,23 @@ describe('numel and specBytes on concrete shapes', () => {
     );
   });
 
+  it('give exactly ⌈n · bits / 8⌉ bytes (BigInt) wherever that is a safe integer', () => {
+    fc.assert(
+      fc.property(specs, (spec) => {
+        const n = spec.shape.reduce((a, d) => a * BigInt(d), 1n);
+        const bytes = (n * BigInt(DTYPE_BITS[spec.dtype]) + 7n) / 8n;
+        const r = outcome(() => specBytes(spec));
+        if ('value' in r) expect(BigInt(r.value as number)).toBe(bytes);
+        else
+          expect(
+            bytes * 8n > BigInt(Number.MAX_SAFE_INTEGER) ||
+              spec.shape.some((_, i) => spec.shape.slice(0, i + 1).reduce((a, d) => a * BigInt(d), 1n) > BigInt(Number.MAX_SAFE_INTEGER)),
+          ).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it('sub-byte dtypes round up to whole bytes; an empty shape is one element', () => {
     const sub = dtypes.find((d) => DTYPE_BITS[d] < 8);
     if (sub !== undefined) expect(specBytes({ shape: [3], dtype: sub })).toBe(Math.ceil((3 * DTYPE_BITS[sub]) / 8));
