@@ -7,6 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { HF_MODEL_TYPES, mobilenetV3Small, estimate } from '../src/index.js';
 import {
+  ACCELERATE_FOLDER,
   DISTRIBUTED_FOLDERS,
   compareDistributedFixture,
   loadDistributedFixtures,
@@ -206,9 +207,11 @@ ${reservedRows.map((r) => `| ${r.id} | ${r.run} | ${n(r.pytorch)} | ${n(r.ours)}
 
   // One rank of a data-parallel job: the distributed oracles' fixtures.
   const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
+  const accelerateRows = new Set(loadDistributedFixtures(ACCELERATE_FOLDER).flatMap(compareDistributedFixture));
+  rankRows.push(...accelerateRows);
   const rankGroups = new Map<string, RankComparison[]>();
   for (const r of rankRows) {
-    const key = `${r.torch} | ${r.engine} | ${kind(r.figure)}`;
+    const key = `${r.torch} | ${r.engine}${accelerateRows.has(r) ? ' (accelerate 1.15.0)' : ''} | ${kind(r.figure)}`;
     rankGroups.set(key, [...(rankGroups.get(key) ?? []), r]);
   }
   const rankSummary = [...rankGroups].map(([key, group]) => {
@@ -221,7 +224,9 @@ collective completes in place, so the engines' own code runs and the allocator s
 allocations. \`tools/oracle/distributed_cpu.py\` runs DistributedDataParallel (its Reducer and buckets)
 and ZeroRedundancyOptimizer on PyTorch 1.13 with a fake group of its own; \`tools/oracle/fsdp2_cpu.py\`
 runs FSDP2 (\`fully_shard\`) and DDP on PyTorch 2.13 with PyTorch's \`fake\` backend, on an MLP and on
-real transformers 4.40.2 Llama and Qwen2 decoders (method and findings: tools/oracle/README.md).
+real transformers 4.40.2 Llama and Qwen2 decoders, and wrapped by accelerate 1.15.0's own
+\`fsdp2_prepare_model\` on transformers 5.18.0 decoders, tied and untied, read from the accelerate
+config of the same settings (method and findings: tools/oracle/README.md).
 vram-ts runs with the case's \`parallel\` plan, \`device: 'cpu'\` and the PyTorch release's rules. Peaks
 are live allocator totals over the third step; the optimizer state is the rank's own. \`single\` rows
 are the same models in one process, for reference.

@@ -45,6 +45,7 @@ export type { IR, IRModule, IROp, IRRegion, IRStorage, IRTensor, TensorRole, Tra
 export type {
   BranchLayer,
   ContextParallelBuild,
+  DecoderRoles,
   GraphBuilder,
   GraphLayer,
   Layer,
@@ -182,6 +183,7 @@ export type { CommonPlan } from './parallel/engines/engine.js';
 export type { DdpKnobs } from './parallel/engines/ddp.js';
 export type { DeepSpeedKnobs } from './parallel/engines/deepspeed/index.js';
 export type { Fsdp2Knobs } from './parallel/engines/fsdp2.js';
+export type { Fsdp2UnitGroup, Fsdp2UnitSpec } from './parallel/engines/fsdp2-units.js';
 export type { MegatronKnobs } from './parallel/engines/megatron.js';
 export { DEFAULT_ENGINE, ENGINE_NAMES } from './parallel/engines/index.js';
 export type { PipelineSchedule } from './parallel/pipeline/schedules.js';

@@ -186,6 +186,7 @@ export function gpt2Model(shape: Gpt2Shape, options: DecoderOptions = {}): Modul
     intermediate: shape.inner,
     gatedMlp: false,
     tied,
+    roles: { layerClass: 'GPT2Block', inputEmbedding: 'transformer.wte', outputEmbedding: 'lm_head', finalNorm: 'transformer.ln_f' },
   });
   const body = graph((g, [ids]) => {
     const h = g.apply(transformer, ids!);

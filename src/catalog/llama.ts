@@ -500,6 +500,7 @@ function decoderMeta(b: DecoderBuild): ModelMeta {
     intermediate: shape.intermediate,
     gatedMlp: true,
     tied: shape.tied,
+    roles: { layerClass: `${b.prefix}DecoderLayer`, inputEmbedding: 'model.embed_tokens', outputEmbedding: 'lm_head', finalNorm: 'model.norm' },
     attention: b.impl,
     ...(shape.maxPositions !== undefined ? { maxPositions: shape.maxPositions } : {}),
     ...(shape.slidingWindow !== undefined ? { slidingWindow: shape.slidingWindow } : {}),

@@ -17,7 +17,7 @@ const CONTEXT_FLAGS: Readonly<Record<string, string>> = {
   batchSize: '--batch',
   gradientAccumulationSteps: '--micro-batches',
   hiddenSize: 'an LLM (its hidden_size)',
-  layers: 'an LLM (its decoder layers)',
+  model: 'MODEL (an FSDP config is read against the model: vram-ts fit MODEL --accelerate-config FILE)',
 };
 
 /** The reader's first issue in the command's words: the file's key, the DeepSpeed file's, or the flag a context field stands for. */
@@ -35,7 +35,7 @@ function cliError(error: VramError, file: string, dsFile: string | undefined): C
   });
 }
 
-/** What a config's "auto" values and checkpointing read of the model: its hidden size and decoder layers. */
+/** What a config's "auto" values and checkpointing read of the model: its hidden size and decoder layers (the Trainer's). */
 export interface DecoderSizes {
   readonly hidden?: number;
   readonly layers?: number;
@@ -47,13 +47,13 @@ export function decoderSizes(model: Layer): DecoderSizes {
   return meta?.kind === 'decoder' ? { hidden: meta.hidden, layers: meta.layers } : {};
 }
 
-/** The file read, and the DeepSpeed file it names read too. */
-export function readAccelerate(values: Values, file: string, sizes: DecoderSizes): AccelerateReading {
+/** The file read (against the model, when there is one: FSDP's units are its modules), and the DeepSpeed file it names read too. */
+export function readAccelerate(values: Values, file: string, sizes: DecoderSizes, model?: Layer): AccelerateReading {
   const context = {
+    ...(model !== undefined ? { model } : {}),
     ...(values.batch !== undefined ? { batchSize: count(values, 'batch', 1) } : {}),
     ...(values['micro-batches'] !== undefined ? { gradientAccumulationSteps: count(values, 'micro-batches', 1) } : {}),
     ...(sizes.hidden !== undefined ? { hiddenSize: sizes.hidden } : {}),
-    ...(sizes.layers !== undefined ? { layers: sizes.layers } : {}),
   };
   const config = readConfigFile(file);
   let dsFile: string | undefined;
@@ -76,7 +76,7 @@ export function readAccelerate(values: Values, file: string, sizes: DecoderSizes
 /** The options with --accelerate-config's file over them (unchanged without it). */
 export function withAccelerate(values: Values, model: Layer, options: EstimateOptions, solvingBatch: boolean): EstimateOptions {
   if (values['accelerate-config'] === undefined) return options;
-  const reading = readAccelerate(values, values['accelerate-config'], decoderSizes(model));
+  const reading = readAccelerate(values, values['accelerate-config'], decoderSizes(model), model);
   const [batch, ...rest] = options.input as readonly Dim[];
   const micro = reading.microBatchSize;
   if (micro !== undefined && solvingBatch)

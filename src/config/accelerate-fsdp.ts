@@ -1,6 +1,6 @@
 /*
  * `distributed_type: FSDP`: the `fsdp_config` section checked as accelerate 1.15.0 reads it into its
- * FullyShardedDataParallelPlugin and `fsdp2_prepare_model` (FSDP itself is then refused: accelerate.ts). Sources (accelerate 1.15.0): cl
+ * FullyShardedDataParallelPlugin and `fsdp2_prepare_model` (accelerate.ts makes the fsdp2 plan of it). Sources (accelerate 1.15.0): cl
  * commands/launch.py, ul utils/launch.py, dc utils/dataclasses.py, fu utils/fsdp_utils.py, acc
  * accelerator.py.
  */
@@ -47,33 +47,53 @@ function readVersion(r: AccelerateReader, got: ReturnType<typeof named>): 2 | un
   );
 }
 
-/** The wrap policy: TRANSFORMER_BASED_WRAP wraps the model's decoder layers (fu fsdp2_prepare_model); the others are not modelled. */
-function readWrap(r: AccelerateReader, got: ReturnType<typeof named>): void {
+/**
+ * The wrap policy: TRANSFORMER_BASED_WRAP wraps the model's decoder layers (fu fsdp2_prepare_model);
+ * the others are not modelled. Returns the class names given to wrap (the launcher's string, split
+ * on commas by dc:1925-1926), if any.
+ */
+function readWrap(r: AccelerateReader, got: ReturnType<typeof named>): { readonly names: readonly string[]; readonly path: Path } | undefined {
   const given = got.get('fsdp_auto_wrap_policy');
   const path: Path = given?.path ?? ['fsdp_config', 'fsdp_auto_wrap_policy'];
   const value = given?.value ?? 'NO_WRAP'; // dc:1910: FSDP_AUTO_WRAP_POLICY, default NO_WRAP
   const policy = typeof value === 'string' ? value.toUpperCase() : undefined;
   if (policy === undefined || !WRAP_POLICIES.includes(policy)) {
     r.issue('bad-option', path, 'an auto wrap policy accelerate knows (dc:1910-1915)', WRAP_POLICIES.join(' | '), value);
-    return;
+    return undefined;
   }
   const minParams = got.get('fsdp_min_num_params');
   if (minParams !== undefined && policy !== 'SIZE_BASED_WRAP') r.ignore(minParams.path, 'read only under SIZE_BASED_WRAP (dc:1927-1934)');
   const classes = got.get('fsdp_transformer_layer_cls_to_wrap');
-  if (policy === 'TRANSFORMER_BASED_WRAP') return;
+  if (policy === 'TRANSFORMER_BASED_WRAP') {
+    if (classes === undefined || classes.value === null) return undefined;
+    // The launcher passes str(value) (ul:320-321): only a string names classes get_module_class_from_name can find.
+    if (typeof classes.value !== 'string')
+      return r.issue(
+        'bad-option',
+        classes.path,
+        'the launcher passes str(value): give the class names as one comma-separated string',
+        'LlamaDecoderLayer',
+        classes.value,
+      );
+    return { names: classes.value.split(','), path: classes.path };
+  }
   if (classes !== undefined) r.ignore(classes.path, 'read only under TRANSFORMER_BASED_WRAP (dc:1921-1926)');
-  r.issue(
+  return r.issue(
     'not-modelled',
     path,
     policy === 'SIZE_BASED_WRAP'
       ? 'units by parameter count (size_based_auto_wrap_policy) are not modelled'
-      : "NO_WRAP: accelerate shards the embedding, the norm-and-head group and the root (fu fsdp2_prepare_model): vram-ts's FSDP2 units cannot express a group of modules",
+      : 'NO_WRAP (the embedding, the norm-and-head group and the root as the only units, fu fsdp2_prepare_model) is not measured',
     'TRANSFORMER_BASED_WRAP',
     given?.value ?? 'absent (NO_WRAP)',
   );
 }
 
-/** Activation checkpointing (acc:1697-1698, fu fsdp2_apply_ac: checkpoint_wrapper, non-reentrant, around each wrapped layer). */
+/**
+ * Activation checkpointing (acc:1697-1698, fu fsdp2_apply_ac: checkpoint_wrapper, non-reentrant,
+ * around each wrapped layer): under FSDP2 its recomputation inside the units' gathers is not
+ * measured, so it is refused.
+ */
 function readCheckpoint(r: AccelerateReader, got: ReturnType<typeof named>): void {
   const ac = got.get('fsdp_activation_checkpointing');
   const on = ac === undefined ? false : (r.flag(ac.value, ac.path) ?? false);
@@ -82,13 +102,13 @@ function readCheckpoint(r: AccelerateReader, got: ReturnType<typeof named>): voi
   if (off && !on) r.issue('bad-option', offload!.path, 'activation_checkpointing_offload requires activation_checkpointing (dc:1967-1968)', 'false', true);
   else if (off)
     r.issue('not-modelled', offload!.path, 'offload_wrapper (the checkpoints’ inputs kept on the host, save_on_cpu) is not modelled', 'false', true);
-  if (on && r.context.layers === undefined)
+  if (on)
     r.issue(
-      'missing-context',
-      ['context', 'layers'],
-      'the decoder layers checkpoint_wrapper wraps (the wrap policy’s modules): give context.layers, their count or their module keys',
-      'a layer count or a list of module keys',
-      'missing',
+      'not-modelled',
+      ac!.path,
+      'checkpoint_wrapper around each FSDP2 unit (recomputation between its gathers) is not measured: estimate with parallel { engine: fsdp2 } and checkpoint { modules } to see its figure',
+      'false',
+      ac!.value,
     );
 }
 
@@ -113,22 +133,30 @@ function readChecks(r: AccelerateReader, got: ReturnType<typeof named>): void {
     r.issue('not-modelled', ignoredModules.path, 'modules left out of FSDP sharding (ignored_params) are not modelled', 'null', ignoredModules.value);
 }
 
+/** What an FSDP2 `fsdp_config` decides: the plugin's reshard_after_forward and CPUOffloadPolicy, the classes named to wrap. */
+export interface FsdpSection {
+  readonly reshardAfterForward: boolean;
+  readonly offload: boolean;
+  /** fsdp_transformer_layer_cls_to_wrap, when given (else the model's `_no_split_modules`). */
+  readonly layerClasses?: { readonly names: readonly string[]; readonly path: Path };
+}
+
 /**
- * `fsdp_config` under `distributed_type: FSDP`, checked key by key as accelerate reads it (FSDP1,
- * the wrap policies, checkpointing offload and ignored modules not modelled; the values accelerate
- * refuses): its issues go to the reader. The caller refuses FSDP2 itself after (its layout is not
- * the fsdp2 engine's), so nothing is read into options.
+ * `fsdp_config` under `distributed_type: FSDP`, read key by key as accelerate reads it (FSDP1,
+ * the wrap policies other than TRANSFORMER_BASED_WRAP, activation checkpointing and ignored
+ * modules not modelled; the values accelerate refuses): its issues go to the reader.
  */
-export function checkFsdp(r: AccelerateReader, section: Dict): void {
+export function readFsdp(r: AccelerateReader, section: Dict): FsdpSection | undefined {
   r.keys(section, ['fsdp_config'], HANDLED, NEUTRAL_FSDP2, fsdpName);
   const got = named(section);
-  if (readVersion(r, got) === undefined) return;
-  // dc:1865-1867: a string goes through str_to_bool (FULL_SHARD and the other FSDP1 names are refused).
+  if (readVersion(r, got) === undefined) return undefined;
+  // dc:1865-1867: a string goes through str_to_bool (FULL_SHARD and the other FSDP1 names are refused); the launcher's defaults "true" and "false" (cl:520-544).
   const reshard = got.get('fsdp_reshard_after_forward');
-  if (reshard !== undefined) r.flag(reshard.value, reshard.path);
   const offload = got.get('fsdp_offload_params');
-  if (offload !== undefined) r.flag(offload.value, offload.path);
-  readWrap(r, got);
+  const reshardAfterForward = reshard === undefined ? true : (r.flag(reshard.value, reshard.path) ?? true);
+  const offloaded = offload === undefined ? false : (r.flag(offload.value, offload.path) ?? false);
+  const layerClasses = readWrap(r, got);
   readCheckpoint(r, got);
   readChecks(r, got);
+  return { reshardAfterForward, offload: offloaded, ...(layerClasses !== undefined ? { layerClasses } : {}) };
 }

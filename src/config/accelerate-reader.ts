@@ -1,7 +1,7 @@
 /* The accelerate config reader's state and the value rules accelerate's launcher applies (fromAccelerateConfig in accelerate.ts). */
 import type { VramIssue } from '../errors.js';
-import { LIMITS } from '../limits.js';
-import { anyOf, arrayOf, type Check, didYouMean, integer, object, show, string, type Path } from '../validate.js';
+import type { Layer } from '../nn/types.js';
+import { type Check, didYouMean, integer, object, show, type Path } from '../validate.js';
 import { FALSE_WORDS, TRUE_WORDS } from './accelerate-keys.js';
 import { isDict, issueOf, type Dict } from './deepspeed-reader.js';
 
@@ -20,10 +20,11 @@ export interface AccelerateContext {
   /** `Accelerator(gradient_accumulation_steps=…)` (default 1), for a loop under `accelerator.accumulate()`. */
   readonly gradientAccumulationSteps?: number;
   /**
-   * The decoder layers FSDP's activation checkpointing wraps: their module keys, or their count
-   * `n` for the catalog decoders' `model.layers.0` … `model.layers.{n-1}` (the model's `num_hidden_layers`).
+   * The model the script trains (a catalog decoder: llm, fromHFConfig): under `distributed_type:
+   * FSDP` accelerate makes its FSDP2 units of the model's own modules (decoder layers, input
+   * embedding, final norm, lm_head), so an FSDP config needs it.
    */
-  readonly layers?: number | readonly string[];
+  readonly model?: Layer;
 }
 
 /** A key read and accepted that moves no memory, or that the reading takes approximately: with why. */
@@ -43,7 +44,10 @@ export const contextCheck = (): Check =>
       hiddenSize: integer(1),
       batchSize: integer(1),
       gradientAccumulationSteps: integer(1),
-      layers: anyOf([integer(1, LIMITS.layers), arrayOf(string, { min: 1 })], 'a layer count or a list of module keys'),
+      model: (value, path, issues) => {
+        if (typeof value !== 'object' || value === null || typeof (value as { kind?: unknown }).kind !== 'string')
+          issues.push({ path, code: 'bad-option', message: 'must be a model (a Layer: llm, fromHFConfig)', expected: 'Layer', received: show(value) });
+      },
     },
   });
 

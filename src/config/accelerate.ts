@@ -12,7 +12,8 @@ import type { OptimizerSpec } from '../memory/optimizers.js';
 import type { ParallelPlan } from '../parallel/plan.js';
 import { show, validate } from '../validate.js';
 import { readDeepSpeed, unusedFile } from './accelerate-deepspeed.js';
-import { checkFsdp } from './accelerate-fsdp.js';
+import { readFsdp, type FsdpSection } from './accelerate-fsdp.js';
+import { accelerateFsdp2Units } from './accelerate-fsdp-units.js';
 import { DYNAMO_SETTINGS, MODELLED_TYPES, NEUTRAL_TOP, PRECISIONS, UNMODELLED_TYPES } from './accelerate-keys.js';
 import { AccelerateReader, contextCheck, type AccelerateContext, type AccelerateNote } from './accelerate-reader.js';
 import type { DeepSpeedReading } from './deepspeed.js';
@@ -22,7 +23,10 @@ export type { AccelerateContext, AccelerateNote } from './accelerate-reader.js';
 
 /** The estimate options an accelerate config means (give `input`). */
 export interface AccelerateOptions {
-  /** MULTI_GPU: `ddp`; DEEPSPEED: `deepspeed` (fromDeepSpeedConfig's plan); NO: absent (one device). */
+  /**
+   * MULTI_GPU: `ddp`; DEEPSPEED: `deepspeed` (fromDeepSpeedConfig's plan); FSDP: `fsdp2` with
+   * accelerate's units; NO: absent (one device).
+   */
   readonly parallel?: ParallelPlan;
   /**
    * `mixed_precision`: `amp-bf16` (torch.autocast over the model's float32 parameters, acc:585-593)
@@ -30,6 +34,8 @@ export interface AccelerateOptions {
    * absent with `no`.
    */
   readonly precision?: 'amp-bf16' | 'bf16' | 'fp16';
+  /** FSDP with `bf16`: the parameters' stored dtype (fsdp2_prepare_model upcasts the trainable ones, fu:813-825). */
+  readonly dtype?: 'float32';
   /** `use_cpu` under NO (ACCELERATE_USE_CPU, ul:133). */
   readonly device?: 'cpu';
   /** DeepSpeed's `gradient_accumulation_steps`, or `context.gradientAccumulationSteps`. */
@@ -41,7 +47,7 @@ export interface AccelerateOptions {
 /** An accelerate config read as accelerate reads it. */
 export interface AccelerateReading {
   readonly options: AccelerateOptions;
-  readonly distributedType: 'NO' | 'MULTI_GPU' | 'DEEPSPEED';
+  readonly distributedType: 'NO' | 'MULTI_GPU' | 'DEEPSPEED' | 'FSDP';
   /** `num_processes`: every process of the job (all machines), the data-parallel world. */
   readonly processes: number;
   readonly machines: number;
@@ -63,8 +69,8 @@ export interface AccelerateReading {
   readonly approximations: readonly AccelerateNote[];
 }
 
-/** The types read (FSDP is read, then refused). */
-type Modelled = AccelerateReading['distributedType'] | 'FSDP';
+/** The types read. */
+type Modelled = AccelerateReading['distributedType'];
 
 /** The top-level keys read here (ClusterConfig, ca:178-217, and the old `fp16` / `dynamo_backend` process_config converts, ca:113-119). */
 const HANDLED = [
@@ -219,16 +225,78 @@ function readOtherSections(r: AccelerateReader, config: Dict, type: Modelled | u
     if (type !== owner && nonEmpty(key)) r.ignore([key], `read only under distributed_type ${owner} (cl:1390-1402)`);
 }
 
-/** The options of the engine the type names. */
 /**
- * accelerate 1.15.0's fsdp2_prepare_model (utils/fsdp_utils.py:851-880) shards each wrapped layer,
- * then the input embedding alone (untied), then [final norm, lm_head] (with a tied embedding) as ONE
- * unit never resharded after forward, and the root with torch's heuristic: the fsdp2 engine's units
- * are one module each with one reshard setting, so this layout is not modelled (the Trainer's FSDP
- * goes the same way: fromTrainingArguments refuses `fsdp`).
+ * FSDP2's units as accelerate 1.15.0's fsdp2_prepare_model makes them of the model
+ * (accelerateFsdp2Units): the model comes from the context; a class named to wrap must be its
+ * decoder layer class.
  */
-const fsdpLayout = (): string =>
-  `accelerate's FSDP2 layout (the embedding alone, final norm and lm_head as one unit never resharded after forward: fsdp_utils.py:851-880) is not modelled: estimate with parallel { engine: '${fsdp2Engine.name}' } models torch's fully_shard per decoder layer`;
+function fsdpUnits(r: AccelerateReader, fsdp: FsdpSection) {
+  const model = r.context.model;
+  if (model === undefined)
+    return r.issue(
+      'missing-context',
+      ['context', 'model'],
+      "accelerate's FSDP2 units are the model's own modules (decoder layers, input embedding, final norm, lm_head): give context.model",
+      'a catalog decoder (llm, fromHFConfig)',
+      'missing',
+    );
+  const units = accelerateFsdp2Units(model);
+  const roles = model.kind === 'module' ? model.meta?.roles : undefined;
+  if (units === undefined || roles === undefined)
+    return r.issue(
+      'not-modelled',
+      ['context', 'model'],
+      'the model records no decoder layers and roles (input embedding, final norm, lm_head) to wrap as accelerate does: a catalog decoder does',
+      'a catalog decoder (llm, fromHFConfig)',
+      model.kind === 'module' ? model.className : model.kind,
+    );
+  const other = fsdp.layerClasses?.names.find((name) => name !== roles.layerClass);
+  if (other !== undefined)
+    return r.issue(
+      'not-modelled',
+      fsdp.layerClasses!.path,
+      `units of class ${JSON.stringify(other)} are not modelled: vram-ts wraps the model's decoder layers (${roles.layerClass}, its _no_split_modules)`,
+      roles.layerClass,
+      fsdp.layerClasses!.names.join(','),
+    );
+  return units;
+}
+
+/**
+ * `distributed_type: FSDP`: FSDP2 over the processes with accelerate's units. Under FSDP2 prepare()
+ * never wraps the forward in autocast (acc _prepare_fsdp2 skips prepare_model): `bf16` is the
+ * plugin's MixedPrecisionPolicy alone (param, reduce and output dtypes bf16, dc:2136-2143) over
+ * trainable parameters upcast to float32 (fu:813-825), measured.
+ */
+function fsdpOptions(r: AccelerateReader, config: Dict, mixed: string, processes: number) {
+  const before = r.issues.length;
+  const fsdp = readFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']));
+  const units = fsdp === undefined ? undefined : fsdpUnits(r, fsdp);
+  if (fsdp === undefined || units === undefined || r.issues.length > before) return undefined;
+  // CPUOffloadPolicy (fu:777): parameters, gradients and optimizer state together, as the engine's two flags.
+  if (fsdp.offload)
+    r.approximate(['fsdp_config', 'fsdp_offload_params'], "CPUOffloadPolicy: the fsdp2 engine's offload is read from torch's sources, not measured");
+  if (mixed === 'bf16') r.approximate(['mixed_precision'], 'output_dtype casts the returned loss to bf16 (2 bytes), not counted');
+  const accumulation = r.context.gradientAccumulationSteps;
+  const bf16 = mixed === 'bf16';
+  return {
+    options: {
+      parallel: {
+        engine: fsdp2Engine.name,
+        dp: processes,
+        units,
+        reshardAfterForward: fsdp.reshardAfterForward,
+        ...(fsdp.offload ? { offload: { optimizer: true, parameters: true } } : {}),
+        ...(bf16 ? { mixedPrecision: { param: 'bfloat16' as const, reduce: 'bfloat16' as const } } : {}),
+        // accelerator.accumulate(): set_requires_gradient_sync(False) but on the last micro-batch (acc:1166-1171).
+        ...(accumulation !== undefined && accumulation > 1 ? { gradientSync: 'last' as const } : {}),
+      },
+      ...(bf16 ? { dtype: 'float32' as const } : {}),
+      ...(accumulation !== undefined && accumulation > 1 ? { microBatches: accumulation } : {}),
+    },
+    autocast: false,
+  };
+}
 
 function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed: { mixed: string; given: boolean }, processes: number, cpu: boolean) {
   const accumulation = r.context.gradientAccumulationSteps;
@@ -245,12 +313,7 @@ function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed:
     );
   if (type === 'NO') return { options: { ...amp, ...(cpu ? { device: 'cpu' as const } : {}), ...steps }, autocast: mixed.mixed === 'bf16' };
   if (type === 'MULTI_GPU') return { options: { parallel: { engine: ddpEngine.name, dp: processes }, ...amp, ...steps }, autocast: mixed.mixed === 'bf16' };
-  if (type === 'FSDP') {
-    // Its keys are read first (their own issues, FSDP1 among them, say enough); a valid FSDP2 section is still not the engine's layout: refused, not guessed.
-    const before = r.issues.length;
-    checkFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']));
-    return r.issues.length > before ? undefined : r.issue('not-modelled', ['distributed_type'], fsdpLayout(), 'NO | MULTI_GPU | DEEPSPEED', 'FSDP');
-  }
+  if (type === 'FSDP') return fsdpOptions(r, config, mixed.mixed, processes);
   const ds = readDeepSpeed(r, r.dict(config.deepspeed_config, ['deepspeed_config']), mixed.mixed, mixed.given, processes);
   if (ds === undefined) return undefined;
   // DeepSpeed casts the model itself: no autocast (acc:565-593 exclude it, state.py:959-960).
@@ -263,12 +326,13 @@ function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed:
  * the parsed mapping (vram-ts parses no YAML). `distributed_type` picks the engine: `NO` (one
  * device; `use_cpu`: the CPU), `MULTI_GPU` (`ddp` over `num_processes` ranks) and `DEEPSPEED`
  * (the DeepSpeed config accelerate builds from `deepspeed_config`, or the file it names given as
- * `context.deepspeedConfig`, read by fromDeepSpeedConfig). `FSDP` is read key by key (FSDP1 and the
- * keys vram-ts cannot honour each at its path) and then refused at `distributed_type`: accelerate's
- * fsdp2_prepare_model shards the embedding alone and the final norm with lm_head as one unit that
- * is never resharded after forward, a layout the fsdp2 engine does not model. `mixed_precision`
- * `bf16` is autocast (`amp-bf16`, over float32 parameters: the model as loaded in float32) under NO
- * and MULTI_GPU, DeepSpeed's bf16 under DEEPSPEED.
+ * `context.deepspeedConfig`, read by fromDeepSpeedConfig) and `FSDP` (FSDP2 `fsdp2` with the units
+ * accelerate's fsdp2_prepare_model makes of `context.model`: each decoder layer, the untied input
+ * embedding alone, the final norm with lm_head — and a tied embedding — as one unit never
+ * resharded after forward; FSDP1 and the keys vram-ts cannot honour each refused at its path).
+ * `mixed_precision` `bf16` is autocast (`amp-bf16`, over float32 parameters: the model as loaded in
+ * float32) under NO and MULTI_GPU, DeepSpeed's bf16 under DEEPSPEED, FSDP2's MixedPrecisionPolicy
+ * over float32 parameters under FSDP.
  *
  * Keys that move no memory are listed in `ignored` with why; values that move memory in ways vram-ts
  * does not model (FSDP1, fp8, fp16's GradScaler, torch.compile, other devices, …) are VramError
@@ -307,8 +371,7 @@ export function fromAccelerateConfig(config: unknown, context: AccelerateContext
   readOtherSections(r, config, type, mixed.mixed);
   if (type !== undefined && type !== 'DEEPSPEED' && context.deepspeedConfig !== undefined) unusedFile(r);
   const engine = type === undefined ? undefined : engineOptions(r, config, type, mixed, processes, cpu);
-  // FSDP always leaves an issue (engineOptions refuses it): here the type is one that is read into options.
-  if (r.issues.length > 0 || type === undefined || type === 'FSDP' || engine === undefined) throw new VramError(r.issues);
+  if (r.issues.length > 0 || type === undefined || engine === undefined) throw new VramError(r.issues);
   const ds = 'ds' in engine ? engine.ds : undefined;
   return deepFreeze({
     options: engine.options as AccelerateOptions,

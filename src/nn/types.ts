@@ -139,6 +139,15 @@ export interface QuantizationPlan {
 }
 
 /** What a decoder catalog entry records about itself. */
+/** Module keys of a decoder's parts by role (see {@link ModelMeta.roles}). */
+export interface DecoderRoles {
+  /** Class name of the decoder layers (`LlamaDecoderLayer`, `GPT2Block`): `_no_split_modules`. */
+  readonly layerClass: string;
+  readonly inputEmbedding: string;
+  readonly outputEmbedding: string;
+  readonly finalNorm: string;
+}
+
 export interface ModelMeta {
   readonly kind: 'decoder';
   readonly family: string;
@@ -154,6 +163,12 @@ export interface ModelMeta {
   readonly gatedMlp: boolean;
   /** Whether the LM head shares the token embedding's weight. */
   readonly tied: boolean;
+  /**
+   * The modules found by role, as Hugging Face and accelerate find them: the decoder layer class
+   * (`_no_split_modules`), `get_input_embeddings()`, `get_output_embeddings()` and the base
+   * model's last `*Norm*` child (accelerate's `_find_final_norm`). Where the builder records them.
+   */
+  readonly roles?: DecoderRoles;
   /** `max_position_embeddings`, where the config gives it. */
   readonly maxPositions?: number;
   /** The attention implementation the model was built with (eager, sdpa, flash), where the builder records it. */

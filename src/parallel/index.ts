@@ -10,6 +10,7 @@ import type { DType } from '../tensor/dtype.js';
 import type { IR } from '../trace/ir.js';
 import { engineNamed, type EngineRecord } from './engines/index.js';
 import type { EngineEnv } from './engines/engine.js';
+import { unitModuleKeys } from './engines/fsdp2-units.js';
 import { checkBuiltParallel, checkPlan, offloads, type ParallelPlan, type RankOptions } from './plan.js';
 import { pipelineRank, type PipelineRank, type RankTracer } from './pipeline/rank.js';
 
@@ -63,7 +64,7 @@ export function rankSetup<O extends RankOptions>(model: Layer, options: O, store
   return {
     options: rankOptions,
     wholeTrace: engine?.wholeTrace ?? false,
-    moduleNames: plan.units ?? [],
+    moduleNames: unitModuleKeys(plan.units ?? []),
     pipeline: (plan.pp ?? 1) > 1 ? (trace) => pipelineRank(model, rankOptions, plan, trace) : null,
     step: (traced, ir) => ({
       residency: residencyOf(plan, engine, { defaultUnits: defaultUnits(traced), storeDtype: stored ?? ir.settings.paramDtype, family }),

@@ -103,6 +103,16 @@ describe('vram-ts --accelerate-config FILE', () => {
     expect(last.bytes!.peak).toBe(ranks[7]!.peak);
   });
 
+  it("TRL's FSDP2 config: accelerate's units of the model (each layer; norm, tied embedding and lm_head together), bf16 policy", () => {
+    const units = [
+      ...Array.from({ length: 24 }, (_, i) => `model.layers.${i}`),
+      { modules: ['model.norm', 'model.embed_tokens', 'lm_head'], reshardAfterForward: false },
+    ];
+    const explicit = { dtype: 'float32', parallel: { engine: 'fsdp2', dp: 8, units, mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' } } } as const;
+    const out = json('qwen2.5-0.5b', '--seq', '256', '--accelerate-config', `${A}/trl-fsdp2.yaml`);
+    expect(out.bytes).toMatchObject(peakOf(explicit, [1, 256]));
+  });
+
   it('the flags the file decides are refused; FSDP and the files it names are errors naming them', () => {
     for (const flag of [
       ['--gpus', '8'],
@@ -114,9 +124,8 @@ describe('vram-ts --accelerate-config FILE', () => {
       expect(r.code).toBe(2);
       expect(r.err).toBe(`vram-ts: ${flag[0]}: is decided by --accelerate-config ${A}/trl-multi-gpu.yaml: leave it out\n`);
     }
-    const fsdp = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/trl-fsdp2.yaml`);
-    expect(fsdp.code).toBe(2);
-    expect(fsdp.err).toMatch(new RegExp(`^vram-ts: ${A}/trl-fsdp2\\.yaml: distributed_type: accelerate's FSDP2 layout`));
+    const fsdp = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/trl-fsdp2.yaml`, '--zero', '3');
+    expect(fsdp.err).toBe(`vram-ts: --zero: is decided by --accelerate-config ${A}/trl-fsdp2.yaml: leave it out\n`);
     const named = cli('qwen2.5-0.5b', '--accelerate-config', `${A}/accelerate-template-deepspeed.yaml`);
     expect(named.code).toBe(2);
     expect(named.err).toBe('vram-ts: ../deepspeed_config_templates/zero_stage1_config.json: cannot read (no such file or directory)\n');

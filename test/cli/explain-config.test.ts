@@ -112,6 +112,7 @@ describe('vram-ts explain-config: TrainingArguments and accelerate configs', () 
     expect(r.out).toMatch(/\n {2}zero_optimization\.stage +3 +file /);
     const fsdp = cli('explain-config', 'test/fixtures/configs/accelerate/trl-fsdp2.yaml');
     expect(fsdp.code).toBe(2);
-    expect(fsdp.err).toMatch(/trl-fsdp2\.yaml: distributed_type: accelerate's FSDP2 layout/);
+    // FSDP2's units are the model's modules: explained against a model only (vram-ts fit MODEL --accelerate-config).
+    expect(fsdp.err).toMatch(/^vram-ts: MODEL \(an FSDP config is read against the model/);
   });
 });

@@ -65,6 +65,26 @@ const CASES: readonly { name: string; context?: AccelerateContext; explicit: Omi
   // Two machines, eight processes in all, no mixed precision: DDP over 8 ranks in the model's dtype.
   { name: 'accelerate-template-multi-node', explicit: { parallel: { engine: 'ddp', dp: 8 } } },
   {
+    // FSDP2 over 8 processes, bf16: each decoder layer a unit, then [norm, embed_tokens, lm_head] (qwen2.5 ties
+    // them) never resharded; MixedPrecisionPolicy bf16 over float32 parameters, no autocast.
+    name: 'trl-fsdp2',
+    context: { model },
+    explicit: {
+      dtype: 'float32',
+      parallel: {
+        engine: 'fsdp2',
+        dp: 8,
+        reshardAfterForward: true,
+        mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' },
+        units: [
+          ...Array.from({ length: 24 }, (_, i) => `model.layers.${i}`),
+          { modules: ['model.norm', 'model.embed_tokens', 'lm_head'], reshardAfterForward: false },
+        ],
+      },
+    },
+    ranks: true,
+  },
+  {
     // Written by accelerate: ZeRO-3 with the optimizer and the parameters on the host, 4 steps accumulated.
     name: 'generated-deepspeed-zero3-offload',
     explicit: { precision: 'bf16', microBatches: 4, parallel: { engine: 'deepspeed', dp: 4, zero: 3, offload: { optimizer: true, parameters: true } } },
@@ -109,15 +129,19 @@ describe('fromAccelerateConfig: real configs, estimated as their options', () =>
     const cpu = fromAccelerateConfig({ ...fixture('trl-single-gpu'), use_cpu: true });
     expect(cpu.options).toEqual({ precision: 'amp-bf16', device: 'cpu' });
     expect(run(cpu.options)).toEqual(run({ precision: 'amp-bf16', device: 'cpu' }));
-    // FSDP2 through accelerate shards the embedding and [norm, lm_head] as units of their own: refused, not guessed.
-    expect(issues(() => fromAccelerateConfig(fixture('trl-fsdp2')))).toEqual([{ path: ['distributed_type'], code: 'not-modelled' }]);
+    // FSDP2: accelerate's units of the model itself, so the model is needed.
+    expect(issues(() => fromAccelerateConfig(fixture('trl-fsdp2')))).toEqual([{ path: ['context', 'model'], code: 'missing-context' }]);
+    const fsdp = fromAccelerateConfig(fixture('trl-fsdp2'), { model, gradientAccumulationSteps: 4 });
+    expect([fsdp.distributedType, fsdp.processes, fsdp.autocastForward]).toEqual(['FSDP', 8, false]);
+    expect(fsdp.options).toMatchObject({ microBatches: 4, parallel: { gradientSync: 'last' } });
+    expect(fsdp.approximations.map((a) => a.path.join('.'))).toEqual(['mixed_precision']);
   });
 });
 
 describe('fromAccelerateConfig: what it refuses, with paths', () => {
   it('real configs: FSDP1, CPU processes, a parallelism config', () => {
     for (const c of [...sources.configs, ...sources.generated].filter((s) => s.use === 'error'))
-      expect(issues(() => fromAccelerateConfig(fixture(c.name), { layers: 24 }))[0]).toEqual({ path: c.expected, code: 'not-modelled' });
+      expect(issues(() => fromAccelerateConfig(fixture(c.name), { model }))[0]).toEqual({ path: c.expected, code: 'not-modelled' });
   });
 
   it('a named DeepSpeed file not given: missing-context with its path; keys accelerate refuses beside it', () => {
@@ -142,12 +166,12 @@ describe('fromAccelerateConfig: what it refuses, with paths', () => {
   it('an unknown key, at any depth, with the name it missed', () => {
     const base = fixture('trl-fsdp2');
     const config = { ...base, num_process: 8, fsdp_config: { ...(base.fsdp_config as object), fsdp_reshard_after_foward: true } };
-    expect(issues(() => fromAccelerateConfig(config))).toEqual([
+    expect(issues(() => fromAccelerateConfig(config, { model }))).toEqual([
       { path: ['num_process'], code: 'unknown-option' },
       { path: ['fsdp_config', 'fsdp_reshard_after_foward'], code: 'unknown-option' },
     ]);
     try {
-      fromAccelerateConfig(config);
+      fromAccelerateConfig(config, { model });
     } catch (error) {
       expect((error as VramError).issues.map((i) => i.message)).toEqual([
         expect.stringContaining('did you mean "num_processes"?'),
@@ -178,14 +202,19 @@ describe('fromAccelerateConfig: what it refuses, with paths', () => {
       [fsdpWith({ fsdp_auto_wrap_policy: 'SIZE_BASED_WRAP' }), ['fsdp_config', 'fsdp_auto_wrap_policy'], 'not-modelled'],
       [fsdpWith({ fsdp_reshard_after_forward: 'FULL_SHARD' }), ['fsdp_config', 'fsdp_reshard_after_forward'], 'bad-option'],
       [
-        fsdpWith({ fsdp_activation_checkpointing: true, fsdp_activation_checkpointing_offload: true }),
+        fsdpWith({ fsdp_activation_checkpointing: false, fsdp_activation_checkpointing_offload: true }),
         ['fsdp_config', 'fsdp_activation_checkpointing_offload'],
-        'not-modelled',
+        'bad-option',
       ],
+      // checkpoint_wrapper inside FSDP2's units is not measured; a class other than the decoder layer is not modelled.
+      [fsdpWith({ fsdp_activation_checkpointing: true }), ['fsdp_config', 'fsdp_activation_checkpointing'], 'not-modelled'],
+      [fsdpWith({ fsdp_transformer_layer_cls_to_wrap: 'Qwen2DecoderLayer,Qwen2MLP' }), ['fsdp_config', 'fsdp_transformer_layer_cls_to_wrap'], 'not-modelled'],
+      [fsdpWith({ fsdp_transformer_layer_cls_to_wrap: ['Qwen2DecoderLayer'] }), ['fsdp_config', 'fsdp_transformer_layer_cls_to_wrap'], 'bad-option'],
+      [{ ...fsdp, mixed_precision: 'fp16' }, ['mixed_precision'], 'not-modelled'],
       [fsdpWith({ fsdp_state_dict_type: 'LOCAL_STATE_DICT' }), ['fsdp_config', 'fsdp_state_dict_type'], 'bad-option'],
       [fsdpWith({ fsdp_sync_module_states: false }), ['fsdp_config', 'fsdp_sync_module_states'], 'bad-option'],
     ];
-    for (const [config, path, code] of cases) expect(issues(() => fromAccelerateConfig(config, { layers: 24 }))).toEqual([{ path, code }]);
+    for (const [config, path, code] of cases) expect(issues(() => fromAccelerateConfig(config, { model }))).toEqual([{ path, code }]);
   });
 
   it('context and input checks', () => {
@@ -195,10 +224,10 @@ describe('fromAccelerateConfig: what it refuses, with paths', () => {
     expect(issues(() => fromAccelerateConfig(fixture('trl-deepspeed-zero2'), { deepspeedConfig: {} }))).toEqual([
       { path: ['context', 'deepspeedConfig'], code: 'bad-option' },
     ]);
-    // fsdp_activation_checkpointing wraps the decoder layers: the reading needs to know which.
-    expect(issues(() => fromAccelerateConfig(fixture('generated-fsdp2-offload-checkpointing')))).toEqual([
-      { path: ['context', 'layers'], code: 'missing-context' },
-    ]);
+    expect(issues(() => fromAccelerateConfig(fixture('trl-fsdp2'), { model: {} as never }))).toEqual([{ path: ['context', 'model'], code: 'bad-option' }]);
+    // A model that records no decoder roles (a plain module) has no units accelerate would make.
+    const plain = { kind: 'module', className: 'Net', body: { kind: 'seq', layers: [] } } as never;
+    expect(issues(() => fromAccelerateConfig(fixture('trl-fsdp2'), { model: plain }))).toEqual([{ path: ['context', 'model'], code: 'not-modelled' }]);
   });
 });
 

@@ -6,7 +6,7 @@
  * test/fixtures/fsdp2-cpu. Shared by the fidelity test and `npm run accuracy`.
  */
 import { loadJsonFixtures } from './fixtures.js';
-import { estimate, fromHFConfig, type DType, type Engine, type Layer, type ParallelPlan } from '../../src/index.js';
+import { estimate, fromAccelerateConfig, fromHFConfig, type DType, type Engine, type Layer, type ParallelPlan } from '../../src/index.js';
 import { seqFromSpecs, type LayerSpec } from './layer-spec.js';
 import { OPTIMIZERS } from './oracle.js';
 
@@ -35,10 +35,36 @@ export interface DistributedFixture {
       readonly units: readonly string[];
       readonly reshardAfterForward: boolean;
       readonly mp: { readonly paramDtype: DType; readonly reduceDtype: DType } | null;
+      /** fsdp2_cpu.py's accelerate cases: the plugin settings accelerate's fsdp2_prepare_model wrapped with. */
+      readonly accelerate?: AccelerateCase;
     };
   };
   readonly env: { readonly torch: string };
   readonly train: Readonly<Record<string, { readonly livePeakBytes: number; readonly optimizerStateBytes: number }>>;
+}
+
+/** An accelerate case's FSDP plugin settings (tools/oracle/cases/accelerate-fsdp2-cpu.json). */
+export interface AccelerateCase {
+  readonly reshardAfterForward: boolean;
+  readonly autoWrap: string;
+  readonly layerCls: string;
+  readonly mixedPrecision: 'no' | 'bf16';
+}
+
+/** The accelerate config those settings are (what `accelerate launch` turned into the plugin's environment). */
+export function accelerateConfigOf(fixture: DistributedFixture): Record<string, unknown> {
+  const a = fixture.case.fsdp!.accelerate!;
+  return {
+    distributed_type: 'FSDP',
+    num_processes: fixture.case.world,
+    mixed_precision: a.mixedPrecision,
+    fsdp_config: {
+      fsdp_version: 2,
+      fsdp_auto_wrap_policy: a.autoWrap,
+      fsdp_transformer_layer_cls_to_wrap: a.layerCls,
+      fsdp_reshard_after_forward: a.reshardAfterForward,
+    },
+  };
 }
 
 /** One figure of one rank: what the engine allocated next to vram-ts. */
@@ -57,7 +83,10 @@ export interface RankComparison {
 /** The fixture folders of the distributed oracles. */
 export const DISTRIBUTED_FOLDERS = ['distributed-cpu', 'fsdp2-cpu'] as const;
 
-export function loadDistributedFixtures(folder: (typeof DISTRIBUTED_FOLDERS)[number] = 'distributed-cpu'): DistributedFixture[] {
+/** fsdp2_cpu.py's cases wrapped by accelerate 1.15.0's own fsdp2_prepare_model (fewer: a folder of their own). */
+export const ACCELERATE_FOLDER = 'accelerate-fsdp2-cpu';
+
+export function loadDistributedFixtures(folder: (typeof DISTRIBUTED_FOLDERS)[number] | typeof ACCELERATE_FOLDER = 'distributed-cpu'): DistributedFixture[] {
   return loadJsonFixtures<DistributedFixture>(folder);
 }
 
@@ -67,10 +96,16 @@ export function loadDistributedFixtures(folder: (typeof DISTRIBUTED_FOLDERS)[num
  * ZeroRedundancyOptimizer's `parameters_as_bucket_view`) are cases that check they move nothing
  * vram-ts counts.
  */
-export function planOf(fixture: DistributedFixture): ParallelPlan | undefined {
+export function planOf(fixture: DistributedFixture, model: Layer): ParallelPlan | undefined {
   const c = fixture.case;
   const sync = c.gradientSync !== undefined ? { gradientSync: c.gradientSync } : {};
   if (c.parallel === null) return undefined;
+  if (c.fsdp?.accelerate !== undefined) {
+    // The plan fromAccelerateConfig reads of the config; the harness's loop (not accelerator.accumulate) reduces every micro-batch.
+    const micro = c.microBatches ?? 1;
+    const reading = fromAccelerateConfig(accelerateConfigOf(fixture), { model, ...(micro > 1 ? { gradientAccumulationSteps: micro } : {}) });
+    return { ...reading.options.parallel!, rank: c.rank, gradientSync: c.gradientSync ?? 'every' };
+  }
   if (c.parallel === 'fsdp2') {
     const f = c.fsdp!;
     return {
@@ -103,10 +138,10 @@ function modelOf(fixture: DistributedFixture): Layer {
 /** The live peak of the measured (third) step and the optimizer state on the rank. */
 export function compareDistributedFixture(fixture: DistributedFixture): RankComparison[] {
   const c = fixture.case;
-  const parallel = planOf(fixture);
+  const model = modelOf(fixture);
+  const parallel = planOf(fixture, model);
   const torch = fixture.env.torch.startsWith('1.') ? '1.13' : fixture.env.torch.replace(/^(\d+\.\d+).*/, '$1');
   const framework = torch === '1.13' ? ('torch-1.13' as const) : ('torch-2' as const);
-  const model = modelOf(fixture);
   const out: RankComparison[] = [];
   const row = (figure: string, pytorch: number, ours: number): RankComparison => ({
     id: fixture.id,

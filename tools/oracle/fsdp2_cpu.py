@@ -22,6 +22,33 @@ tree and stubs under /work/hfenv);
 its pure-Python dependencies (regex, yaml, requests, tqdm, packaging, six ...) come from
 ``--hf-deps``, appended to the *end* of sys.path so that torch and numpy still come from the venv.
 
+accelerate FSDP2 (``fsdp.accelerate``; cases tools/oracle/cases/accelerate-fsdp2-cpu.json, fixtures
+test/fixtures/accelerate-fsdp2-cpu/): the wrapping is accelerate's own code.  A real
+``accelerate.utils.FullyShardedDataParallelPlugin(fsdp_version=2, ...)`` is built from the case's
+settings (the FSDP_* / ACCELERATE_* variables ``accelerate launch`` would export are set too);
+``plugin.set_mixed_precision(mixedPrecision)`` is called only when it is not "no", as
+AcceleratorState.__init__ does; then ``plugin.set_auto_wrap_policy(model)`` and the real
+``accelerate.utils.fsdp_utils.fsdp2_prepare_model(acc, model)``, as Accelerator._prepare_fsdp2
+calls them.  ``acc`` is NOT an Accelerator: it is a stand-in namespace holding only what
+fsdp2_prepare_model reads (state.fsdp_plugin, torch_device_mesh=None as without a
+ParallelismConfig, parallelism_config=None, mixed_precision, is_main_process, device=cpu).  Each
+``fully_shard`` call it makes is recorded by a pass-through (``fsdp.accelerate.fullyShardCalls``:
+module keys -- a call may take a list, e.g. [model.norm, lm_head] -- reshard_after_forward, mp
+policy, the parameters it takes over).  accelerate 1.15.0 applies no forward wrapping under FSDP2:
+prepare() sends FSDP2 to _prepare_fsdp2, whose first pass skips nn.Modules, so prepare_model's
+native-AMP ``convert_outputs_to_fp32(autocast(forward))`` never runs (prepare_model raises for
+FSDP2); bf16 is FSDP2's MixedPrecisionPolicy(bf16, bf16, output_dtype=bf16) only, and the harness
+adds nothing.  The optimizer is still built by the harness after wrapping (accelerate swaps the
+optimizer's parameters for the sharded ones; its state is made lazily either way).  Everything
+else (steps, profiler, phases) is the harness's.  Case fields ``fsdp.accelerate``:
+``reshardAfterForward``, ``autoWrap`` (TRANSFORMER_BASED_WRAP), ``layerCls``, ``mixedPrecision``
+(no | bf16 | fp16).  hf cases naming a release other than 4.40.2 (5.18.0) import the venv's
+transformers (no --transformers-src needed), e.g. in /tmp/trl (torch 2.13.0+cpu, transformers
+5.18.0, accelerate 1.15.0), 9 cases in ~21 s:
+
+    /tmp/trl/bin/python tools/oracle/fsdp2_cpu.py --cases tools/oracle/cases/accelerate-fsdp2-cpu.json
+        --out test/fixtures/accelerate-fsdp2-cpu --jobs 2
+
 Measurement (tools/oracle/oracle.py's method, whose builders, inputs, optimizers and profiler
 reader it imports; tools/oracle/distributed_cpu.py's whole-program session): torch.profiler with
 ``profile_memory=True`` runs from before the model is built to the end, so every block freed is
@@ -57,8 +84,12 @@ Fixture fields (bytes throughout):
 * ``env`` (torch, python, threads, process group, transformers, DDP comm hook), ``world``, ``rank``,
   ``params`` (global elements), ``bufferBytes``, ``input``, ``target``, ``paramTable`` (global and
   local shape per parameter, local storage bytes).
-* ``fsdp``: ``units``, ``groups`` (per FSDP parameter group, read after the steps: per parameter
-  orig/sharded/padded-sharded sizes and dtypes, effective reshard_after_forward),
+* ``fsdp``: ``units`` (accelerate cases: a list of module-key lists, one per fully_shard call
+  before the root's), ``groups`` (per FSDP parameter group, read after the steps: ``modules``
+  the fully_shard call was given, per parameter orig/sharded/padded-sharded sizes, dtypes and the
+  sharded storage dtype, effective reshard_after_forward, the group's ``mpPolicy``),
+  ``accelerate`` (accelerate cases: plugin settings, fully_shard calls, dtypes of parameters and
+  gradients after wrapping / after the steps, the logits' and loss's dtypes),
   ``perGroup`` (the buffer sizes the 2.13 sources predict: sharded parameter storage, all-gather
   input cast, all-gather output, unsharded parameter blocks, reduce-scatter input/output, grad
   cast), which the measured ``fsdpBlocks`` match.  ``ddp``: bucket sizes, comm hook.
@@ -253,6 +284,8 @@ def run_child(case: dict, args) -> dict:
     # ---------------- build ----------------
     marks_on["on"] = True
     ddp = None
+    accelerate_info = None
+    output_dtypes: Dict[str, str] = {}
     fsdp_units: List[str] = []
     comm_hook = None
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -283,13 +316,18 @@ def run_child(case: dict, args) -> dict:
             unit_kw = {"mesh": mesh, "mp_policy": mp_policy}
             if f.get("reshardAfterForward") is not None:
                 unit_kw["reshard_after_forward"] = f["reshardAfterForward"]
-            for key in f.get("units", []):
-                fully_shard(model.get_submodule(key), **unit_kw)
-                fsdp_units.append(key)
-            root_kw = {"mesh": mesh, "mp_policy": mp_policy}
-            if f.get("rootReshardAfterForward") is not None:
-                root_kw["reshard_after_forward"] = f["rootReshardAfterForward"]
-            fully_shard(model, **root_kw)
+            if f.get("accelerate") is not None:
+                model, accelerate_info = _accelerate_fsdp2(model, f["accelerate"], rank)
+                # each fully_shard call before the root's, in order, as the list of modules it was given
+                fsdp_units = [c["modules"] for c in accelerate_info["fullyShardCalls"] if c["modules"] != [""]]
+            else:
+                for key in f.get("units", []):
+                    fully_shard(model.get_submodule(key), **unit_kw)
+                    fsdp_units.append(key)
+                root_kw = {"mesh": mesh, "mp_policy": mp_policy}
+                if f.get("rootReshardAfterForward") is not None:
+                    root_kw["reshard_after_forward"] = f["rootReshardAfterForward"]
+                fully_shard(model, **root_kw)
             fwd = model
         elif par == "ddp":
             o = case.get("ddp", {})
@@ -347,6 +385,9 @@ def run_child(case: dict, args) -> dict:
                     kw["use_cache"] = case["trainUseCache"]
                 out = fwd(input_ids=x, labels=y, **kw)
                 loss = out.loss
+                if not output_dtypes and getattr(out, "logits", None) is not None:
+                    output_dtypes["logits"] = oracle.dtype_name(out.logits.dtype)
+                    output_dtypes["loss"] = oracle.dtype_name(loss.dtype)
                 del out
                 return loss
             if is_ref_tf:
@@ -535,6 +576,17 @@ def run_child(case: dict, args) -> dict:
             "groups": fsdp_groups,
             "perGroup": _per_group_figures(fsdp_groups, world),
         }
+        if accelerate_info is not None:
+            result["fsdp"]["root"] = None  # accelerate's own last fully_shard(model) is the root
+            notes.append(
+                "unattributedBytes: one 4 x world-byte block per FSDP parameter group, allocated in wrap by aten::resize_ "
+                "outside FSDP scopes: the DeviceMesh that fully_shard(mesh=None) builds on each call (torch "
+                "_init_default_mesh -> init_device_mesh); accelerate passes mesh=None without a ParallelismConfig"
+            )
+            accelerate_info["paramDtypesAfterSteps"] = sorted({r["dtype"] for r in inventory["params"]})
+            accelerate_info["gradDtypesAfterSteps"] = sorted({r["grad"]["dtype"] for r in inventory["params"] if r["grad"]})
+            accelerate_info["outputDtypes"] = dict(output_dtypes)
+            result["fsdp"]["accelerate"] = accelerate_info
     if par == "ddp":
         log = ddp._get_ddp_logging_data()
         result["ddp"] = {
@@ -572,6 +624,7 @@ def _fsdp_groups(root) -> list:
 
     groups = []
     seen = set()
+    module_names = {id(m): n for n, m in root.named_modules()}
     for name, mod in root.named_modules():
         if not isinstance(mod, FSDPModule):
             continue
@@ -595,19 +648,150 @@ def _fsdp_groups(root) -> list:
                         "origDtype": str(fp.orig_dtype).replace("torch.", "") if getattr(fp, "orig_dtype", None) is not None else None,
                         "paramDtype": str(fp.param_dtype).replace("torch.", "") if getattr(fp, "param_dtype", None) is not None else None,
                         "reduceDtype": str(fp.reduce_dtype).replace("torch.", "") if getattr(fp, "reduce_dtype", None) is not None else None,
+                        "storageDtype": str(fp.sharded_param.dtype).replace("torch.", ""),
                     }
                 )
+            mods = [module_names.get(id(m), "?") for m in getattr(state, "_modules", ())]
             groups.append(
                 {
                     "module": name,
+                    "modules": mods,
                     "isRoot": name == "",
                     "shardWorld": int(g.mesh_info.shard_mesh_size),
                     "shardRank": int(g.mesh_info.shard_mesh_rank),
                     "reshardAfterForward": bool(g._reshard_after_forward),
+                    "mpPolicy": _mp_fields(getattr(g, "mp_policy", None)),
                     "params": rows,
                 }
             )
     return groups
+
+
+def _mp_fields(mp) -> Optional[dict]:
+    """A MixedPrecisionPolicy's fields (dtypes as names)."""
+    if mp is None:
+        return None
+    name = lambda d: None if d is None else str(d).replace("torch.", "")  # noqa: E731
+    return {
+        "paramDtype": name(getattr(mp, "param_dtype", None)),
+        "reduceDtype": name(getattr(mp, "reduce_dtype", None)),
+        "outputDtype": name(getattr(mp, "output_dtype", None)),
+        "castForwardInputs": getattr(mp, "cast_forward_inputs", None),
+    }
+
+
+def _accelerate_fsdp2(model, cfg: dict, rank: int):
+    """Wraps ``model`` with accelerate's own FSDP2 code: a real ``FullyShardedDataParallelPlugin``
+    (fsdp_version 2) and the real ``accelerate.utils.fsdp_utils.fsdp2_prepare_model``, called as
+    ``Accelerator._prepare_fsdp2`` calls it (``set_auto_wrap_policy(model)`` first).  The
+    Accelerator is a stand-in namespace with only the attributes ``fsdp2_prepare_model`` reads.
+    Every ``fully_shard`` call it makes is recorded (modules, keyword arguments) by a pass-through
+    around ``torch.distributed.fsdp.fully_shard`` (which fsdp2_prepare_model imports at call time).
+    Returns (model, info)."""
+    import torch
+    import torch.distributed.fsdp as tfsdp
+    import accelerate
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils import fsdp_utils
+    from torch.distributed.tensor import DTensor
+
+    mixed = cfg.get("mixedPrecision", "no")
+    # What `accelerate launch` puts in the environment for an FSDP2 config; the plugin below also
+    # gets every setting explicitly, so these only fill fields left at None.
+    launch_env = {
+        "ACCELERATE_USE_FSDP": "true",
+        "ACCELERATE_MIXED_PRECISION": mixed,
+        "FSDP_VERSION": "2",
+        "FSDP_AUTO_WRAP_POLICY": cfg.get("autoWrap", "TRANSFORMER_BASED_WRAP"),
+        "FSDP_RESHARD_AFTER_FORWARD": str(bool(cfg.get("reshardAfterForward", True))).lower(),
+        "FSDP_OFFLOAD_PARAMS": "false",
+        "FSDP_CPU_RAM_EFFICIENT_LOADING": "false",
+        "FSDP_ACTIVATION_CHECKPOINTING": "false",
+    }
+    if cfg.get("layerCls"):
+        launch_env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = cfg["layerCls"]
+    for k in list(os.environ):
+        if k.startswith("FSDP_") and k not in launch_env:
+            del os.environ[k]
+    os.environ.update(launch_env)
+    layer_cls = cfg.get("layerCls")
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2,
+        auto_wrap_policy=cfg.get("autoWrap", "TRANSFORMER_BASED_WRAP").lower(),
+        transformer_cls_names_to_wrap=([layer_cls] if isinstance(layer_cls, str) else layer_cls),
+        reshard_after_forward=bool(cfg.get("reshardAfterForward", True)),
+        cpu_offload=False,
+        cpu_ram_efficient_loading=False,
+        activation_checkpointing=False,
+    )
+    # AcceleratorState.__init__ (state.py): `if self._mixed_precision != "no" and fsdp_plugin is not
+    # None: fsdp_plugin.set_mixed_precision(self._mixed_precision)`; with "no" nothing is called
+    # and fsdp2_prepare_model falls back to MixedPrecisionPolicy().
+    if mixed != "no":
+        plugin.set_mixed_precision(mixed)
+    acc = types.SimpleNamespace(
+        state=types.SimpleNamespace(fsdp_plugin=plugin),
+        torch_device_mesh=None,  # Accelerator.torch_device_mesh: state.device_mesh, None without a ParallelismConfig
+        parallelism_config=None,
+        mixed_precision=mixed,
+        is_main_process=rank == 0,
+        device=torch.device("cpu"),
+    )
+    names = {id(m): n for n, m in model.named_modules()}
+    pnames = {id(q): n for n, q in model.named_parameters()}  # a tied weight: its first name
+    calls = []
+    real = tfsdp.fully_shard
+
+    def recording_fully_shard(module, **kw):
+        mods = list(module) if isinstance(module, (list, tuple)) else [module]
+        calls.append(
+            {
+                "modules": [names.get(id(m), "?") for m in mods],
+                "classes": [type(m).__name__ for m in mods],
+                "reshardAfterForward": kw.get("reshard_after_forward", "default (None)"),
+                "mpPolicy": _mp_fields(kw.get("mp_policy")),
+                "offloadPolicy": type(kw.get("offload_policy")).__name__ if "offload_policy" in kw else None,
+                "mesh": None if kw.get("mesh") is None else str(kw.get("mesh")),
+                # parameters this call takes over (those of earlier units are DTensors by now)
+                "params": list(dict.fromkeys(pnames.get(id(q), "?") for m in mods for q in m.parameters() if not isinstance(q, DTensor))),
+            }
+        )
+        return real(module, **kw)
+
+    # Accelerator._prepare_fsdp2: "Needs to be done first" -- set_auto_wrap_policy(model) before AC /
+    # compile / fsdp2_prepare_model (which calls it again; the second call is a no-op).
+    plugin.set_auto_wrap_policy(model)
+    tfsdp.fully_shard = recording_fully_shard
+    try:
+        model = fsdp_utils.fsdp2_prepare_model(acc, model)
+    finally:
+        tfsdp.fully_shard = real
+    info = {
+        "accelerate": accelerate.__version__,
+        "function": "accelerate.utils.fsdp_utils.fsdp2_prepare_model (real), after plugin.set_auto_wrap_policy(model) as Accelerator._prepare_fsdp2 does",
+        "acceleratorStandIn": "types.SimpleNamespace(state.fsdp_plugin, torch_device_mesh=None, parallelism_config=None, mixed_precision, is_main_process, device=cpu): the attributes fsdp2_prepare_model reads",
+        "launchEnv": launch_env,
+        "plugin": {
+            "fsdpVersion": plugin.fsdp_version,
+            "reshardAfterForward": plugin.reshard_after_forward,
+            "autoWrapPolicy": getattr(getattr(plugin.auto_wrap_policy, "func", plugin.auto_wrap_policy), "__name__", None),
+            "transformerClsNamesToWrap": plugin.transformer_cls_names_to_wrap,
+            "cpuOffload": repr(plugin.cpu_offload),
+            "cpuRamEfficientLoading": plugin.cpu_ram_efficient_loading,
+            "mixedPrecisionPolicy": _mp_fields(plugin.mixed_precision_policy),
+        },
+        "mixedPrecision": mixed,
+        "forwardWrap": None,
+        "forwardWrapNote": (
+            "accelerate 1.15.0 Accelerator.prepare() routes FSDP2 to _prepare_fsdp2, which never passes the "
+            "model to prepare_model (its first pass skips nn.Modules), so the native-AMP forward wrapping "
+            "(convert_outputs_to_fp32(autocast(...)), accelerator.py prepare_model) is not applied; "
+            "prepare_model itself raises for FSDP2. Mixed precision is FSDP2's MixedPrecisionPolicy only."
+        ),
+        "fullyShardCalls": calls,
+        "paramDtypesAfterWrap": sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}),
+    }
+    return model, info
 
 
 def _per_group_figures(groups: Optional[list], world: int) -> Optional[list]:
@@ -934,7 +1118,19 @@ def command_for(args, cid: str) -> str:
         extra += f" --cases {args.cases}"
     if args.out != DEFAULT_OUT:
         extra += f" --out {args.out}"
-    return f"/tmp/t213/bin/python tools/oracle/fsdp2_cpu.py{extra} --only {cid}"
+    py = "/tmp/t213/bin/python" if args.cases == DEFAULT_CASES else sys.executable
+    return f"{py} tools/oracle/fsdp2_cpu.py{extra} --only {cid}"
+
+
+def _resolve_transformers(args, cases) -> None:
+    """--transformers-src / --hf-deps defaults: hf cases naming 4.40.2 (tools/oracle/cases/fsdp2-cpu.json)
+    import the source tree under /work/hfenv as before; other releases (5.18.0 in the /tmp/trl venv)
+    import the venv's own transformers (hf_models.load checks the version either way)."""
+    if args.transformers_src is None:
+        old = any(c.get("model") == "hf" and c.get("transformers") == "4.40.2" for c in cases)
+        args.transformers_src = "/work/hfenv/hf-4.40.2:/work/hfenv/stubs" if old or not any(c.get("model") == "hf" for c in cases) else ""
+    if args.hf_deps is None:
+        args.hf_deps = DEFAULT_HF_DEPS if args.transformers_src else ""
 
 
 def main(argv=None) -> int:
@@ -946,10 +1142,12 @@ def main(argv=None) -> int:
     ap.add_argument("--traces", default=None, help="also write each measured step's allocation events to DIR/<id>.json")
     ap.add_argument(
         "--transformers-src",
-        default=os.environ.get("ORACLE_TRANSFORMERS_SRC", "/work/hfenv/hf-4.40.2:/work/hfenv/stubs"),
-        help="directories (':'-separated) holding the transformers release of 'hf' cases",
+        default=os.environ.get("ORACLE_TRANSFORMERS_SRC"),
+        help="directories (':'-separated) holding the transformers release of 'hf' cases; '' imports the venv's "
+        "transformers. Default: the 4.40.2 tree under /work/hfenv when a selected hf case names 4.40.2, else the venv's",
     )
-    ap.add_argument("--hf-deps", default=DEFAULT_HF_DEPS, help="appended to sys.path (transformers' pure-Python dependencies)")
+    ap.add_argument("--hf-deps", default=None, help="appended to sys.path (transformers' pure-Python dependencies); "
+                    f"default {DEFAULT_HF_DEPS}, or none when the venv's transformers is used")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -962,6 +1160,7 @@ def main(argv=None) -> int:
 
     if args.child is not None:
         case = next(c for c in cases if c["id"] == args.child)
+        _resolve_transformers(args, [case])
         try:
             res = run_child(case, args)
         except Exception as e:  # recorded by the parent
@@ -976,6 +1175,7 @@ def main(argv=None) -> int:
         if missing:
             raise SystemExit(f"unknown case ids: {missing}")
         cases = [c for c in cases if c["id"] in want]
+    _resolve_transformers(args, cases)
     os.makedirs(args.out, exist_ok=True)
     t_all = time.time()
     failed = 0

@@ -7,15 +7,18 @@ import { mul, sum } from '../../sym/ops.js';
 import { bytesOf, DTYPE_BITS, type DType } from '../../tensor/dtype.js';
 import { tensor, type TensorSpec } from '../../tensor/spec.js';
 import type { IR, IROp } from '../../trace/ir.js';
-import { arrayOf, boolean, object, oneOf, string } from '../../validate.js';
-import { chunking, labelOf, unitsOf, type Unit } from './fsdp2-units.js';
+import { anyOf, arrayOf, boolean, object, oneOf, string } from '../../validate.js';
+import { chunking, labelOf, unitsOf, type Fsdp2UnitSpec, type Unit } from './fsdp2-units.js';
 import { gradientSyncKnob, type CommonPlan, type EngineEnv, type EngineRecord, type GradientSyncKnob } from './engine.js';
 
 /** The plan keys FSDP2 reads. */
 export interface Fsdp2Knobs extends GradientSyncKnob {
-  /** FSDP2: module keys wrapped with `fully_shard` besides the root (default: the model's repeated blocks). */
-  readonly units?: readonly string[];
-  /** FSDP2 `reshard_after_forward` of the non-root units (default true). */
+  /**
+   * FSDP2: what is wrapped with `fully_shard` besides the root, in order: module keys, or groups of
+   * modules wrapped by one call (default: the model's repeated blocks).
+   */
+  readonly units?: readonly Fsdp2UnitSpec[];
+  /** FSDP2 `reshard_after_forward` of the non-root units that do not give their own (default true). */
   readonly reshardAfterForward?: boolean;
   /** FSDP2 `MixedPrecisionPolicy`: compute (all-gather) and reduce dtypes; parameters stay stored in the model's dtype. */
   readonly mixedPrecision?: { readonly param?: DType; readonly reduce?: DType };
@@ -29,11 +32,11 @@ export interface Fsdp2Settings {
   /** Shard degree d (the data-parallel mesh size). */
   readonly shards: number;
   readonly rank: number;
-  /** Module keys wrapped with `fully_shard` (each its own unit); the root is always one. */
-  readonly units: readonly string[];
+  /** Units wrapped with `fully_shard` (each its own parameter group); the root is always one. */
+  readonly units: readonly Fsdp2UnitSpec[];
   /** Whether `units` are the user's (each must name a module: a VramError otherwise) or the defaults. */
   readonly unitsGiven: boolean;
-  /** `reshard_after_forward` for the non-root units (the root keeps its parameters: FSDP2's default). */
+  /** `reshard_after_forward` of the non-root units that give none (the root keeps its parameters: FSDP2's default). */
   readonly reshardAfterForward: boolean;
   /** dtype the parameters are stored (sharded) in; the trace's parameters are the compute dtype (`param_dtype`). */
   readonly storeDtype: (param: number) => DType;
@@ -308,7 +311,7 @@ function moduleHooks(s: Fsdp2State): Pick<EngineHooks, 'beforeForward' | 'afterF
     afterForward(op) {
       for (const unit of unitsAt(s, op)) {
         if (unit.endOp - 1 !== op.index) continue;
-        if (!unit.root && s.settings.reshardAfterForward) reshard(s, unit);
+        if (unit.reshard) reshard(s, unit);
         // The root's post-forward frees the last all-gather output (_fsdp_state.py _post_forward).
         if (unit.root && s.heldGather !== null) {
           ledger.release(s.heldGather);
@@ -490,7 +493,12 @@ export const fsdp2Engine: EngineRecord<'fsdp2', Fsdp2Plan> = {
   knobs: {},
   sharedKnobs: {
     gradientSync: gradientSyncKnob,
-    units: arrayOf(string),
+    units: arrayOf(
+      anyOf(
+        [string, object({ fields: { modules: arrayOf(string, { min: 1 }), reshardAfterForward: boolean }, required: ['modules'] })],
+        'a module key, or { modules: [keys], reshardAfterForward? }',
+      ),
+    ),
     reshardAfterForward: boolean,
     mixedPrecision: object({ fields: { param: DTYPE, reduce: DTYPE } }),
   },
