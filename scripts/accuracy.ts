@@ -14,6 +14,7 @@ import {
   rankTolerance,
   type RankComparison,
 } from '../test/helpers/distributed-oracle.js';
+import { compareTrainerFsdpFixture, loadTrainerFsdpFixtures } from '../test/helpers/trainer-fsdp2-oracle.js';
 import { comparePipelineFixture, loadPipelineFixtures, pipelineTolerance, type PipelineComparison } from '../test/helpers/pipeline-oracle.js';
 import { estimateTpFixture, loadTpFixtures } from '../test/helpers/tp-oracle.js';
 import { estimateCpFixture, loadCpFixtures } from '../test/helpers/cp-oracle.js';
@@ -208,10 +209,12 @@ ${reservedRows.map((r) => `| ${r.id} | ${r.run} | ${n(r.pytorch)} | ${n(r.ours)}
   // One rank of a data-parallel job: the distributed oracles' fixtures.
   const rankRows: RankComparison[] = DISTRIBUTED_FOLDERS.flatMap((folder) => loadDistributedFixtures(folder).flatMap(compareDistributedFixture));
   const accelerateRows = new Set(loadDistributedFixtures(ACCELERATE_FOLDER).flatMap(compareDistributedFixture));
-  rankRows.push(...accelerateRows);
+  const trainerRows = new Set(loadTrainerFsdpFixtures().flatMap(compareTrainerFsdpFixture));
+  rankRows.push(...accelerateRows, ...trainerRows);
   const rankGroups = new Map<string, RankComparison[]>();
   for (const r of rankRows) {
-    const key = `${r.torch} | ${r.engine}${accelerateRows.has(r) ? ' (accelerate 1.15.0)' : ''} | ${kind(r.figure)}`;
+    const by = accelerateRows.has(r) ? ' (accelerate 1.15.0)' : trainerRows.has(r) ? ' (Trainer, transformers 5.18.0)' : '';
+    const key = `${r.torch} | ${r.engine}${by} | ${kind(r.figure)}`;
     rankGroups.set(key, [...(rankGroups.get(key) ?? []), r]);
   }
   const rankSummary = [...rankGroups].map(([key, group]) => {
@@ -226,7 +229,8 @@ and ZeroRedundancyOptimizer on PyTorch 1.13 with a fake group of its own; \`tool
 runs FSDP2 (\`fully_shard\`) and DDP on PyTorch 2.13 with PyTorch's \`fake\` backend, on an MLP and on
 real transformers 4.40.2 Llama and Qwen2 decoders, and wrapped by accelerate 1.15.0's own
 \`fsdp2_prepare_model\` on transformers 5.18.0 decoders, tied and untied, read from the accelerate
-config of the same settings (method and findings: tools/oracle/README.md).
+config of the same settings, and the real Trainer with a real Accelerator under FSDP2, read from its
+TrainingArguments (\`tools/oracle/trainer_fsdp2_cpu.py\`; method and findings: tools/oracle/README.md).
 vram-ts runs with the case's \`parallel\` plan, \`device: 'cpu'\` and the PyTorch release's rules. Peaks
 are live allocator totals over the third step; the optimizer state is the rank's own. \`single\` rows
 are the same models in one process, for reference.

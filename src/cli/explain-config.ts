@@ -176,9 +176,17 @@ export function explainAccelerate(file: string, reading: AccelerateReading, flag
       ? `one ${o.device === 'cpu' ? 'CPU' : 'GPU'}`
       : reading.distributedType === 'MULTI_GPU'
         ? `DDP over ${reading.processes} processes`
-        : `DeepSpeed ZeRO-${reading.deepspeed?.options.parallel.zero} over ${reading.processes} processes (below)`;
+        : reading.distributedType === 'FSDP'
+          ? `FSDP2 over ${reading.processes} processes, accelerate's units`
+          : `DeepSpeed ZeRO-${reading.deepspeed?.options.parallel.zero} over ${reading.processes} processes (below)`;
   const precision =
-    o.precision === 'amp-bf16' ? 'bf16 autocast over fp32 parameters' : o.precision !== undefined ? `DeepSpeed's ${o.precision}` : "the model's dtype";
+    o.precision === 'amp-bf16'
+      ? 'bf16 autocast over fp32 parameters'
+      : o.precision !== undefined
+        ? `DeepSpeed's ${o.precision}`
+        : o.dtype !== undefined
+          ? 'bf16 FSDP2 policy over fp32 parameters'
+          : "the model's dtype";
   const notes = (list: AccelerateReading['ignored']) => list.map((n) => [n.path.join('.'), n.why]);
   return explanation(
     `${file}: an accelerate config, read as accelerate 1.15.0 reads it (fromAccelerateConfig)`,

@@ -2,7 +2,8 @@
  * --training-args FILE: transformers' TrainingArguments (a JSON dump or a YAML/JSON mapping of
  * some fields) read with fromTrainingArguments, and the Hugging Face Trainer's step it means: on
  * one GPU, trainerStep's phases; with `deepspeed` (its path read here, relative to the working
- * directory as the Trainer opens it), one rank's estimate under DeepSpeed. The arguments decide
+ * directory as the Trainer opens it), one rank's estimate under DeepSpeed; with `fsdp`, one rank's
+ * under FSDP2 over --gpus processes, its units made of the model as accelerate makes them. The arguments decide
  * the batch, accumulation, checkpointing, precision and optimizer: those flags are refused beside it.
  */
 import { fromTrainingArguments, trainerStep, VramError, type EstimateOptions, type Layer, type ModuleLayer, type TrainingArgumentsReading } from '../index.js';
@@ -23,12 +24,15 @@ function cliError(error: VramError, file: string, dsFile: string | undefined): E
     return fromVramError(rest, dsFile);
   }
   if (path[0] === 'context' && path[1] === 'worldSize') return fromVramError(new VramError([{ ...issue!, path: [] }]), '--gpus');
+  if (path[0] === 'context' && path[1] === 'model')
+    return fromVramError(new VramError([{ ...issue!, path: [] }]), 'MODEL (FSDP is read against the model: vram-ts fit MODEL --training-args FILE)');
   return fromVramError(error, file);
 }
 
 /** The arguments read, and with `deepspeed` a path, that file read too. */
-export function readTrainingArgs(values: Values, file: string, sizes: DecoderSizes): TrainingArgumentsReading {
+export function readTrainingArgs(values: Values, file: string, sizes: DecoderSizes, model?: Layer): TrainingArgumentsReading {
   const context = {
+    ...(model !== undefined ? { model } : {}),
     ...(values.gpus !== undefined ? { worldSize: count(values, 'gpus', 1) } : {}),
     ...(sizes.hidden !== undefined ? { hiddenSize: sizes.hidden } : {}),
     ...(sizes.layers !== undefined ? { layers: sizes.layers } : {}),
@@ -46,10 +50,10 @@ export function readTrainingArgs(values: Values, file: string, sizes: DecoderSiz
   }
 }
 
-/** The estimate options of the arguments' step under DeepSpeed: the rank's input is the micro-batch × --seq. */
+/** The estimate options of the arguments' step under DeepSpeed or FSDP: the rank's input is the micro-batch × --seq. */
 export function trainingArgsOptions(values: Values, reading: TrainingArgumentsReading): EstimateOptions {
   const seq = count(values, 'seq', DEFAULTS.seq);
-  return { ...reading.options!, input: [reading.deepspeed!.microBatchSize, seq] };
+  return { ...reading.options!, input: [reading.deepspeed?.microBatchSize ?? reading.resolved.batch, seq] };
 }
 
 /** The Trainer's step on one GPU: trainerStep's phase table (or JSON). */

@@ -33,6 +33,12 @@ export interface AccelerateNote {
   readonly why: string;
 }
 
+/** A context's model: a Layer (its own checks run where it is used). */
+export const layerCheck: Check = (value, path, issues) => {
+  if (typeof value !== 'object' || value === null || typeof (value as { kind?: unknown }).kind !== 'string')
+    issues.push({ path, code: 'bad-option', message: 'must be a model (a Layer: llm, fromHFConfig)', expected: 'Layer', received: show(value) });
+};
+
 /** The context's schema, built when read (a module-level schema would stay in every bundle). */
 export const contextCheck = (): Check =>
   object({
@@ -44,10 +50,7 @@ export const contextCheck = (): Check =>
       hiddenSize: integer(1),
       batchSize: integer(1),
       gradientAccumulationSteps: integer(1),
-      model: (value, path, issues) => {
-        if (typeof value !== 'object' || value === null || typeof (value as { kind?: unknown }).kind !== 'string')
-          issues.push({ path, code: 'bad-option', message: 'must be a model (a Layer: llm, fromHFConfig)', expected: 'Layer', received: show(value) });
-      },
+      model: layerCheck,
     },
   });
 

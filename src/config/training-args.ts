@@ -8,6 +8,8 @@
  * `deepspeed` is read by fromDeepSpeedConfig with the Trainer's context filled from these arguments.
  */
 import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
+import type { ParallelPlan } from '../parallel/plan.js';
+import type { Layer } from '../nn/types.js';
 import { fail, type VramIssue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
@@ -17,6 +19,8 @@ import { parseDictStrings, TRAINER_DEEPSPEED_FIELD as DS, undoPostInit } from '.
 import { optimizerOf } from '../trainers/step.js';
 import { anything, type Check, integer, object, show, string, validate, type Path } from '../validate.js';
 import { withMixedSection } from './accelerate-deepspeed.js';
+import { layerCheck } from './accelerate-reader.js';
+import { readTrainerFsdp, type TrainerFsdp } from './training-args-fsdp.js';
 import { fromDeepSpeedConfig, type DeepSpeedOptions, type DeepSpeedReading, type DeepSpeedTrainerContext } from './deepspeed.js';
 
 /** What a TrainingArguments file alone does not say. */
@@ -31,16 +35,21 @@ export interface TrainingArgumentsContext {
   readonly layers?: number;
   /** TRL release whose TrainingArguments fields and defaults to follow (default {@link DEFAULT_TRL}). */
   readonly trl?: string;
+  /** The model (a catalog decoder): under `fsdp`, accelerate makes its FSDP2 units of the model's modules. */
+  readonly model?: Layer;
 }
 
-/** The estimate options a step under DeepSpeed takes from the arguments (give `input`: `[batch, sequence]`). */
+/** The estimate options a step under DeepSpeed or FSDP takes from the arguments (give `input`: `[batch, sequence]`). */
 export interface TrainingArgumentsOptions {
   readonly mode: 'train';
-  readonly parallel: DeepSpeedOptions['parallel'];
+  /** DeepSpeed's plan, or FSDP2's with accelerate's units (`fsdp`). */
+  readonly parallel: DeepSpeedOptions['parallel'] | (ParallelPlan & { readonly engine: typeof fsdp2Engine.name });
   /** `gradient_accumulation_steps`. */
   readonly microBatches: number;
   /** DeepSpeed's 16-bit parameters (`bf16.enabled` / `fp16.enabled`); absent, the model's dtype. */
   readonly precision?: 'bf16' | 'fp16';
+  /** FSDP with `bf16`: parameters stored in float32 (accelerate upcasts the trainable ones), computed in bf16. */
+  readonly dtype?: 'float32';
   /** The config's `optimizer` section, or else the Trainer's own (`optim`), which the Trainer hands to DeepSpeed. */
   readonly optimizer: OptimizerSpec;
   /** `gradient_checkpointing`: every decoder layer one non-reentrant checkpoint (gradient_checkpointing_enable). */
@@ -61,12 +70,13 @@ export interface TrainingArgumentsReading {
   readonly deepspeedPath?: string;
   /** `deepspeed` read (fromDeepSpeedConfig, the Trainer's context filled from these arguments). */
   readonly deepspeed?: DeepSpeedReading;
-  /** With `deepspeed` read: the options of one rank's step. */
+  /** With `deepspeed` read, or `fsdp`: the options of one rank's step. */
   readonly options?: TrainingArgumentsOptions;
 }
 
 /** The context's schema, built when read (a module-level schema would stay in every bundle). */
-const contextCheck = (): Check => object({ fields: { deepspeed: anything, worldSize: integer(1), hiddenSize: integer(1), layers: integer(1), trl: string } });
+const contextCheck = (): Check =>
+  object({ fields: { deepspeed: anything, worldSize: integer(1), hiddenSize: integer(1), layers: integer(1), trl: string, model: layerCheck } });
 
 /** resolveTrainerArgs names the fields under `args`; a file's fields are named from its root. */
 function rerooted(issues: readonly VramIssue[]): VramIssue[] {
@@ -80,26 +90,6 @@ function nonDefault(fields: Readonly<Record<string, unknown>>, defaults: Readonl
     if (name !== DS && (!Object.hasOwn(defaults, name) || !sameValue(value, defaults[name])))
       Object.defineProperty(out, name, { value: copyData(value), enumerable: true, writable: true, configurable: true });
   return out;
-}
-
-/**
- * `fsdp` set: the Trainer's FSDP goes through accelerate's fsdp2_prepare_model (accelerate 1.15
- * utils/fsdp_utils.py:751-885: its own units for the embeddings and the final norm with the head, the
- * latter never resharded, trainable low-precision parameters upcast to fp32 under mixed precision), or
- * FSDP1 (`fsdp_config.version` 1): neither is the fsdp2 engine's layout, so neither is guessed.
- */
-function fsdpIssue(fields: Record<string, unknown>, issues: VramIssue[]): void {
-  const fsdp = fields.fsdp;
-  if (fsdp === null || fsdp === undefined) return;
-  issues.push({
-    path: ['fsdp'],
-    code: 'not-modelled',
-    message: `the Trainer's FSDP (accelerate's fsdp2_prepare_model: separate embedding and head units, the head never resharded, fp32 master upcast; or FSDP1) is not modelled: estimate with parallel { engine: '${fsdp2Engine.name}' } models torch's fully_shard per decoder layer`,
-    expected: 'null (no FSDP)',
-    received: show(fsdp),
-  });
-  delete fields.fsdp;
-  delete fields.fsdp_config;
 }
 
 /**
@@ -194,29 +184,50 @@ function accumulationIssues(ds: DeepSpeedReading, resolved: ResolvedTrainerArgs,
 }
 
 /**
- * What the step under DeepSpeed needs beyond the config: the decoder's layers for
- * gradient_checkpointing; Liger's fused loss is a head trainerStep adds, which a rank's estimate
- * does not (not modelled rather than dropped).
+ * What a rank's step needs beyond the arguments: under DeepSpeed the decoder's layers for
+ * gradient_checkpointing, under FSDP the world it shards over; Liger's fused loss is a head
+ * trainerStep adds, which a rank's estimate does not (not modelled rather than dropped).
  */
-function stepIssues(resolved: ResolvedTrainerArgs, context: TrainingArgumentsContext): VramIssue[] {
+function stepIssues(resolved: ResolvedTrainerArgs, context: TrainingArgumentsContext, engine: 'DeepSpeed' | 'FSDP'): VramIssue[] {
   const issues: VramIssue[] = [];
-  if (resolved.checkpointing && context.layers === undefined)
-    issues.push({
-      path: ['context', 'layers'],
-      code: 'missing-context',
-      message: "gradient_checkpointing under DeepSpeed checkpoints every decoder layer: give the model's num_hidden_layers",
-      expected: 'integer ≥ 1',
-      received: 'missing',
-    });
+  const missing = (field: string, message: string) =>
+    issues.push({ path: ['context', field], code: 'missing-context', message, expected: 'integer ≥ 1', received: 'missing' });
+  if (engine === 'DeepSpeed' && resolved.checkpointing && context.layers === undefined)
+    missing('layers', "gradient_checkpointing under DeepSpeed checkpoints every decoder layer: give the model's num_hidden_layers");
+  if (engine === 'FSDP' && context.worldSize === undefined) missing('worldSize', 'FSDP shards over the world: give the number of processes');
   if (resolved.liger)
     issues.push({
       path: ['use_liger_kernel'],
       code: 'not-modelled',
-      message: "Liger's fused linear cross-entropy under DeepSpeed is not modelled (trainerStep models it on one GPU)",
+      message: `Liger's fused linear cross-entropy under ${engine} is not modelled (trainerStep models it on one GPU)`,
       expected: 'false',
       received: 'true',
     });
   return issues;
+}
+
+/**
+ * The options of a rank's step under the Trainer's FSDP2 (measured: tools/oracle/trainer_fsdp2_cpu.py).
+ * bf16 is accelerate's MixedPrecisionPolicy over float32 parameters, no autocast; accumulation runs
+ * under accelerator.accumulate (only the last micro-batch reduces). The Trainer's own tensors (the
+ * batch's labels, the loss scalars: 792 B in the measured cases) are not counted.
+ */
+function fsdpOptions(fsdp: TrainerFsdp, resolved: ResolvedTrainerArgs, world: number): TrainingArgumentsOptions {
+  return {
+    mode: 'train',
+    parallel: {
+      engine: fsdp2Engine.name,
+      dp: world,
+      units: fsdp.units,
+      reshardAfterForward: fsdp.reshardAfterForward,
+      ...(fsdp.offload ? { offload: { optimizer: true, parameters: true } } : {}),
+      ...(resolved.bf16 ? { mixedPrecision: { param: 'bfloat16' as const, reduce: 'bfloat16' as const } } : {}),
+      ...(resolved.accumulation > 1 ? { gradientSync: 'last' as const } : {}),
+    },
+    microBatches: resolved.accumulation,
+    ...(resolved.bf16 ? { dtype: 'float32' as const } : {}),
+    optimizer: optimizerOf(resolved.optim, 'cuda'),
+  };
 }
 
 /** The options of a rank's step under DeepSpeed. */
@@ -236,15 +247,18 @@ function deepspeedOptions(ds: DeepSpeedReading, resolved: ResolvedTrainerArgs, l
  * Reads a transformers `TrainingArguments` mapping — the tool's own dump (`to_json_string()` /
  * `to_dict()`: every field, post-init values included) or a short JSON/YAML mapping of a few fields —
  * as the Trainer reads it at the release vram-ts follows: every field checked (an unknown one is an
- * error with did-you-mean; one that moves memory in a way vram-ts does not model, such as `fp16`,
- * `optim: 'adafactor'` or `fsdp`, a `not-modelled` error at its path), the values `__post_init__`
+ * error with did-you-mean; one that moves memory in a way vram-ts does not model, such as `fp16`
+ * or `optim: 'adafactor'`, a `not-modelled` error at its path), the values `__post_init__`
  * writes for a default read as that default, and the rest resolved by resolveTrainerArgs. Note that
  * `bf16: true` is the Trainer's autocast over the model's dtype: it does not cast an fp32 model.
  * `deepspeed` given as a config is read with fromDeepSpeedConfig, its `"auto"` values filled from
  * these arguments as the Trainer fills them (`context.worldSize` and `context.hiddenSize` for the rest);
  * given as a path it is returned as `deepspeedPath`, to read and pass back as `context.deepspeed`.
  * Under DeepSpeed, gradient_checkpointing needs `context.layers` (each decoder layer is checkpointed)
- * and use_liger_kernel is not modelled.
+ * and use_liger_kernel is not modelled. `fsdp` (with `fsdp_config`) is one rank of FSDP2 over
+ * `context.worldSize` processes, its units the ones accelerate makes of `context.model`
+ * (readTrainerFsdp: FSDP1, activation or gradient checkpointing inside the units and the other wrap
+ * policies are errors at their fields).
  * Every issue of the fields is reported at once; paths are the file's keys.
  *
  * @example
@@ -272,7 +286,17 @@ export function fromTrainingArguments(args: unknown, context: TrainingArgumentsC
   if (issues.length > 0) throw new VramError(issues);
   const fields = undoPostInit(args);
   parseDictStrings(fields, issues);
-  fsdpIssue(fields, issues);
+  const fsdp = readTrainerFsdp(fields, context.model, issues);
+  if (fsdp !== undefined && namesDeepSpeed(fields))
+    issues.push({
+      path: ['fsdp'],
+      code: 'bad-option',
+      message: 'fsdp and deepspeed together: the Trainer runs one of them',
+      expected: 'one of fsdp, deepspeed',
+      received: 'both',
+    });
+  delete fields.fsdp;
+  delete fields.fsdp_config;
   const minimal = nonDefault(fields, defaults);
   let resolved: ResolvedTrainerArgs | undefined;
   try {
@@ -284,12 +308,18 @@ export function fromTrainingArguments(args: unknown, context: TrainingArgumentsC
   if (issues.length > 0 || resolved === undefined) throw new VramError(issues);
   const ds = deepspeedOf(fields, context);
   const reading = ds.config === undefined ? undefined : readDeepSpeed(ds.config, ds.at, fields, resolved, context);
-  const mismatched = reading === undefined ? [] : [...accumulationIssues(reading, resolved, ds.at), ...stepIssues(resolved, context)];
+  const mismatched =
+    reading === undefined
+      ? fsdp === undefined
+        ? []
+        : stepIssues(resolved, context, 'FSDP')
+      : [...accumulationIssues(reading, resolved, ds.at), ...stepIssues(resolved, context, 'DeepSpeed')];
   if (mismatched.length > 0) throw new VramError(mismatched);
   return deepFreeze({
     args: minimal,
     resolved,
     ...(ds.path !== undefined ? { deepspeedPath: ds.path } : {}),
     ...(reading !== undefined ? { deepspeed: reading, options: deepspeedOptions(reading, resolved, context.layers) } : {}),
+    ...(fsdp !== undefined ? { options: fsdpOptions(fsdp, resolved, context.worldSize!) } : {}),
   });
 }

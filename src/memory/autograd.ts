@@ -106,6 +106,10 @@ class Pass implements MicroBatchPass {
   private readonly rerun = new Set<number>();
   // Whether the op's kernel steps let go of its saved tensors already ({ release: 'saved' }).
   private savedReleased = false;
+  // Gradients a node made that InputBuffer added in place into the tensor's buffer: the engine
+  // adds them after the node's function returned (its temporaries gone) and after it let go of
+  // its incoming gradient and saved tensors, so they live until then.
+  private readonly addedInPlace: number[] = [];
 
   constructor(setup: PassSetup) {
     const { ir, plan, ledger, storageBlock, chunk = null } = setup;
@@ -230,8 +234,8 @@ class Pass implements MicroBatchPass {
       return;
     }
     if (this.inPlaceAccumulation && ledger.refs(existing) === 1) {
-      // InputBuffer (PyTorch 2.x) adds in place when it holds the only reference.
-      ledger.release(block);
+      // InputBuffer (PyTorch 2.x) adds in place when it holds the only reference, once the node returned.
+      this.addedInPlace.push(block);
       return;
     }
     this.strided.delete(tensor);
@@ -364,6 +368,8 @@ class Pass implements MicroBatchPass {
     this.releaseIncoming(op, incoming);
     if (!this.savedReleased) this.releaseSavedOf(op);
     this.savedReleased = false;
+    for (const block of this.addedInPlace) ledger.release(block);
+    this.addedInPlace.length = 0;
     residency.afterBackward(op, label);
     // The region is done once its first op ran backward: checkpoint lets go of its inputs.
     const region = op.region === null ? undefined : ir.regions[op.region];

@@ -77,12 +77,39 @@ describe('vram-ts --training-args FILE', () => {
     const path = cli('qwen2.5-0.5b', '--training-args', `${T}/ds-notebook-path.json`, '--gpus', '2');
     expect(path.code).toBe(2);
     expect(path.err).toBe('vram-ts: ds_config_zero3.json: cannot read (no such file or directory)\n');
-    const fsdp = cli('qwen2.5-0.5b', '--training-args', `${T}/fsdp2-config.json`);
+    // transformers' FSDP page's config turns on activation_checkpointing inside the units: not measured.
+    const fsdp = cli('qwen2.5-0.5b', '--training-args', `${T}/fsdp2-config.json`, '--gpus', '8');
     expect(fsdp.code).toBe(2);
-    expect(fsdp.err).toMatch(new RegExp(`^vram-ts: ${T}/fsdp2-config\\.json: fsdp: the Trainer's FSDP`));
+    expect(fsdp.err).toMatch(new RegExp(`^vram-ts: ${T}/fsdp2-config\\.json: fsdp_config\\.activation_checkpointing: checkpoint_wrapper`));
     const many = cli('qwen2.5-0.5b', '--training-args', `${T}/perf-bf16.json`, '--gpus', '4');
     expect(many.code).toBe(2);
     expect(many.err).toMatch(/^vram-ts: --gpus: the Trainer's arguments say no DeepSpeed/);
+  });
+});
+
+describe("vram-ts --training-args FILE with the Trainer's FSDP", () => {
+  it('one rank under FSDP2 over --gpus, with the units accelerate makes of the model', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vram-fsdp-'));
+    try {
+      const file = join(dir, 'args.json');
+      writeFileSync(file, JSON.stringify({ per_device_train_batch_size: 2, fsdp: 'full_shard auto_wrap', bf16: true, optim: 'adamw_torch' }));
+      const out = json('qwen2.5-0.5b', '--seq', '256', '--training-args', file, '--gpus', '8');
+      const units = [
+        ...Array.from({ length: 24 }, (_, i) => `model.layers.${i}`),
+        { modules: ['model.norm', 'model.embed_tokens', 'lm_head'], reshardAfterForward: false },
+      ];
+      const e = estimate(model, {
+        input: [2, 256],
+        mode: 'train',
+        dtype: 'float32',
+        microBatches: 1,
+        optimizer: { name: 'adamw', impl: 'foreach' },
+        parallel: { engine: 'fsdp2', dp: 8, units, reshardAfterForward: true, mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' } },
+      });
+      expect(out.bytes).toMatchObject({ peak: e.bytes.peak, reserved: e.bytes.reserved });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

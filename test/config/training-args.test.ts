@@ -194,7 +194,39 @@ describe('fromTrainingArguments: fields', () => {
       ['optim', 'not-modelled'],
       ['torch_compile', 'not-modelled'],
     ]);
-    expect(issuesOf({ fsdp: 'full_shard auto_wrap' })).toMatchObject([{ path: ['fsdp'], code: 'not-modelled' }]);
+    // The Trainer's FSDP2: its units are the model's (context.model), over the world (context.worldSize).
+    expect(issuesOf({ fsdp: 'full_shard auto_wrap' })).toMatchObject([{ path: ['context', 'model'], code: 'missing-context' }]);
+    const model = llm('qwen2.5-0.5b');
+    expect(issuesOf({ fsdp: 'full_shard auto_wrap' }, { model })).toMatchObject([{ path: ['context', 'worldSize'], code: 'missing-context' }]);
+    const fsdp = (extra: object) => issuesOf({ fsdp: true, ...extra }, { model, worldSize: 2 }).map((i) => [i.path.join('.'), i.code]);
+    expect(fsdp({ fsdp: 'hybrid_shard' })).toEqual([['fsdp', 'bad-option']]);
+    expect(fsdp({ fsdp_config: { version: 1 } })).toEqual([['fsdp_config.version', 'not-modelled']]);
+    expect(fsdp({ fsdp_config: { fsdp_reshard_after_foward: true } })).toEqual([['fsdp_config.fsdp_reshard_after_foward', 'unknown-option']]);
+    expect(fsdp({ fsdp_config: { auto_wrap_policy: 'SIZE_BASED_WRAP' } })).toEqual([['fsdp_config.auto_wrap_policy', 'not-modelled']]);
+    expect(fsdp({ fsdp_config: { transformer_layer_cls_to_wrap: ['Qwen2MLP'] } })).toEqual([['fsdp_config.transformer_layer_cls_to_wrap', 'not-modelled']]);
+    expect(fsdp({ gradient_checkpointing: true })).toEqual([['gradient_checkpointing', 'not-modelled']]);
+    expect(fsdp({ fsdp_config: 'fsdp.json' })).toEqual([['fsdp_config', 'bad-option']]);
+    expect(fsdp({ deepspeed: { zero_optimization: { stage: 2 } } })).toEqual([['fsdp', 'bad-option']]);
+  });
+
+  it("the Trainer's FSDP2: accelerate's units, shard_grad_op keeps layers gathered, bf16 is the policy over fp32, accumulation reduces last", () => {
+    const model = llm('qwen2.5-0.5b');
+    const layers = Array.from({ length: 24 }, (_, i) => `model.layers.${i}`);
+    const tail = { modules: ['model.norm', 'model.embed_tokens', 'lm_head'], reshardAfterForward: false };
+    const read = (args: object) => fromTrainingArguments({ per_device_train_batch_size: 2, ...args }, { model, worldSize: 4 }).options;
+    expect(read({ fsdp: 'full_shard auto_wrap', optim: 'adamw_torch' })).toEqual({
+      mode: 'train',
+      parallel: { engine: 'fsdp2', dp: 4, units: [...layers, tail], reshardAfterForward: true },
+      microBatches: 1,
+      optimizer: { name: 'adamw', impl: 'foreach' },
+    });
+    expect(read({ fsdp: 'shard_grad_op' })?.parallel).toMatchObject({ reshardAfterForward: false });
+    // An explicit fsdp_config value wins over the legacy word (setdefault, ta:2879-2881).
+    expect(read({ fsdp: 'shard_grad_op', fsdp_config: { fsdp_reshard_after_forward: true } })?.parallel).toMatchObject({ reshardAfterForward: true });
+    expect(read({ fsdp: 'full_shard offload' })?.parallel).toMatchObject({ offload: { optimizer: true, parameters: true } });
+    const bf16 = read({ fsdp: true, bf16: true, gradient_accumulation_steps: 4 })!;
+    expect([bf16.dtype, bf16.microBatches]).toEqual(['float32', 4]);
+    expect(bf16.parallel).toMatchObject({ mixedPrecision: { param: 'bfloat16', reduce: 'bfloat16' }, gradientSync: 'last' });
   });
 
   it('post-init values read as the defaults they came from; false-y fsdp is off', () => {

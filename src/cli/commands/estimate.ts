@@ -93,7 +93,7 @@ function runEstimate(ref: ModelRef, values: Values): Outcome {
     usage('--gpu', `--format ${format} has no room for a fit verdict: add --check (exit 1 when it does not fit) or use --format table, markdown or json`);
   }
   const model = buildModel(ref, values, tensorParallelOf(values));
-  const trainer = values['training-args'] !== undefined ? readTrainingArgs(values, values['training-args'], decoderSizes(model)) : undefined;
+  const trainer = values['training-args'] !== undefined ? readTrainingArgs(values, values['training-args'], decoderSizes(model), model) : undefined;
   if (trainer !== undefined && trainer.options === undefined) return trainingArgsOutcome(values, ref.name, model, trainer, format);
   const options = trainer !== undefined ? trainingArgsOptions(values, trainer) : estimateOptions(values, ref, model);
   // Listed first: a job of too many ranks is refused before any estimate.

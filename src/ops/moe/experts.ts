@@ -4,7 +4,7 @@ import { mul } from '../../sym/ops.js';
 import { specBytes, tensor, type TensorSpec } from '../../tensor/spec.js';
 import type { DType } from '../../tensor/dtype.js';
 import { concreteDim, positiveInt } from '../check.js';
-import type { KernelStep, OpContext, OpRule, OwnedTensor } from '../types.js';
+import type { Framework, KernelStep, OpContext, OpRule, OwnedTensor } from '../types.js';
 
 /**
  * How the routed experts run: `loop` is transformers 4.x's ModuleList loop over the experts
@@ -64,45 +64,76 @@ export interface ExpertAttrs {
 
 /**
  * A looped expert's backward as autograd runs its nodes, one after the other (measured on
- * transformers 4.57.6's Mixtral/Qwen3-MoE loop, torch 2.13 CPU): index_add's gradient gathered
- * [n, H], the routing product's two gradients (and its [n, H] product before the sum), down_proj's
- * input gradient [n, I] and weight gradient, the gated product's two [n, I] gradients, up_proj's
- * input gradient and weight gradient, SiLU's, gate_proj's, the two input gradients summed; the
- * weight gradients are made one by one (held as temporaries until the op's gradients are placed).
+ * transformers 4.57.6's Mixtral loop, torch 2.13 CPU, and 4.40.2's, torch 1.13): index_add's
+ * gradient gathered [n, H], the routing product's two gradients (and its [n, H] product before
+ * the sum), down_proj's weight gradient and input gradient [n, I], the gated product's two [n, I]
+ * gradients, up_proj's weight gradient and input gradient [n, H], SiLU's, gate_proj's, the two
+ * input gradients summed, then the index's [T, H]. Each node lets go of what it saved as it
+ * finishes (the weighted rows at index_add's, the weights and the down output at the product's,
+ * ...; the rows at gate_proj's, the `torch.where` indices last): the saved tensors are released
+ * at the start and what is still held is carried as temporaries, so that they go node by node.
+ * torch 2 adds gate_proj's input gradient into up_proj's in place (InputBuffer, once the node let
+ * go of its saved rows); torch 1.13 sums the two into a new tensor. The weight gradients are
+ * made one by one (held as temporaries until the op's gradients are placed).
  */
-function loopBackwardSteps({ n, hidden, inner, dt, p }: ExpertShape): KernelStep[] {
+function loopBackwardSteps(shape: ExpertShape, framework: Framework): KernelStep[] {
+  const { n, hidden, inner, dt, p } = shape;
   const nH = bytes([n, hidden], dt);
   const nI = bytes([n, inner], dt);
   const weight = bytes([hidden, inner], p);
+  // The gradient of up_proj's input that gate_proj's is summed with.
+  const rowsGrad: KernelStep[] =
+    framework === 'torch-2' ? [{ free: 'gate input grad' }] : [{ alloc: 'input grad sum', bytes: nH }, { free: 'gate input grad' }, { free: 'up input grad' }];
   return [
+    // What forward saved, from here on let go node by node.
+    { release: 'saved' },
+    ...expertSaved(shape).map(({ spec, label }): KernelStep => ({ alloc: `saved ${label}`, bytes: specBytes(spec) })),
+    // IndexAddBackward0
     { alloc: 'gathered grad', bytes: nH },
+    { free: 'saved weighted rows' },
+    // MulBackward0: the expert output's gradient, the weights' (the product summed to [n, 1])
     { alloc: 'expert output grad', bytes: nH },
     { alloc: 'weighted product', bytes: nH },
+    { alloc: 'row weights grad', bytes: bytes([n, 1], dt) },
     { free: 'weighted product' },
     { free: 'gathered grad' },
-    { alloc: 'down input grad', bytes: nI },
+    { free: 'saved row weights' },
+    { free: 'saved down output' },
+    // IndexBackward0 of the weights (its [T, k] is placed with the op's input gradients)
+    { free: 'row weights grad' },
+    // MmBackward0 (down_proj)
     { alloc: 'down weight grad', bytes: weight },
+    { alloc: 'down input grad', bytes: nI },
     { free: 'expert output grad' },
+    { free: 'saved product' },
+    // MulBackward0 (act(gate) * up)
     { alloc: 'act grad', bytes: nI },
     { alloc: 'up grad', bytes: nI },
     { free: 'down input grad' },
-    { alloc: 'up input grad', bytes: nH },
+    { free: 'saved up output' },
+    { free: 'saved activation' },
+    // MmBackward0 (up_proj)
     { alloc: 'up weight grad', bytes: weight },
+    { alloc: 'up input grad', bytes: nH },
     { free: 'up grad' },
+    // SiluBackward0
     { alloc: 'silu grad', bytes: nI },
     { free: 'act grad' },
-    { alloc: 'gate input grad', bytes: nH },
+    { free: 'saved gate output' },
+    // MmBackward0 (gate_proj)
     { alloc: 'gate weight grad', bytes: weight },
+    { alloc: 'gate input grad', bytes: nH },
     { free: 'silu grad' },
+    { free: 'saved gathered rows' },
+    ...rowsGrad,
     { free: 'down weight grad' },
     { free: 'up weight grad' },
     { free: 'gate weight grad' },
     { results: 'paramGrads' },
-    { alloc: 'input grad sum', bytes: nH },
-    { free: 'gate input grad' },
-    { free: 'up input grad' },
+    // IndexBackward0 of the rows: the [T, H] (and the weights' [T, k])
     { results: 'inputGrads' },
-    { free: 'input grad sum' },
+    { free: framework === 'torch-2' ? 'up input grad' : 'input grad sum' },
+    { free: 'saved torch.where indices' },
   ];
 }
 
@@ -310,7 +341,7 @@ export const expertOp: OpRule<ExpertAttrs> = {
       forwardStepsUnrecorded: expertUnrecordedSteps(shape),
       backward: () => ({
         inputGrads,
-        steps: attrs.impl === 'eager' ? eagerSteps : loopBackwardSteps(shape),
+        steps: attrs.impl === 'eager' ? eagerSteps : loopBackwardSteps(shape, ctx.framework),
       }),
       macs: () => mul(n, 3 * hidden * inner),
     };
