@@ -282,7 +282,8 @@ class Pass implements MicroBatchPass {
       outputs: () => {
         for (const id of [...op.outputs, ...op.extras]) {
           const storage = ir.tensors[id]!.storage;
-          if (plan.pinned[storage] || recomputed.has(storage) || op.paramCopies.includes(id)) continue;
+          // Autocast's weight copies are cast again in the rerun (its own autocast context) unless still alive.
+          if (plan.pinned[storage] || recomputed.has(storage) || (op.paramCopies.includes(id) && this.storageBlock.has(storage))) continue;
           recomputed.set(storage, ledger.alloc(ir.storages[storage]!.bytes, 'activations'));
         }
       },

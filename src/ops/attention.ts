@@ -64,6 +64,7 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
     const out = tensor([...q!.shape.slice(0, -1), v!.shape[v!.shape.length - 1]!], q!.dtype);
     const lse = tensor([b, h, s], 'float32' as DType);
     const scratch = ctx.device === 'cpu' ? cpuFlashScratch(q!, k!) : 0;
+    const backScratch = ctx.device === 'cpu' ? cpuFlashBackwardScratch(q!, k!) : null;
     return {
       outputs: [out],
       // The CPU flash kernel's per-thread buffer while it runs; without autograd its log-sum-exp is made and dropped too.
@@ -84,6 +85,20 @@ export const sdpaOp: OpRule<SdpaAttrs> = {
         ...((attrs.dropout ?? 0) > 0 && ctx.training ? [{ extra: tensor([2], 'int64'), label: 'philox seed/offset' }] : []),
       ],
       macs: () => mul(product(q!.shape), mul(k!.shape[2]!, 2)),
+      // The CPU flash backward's per-thread buffers, made after the q, k, v gradients.
+      ...(backScratch !== null
+        ? {
+            backward: () => ({
+              steps: [
+                { results: 'inputGrads' as const },
+                { alloc: 'flash buffer', bytes: backScratch.buffer },
+                { alloc: 'dsum', bytes: backScratch.dsum },
+                { free: 'dsum' },
+                { free: 'flash buffer' },
+              ],
+            }),
+          }
+        : {}),
     };
   },
 };
@@ -109,6 +124,30 @@ function cpuFlashScratch(q: TensorSpec, k: TensorSpec): Dim {
   const qSplit = add(add(atMost(s, 32), mul(32, atLeast(s, 192))), mul(192, atLeast(s, 768)));
   const kvSplit = atMost(sk, 512);
   return mul(add(add(mul(qSplit, kvSplit), mul(2, qSplit)), mul(qSplit, d)), 4);
+}
+
+/**
+ * `cpu_flash_attention_backward`'s buffers (same file, the oracle's single thread): attn and
+ * grad_attn [qSplit × kvSplit] in float32 (and again in the input's dtype for 16-bit inputs: read
+ * from the source, not measured),
+ * then dsum [qSplit] in float32, with the forward's splits. Measured (torch 2.13 CPU, float32):
+ * 10,240 + 128 bytes at 40 positions, 512 + 32 at 8, 16,384 + 128 at 64.
+ */
+function cpuFlashBackwardScratch(q: TensorSpec, k: TensorSpec): { buffer: Dim; dsum: Dim } {
+  const s = q.shape[2]!;
+  const sk = k.shape[2]!;
+  const reduced = q.dtype === 'float16' || q.dtype === 'bfloat16';
+  const perElement = reduced ? 4 + 2 : 4;
+  if (typeof s === 'number' && typeof sk === 'number') {
+    const qSplit = Math.min(s >= 768 ? 256 : s >= 192 ? 64 : 32, s);
+    const kvSplit = Math.min(512, sk);
+    return { buffer: 2 * qSplit * kvSplit * perElement, dsum: qSplit * 4 };
+  }
+  const atLeast = (x: Dim, t: number) => sub(max(0, sub(x, t - 1)), max(0, sub(x, t)));
+  const atMost = (x: Dim, t: number) => sub(x, max(0, sub(x, t)));
+  const qSplit = add(add(atMost(s, 32), mul(32, atLeast(s, 192))), mul(192, atLeast(s, 768)));
+  const kvSplit = atMost(sk, 512);
+  return { buffer: mul(mul(qSplit, kvSplit), 2 * perElement), dsum: mul(qSplit, 4) };
 }
 
 /**

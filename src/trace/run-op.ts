@@ -70,6 +70,9 @@ function ownedIds(state: State, list: readonly OwnedTensor[] | undefined, role: 
  */
 export function runOp<A>(state: State, rule: OpRule<A>, attrs: A, given: readonly TensorRef[], reuse?: SeenLayer): TensorRef[] {
   const { options } = state;
+  // `x.to(dtype)` with x's own dtype returns x itself: no op, no autograd node, so the gradients
+  // of its readers add straight into x's (measured: RMSNorm's upcast of a float32 residual stream).
+  if ((rule as OpRule<unknown>) === castOp && given.length === 1 && given[0]!.dtype === (attrs as { dtype?: unknown }).dtype) return [given[0]!];
   const owner = current(state);
   const policy = options.autocast && state.stage === 'model' ? AUTOCAST_POLICY[rule.name] : undefined;
   const castTo = policy === 'lower' ? options.autocast! : policy === 'fp32' ? 'float32' : null;

@@ -119,6 +119,12 @@ export function optimizerOver(
   const count = (bytes: Dim, owner: number) => weigh(bytes, owner, ctx.times);
   // Optimizer state on the device (on the CPU, host-side scalars such as Adam's step share the memory).
   const onDevice = (place: 'device' | 'host') => place === 'device' || ir.settings.device === 'cpu';
+  // Σ of the state entries kept: one list, summed once (a model's every parameter, every estimate).
+  const stateBytes = (kept: (place: 'device' | 'host') => boolean): Dim => {
+    const dims: Dim[] = [];
+    for (let u = 0; u < list.length; u += 1) for (const state of list[u]!.state) if (kept(state.place)) dims.push(count(state.bytes, owners[u]!));
+    return sum(dims);
+  };
   return {
     allocateState() {
       const blocks: number[] = [];
@@ -127,9 +133,9 @@ export function optimizerOver(
       });
       return blocks;
     },
-    optimizerState: () => sum(list.flatMap((update, u) => update.state.filter((s) => onDevice(s.place)).map((s) => count(s.bytes, owners[u]!)))),
+    optimizerState: () => stateBytes((place) => onDevice(place)),
     // The whole state in host memory (an optimizer stepping on the CPU: offloading engines).
-    hostState: () => sum(list.flatMap((update, u) => update.state.map((s) => count(s.bytes, owners[u]!)))),
+    hostState: () => stateBytes(() => true),
     step() {
       if (optimizer === null) return;
       // The list-wide intermediates of the whole model: the interior block's share as many times as it repeats.

@@ -15,7 +15,8 @@ export function singleDevice(ctx: RankContext): EngineHooks {
       // The steady step: last step's gradients and the optimizer state exist before it starts —
       // none for a parameter no recorded op uses (an expert no token chose: taken to have been
       // routed the same way the step before).
-      const used = new Set(ir.ops.filter((op) => op.recorded).flatMap((op) => op.params));
+      const used = new Set<number>();
+      for (const op of ir.ops) if (op.recorded) for (const param of op.params) used.add(param);
       const grads = plan.trainable
         .filter((id) => used.has(id))
         .map((id) => {
