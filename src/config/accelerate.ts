@@ -5,15 +5,14 @@
  * accelerate/utils/dataclasses.py) and the Accelerator (acc = accelerate/accelerator.py).
  */
 import { ddpEngine } from '../parallel/engines/ddp.js';
-import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
-import { fail, VramError } from '../errors.js';
+import { fail, type VramIssue, VramError } from '../errors.js';
 import { deepFreeze } from '../freeze.js';
 import type { OptimizerSpec } from '../memory/optimizers.js';
 import type { ParallelPlan } from '../parallel/plan.js';
 import { show, validate } from '../validate.js';
 import { readDeepSpeed, unusedFile } from './accelerate-deepspeed.js';
-import { readFsdp, type FsdpSection } from './accelerate-fsdp.js';
-import { accelerateFsdp2Units } from './accelerate-fsdp-units.js';
+import { readFsdp } from './accelerate-fsdp.js';
+import { accelerateFsdp2Plan, unitsOfModel } from './accelerate-fsdp-units.js';
 import { DYNAMO_SETTINGS, MODELLED_TYPES, NEUTRAL_TOP, PRECISIONS, UNMODELLED_TYPES } from './accelerate-keys.js';
 import { AccelerateReader, contextCheck, type AccelerateContext, type AccelerateNote } from './accelerate-reader.js';
 import type { DeepSpeedReading } from './deepspeed.js';
@@ -226,76 +225,29 @@ function readOtherSections(r: AccelerateReader, config: Dict, type: Modelled | u
 }
 
 /**
- * FSDP2's units as accelerate 1.15.0's fsdp2_prepare_model makes them of the model
- * (accelerateFsdp2Units): the model comes from the context; a class named to wrap must be its
- * decoder layer class.
- */
-function fsdpUnits(r: AccelerateReader, fsdp: FsdpSection) {
-  const model = r.context.model;
-  if (model === undefined)
-    return r.issue(
-      'missing-context',
-      ['context', 'model'],
-      "accelerate's FSDP2 units are the model's own modules (decoder layers, input embedding, final norm, lm_head): give context.model",
-      'a catalog decoder (llm, fromHFConfig)',
-      'missing',
-    );
-  const units = accelerateFsdp2Units(model);
-  const roles = model.kind === 'module' ? model.meta?.roles : undefined;
-  if (units === undefined || roles === undefined)
-    return r.issue(
-      'not-modelled',
-      ['context', 'model'],
-      'the model records no decoder layers and roles (input embedding, final norm, lm_head) to wrap as accelerate does: a catalog decoder does',
-      'a catalog decoder (llm, fromHFConfig)',
-      model.kind === 'module' ? model.className : model.kind,
-    );
-  const other = fsdp.layerClasses?.names.find((name) => name !== roles.layerClass);
-  if (other !== undefined)
-    return r.issue(
-      'not-modelled',
-      fsdp.layerClasses!.path,
-      `units of class ${JSON.stringify(other)} are not modelled: vram-ts wraps the model's decoder layers (${roles.layerClass}, its _no_split_modules)`,
-      roles.layerClass,
-      fsdp.layerClasses!.names.join(','),
-    );
-  return units;
-}
-
-/**
- * `distributed_type: FSDP`: FSDP2 over the processes with accelerate's units. Under FSDP2 prepare()
- * never wraps the forward in autocast (acc _prepare_fsdp2 skips prepare_model): `bf16` is the
- * plugin's MixedPrecisionPolicy alone (param, reduce and output dtypes bf16, dc:2136-2143) over
- * trainable parameters upcast to float32 (fu:813-825), measured.
+ * `distributed_type: FSDP`: FSDP2 over the processes with the units accelerate makes of
+ * `context.model`. Under FSDP2 prepare() never wraps the forward in autocast (acc _prepare_fsdp2
+ * skips prepare_model): `bf16` is the plugin's MixedPrecisionPolicy alone, measured.
  */
 function fsdpOptions(r: AccelerateReader, config: Dict, mixed: string, processes: number) {
   const before = r.issues.length;
   const fsdp = readFsdp(r, r.dict(config.fsdp_config, ['fsdp_config']));
-  const units = fsdp === undefined ? undefined : fsdpUnits(r, fsdp);
-  if (fsdp === undefined || units === undefined || r.issues.length > before) return undefined;
-  // CPUOffloadPolicy (fu:777): parameters, gradients and optimizer state together, as the engine's two flags.
+  const units = fsdp === undefined ? undefined : unitsOfModel(r.context.model, fsdp.layerClasses);
+  if (units !== undefined && !Array.isArray(units)) r.issues.push(units as VramIssue);
+  if (fsdp === undefined || !Array.isArray(units) || r.issues.length > before) return undefined;
   if (fsdp.offload)
     r.approximate(['fsdp_config', 'fsdp_offload_params'], "CPUOffloadPolicy: the fsdp2 engine's offload is read from torch's sources, not measured");
   if (mixed === 'bf16') r.approximate(['mixed_precision'], 'output_dtype casts the returned loss to bf16 (2 bytes), not counted');
-  const accumulation = r.context.gradientAccumulationSteps;
-  const bf16 = mixed === 'bf16';
-  return {
-    options: {
-      parallel: {
-        engine: fsdp2Engine.name,
-        dp: processes,
-        units,
-        reshardAfterForward: fsdp.reshardAfterForward,
-        ...(fsdp.offload ? { offload: { optimizer: true, parameters: true } } : {}),
-        ...(bf16 ? { mixedPrecision: { param: 'bfloat16' as const, reduce: 'bfloat16' as const } } : {}),
-        // accelerator.accumulate(): set_requires_gradient_sync(False) but on the last micro-batch (acc:1166-1171).
-        ...(accumulation !== undefined && accumulation > 1 ? { gradientSync: 'last' as const } : {}),
-      },
-      ...(bf16 ? { dtype: 'float32' as const } : {}),
-      ...(accumulation !== undefined && accumulation > 1 ? { microBatches: accumulation } : {}),
-    },
-    autocast: false,
-  };
+  const accumulation = r.context.gradientAccumulationSteps ?? 1;
+  const plan = accelerateFsdp2Plan({
+    units,
+    world: processes,
+    reshardAfterForward: fsdp.reshardAfterForward,
+    offload: fsdp.offload,
+    bf16: mixed === 'bf16',
+    accumulation,
+  });
+  return { options: { ...plan, ...(accumulation > 1 ? { microBatches: accumulation } : {}) }, autocast: false };
 }
 
 function engineOptions(r: AccelerateReader, config: Dict, type: Modelled, mixed: { mixed: string; given: boolean }, processes: number, cpu: boolean) {

@@ -7,7 +7,7 @@ import type { VramIssue } from '../errors.js';
 import type { Layer } from '../nn/types.js';
 import type { Fsdp2UnitSpec } from '../parallel/engines/fsdp2-units.js';
 import { didYouMean, show } from '../validate.js';
-import { accelerateFsdp2Units } from './accelerate-fsdp-units.js';
+import { unitsOfModel } from './accelerate-fsdp-units.js';
 
 /** What the Trainer's FSDP decides: the plugin's reshard_after_forward and cpu_offload, the units. */
 export interface TrainerFsdp {
@@ -152,35 +152,12 @@ export function readTrainerFsdp(fields: Record<string, unknown>, model: Layer | 
       expected: 'false',
       received: 'true',
     });
-  if (model === undefined)
-    issues.push({
-      path: ['context', 'model'],
-      code: 'missing-context',
-      message: "accelerate's FSDP2 units are the model's own modules: give context.model",
-      expected: 'a catalog decoder',
-      received: 'missing',
-    });
-  const units = model === undefined ? undefined : accelerateFsdp2Units(model);
-  const roles = model?.kind === 'module' ? model.meta?.roles : undefined;
-  if (model !== undefined && (units === undefined || roles === undefined))
-    issues.push({
-      path: ['context', 'model'],
-      code: 'not-modelled',
-      message: 'the model records no decoder layers and roles to wrap as accelerate does',
-      expected: 'a catalog decoder',
-      received: model.kind,
-    });
   const classes = config.transformer_layer_cls_to_wrap;
-  const names = typeof classes === 'string' ? [classes] : Array.isArray(classes) ? classes.map(String) : [];
-  const other = roles === undefined ? undefined : names.find((n) => n !== roles.layerClass);
-  if (other !== undefined)
-    issues.push({
-      path: paths.get('transformer_layer_cls_to_wrap')!,
-      code: 'not-modelled',
-      message: `units of class ${JSON.stringify(other)} are not modelled: vram-ts wraps the decoder layers (${roles!.layerClass})`,
-      expected: roles!.layerClass,
-      received: show(classes),
-    });
+  const names = typeof classes === 'string' ? [classes] : Array.isArray(classes) ? classes.map(String) : undefined;
+  const path = paths.get('transformer_layer_cls_to_wrap');
+  const found = unitsOfModel(model, names === undefined || path === undefined ? undefined : { names, path });
+  const units = Array.isArray(found) ? (found as readonly Fsdp2UnitSpec[]) : undefined;
+  if (units === undefined) issues.push(found as VramIssue);
   if (issues.length > before || units === undefined) return undefined;
   return { reshardAfterForward: bool(config.reshard_after_forward ?? true)!, offload: bool(config.cpu_offload ?? false)!, units };
 }

@@ -7,7 +7,7 @@
  * default (src/trainers/post-init.ts). The fields are checked and resolved by resolveTrainerArgs;
  * `deepspeed` is read by fromDeepSpeedConfig with the Trainer's context filled from these arguments.
  */
-import { fsdp2Engine } from '../parallel/engines/fsdp2.js';
+import type { fsdp2Engine } from '../parallel/engines/fsdp2.js';
 import type { ParallelPlan } from '../parallel/plan.js';
 import type { Layer } from '../nn/types.js';
 import { fail, type VramIssue, VramError } from '../errors.js';
@@ -21,6 +21,7 @@ import { anything, type Check, integer, object, show, string, validate, type Pat
 import { withMixedSection } from './accelerate-deepspeed.js';
 import { layerCheck } from './accelerate-reader.js';
 import { readTrainerFsdp, type TrainerFsdp } from './training-args-fsdp.js';
+import { accelerateFsdp2Plan } from './accelerate-fsdp-units.js';
 import { fromDeepSpeedConfig, type DeepSpeedOptions, type DeepSpeedReading, type DeepSpeedTrainerContext } from './deepspeed.js';
 
 /** What a TrainingArguments file alone does not say. */
@@ -207,25 +208,16 @@ function stepIssues(resolved: ResolvedTrainerArgs, context: TrainingArgumentsCon
 }
 
 /**
- * The options of a rank's step under the Trainer's FSDP2 (measured: tools/oracle/trainer_fsdp2_cpu.py).
- * bf16 is accelerate's MixedPrecisionPolicy over float32 parameters, no autocast; accumulation runs
- * under accelerator.accumulate (only the last micro-batch reduces). The Trainer's own tensors (the
- * batch's labels, the loss scalars: 792 B in the measured cases) are not counted.
+ * The options of a rank's step under the Trainer's FSDP2 (measured: tools/oracle/trainer_fsdp2_cpu.py):
+ * accelerate's plan (accelerateFsdp2Plan) with the Trainer's accumulation and optimizer. The
+ * Trainer's own tensors (the batch's labels, the loss scalars: 792 B in the measured cases) are not counted.
  */
 function fsdpOptions(fsdp: TrainerFsdp, resolved: ResolvedTrainerArgs, world: number): TrainingArgumentsOptions {
+  const { reshardAfterForward, offload, units } = fsdp;
   return {
     mode: 'train',
-    parallel: {
-      engine: fsdp2Engine.name,
-      dp: world,
-      units: fsdp.units,
-      reshardAfterForward: fsdp.reshardAfterForward,
-      ...(fsdp.offload ? { offload: { optimizer: true, parameters: true } } : {}),
-      ...(resolved.bf16 ? { mixedPrecision: { param: 'bfloat16' as const, reduce: 'bfloat16' as const } } : {}),
-      ...(resolved.accumulation > 1 ? { gradientSync: 'last' as const } : {}),
-    },
+    ...accelerateFsdp2Plan({ units, world, reshardAfterForward, offload, bf16: resolved.bf16, accumulation: resolved.accumulation }),
     microBatches: resolved.accumulation,
-    ...(resolved.bf16 ? { dtype: 'float32' as const } : {}),
     optimizer: optimizerOf(resolved.optim, 'cuda'),
   };
 }
